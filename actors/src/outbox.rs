@@ -1,0 +1,209 @@
+//! The bounded outbound queue toward one socket. Every frame the server sends to a client goes
+//! through an [`Outbox`]: replies from the connection itself and `clientio` calls from the
+//! [`Client`](crate::client::Client) actors. The transport owns the [`OutboxReceiver`] and writes
+//! frames to the socket one at a time, so a peer that stops reading fills the queue instead of
+//! server memory.
+//!
+//! The bound is both a frame count (the channel capacity) and a byte budget (a semaphore whose
+//! permits travel with each frame and are released once the frame has been handed to the socket).
+//! A push that does not fit fails at once with [`PushError::Full`]; the caller then closes the
+//! client as a slow consumer. Nothing here ever waits.
+
+use std::sync::Arc;
+
+use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
+
+/// Limits of one socket's queue.
+#[derive(Debug, Clone, Copy)]
+pub struct OutboxLimits {
+    /// Frames waiting to be written.
+    pub max_frames: usize,
+    /// Bytes of frame text waiting to be written.
+    pub max_bytes: usize,
+}
+
+impl Default for OutboxLimits {
+    fn default() -> Self {
+        // 4096 frames or 32 MiB, whichever comes first: room for a large history reply plus a
+        // burst of live output, small enough that 1,000 stuck readers cannot exhaust memory.
+        OutboxLimits {
+            max_frames: 4096,
+            max_bytes: 32 * 1024 * 1024,
+        }
+    }
+}
+
+/// What the writer does next.
+#[derive(Debug)]
+pub enum Outgoing {
+    /// A JSON text frame.
+    Text(String),
+    /// A binary frame (only the conformance echo endpoint sends these).
+    Binary(Vec<u8>),
+    /// A heartbeat ping.
+    Ping(Vec<u8>),
+    /// The answer to a peer's ping, with its payload.
+    Pong(Vec<u8>),
+    /// Close the socket with this code and reason (`None`: an empty close frame), then stop.
+    Close(Option<(u16, String)>),
+}
+
+/// Why a push failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum PushError {
+    /// The queue is at its frame or byte bound: the peer is not reading.
+    #[error("outbound queue full")]
+    Full,
+    /// The socket is gone.
+    #[error("socket closed")]
+    Closed,
+}
+
+/// Sending half; cheap to clone (one per joined conversation plus the connection's own).
+#[derive(Debug, Clone)]
+pub struct Outbox {
+    tx: mpsc::Sender<(Outgoing, Option<OwnedSemaphorePermit>)>,
+    bytes: Arc<Semaphore>,
+    max_bytes: usize,
+    /// Close requests bypass the bounded queue so a full queue can still be closed.
+    close_tx: mpsc::Sender<Outgoing>,
+}
+
+/// Receiving half, owned by the socket writer.
+#[derive(Debug)]
+pub struct OutboxReceiver {
+    rx: mpsc::Receiver<(Outgoing, Option<OwnedSemaphorePermit>)>,
+    close_rx: mpsc::Receiver<Outgoing>,
+}
+
+/// Creates a queue with the given limits.
+pub fn outbox(limits: OutboxLimits) -> (Outbox, OutboxReceiver) {
+    let (tx, rx) = mpsc::channel(limits.max_frames.max(1));
+    let (close_tx, close_rx) = mpsc::channel(1);
+    let max_bytes = limits.max_bytes.clamp(1, Semaphore::MAX_PERMITS);
+    (
+        Outbox {
+            tx,
+            bytes: Arc::new(Semaphore::new(max_bytes)),
+            max_bytes,
+            close_tx,
+        },
+        OutboxReceiver { rx, close_rx },
+    )
+}
+
+impl Outbox {
+    /// Queues a text frame, or fails at once if it does not fit.
+    pub fn push(&self, frame: String) -> Result<(), PushError> {
+        self.push_frame(Outgoing::Text(frame))
+    }
+
+    /// Queues a frame of any kind, or fails at once if it does not fit.
+    pub fn push_frame(&self, frame: Outgoing) -> Result<(), PushError> {
+        if self.tx.is_closed() {
+            return Err(PushError::Closed);
+        }
+        let len = match &frame {
+            Outgoing::Text(t) => t.len(),
+            Outgoing::Binary(b) | Outgoing::Ping(b) | Outgoing::Pong(b) => b.len(),
+            Outgoing::Close(_) => 0,
+        };
+        // A frame larger than the whole budget may still go when the queue is otherwise empty.
+        let cost = len.clamp(1, self.max_bytes) as u32;
+        let permit = match self.bytes.clone().try_acquire_many_owned(cost) {
+            Ok(p) => p,
+            Err(tokio::sync::TryAcquireError::NoPermits) => return Err(PushError::Full),
+            Err(tokio::sync::TryAcquireError::Closed) => return Err(PushError::Closed),
+        };
+        self.tx
+            .try_send((frame, Some(permit)))
+            .map_err(|e| match e {
+                mpsc::error::TrySendError::Full(_) => PushError::Full,
+                mpsc::error::TrySendError::Closed(_) => PushError::Closed,
+            })
+    }
+
+    /// Closes the socket after the frames already queued (graceful close, close echo). If the
+    /// queue is full the close jumps ahead instead. Later closes are ignored.
+    pub fn close(&self, code: u16, reason: impl Into<String>) {
+        self.close_with(Some((code, reason.into())));
+    }
+
+    /// Like [`close`](Self::close) with an empty close frame (echoing a code-less close).
+    pub fn close_empty(&self) {
+        self.close_with(None);
+    }
+
+    fn close_with(&self, reason: Option<(u16, String)>) {
+        if let Err(mpsc::error::TrySendError::Full((frame, _))) =
+            self.tx.try_send((Outgoing::Close(reason), None))
+        {
+            let _ = self.close_tx.try_send(frame);
+        }
+    }
+
+    /// Closes the socket ahead of everything queued (slow consumer: the queue is the problem).
+    pub fn abort(&self, code: u16, reason: impl Into<String>) {
+        let _ = self
+            .close_tx
+            .try_send(Outgoing::Close(Some((code, reason.into()))));
+    }
+
+    /// True once the writer has gone away.
+    pub fn is_closed(&self) -> bool {
+        self.tx.is_closed()
+    }
+}
+
+impl OutboxReceiver {
+    /// The next thing to write. A pending close wins over queued frames; `None` when every
+    /// sender is gone.
+    pub async fn next(&mut self) -> Option<Outgoing> {
+        tokio::select! {
+            biased;
+            Some(close) = self.close_rx.recv() => Some(close),
+            item = self.rx.recv() => item.map(|(frame, permit)| {
+                // Releasing the permit here, before the write, keeps the byte budget an
+                // upper bound on what waits in this queue (the write itself is bounded by
+                // the transport's own small buffer).
+                drop(permit);
+                frame
+            }),
+        }
+    }
+
+    /// Stops accepting frames; pushes fail with [`PushError::Closed`] from now on.
+    pub fn close(&mut self) {
+        self.rx.close();
+        self.close_rx.close();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bounds_frames_and_bytes() {
+        let (tx, _rx) = outbox(OutboxLimits {
+            max_frames: 2,
+            max_bytes: 10,
+        });
+        tx.push("abcd".into()).unwrap();
+        tx.push("efgh".into()).unwrap();
+        assert_eq!(tx.push("i".into()), Err(PushError::Full));
+        let (tx, _rx) = outbox(OutboxLimits {
+            max_frames: 10,
+            max_bytes: 10,
+        });
+        tx.push("abcdefgh".into()).unwrap();
+        assert_eq!(tx.push("ijk".into()), Err(PushError::Full));
+    }
+
+    #[test]
+    fn closed_receiver_fails_pushes() {
+        let (tx, mut rx) = outbox(OutboxLimits::default());
+        rx.close();
+        assert_eq!(tx.push("x".into()), Err(PushError::Closed));
+    }
+}

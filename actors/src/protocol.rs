@@ -1,0 +1,495 @@
+//! Wire types of the TypeAgent agent-server protocol: envelopes, agent-rpc messages, the
+//! argument rules (`null` means absent, trailing arguments may be missing) and every error text
+//! that clients parse.
+//!
+//! Owned by nobody: the transport (`src/transport.rs`) decodes inbound frames with
+//! [`Inbound::parse`], the actors build outbound frames with [`invoke_result`], [`invoke_error`]
+//! and [`call_frame`]. The reference is `shared/reference/typeagent-protocol.md`, sections 2–4.
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+/// The control channel every connection has from the start.
+pub const AGENT_SERVER_CHANNEL: &str = "agent-server";
+/// The read-only port lookup channel.
+pub const DISCOVERY_CHANNEL: &str = "discovery";
+/// Prefix of the per-conversation server → client channel.
+pub const CLIENTIO_PREFIX: &str = "clientio:";
+/// Prefix of the per-conversation client → server channel.
+pub const DISPATCHER_PREFIX: &str = "dispatcher:";
+/// Largest callId agent-rpc accepts (`Number.MAX_SAFE_INTEGER`).
+pub const MAX_SAFE_INTEGER: u64 = (1 << 53) - 1;
+
+/// Name of the `clientio` channel of one conversation.
+pub fn clientio_channel(conversation_id: &str) -> String {
+    format!("{CLIENTIO_PREFIX}{conversation_id}")
+}
+
+/// Name of the `dispatcher` channel of one conversation.
+pub fn dispatcher_channel(conversation_id: &str) -> String {
+    format!("{DISPATCHER_PREFIX}{conversation_id}")
+}
+
+/// Every error a method can answer with. The `Display` text is exactly what goes into
+/// `invokeError.error`; clients match several of these by prefix (reference section 4.3).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RpcError {
+    /// The id is not in the registry (or is being deleted). Clients match the prefix.
+    #[error("Conversation not found: {0}")]
+    ConversationNotFound(String),
+    /// Name outside 1..=256 UTF-16 code units.
+    #[error("Conversation name must be between 1 and 256 characters")]
+    NameLength,
+    /// Another conversation already has this name (trimmed, case-insensitive); quotes the
+    /// existing name as stored.
+    #[error("A conversation named \"{0}\" already exists. Pick a different name.")]
+    NameExists(String),
+    /// `nameCollisionBehavior` other than `error` / `appendNumber`.
+    #[error("Unknown name collision behavior: {0}")]
+    UnknownCollisionBehavior(String),
+    /// This socket already joined the conversation.
+    #[error("Already joined conversation '{0}'. Call leaveConversation() before joining again.")]
+    AlreadyJoined(String),
+    /// A second join for the same conversation is still in flight on this socket.
+    #[error("Channel '{0}' already exists")]
+    ChannelExists(String),
+    /// `leaveConversation` for a conversation this socket never joined.
+    #[error("Not joined to conversation: {0}")]
+    NotJoined(String),
+    /// Method not implemented on this channel.
+    #[error("No invoke handler {0}")]
+    NoHandler(String),
+    /// An invoke with a valid callId but a bad name or non-array args.
+    #[error("Invalid invoke message")]
+    InvalidInvoke,
+    /// An argument of the wrong JSON type.
+    #[error("Invalid argument {index} ({param}) of {method}: expected {expected}")]
+    InvalidArgument {
+        /// Method being called.
+        method: String,
+        /// Zero-based argument position.
+        index: usize,
+        /// Parameter name, as in the reference.
+        param: &'static str,
+        /// What the parameter must be.
+        expected: &'static str,
+    },
+    /// A durable write failed; the change was not made.
+    #[error("Storage error: {0}")]
+    Storage(String),
+    /// The server is shutting down and takes no new work.
+    #[error("Server is shutting down")]
+    ServerStopping,
+    /// A bug or a lost actor; the text says which.
+    #[error("Internal error: {0}")]
+    Internal(String),
+}
+
+/// Result type of every RPC handler.
+pub type RpcResult<T> = Result<T, RpcError>;
+
+/// One decoded inbound frame.
+#[derive(Debug)]
+pub enum Inbound {
+    /// A request that needs an answer.
+    Invoke {
+        /// Channel the envelope named.
+        channel: String,
+        /// Echoed in the answer.
+        call_id: u64,
+        /// Method name.
+        method: String,
+        /// Positional arguments.
+        args: Args,
+    },
+    /// A request that is never answered.
+    Call {
+        /// Channel the envelope named.
+        channel: String,
+        /// Method name.
+        method: String,
+        /// Positional arguments.
+        args: Args,
+    },
+    /// An invoke we must answer with `Invalid invoke message` (valid callId, bad body).
+    InvalidInvoke {
+        /// Channel the envelope named.
+        channel: String,
+        /// Echoed in the answer.
+        call_id: u64,
+    },
+    /// An answer to a server → client invoke (we never send any): logged and dropped.
+    Response {
+        /// Channel the envelope named.
+        channel: String,
+    },
+}
+
+/// Why an inbound frame was dropped without an answer (the protocol gives no way to answer it).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DropReason {
+    /// Not JSON at all.
+    #[error("frame is not JSON: {0}")]
+    NotJson(String),
+    /// JSON, but not `{"name": string, "message": object}`.
+    #[error("frame is not an envelope {{\"name\",\"message\"}}")]
+    NotEnvelope,
+    /// Unknown `message.type`, or a missing / invalid callId.
+    #[error("message on channel {0} has no valid type or callId")]
+    BadMessage(String),
+}
+
+impl Inbound {
+    /// Decodes one frame's text. `Err` means: drop it and log why.
+    pub fn parse(text: &str) -> Result<Inbound, DropReason> {
+        let value: Value =
+            serde_json::from_str(text).map_err(|e| DropReason::NotJson(e.to_string()))?;
+        let Value::Object(mut envelope) = value else {
+            return Err(DropReason::NotEnvelope);
+        };
+        let channel = match envelope.remove("name") {
+            Some(Value::String(s)) => s,
+            _ => return Err(DropReason::NotEnvelope),
+        };
+        let Some(Value::Object(mut message)) = envelope.remove("message") else {
+            return Err(DropReason::NotEnvelope);
+        };
+        let kind = match message.get("type") {
+            Some(Value::String(s)) => s.clone(),
+            _ => return Err(DropReason::BadMessage(channel)),
+        };
+        let call_id = message.get("callId").and_then(valid_call_id);
+        match kind.as_str() {
+            "invoke" | "call" => {
+                let name = match message.remove("name") {
+                    Some(Value::String(s)) if !s.is_empty() => Some(s),
+                    _ => None,
+                };
+                let args = match message.remove("args") {
+                    Some(Value::Array(a)) => Some(Args(a)),
+                    _ => None,
+                };
+                match (kind.as_str(), call_id, name, args) {
+                    ("invoke", Some(call_id), Some(method), Some(args)) => Ok(Inbound::Invoke {
+                        channel,
+                        call_id,
+                        method,
+                        args,
+                    }),
+                    ("invoke", Some(call_id), _, _) => {
+                        Ok(Inbound::InvalidInvoke { channel, call_id })
+                    }
+                    ("call", Some(_), Some(method), Some(args)) => Ok(Inbound::Call {
+                        channel,
+                        method,
+                        args,
+                    }),
+                    _ => Err(DropReason::BadMessage(channel)),
+                }
+            }
+            "invokeResult" | "invokeError" if call_id.is_some() => {
+                Ok(Inbound::Response { channel })
+            }
+            _ => Err(DropReason::BadMessage(channel)),
+        }
+    }
+}
+
+fn valid_call_id(v: &Value) -> Option<u64> {
+    v.as_u64().filter(|n| *n <= MAX_SAFE_INTEGER)
+}
+
+/// Positional arguments with the protocol's rule that `null` and "missing" are the same.
+#[derive(Debug, Clone, Default)]
+pub struct Args(pub Vec<Value>);
+
+impl Args {
+    /// The argument at `index`, or `None` when it is missing or JSON `null`.
+    pub fn get(&self, index: usize) -> Option<&Value> {
+        self.0.get(index).filter(|v| !v.is_null())
+    }
+
+    /// An optional string argument; any other JSON type is an [`RpcError::InvalidArgument`].
+    pub fn opt_str(
+        &self,
+        method: &str,
+        index: usize,
+        param: &'static str,
+    ) -> RpcResult<Option<&str>> {
+        match self.get(index) {
+            None => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s)),
+            Some(_) => Err(invalid(method, index, param, "a string")),
+        }
+    }
+
+    /// A required string argument.
+    pub fn req_str(&self, method: &str, index: usize, param: &'static str) -> RpcResult<&str> {
+        self.opt_str(method, index, param)?
+            .ok_or_else(|| invalid(method, index, param, "a string"))
+    }
+
+    /// An optional object argument.
+    pub fn opt_object(
+        &self,
+        method: &str,
+        index: usize,
+        param: &'static str,
+    ) -> RpcResult<Option<&Map<String, Value>>> {
+        match self.get(index) {
+            None => Ok(None),
+            Some(Value::Object(o)) => Ok(Some(o)),
+            Some(_) => Err(invalid(method, index, param, "an object")),
+        }
+    }
+
+    /// An optional non-negative integer argument (JSON numbers like `10.0` are accepted).
+    pub fn opt_count(
+        &self,
+        method: &str,
+        index: usize,
+        param: &'static str,
+    ) -> RpcResult<Option<u64>> {
+        match self.get(index) {
+            None => Ok(None),
+            Some(v) => as_count(v)
+                .map(Some)
+                .ok_or_else(|| invalid(method, index, param, "a non-negative integer")),
+        }
+    }
+
+    /// An optional integer argument that may be negative (`afterSeq` can be -1).
+    pub fn opt_int(
+        &self,
+        method: &str,
+        index: usize,
+        param: &'static str,
+    ) -> RpcResult<Option<i64>> {
+        match self.get(index) {
+            None => Ok(None),
+            Some(v) => v
+                .as_i64()
+                .or_else(|| {
+                    v.as_f64()
+                        .filter(|f| f.fract() == 0.0 && f.abs() < 9.0e15)
+                        .map(|f| f as i64)
+                })
+                .map(Some)
+                .ok_or_else(|| invalid(method, index, param, "an integer")),
+        }
+    }
+}
+
+fn as_count(v: &Value) -> Option<u64> {
+    v.as_u64().or_else(|| {
+        v.as_f64()
+            .filter(|f| *f >= 0.0 && f.fract() == 0.0 && *f < 9.0e15)
+            .map(|f| f as u64)
+    })
+}
+
+/// Builds an [`RpcError::InvalidArgument`].
+pub fn invalid(
+    method: &str,
+    index: usize,
+    param: &'static str,
+    expected: &'static str,
+) -> RpcError {
+    RpcError::InvalidArgument {
+        method: method.to_string(),
+        index,
+        param,
+        expected,
+    }
+}
+
+/// Reads an optional string field of an options object, with the same type check as arguments.
+pub fn opt_field_str<'a>(
+    obj: Option<&'a Map<String, Value>>,
+    method: &str,
+    index: usize,
+    field: &'static str,
+) -> RpcResult<Option<&'a str>> {
+    match obj.and_then(|o| o.get(field)).filter(|v| !v.is_null()) {
+        None => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s)),
+        Some(_) => Err(invalid(method, index, field, "a string")),
+    }
+}
+
+/// Reads an optional boolean field of an options object.
+pub fn opt_field_bool(
+    obj: Option<&Map<String, Value>>,
+    method: &str,
+    index: usize,
+    field: &'static str,
+) -> RpcResult<Option<bool>> {
+    match obj.and_then(|o| o.get(field)).filter(|v| !v.is_null()) {
+        None => Ok(None),
+        Some(Value::Bool(b)) => Ok(Some(*b)),
+        Some(_) => Err(invalid(method, index, field, "a boolean")),
+    }
+}
+
+/// `{"name":channel,"message":{"type":"invokeResult","callId":n[,"result":…]}}`. `None` means a
+/// void method: the `result` key is left out, as the TS server does.
+pub fn invoke_result(channel: &str, call_id: u64, result: Option<&Value>) -> String {
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Msg<'a> {
+        #[serde(rename = "type")]
+        kind: &'static str,
+        call_id: u64,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        result: Option<&'a Value>,
+    }
+    envelope(
+        channel,
+        &Msg {
+            kind: "invokeResult",
+            call_id,
+            result,
+        },
+    )
+}
+
+/// `{"name":channel,"message":{"type":"invokeError","callId":n,"error":text}}`.
+pub fn invoke_error(channel: &str, call_id: u64, error: &str) -> String {
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Msg<'a> {
+        #[serde(rename = "type")]
+        kind: &'static str,
+        call_id: u64,
+        error: &'a str,
+    }
+    envelope(
+        channel,
+        &Msg {
+            kind: "invokeError",
+            call_id,
+            error,
+        },
+    )
+}
+
+/// A `call` frame whose args are already serialized as a JSON array (`args_json`), so a
+/// broadcast serializes its arguments once and only splices the per-client callId.
+pub fn call_frame(channel: &str, call_id: u64, method: &str, args_json: &str) -> String {
+    let channel = serde_json::to_string(channel).expect("string serializes");
+    let method = serde_json::to_string(method).expect("string serializes");
+    let mut out = String::with_capacity(channel.len() + method.len() + args_json.len() + 64);
+    out.push_str("{\"name\":");
+    out.push_str(&channel);
+    out.push_str(",\"message\":{\"type\":\"call\",\"callId\":");
+    out.push_str(&call_id.to_string());
+    out.push_str(",\"name\":");
+    out.push_str(&method);
+    out.push_str(",\"args\":");
+    out.push_str(args_json);
+    out.push_str("}}");
+    out
+}
+
+fn envelope<T: Serialize>(channel: &str, message: &T) -> String {
+    #[derive(Serialize)]
+    struct Envelope<'a, T> {
+        name: &'a str,
+        message: &'a T,
+    }
+    serde_json::to_string(&Envelope {
+        name: channel,
+        message,
+    })
+    .expect("envelope serializes")
+}
+
+/// One conversation as listed to clients (`ConversationInfo` in the reference).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConversationInfo {
+    /// UUIDv4, lower-case hyphenated.
+    pub conversation_id: String,
+    /// The name exactly as stored (untrimmed).
+    pub name: String,
+    /// Clients joined right now (0 when not loaded).
+    pub client_count: usize,
+    /// ISO-8601 with milliseconds, UTC (`new Date().toISOString()`).
+    pub created_at: String,
+    /// Number of `user-request` entries in the display log.
+    pub message_count: u64,
+    /// Present in list/find results (always 0: no content index), absent in create results.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub indexed_message_count: Option<u64>,
+}
+
+/// One `findConversations` hit.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ConversationMatch {
+    /// The conversation.
+    pub conversation: ConversationInfo,
+    /// 0..1, best first.
+    pub score: f64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_invoke_and_treats_null_as_absent() {
+        let f = r#"{"name":"agent-server","message":{"type":"invoke","callId":3,"name":"listConversations","args":[null]}}"#;
+        let Inbound::Invoke {
+            call_id,
+            method,
+            args,
+            ..
+        } = Inbound::parse(f).unwrap()
+        else {
+            panic!("not an invoke")
+        };
+        assert_eq!((call_id, method.as_str()), (3, "listConversations"));
+        assert_eq!(
+            args.opt_str("listConversations", 0, "filter").unwrap(),
+            None
+        );
+    }
+
+    #[test]
+    fn invalid_invoke_needs_a_valid_call_id() {
+        let bad_args =
+            r#"{"name":"x","message":{"type":"invoke","callId":1,"name":"m","args":{}}}"#;
+        assert!(matches!(
+            Inbound::parse(bad_args),
+            Ok(Inbound::InvalidInvoke { call_id: 1, .. })
+        ));
+        let bad_id = r#"{"name":"x","message":{"type":"invoke","callId":-1,"name":"m","args":[]}}"#;
+        assert!(Inbound::parse(bad_id).is_err());
+        let huge = r#"{"name":"x","message":{"type":"invoke","callId":9007199254740992,"name":"m","args":[]}}"#;
+        assert!(Inbound::parse(huge).is_err());
+    }
+
+    #[test]
+    fn void_result_has_no_result_key() {
+        assert_eq!(
+            invoke_result("agent-server", 7, None),
+            r#"{"name":"agent-server","message":{"type":"invokeResult","callId":7}}"#
+        );
+        let call = call_frame("clientio:a", 2, "notify", "[null]");
+        let v: Value = serde_json::from_str(&call).unwrap();
+        assert_eq!(v["message"]["callId"], 2);
+        assert_eq!(v["message"]["args"][0], Value::Null);
+    }
+
+    #[test]
+    fn error_texts_are_exact() {
+        assert_eq!(
+            RpcError::NameExists("CLI".into()).to_string(),
+            "A conversation named \"CLI\" already exists. Pick a different name."
+        );
+        assert_eq!(
+            RpcError::AlreadyJoined("x".into()).to_string(),
+            "Already joined conversation 'x'. Call leaveConversation() before joining again."
+        );
+    }
+}
