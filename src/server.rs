@@ -1,0 +1,464 @@
+//! The HTTP server: instance lock, registry start-up, listeners, routes and shutdown.
+//!
+//! Routes: `GET /health` (JSON), `GET /metrics` (Prometheus text), and a WebSocket upgrade on
+//! every other path (TypeAgent clients connect to `/`; its server upgrades on any path). The
+//! conformance echo endpoint, when configured, is an upgrade path served by the same transport.
+//! Before any upgrade: the `Host` check (loopback binds only: DNS rebinding), the `Origin`
+//! check (web pages other than loopback ones cannot drive the server) and the optional token.
+
+use std::collections::HashMap;
+use std::io;
+use std::net::{SocketAddr, TcpListener};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use actix::prelude::*;
+use actix_web::{http::header, web, App, HttpRequest, HttpResponse, HttpServer};
+use roundtable_actors::metrics::Metrics;
+use roundtable_actors::registry::{
+    ConversationRegistry, GetRegistryStats, RegistryConfig, ShutdownRegistry,
+};
+use roundtable_actors::store::{InstanceLock, Layout};
+use tokio::sync::watch;
+
+use crate::config::ServerConfig;
+use crate::transport;
+
+/// Shared by every request handler and connection.
+pub struct AppState {
+    /// Settings.
+    pub config: ServerConfig,
+    /// The registry actor.
+    pub registry: Addr<ConversationRegistry>,
+    /// Counters.
+    pub metrics: Arc<Metrics>,
+    /// Process start, for `/health` uptime.
+    pub started: Instant,
+    /// The port actually bound (answers `lookupPort`).
+    pub port: u16,
+    /// Set to true to stop the server gracefully (the `shutdown` RPC, SIGINT, SIGTERM).
+    pub stop: watch::Sender<bool>,
+    /// Becomes true when connections must close with 1001.
+    pub closing: watch::Receiver<bool>,
+    /// Sequence for connection ids in logs.
+    pub next_socket: std::sync::atomic::AtomicU64,
+}
+
+/// Why the server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// Storage problem (lock held, corrupt registry, I/O): the message names the file.
+    #[error(transparent)]
+    Store(#[from] roundtable_actors::store::StoreError),
+    /// Could not listen.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// The OS error.
+        source: io::Error,
+    },
+    /// Other I/O failure.
+    #[error(transparent)]
+    Io(#[from] io::Error),
+}
+
+/// Runs the server until it is stopped (the `shutdown` RPC or a signal). Must be called inside
+/// an actix `System`. Returns after the registry has been saved and every socket closed.
+pub async fn serve(config: ServerConfig) -> Result<(), StartError> {
+    let layout = Layout::new(&config.instance_dir);
+    let lock = InstanceLock::acquire(&layout.root)?;
+    let metrics = Arc::new(Metrics::default());
+    let cores = if config.workers > 0 {
+        config.workers
+    } else {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(2)
+    };
+    let conversation_arbiters: Vec<Arbiter> = (0..cores).map(|_| Arbiter::new()).collect();
+    let registry = ConversationRegistry::open(RegistryConfig {
+        layout: layout.clone(),
+        idle_timeout: config.idle_timeout,
+        repair: config.repair,
+        conversation_arbiters: conversation_arbiters.iter().map(|a| a.handle()).collect(),
+        metrics: metrics.clone(),
+    })?;
+    let registry_arbiter = Arbiter::new();
+    let registry =
+        actix::Supervisor::start_in_arbiter(&registry_arbiter.handle(), move |_| registry);
+
+    let listeners = bind(&config)?;
+    let port = listeners[0].local_addr()?.port();
+    let (stop_tx, mut stop_rx) = watch::channel(false);
+    let (closing_tx, closing_rx) = watch::channel(false);
+    let state = web::Data::new(AppState {
+        config: config.clone(),
+        registry: registry.clone(),
+        metrics,
+        started: Instant::now(),
+        port,
+        stop: stop_tx,
+        closing: closing_rx,
+        next_socket: Default::default(),
+    });
+    let app_state = state.clone();
+    let mut server = HttpServer::new(move || {
+        App::new()
+            .app_data(app_state.clone())
+            .wrap_fn(|req, srv| {
+                use actix_web::dev::Service as _;
+                // DNS rebinding: while bound to loopback, only loopback Host names are served.
+                let refused = req
+                    .app_data::<web::Data<AppState>>()
+                    .is_some_and(|s| s.config.loopback_only())
+                    && !host_is_loopback(req.request());
+                let fut = (!refused).then(|| srv.call(req));
+                async move {
+                    match fut {
+                        Some(f) => f.await,
+                        None => Err(actix_web::error::ErrorForbidden("Host not allowed")),
+                    }
+                }
+            })
+            .route("/health", web::get().to(health))
+            .route("/metrics", web::get().to(metrics_text))
+            .default_service(web::to(upgrade))
+    })
+    .workers(cores)
+    // Close TCP as soon as a WebSocket's close handshake is done (Autobahn needs exactly 0).
+    .client_disconnect_timeout(Duration::ZERO)
+    .shutdown_timeout(5)
+    .disable_signals();
+    for l in listeners {
+        server = server.listen(l)?;
+    }
+    let server = server.run();
+    let handle = server.handle();
+    let host = match config.hosts.first() {
+        Some(h) if h.is_ipv6() => format!("[{h}]"),
+        Some(h) => h.to_string(),
+        None => "127.0.0.1".into(),
+    };
+    log::info!(
+        "roundtable {} listening on ws://{host}:{port}/ (instance dir {}, lock {})",
+        env!("CARGO_PKG_VERSION"),
+        layout.root.display(),
+        lock.path().display()
+    );
+
+    let running = actix_web::rt::spawn(server);
+    let signals = actix_web::rt::spawn(watch_signals(state.stop.clone()));
+    // Wait for a stop request.
+    while !*stop_rx.borrow_and_update() {
+        if stop_rx.changed().await.is_err() {
+            break;
+        }
+    }
+    log::info!("shutting down: closing sockets, saving the registry");
+    let _ = closing_tx.send(true);
+    handle.pause().await;
+    // Give connections a moment to queue their 1001 close frames.
+    actix_web::rt::time::sleep(Duration::from_millis(100)).await;
+    let _ = registry.send(ShutdownRegistry).await;
+    handle.stop(true).await;
+    let _ = running.await;
+    signals.abort();
+    for a in conversation_arbiters {
+        a.stop();
+    }
+    registry_arbiter.stop();
+    drop(lock);
+    log::info!("stopped");
+    Ok(())
+}
+
+fn bind(config: &ServerConfig) -> Result<Vec<TcpListener>, StartError> {
+    let mut listeners = Vec::new();
+    let mut port = config.port;
+    for (i, host) in config.hosts.iter().enumerate() {
+        let addr = SocketAddr::new(*host, port);
+        match TcpListener::bind(addr) {
+            Ok(l) => {
+                // With port 0 every address shares the port the first one got.
+                port = l.local_addr()?.port();
+                listeners.push(l);
+            }
+            Err(e) if i > 0 && host.is_ipv6() && e.kind() == io::ErrorKind::AddrNotAvailable => {
+                log::warn!("IPv6 loopback unavailable, listening on IPv4 only: {e}");
+            }
+            Err(source) => return Err(StartError::Bind { addr, source }),
+        }
+    }
+    Ok(listeners)
+}
+
+async fn watch_signals(stop: watch::Sender<bool>) {
+    #[cfg(unix)]
+    {
+        use actix_web::rt::signal::unix::{signal, SignalKind};
+        let (Ok(mut term), Ok(mut int)) = (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+        ) else {
+            return;
+        };
+        tokio::select! {
+            _ = term.recv() => log::info!("SIGTERM"),
+            _ = int.recv() => log::info!("SIGINT"),
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = actix_web::rt::signal::ctrl_c().await;
+    }
+    let _ = stop.send(true);
+}
+
+async fn health(state: web::Data<AppState>) -> HttpResponse {
+    let stats = state.registry.send(GetRegistryStats).await.ok();
+    HttpResponse::Ok().json(serde_json::json!({
+        "status": "ok",
+        "version": env!("CARGO_PKG_VERSION"),
+        "uptimeSeconds": state.started.elapsed().as_secs_f64(),
+        "conversations": stats.map(|s| s.conversations),
+        "loadedConversations": stats.map(|s| s.loaded),
+        "connectedSockets": Metrics::gauge(&state.metrics.sockets),
+        "joinedClients": Metrics::gauge(&state.metrics.joined_clients),
+    }))
+}
+
+async fn metrics_text(state: web::Data<AppState>) -> HttpResponse {
+    use std::fmt::Write;
+    let m = &state.metrics;
+    let stats = state.registry.send(GetRegistryStats).await.ok();
+    let mut out = String::new();
+    let mut metric = |name: &str, kind: &str, help: &str, value: String| {
+        let _ = writeln!(
+            out,
+            "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}"
+        );
+    };
+    metric(
+        "roundtable_sockets",
+        "gauge",
+        "Open WebSocket connections.",
+        Metrics::gauge(&m.sockets).to_string(),
+    );
+    metric(
+        "roundtable_joined_clients",
+        "gauge",
+        "Clients joined to conversations.",
+        Metrics::gauge(&m.joined_clients).to_string(),
+    );
+    metric(
+        "roundtable_loaded_conversations",
+        "gauge",
+        "Conversations loaded in memory.",
+        Metrics::gauge(&m.loaded_conversations).to_string(),
+    );
+    metric(
+        "roundtable_conversations",
+        "gauge",
+        "Conversations in the registry.",
+        stats.map_or(0, |s| s.conversations).to_string(),
+    );
+    metric(
+        "roundtable_frames_in_total",
+        "counter",
+        "Messages received.",
+        Metrics::get(&m.frames_in).to_string(),
+    );
+    metric(
+        "roundtable_frames_out_total",
+        "counter",
+        "Messages queued for sending.",
+        Metrics::get(&m.frames_out).to_string(),
+    );
+    metric(
+        "roundtable_frames_dropped_total",
+        "counter",
+        "Inbound frames dropped as malformed.",
+        Metrics::get(&m.frames_dropped).to_string(),
+    );
+    metric(
+        "roundtable_slow_client_closes_total",
+        "counter",
+        "Clients closed because their outbound queue was full.",
+        Metrics::get(&m.slow_client_closes).to_string(),
+    );
+    metric(
+        "roundtable_evictions_total",
+        "counter",
+        "Conversations unloaded after idling.",
+        Metrics::get(&m.evictions).to_string(),
+    );
+    let _ = writeln!(
+        out,
+        "# HELP roundtable_rpc_errors_total invokeError answers by method.\n# TYPE roundtable_rpc_errors_total counter"
+    );
+    for (method, n) in m.rpc_errors() {
+        let method = method
+            .replace('\\', "\\\\")
+            .replace('"', "\\\"")
+            .replace('\n', "\\n");
+        let _ = writeln!(
+            out,
+            "roundtable_rpc_errors_total{{method=\"{method}\"}} {n}"
+        );
+    }
+    HttpResponse::Ok()
+        .content_type("text/plain; version=0.0.4")
+        .body(out)
+}
+
+/// Any path other than the fixed routes: a WebSocket upgrade, after the security checks.
+async fn upgrade(req: HttpRequest, body: web::Payload, state: web::Data<AppState>) -> HttpResponse {
+    let config = &state.config;
+    let is_upgrade = req
+        .headers()
+        .get(header::UPGRADE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.eq_ignore_ascii_case("websocket"));
+    if !is_upgrade {
+        return HttpResponse::NotFound()
+            .body("Roundtable speaks WebSocket here; see /health and /metrics");
+    }
+    if let Some(origin) = req.headers().get(header::ORIGIN) {
+        let origin = origin.to_str().unwrap_or("");
+        if !origin_allowed(origin, &config.allowed_origins) {
+            log::warn!("refused WebSocket upgrade from Origin {origin:?}");
+            return HttpResponse::Forbidden().body("Origin not allowed");
+        }
+    }
+    if let Some(token) = &config.token {
+        if !token_presented(&req, token) {
+            log::warn!("refused WebSocket upgrade without a valid token");
+            return HttpResponse::Unauthorized()
+                .insert_header((header::WWW_AUTHENTICATE, "Bearer"))
+                .body("missing or wrong token");
+        }
+    }
+    let echo = config.echo_path.as_deref() == Some(req.path());
+    transport::start(&req, body, state.into_inner(), echo)
+}
+
+/// True for `localhost`, `127.x.x.x` and `[::1]`, with any port.
+fn is_loopback_host(host: &str) -> bool {
+    let host = host.to_ascii_lowercase();
+    if host == "localhost" || host.ends_with(".localhost") {
+        return true;
+    }
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    bare.parse::<std::net::IpAddr>()
+        .is_ok_and(|ip| ip.is_loopback())
+}
+
+/// Splits `host[:port]` / `[v6][:port]` and returns the host.
+fn strip_port(authority: &str) -> &str {
+    if authority.starts_with('[') {
+        return authority
+            .split(']')
+            .next()
+            .map_or(authority, |h| &authority[..h.len() + 1]);
+    }
+    authority.rsplit_once(':').map_or(authority, |(h, p)| {
+        if p.bytes().all(|b| b.is_ascii_digit()) {
+            h
+        } else {
+            authority
+        }
+    })
+}
+
+fn host_is_loopback(req: &HttpRequest) -> bool {
+    match req
+        .headers()
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+    {
+        Some(h) => is_loopback_host(strip_port(h.trim())),
+        // HTTP/1.0 without Host: nothing to rebind.
+        None => true,
+    }
+}
+
+/// Loopback http(s) origins, or one listed with `--allow-origin`.
+pub fn origin_allowed(origin: &str, allowed: &[String]) -> bool {
+    let origin = origin.trim();
+    if allowed.iter().any(|a| {
+        a.trim_end_matches('/')
+            .eq_ignore_ascii_case(origin.trim_end_matches('/'))
+    }) {
+        return true;
+    }
+    let Some((scheme, rest)) = origin.split_once("://") else {
+        return false;
+    };
+    if !scheme.eq_ignore_ascii_case("http") && !scheme.eq_ignore_ascii_case("https") {
+        return false;
+    }
+    let authority = rest.split('/').next().unwrap_or("");
+    !authority.contains('@') && is_loopback_host(strip_port(authority))
+}
+
+fn token_presented(req: &HttpRequest, expected: &str) -> bool {
+    let bearer = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| {
+            v.strip_prefix("Bearer ")
+                .or_else(|| v.strip_prefix("bearer "))
+        })
+        .map(str::trim);
+    if bearer.is_some_and(|b| constant_time_eq(b.as_bytes(), expected.as_bytes())) {
+        return true;
+    }
+    web::Query::<HashMap<String, String>>::from_query(req.query_string())
+        .ok()
+        .and_then(|q| q.get("token").cloned())
+        .is_some_and(|t| constant_time_eq(t.as_bytes(), expected.as_bytes()))
+}
+
+/// Compares without an early exit, so timing does not reveal how much of a guess matched.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    let mut diff = (a.len() ^ b.len()) as u8 | u8::from(a.len() != b.len());
+    for i in 0..a.len().max(b.len()) {
+        diff |= a.get(i).copied().unwrap_or(0) ^ b.get(i).copied().unwrap_or(0xff);
+    }
+    diff == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn origins() {
+        assert!(origin_allowed("http://localhost:3000", &[]));
+        assert!(origin_allowed("https://127.0.0.1", &[]));
+        assert!(origin_allowed("http://[::1]:8999", &[]));
+        assert!(!origin_allowed("https://evil.example", &[]));
+        assert!(!origin_allowed("http://localhost.evil.example", &[]));
+        assert!(!origin_allowed("http://user@evil.example", &[]));
+        assert!(!origin_allowed("chrome-extension://abc", &[]));
+        assert!(origin_allowed(
+            "chrome-extension://abc",
+            &["chrome-extension://abc".into()]
+        ));
+        assert!(!origin_allowed("null", &[]));
+    }
+
+    #[test]
+    fn hosts_and_tokens() {
+        assert!(is_loopback_host(strip_port("localhost:8999")));
+        assert!(is_loopback_host(strip_port("[::1]:8999")));
+        assert!(is_loopback_host(strip_port("127.0.0.2")));
+        assert!(!is_loopback_host(strip_port("attacker.example:8999")));
+        assert!(constant_time_eq(b"secret", b"secret"));
+        assert!(!constant_time_eq(b"secret", b"secreT"));
+        assert!(!constant_time_eq(b"secret", b"secret2"));
+        assert!(!constant_time_eq(b"", b"x"));
+    }
+}

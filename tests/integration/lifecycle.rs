@@ -1,0 +1,237 @@
+//! Join / leave / eviction / delete: the ordered flows through the registry.
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::harness::*;
+
+fn clientio(id: &str) -> String {
+    format!("clientio:{id}")
+}
+
+fn notice_text(args: &Value) -> String {
+    args[0]["message"]["content"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// Join shapes, connection ids, default resolution, notices to the *other* clients only,
+/// nothing on clientio before the join reply, already-joined / not-joined errors.
+#[test]
+fn join_and_leave() {
+    let server = Server::start(&[]);
+    let mut a = server.connect();
+    let mut b = server.connect();
+    // No id: the conversation named "default".
+    let ra = a.agent("joinConversation", json!([null])).unwrap();
+    assert_eq!(ra["name"], "default");
+    assert_eq!(ra["connectionId"], "0");
+    assert_eq!(ra["pendingInteractions"], json!([]));
+    assert!(ra.get("queueSnapshot").is_none());
+    let id = ra["conversationId"].as_str().unwrap().to_string();
+    let rb = b.join(&id);
+    assert_eq!(rb["connectionId"], "1");
+    // A gets the join notice, B does not.
+    let args = a.expect_call(&clientio(&id), "appendDisplay");
+    assert_eq!(
+        notice_text(&args),
+        "[A new client has joined this conversation.]"
+    );
+    assert_eq!(args[0]["requestId"], json!({"requestId": "system"}));
+    assert_eq!(args[0]["source"], "system");
+    assert_eq!(args[1], "block");
+    assert!(b
+        .try_expect_call(&clientio(&id), "appendDisplay", Duration::from_millis(300))
+        .is_none());
+
+    let list = a.agent("listConversations", json!([null])).unwrap();
+    assert_eq!(list[0]["clientCount"], 2);
+
+    assert_eq!(
+        a.agent("joinConversation", json!([{"conversationId": id}]))
+            .unwrap_err(),
+        format!(
+            "Already joined conversation '{id}'. Call leaveConversation() before joining again."
+        )
+    );
+    let other = a.create("other");
+    assert_eq!(
+        a.agent("leaveConversation", json!([other])).unwrap_err(),
+        format!("Not joined to conversation: {other}")
+    );
+    let ghost = uuid::Uuid::new_v4().to_string();
+    assert_eq!(
+        a.agent("joinConversation", json!([{"conversationId": ghost}]))
+            .unwrap_err(),
+        format!("Conversation not found: {ghost}")
+    );
+
+    // One socket may be joined to two conversations (join-before-leave switching).
+    let r = a.join(&other);
+    assert_eq!(r["connectionId"], "0");
+    assert_eq!(
+        a.agent("leaveConversation", json!([id])).unwrap(),
+        Value::Null
+    );
+    let args = b.expect_call(&clientio(&id), "appendDisplay");
+    assert_eq!(notice_text(&args), "[A client has left this conversation.]");
+    eventually("client count drops", || {
+        let l = a.agent("listConversations", json!([null])).unwrap();
+        l[0]["clientCount"] == 1 && l[1]["clientCount"] == 1
+    });
+    // Closing a socket leaves everything it joined.
+    a.close();
+    drop(a);
+    eventually("socket close leaves", || {
+        let l = b.agent("listConversations", json!([null])).unwrap();
+        l[1]["clientCount"] == 0
+    });
+    // Rejoining after leaving works and gets a fresh connection id.
+    let mut c = server.connect();
+    assert_eq!(c.join(&id)["connectionId"], "2");
+}
+
+/// When the registry has no `default`, a join without id picks the first conversation.
+#[test]
+fn default_falls_back_to_first_in_registry_order() {
+    let server = Server::start(&[]);
+    let mut c = server.connect();
+    let first = c.agent("listConversations", json!([])).unwrap()[0]["conversationId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    c.agent("renameConversation", json!([first, "not the default"]))
+        .unwrap();
+    let second = c.create("second");
+    let r = c.agent("joinConversation", json!([{}])).unwrap();
+    assert_eq!(r["conversationId"], first.as_str());
+    // Deleting everything makes a join create `default` again.
+    c.agent("deleteConversation", json!([first])).unwrap();
+    c.agent("deleteConversation", json!([second])).unwrap();
+    let r = c.agent("joinConversation", json!([])).unwrap();
+    assert_eq!(r["name"], "default");
+    assert_eq!(c.names(), ["default"]);
+}
+
+/// A conversation with no clients is evicted after the idle timeout and reloads on the next
+/// join with connection ids starting over; joins racing the eviction all succeed.
+#[test]
+fn idle_eviction_and_join_during_eviction() {
+    let server = Server::start(&["--idle-timeout", "0.2"]);
+    let mut c = server.connect();
+    let id = c.create("evictable");
+    c.join(&id);
+    assert_eq!(server.metric("roundtable_loaded_conversations"), 1.0);
+    c.agent("leaveConversation", json!([id])).unwrap();
+    eventually("evicted", || {
+        server.metric("roundtable_evictions_total") >= 1.0
+    });
+    eventually("unloaded", || {
+        server.metric("roundtable_loaded_conversations") == 0.0
+    });
+    assert_eq!(c.join(&id)["connectionId"], "0");
+    c.agent("leaveConversation", json!([id])).unwrap();
+    drop(c);
+
+    // Hammer join/leave around a 1 ms idle timeout from two sockets: every join must succeed.
+    let fast = Server::start(&["--idle-timeout", "0.001"]);
+    let mut setup = fast.connect();
+    let id = setup.create("racy");
+    let threads: Vec<_> = (0..2)
+        .map(|_| {
+            let url = fast.url();
+            let id = id.clone();
+            std::thread::spawn(move || {
+                let mut c = Client::connect(&url);
+                for _ in 0..150 {
+                    c.join(&id);
+                    c.agent("leaveConversation", json!([id])).unwrap();
+                    std::thread::sleep(Duration::from_micros(500));
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert!(fast.metric("roundtable_evictions_total") >= 1.0);
+    eventually("all left", || {
+        let l = setup.agent("listConversations", json!([null])).unwrap();
+        l.as_array().unwrap().iter().all(|c| c["clientCount"] == 0)
+    });
+}
+
+/// Deleting a conversation two clients are joined to tells both, closes their channels,
+/// removes the directory and the entry; later joins are "not found".
+#[test]
+fn delete_while_two_clients_are_joined() {
+    let server = Server::start(&[]);
+    let mut admin = server.connect();
+    let mut a = server.connect();
+    let mut b = server.connect();
+    let id = admin.create("doomed");
+    a.join(&id);
+    b.join(&id);
+    a.expect_call(&clientio(&id), "appendDisplay"); // b's join notice
+    let dir = server.dir.join("conversations").join(&id);
+    assert!(dir.is_dir());
+    assert_eq!(
+        admin.agent("deleteConversation", json!([id])).unwrap(),
+        Value::Null
+    );
+    for c in [&mut a, &mut b] {
+        let args = c.expect_call(&clientio(&id), "appendDisplay");
+        assert_eq!(notice_text(&args), "[This conversation was deleted.]");
+        let n = c.expect_call(&clientio(&id), "notify");
+        assert_eq!(n[1], "conversationDeleted");
+        assert_eq!(n[2]["conversationId"], id.as_str());
+    }
+    assert!(!dir.exists());
+    assert!(!admin.names().contains(&"doomed".to_string()));
+    // Channels are closed: leaving says "not joined", dispatcher invokes go unanswered.
+    eventually("channels closed", || {
+        a.agent("leaveConversation", json!([id])).err()
+            == Some(format!("Not joined to conversation: {id}"))
+    });
+    assert_eq!(
+        b.agent("joinConversation", json!([{"conversationId": id}]))
+            .unwrap_err(),
+        format!("Conversation not found: {id}")
+    );
+    assert_eq!(
+        admin.agent("deleteConversation", json!([id])).unwrap_err(),
+        format!("Conversation not found: {id}")
+    );
+    // The sockets themselves keep working.
+    assert!(a.agent("listConversations", json!([])).is_ok());
+}
+
+/// 50 sockets create the same name at once: exactly one wins, the rest get the collision text.
+#[test]
+fn fifty_concurrent_creates_of_one_name() {
+    let server = Server::start(&[]);
+    let barrier = std::sync::Arc::new(std::sync::Barrier::new(50));
+    let threads: Vec<_> = (0..50)
+        .map(|_| {
+            let url = server.url();
+            let barrier = barrier.clone();
+            std::thread::spawn(move || {
+                let mut c = Client::connect(&url);
+                barrier.wait();
+                c.agent("createConversation", json!(["Shared", null]))
+            })
+        })
+        .collect();
+    let results: Vec<_> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+    assert_eq!(results.iter().filter(|r| r.is_ok()).count(), 1);
+    for r in results.iter().filter_map(|r| r.as_ref().err()) {
+        assert_eq!(
+            r,
+            "A conversation named \"Shared\" already exists. Pick a different name."
+        );
+    }
+    let mut c = server.connect();
+    assert_eq!(c.names().iter().filter(|n| *n == "Shared").count(), 1);
+}

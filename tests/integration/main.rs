@@ -1,0 +1,10 @@
+//! Integration tests: every test starts the real `roundtable` binary on `127.0.0.1:0` with a
+//! temporary instance directory and talks to it over real WebSockets (one test binary, many
+//! modules, to keep linking cheap).
+
+mod harness;
+
+mod agent_server;
+mod lifecycle;
+mod storage;
+mod transport;

@@ -1,0 +1,212 @@
+//! Persistence: restart, journal, migrations, sweep, instance lock, corrupt registry.
+
+use std::fs;
+
+use serde_json::{json, Value};
+
+use crate::harness::*;
+
+fn registry(dir: &std::path::Path) -> Value {
+    serde_json::from_str(&fs::read_to_string(dir.join("conversations/conversations.json")).unwrap())
+        .unwrap()
+}
+
+/// Conversations survive a clean restart (the journal is folded into conversations.json) and
+/// a crash (the journal is replayed).
+#[test]
+fn restart_and_crash_keep_every_conversation() {
+    let temp = tempfile::tempdir().unwrap();
+    let server = Server::start_in(temp.path(), &[]);
+    let mut c = server.connect();
+    let a = c.create("alpha");
+    let b = c.create("beta");
+    c.agent("renameConversation", json!([b, "beta 2"])).unwrap();
+    let gone = c.create("gone");
+    c.agent("deleteConversation", json!([gone])).unwrap();
+    drop(c);
+    assert!(server.shutdown().success());
+    let reg = registry(temp.path());
+    let names: Vec<_> = reg["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].clone())
+        .collect();
+    assert_eq!(names, [json!("default"), json!("alpha"), json!("beta 2")]);
+    assert!(!temp
+        .path()
+        .join("conversations/conversations.journal")
+        .exists());
+
+    // Crash: changes after the last fold live only in the journal.
+    let server = Server::start_in(temp.path(), &[]);
+    let mut c = server.connect();
+    c.create("after crash");
+    c.agent("renameConversation", json!([a, "alpha 2"]))
+        .unwrap();
+    drop(c);
+    server.kill();
+    assert!(temp
+        .path()
+        .join("conversations/conversations.journal")
+        .exists());
+    let server = Server::start_in(temp.path(), &[]);
+    let mut c = server.connect();
+    assert_eq!(c.names(), ["default", "alpha 2", "beta 2", "after crash"]);
+    // Startup folded the journal: conversations.json alone is complete again.
+    let reg = registry(temp.path());
+    assert_eq!(reg["sessions"].as_array().unwrap().len(), 4);
+}
+
+/// `server-sessions/` is renamed to `conversations/`, `sessions.json` to `conversations.json`,
+/// `sessionId` becomes `conversationId`; unknown keys are kept.
+#[test]
+fn migrates_the_legacy_layout() {
+    let temp = tempfile::tempdir().unwrap();
+    let legacy = temp.path().join("server-sessions");
+    let id = uuid::Uuid::new_v4().to_string();
+    fs::create_dir_all(legacy.join(&id)).unwrap();
+    fs::write(legacy.join(&id).join("displayLog.json"), "[]").unwrap();
+    fs::write(
+        legacy.join("sessions.json"),
+        json!({"sessions": [{"sessionId": id, "name": "Old", "createdAt": "2025-01-01T00:00:00.000Z", "source": "copilot"}]})
+            .to_string(),
+    )
+    .unwrap();
+    let server = Server::start_in(temp.path(), &[]);
+    let mut c = server.connect();
+    assert_eq!(c.names(), ["Old"]);
+    assert!(!legacy.exists());
+    assert!(temp
+        .path()
+        .join("conversations")
+        .join(&id)
+        .join("displayLog.json")
+        .exists());
+    let reg = registry(temp.path());
+    assert_eq!(reg["sessions"][0]["conversationId"], id.as_str());
+    assert!(reg["sessions"][0].get("sessionId").is_none());
+    assert_eq!(reg["sessions"][0]["source"], "copilot");
+    assert!(!temp.path().join("conversations/sessions.json").exists());
+}
+
+/// When both directories exist, entries missing from `conversations/` are moved over; an
+/// existing `sessions.json` replaces `conversations.json`.
+#[test]
+fn merges_legacy_directory_into_existing_one() {
+    let temp = tempfile::tempdir().unwrap();
+    let legacy = temp.path().join("server-sessions");
+    let current = temp.path().join("conversations");
+    let (a, b) = (
+        uuid::Uuid::new_v4().to_string(),
+        uuid::Uuid::new_v4().to_string(),
+    );
+    fs::create_dir_all(legacy.join(&a)).unwrap();
+    fs::create_dir_all(current.join(&b)).unwrap();
+    fs::write(current.join(&b).join("keep"), "current").unwrap();
+    fs::create_dir_all(legacy.join(&b)).unwrap();
+    fs::write(legacy.join(&b).join("keep"), "legacy").unwrap();
+    let entries = json!({"sessions": [
+        {"conversationId": a, "name": "A", "createdAt": "2025-01-01T00:00:00.000Z"},
+        {"conversationId": b, "name": "B", "createdAt": "2025-01-01T00:00:00.000Z"}]});
+    fs::write(
+        current.join("conversations.json"),
+        json!({"sessions": []}).to_string(),
+    )
+    .unwrap();
+    fs::write(current.join("sessions.json"), entries.to_string()).unwrap();
+    let server = Server::start_in(temp.path(), &[]);
+    let mut c = server.connect();
+    assert_eq!(c.names(), ["A", "B"]);
+    assert!(current.join(&a).is_dir());
+    assert_eq!(
+        fs::read_to_string(current.join(&b).join("keep")).unwrap(),
+        "current"
+    );
+    // The conflicting legacy entry is left on disk, never deleted.
+    assert_eq!(
+        fs::read_to_string(legacy.join(&b).join("keep")).unwrap(),
+        "legacy"
+    );
+}
+
+/// Ephemeral conversations of crashed clients are swept at startup, directories too.
+#[test]
+fn sweeps_ephemeral_conversations() {
+    let temp = tempfile::tempdir().unwrap();
+    let conv = temp.path().join("conversations");
+    let ids: Vec<String> = (0..3).map(|_| uuid::Uuid::new_v4().to_string()).collect();
+    for id in &ids {
+        fs::create_dir_all(conv.join(id)).unwrap();
+    }
+    let sessions: Vec<Value> = ["cli-ephemeral-1234", "cli-replay-x", "Cli-ephemeral-kept"]
+        .iter()
+        .zip(&ids)
+        .map(|(n, id)| json!({"conversationId": id, "name": n, "createdAt": "2025-01-01T00:00:00.000Z"}))
+        .collect();
+    fs::write(
+        conv.join("conversations.json"),
+        json!({"sessions": sessions}).to_string(),
+    )
+    .unwrap();
+    let server = Server::start_in(temp.path(), &[]);
+    let mut c = server.connect();
+    assert_eq!(c.names(), ["Cli-ephemeral-kept"]);
+    assert!(
+        !conv.join(&ids[0]).exists() && !conv.join(&ids[1]).exists() && conv.join(&ids[2]).exists()
+    );
+    assert_eq!(
+        registry(temp.path())["sessions"].as_array().unwrap().len(),
+        1
+    );
+}
+
+/// A second server on the same instance directory exits with an error naming the holder.
+#[test]
+fn instance_lock_names_the_holder() {
+    let temp = tempfile::tempdir().unwrap();
+    let first = Server::start_in(temp.path(), &[]);
+    let err = Server::try_start_in(temp.path(), &[])
+        .err()
+        .expect("second server must not start");
+    let pid = fs::read_to_string(temp.path().join("roundtable.lock")).unwrap();
+    assert!(err.contains(&format!("PID {}", pid.trim())), "{err}");
+    drop(first);
+}
+
+/// A registry that does not parse is never overwritten: the server refuses to start naming the
+/// file and position; `--repair` moves it aside and starts empty.
+#[test]
+fn corrupt_registry_is_refused_then_repaired() {
+    let temp = tempfile::tempdir().unwrap();
+    let conv = temp.path().join("conversations");
+    fs::create_dir_all(&conv).unwrap();
+    let broken = "{\"sessions\": [\n  {\"conversationId\": \"x\",, }\n]}";
+    fs::write(conv.join("conversations.json"), broken).unwrap();
+    let err = Server::try_start_in(temp.path(), &[])
+        .err()
+        .expect("must refuse");
+    assert!(
+        err.contains("conversations.json") && err.contains("line 2"),
+        "{err}"
+    );
+    assert_eq!(
+        fs::read_to_string(conv.join("conversations.json")).unwrap(),
+        broken
+    );
+
+    let server = Server::start_in(temp.path(), &["--repair"]);
+    let mut c = server.connect();
+    assert_eq!(c.names(), ["default"]);
+    let aside: Vec<_> = fs::read_dir(&conv)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with("conversations.json.corrupt-")
+        })
+        .collect();
+    assert_eq!(aside.len(), 1);
+    assert_eq!(fs::read_to_string(aside[0].path()).unwrap(), broken);
+}
