@@ -33,6 +33,23 @@ pub struct ServerConfig {
     pub outbox: OutboxLimits,
     /// HTTP worker threads (and conversation arbiters); 0 = one per core.
     pub workers: usize,
+    /// Which model backend the agent loop uses.
+    pub provider: ProviderChoice,
+    /// Provider calls per turn before the agent loop gives up.
+    pub max_iterations: usize,
+    /// After the last client leaves, queued work waits this long, then is cancelled.
+    pub no_clients_grace: Duration,
+    /// How long a question to the users waits for an answer.
+    pub interaction_timeout: Duration,
+}
+
+/// The agent's model backend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ProviderChoice {
+    /// Offline and deterministic: tools for arithmetic, time and weather, otherwise echo.
+    Builtin,
+    /// Any OpenAI-compatible `/v1/chat/completions` endpoint (`ROUNDTABLE_OPENAI_*` env).
+    Openai,
 }
 
 impl ServerConfig {
@@ -55,6 +72,11 @@ impl ServerConfig {
             ping_interval: Duration::from_secs(30),
             outbox: OutboxLimits::default(),
             workers: 0,
+            provider: ProviderChoice::Builtin,
+            max_iterations: 10,
+            no_clients_grace: Duration::from_secs(30),
+            // TypeAgent's per-interaction timeout.
+            interaction_timeout: Duration::from_secs(600),
         }
     }
 

@@ -11,6 +11,7 @@
 //!   module that touches `actix-ws`.
 
 pub mod config;
+pub mod openai;
 pub mod server;
 pub mod transport;
 

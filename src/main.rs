@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
+use roundtable::config::ProviderChoice;
 use roundtable::ServerConfig;
 
 /// A local conversation server speaking the TypeAgent agent-server protocol.
@@ -58,6 +59,23 @@ struct ServeArgs {
     /// Largest outbound queue per socket, in frames.
     #[arg(long, default_value_t = 4096)]
     max_queued_frames: usize,
+    /// The agent's model backend (openai reads ROUNDTABLE_OPENAI_BASE_URL, _MODEL, _API_KEY).
+    #[arg(
+        long,
+        env = "ROUNDTABLE_PROVIDER",
+        value_enum,
+        default_value = "builtin"
+    )]
+    provider: ProviderChoice,
+    /// Model calls per turn before the agent loop gives up.
+    #[arg(long, default_value_t = 10)]
+    max_iterations: usize,
+    /// Seconds queued work survives after the last client leaves (then: no_clients).
+    #[arg(long, default_value_t = 30.0)]
+    no_clients_grace: f64,
+    /// Seconds a question to the users waits for an answer.
+    #[arg(long, default_value_t = 600.0, hide = true)]
+    interaction_timeout: f64,
     /// Largest outbound queue per socket, in bytes.
     #[arg(long, default_value_t = 32 * 1024 * 1024)]
     max_queued_bytes: usize,
@@ -108,6 +126,21 @@ fn serve(args: ServeArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     }
+    match (
+        seconds("no-clients-grace", args.no_clients_grace),
+        seconds("interaction-timeout", args.interaction_timeout),
+    ) {
+        (Ok(grace), Ok(interaction)) => {
+            config.no_clients_grace = grace;
+            config.interaction_timeout = interaction;
+        }
+        (Err(e), _) | (_, Err(e)) => {
+            eprintln!("roundtable: {e}");
+            return ExitCode::from(2);
+        }
+    }
+    config.provider = args.provider;
+    config.max_iterations = args.max_iterations.max(1);
     config.max_frame_bytes = args.max_frame_bytes.max(1024);
     config.echo_path = args.echo_path.map(|p| {
         if p.starts_with('/') {

@@ -14,6 +14,10 @@ use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 use actix_web::{http::header, web, App, HttpRequest, HttpResponse, HttpServer};
+use roundtable_actors::agent::builtin::BuiltinProvider;
+use roundtable_actors::agent::Provider;
+use roundtable_actors::conversation::RuntimeConfig;
+use roundtable_actors::logwriter::LogWriter;
 use roundtable_actors::metrics::Metrics;
 use roundtable_actors::registry::{
     ConversationRegistry, GetRegistryStats, RegistryConfig, ShutdownRegistry,
@@ -21,7 +25,8 @@ use roundtable_actors::registry::{
 use roundtable_actors::store::{InstanceLock, Layout};
 use tokio::sync::watch;
 
-use crate::config::ServerConfig;
+use crate::config::{ProviderChoice, ServerConfig};
+use crate::openai::{OpenAiConfig, OpenAiProvider};
 use crate::transport;
 
 /// Shared by every request handler and connection.
@@ -58,6 +63,9 @@ pub enum StartError {
         /// The OS error.
         source: io::Error,
     },
+    /// A setting is missing or wrong.
+    #[error("{0}")]
+    Config(String),
     /// Other I/O failure.
     #[error(transparent)]
     Io(#[from] io::Error),
@@ -69,6 +77,18 @@ pub async fn serve(config: ServerConfig) -> Result<(), StartError> {
     let layout = Layout::new(&config.instance_dir);
     let lock = InstanceLock::acquire(&layout.root)?;
     let metrics = Arc::new(Metrics::default());
+    let provider: Arc<dyn Provider> = match config.provider {
+        ProviderChoice::Builtin => Arc::new(BuiltinProvider),
+        ProviderChoice::Openai => {
+            let openai = OpenAiConfig::from_env().map_err(StartError::Config)?;
+            log::info!(
+                "agent provider: openai ({} at {})",
+                openai.model,
+                openai.base_url
+            );
+            Arc::new(OpenAiProvider::new(openai))
+        }
+    };
     let cores = if config.workers > 0 {
         config.workers
     } else {
@@ -83,6 +103,15 @@ pub async fn serve(config: ServerConfig) -> Result<(), StartError> {
         repair: config.repair,
         conversation_arbiters: conversation_arbiters.iter().map(|a| a.handle()).collect(),
         metrics: metrics.clone(),
+        runtime: Arc::new(RuntimeConfig {
+            provider,
+            tool_servers: HashMap::new(),
+            log_writer: LogWriter::start(),
+            no_clients_grace: config.no_clients_grace,
+            max_iterations: config.max_iterations,
+            interaction_timeout: config.interaction_timeout,
+            instance_root: layout.root.clone(),
+        }),
     })?;
     let registry_arbiter = Arbiter::new();
     let registry =

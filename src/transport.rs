@@ -27,7 +27,9 @@ use actix_http::ws::{CloseCode, CloseReason, Item, ProtocolError};
 use actix_web::{web, HttpRequest, HttpResponse};
 use actix_ws::{Message, Session};
 use roundtable_actors::client::{ConversationGone, Ready};
-use roundtable_actors::conversation::Conversation;
+use roundtable_actors::conversation::{
+    Conversation, DispatcherCall, DispatcherInvoke, DispatcherReply,
+};
 use roundtable_actors::metrics::Metrics;
 use roundtable_actors::outbox::{outbox, Outbox, OutboxReceiver, Outgoing, PushError};
 use roundtable_actors::protocol::{
@@ -119,7 +121,6 @@ struct JoinedConversation {
     /// The client's connection id in the conversation.
     connection_id: String,
     /// The conversation, for dispatcher calls.
-    #[allow(dead_code)]
     conversation: Addr<Conversation>,
     /// Leaves on drop.
     lease: JoinLease,
@@ -261,12 +262,24 @@ impl Connection {
                 }
             }
             Ok(Inbound::Call {
-                channel, method, ..
+                channel,
+                method,
+                args,
             }) => {
-                log::debug!(
-                    "socket {}: call {method} on {channel} ignored",
-                    self.socket_id
-                );
+                match channel
+                    .strip_prefix(DISPATCHER_PREFIX)
+                    .and_then(|id| self.joined.get(id))
+                {
+                    Some(joined) => joined.conversation.do_send(DispatcherCall {
+                        connection_id: joined.connection_id.clone(),
+                        method,
+                        args,
+                    }),
+                    None => log::debug!(
+                        "socket {}: call {method} on {channel} ignored",
+                        self.socket_id
+                    ),
+                }
             }
             Ok(Inbound::Response { channel }) => {
                 log::debug!(
@@ -298,10 +311,30 @@ impl Connection {
         } else if channel == DISCOVERY_CHANNEL {
             let result = lookup_port(&method, &args, self.state.port);
             self.reply(&channel, call_id, &method, result);
-        } else {
-            // dispatcher:<id> — the conversation runtime answers these.
-            let result = Err(RpcError::NoHandler(method.clone()));
-            self.reply(&channel, call_id, &method, result);
+        } else if let Some(joined) = channel
+            .strip_prefix(DISPATCHER_PREFIX)
+            .and_then(|id| self.joined.get(id))
+        {
+            let req = joined.conversation.send(DispatcherInvoke {
+                connection_id: joined.connection_id.clone(),
+                method: method.clone(),
+                args,
+            });
+            ctx.spawn(req.into_actor(self).map(move |res, act, _| {
+                let res = res.unwrap_or_else(|_| {
+                    Err(RpcError::ConversationNotFound(
+                        channel[DISPATCHER_PREFIX.len()..].to_string(),
+                    ))
+                });
+                match res {
+                    Ok(DispatcherReply::Raw(json)) => {
+                        act.in_flight.remove(&(channel.clone(), call_id));
+                        act.send(protocol::invoke_result_raw(&channel, call_id, &json));
+                    }
+                    Ok(DispatcherReply::Value(v)) => act.reply(&channel, call_id, &method, Ok(v)),
+                    Err(e) => act.reply(&channel, call_id, &method, Err(e)),
+                }
+            }));
         }
     }
 

@@ -1,37 +1,51 @@
 //! The `Conversation` actor: one per loaded conversation. It owns the conversation's clients
-//! (as [`Client`] actors held by address), the connection-id counter that names them, its
-//! persist directory, and the idle timer that asks the registry to evict it.
+//! (as [`Client`] actors), the connection-id counter that names them, the command queue (one
+//! turn at a time, FIFO across clients), the display log (it assigns every `seq`), the chat
+//! history the agent loop reads, pending interactions, and the timers (idle eviction, the
+//! no-clients grace period, interaction time-outs).
 //!
-//! Only the [`ConversationRegistry`](crate::registry::ConversationRegistry) starts and stops a
-//! conversation, and every join reaches it as an [`Attach`] from the registry, in the
-//! registry's mailbox order. Leaves arrive as [`Detach`] (also through the registry) or as
-//! [`ClientLost`] from a client that dropped itself.
+//! Who talks to it: the [`ConversationRegistry`](crate::registry::ConversationRegistry)
+//! (`Attach`, `Detach`, `Shutdown`, in the registry's mailbox order), the transport's
+//! connections (`DispatcherInvoke` / `DispatcherCall` for the `dispatcher:<id>` channel), its
+//! clients (`ClientLost`) and its own running turn (`TurnEvent`).
 //!
 //! # Implementation notes
-//! States and the messages that move between them:
-//! - **Live** (started by the registry with a fresh `generation`): clients come and go with
-//!   `Attach` / `Detach` / `ClientLost`.
-//! - **Idle**: the last client left; the idle timer is armed. `Attach` disarms it (→ Live).
-//!   When it fires the conversation sends `IdleExpired { generation, attaches_seen }` to the
-//!   registry and stays Idle. The registry evicts only if the generation is current and no
-//!   `Attach` is in flight (`attaches_seen` equals what it sent); otherwise the request is
-//!   stale and ignored.
-//! - **Stopped** after [`Shutdown`]: `Evicted` (no clients), `Deleted` (every client gets a
-//!   notice, then its channels close) or `ServerStopping`.
+//! Membership states:
+//! - **Live** (started by the registry with a fresh `generation`): clients come and go.
+//! - **Idle**: the last client left; the idle timer and the no-clients grace timer are armed.
+//!   `Attach` disarms both (→ Live). The grace timer cancels queued work with reason
+//!   `no_clients`. The idle timer sends `IdleExpired { generation, attaches_seen }` to the
+//!   registry, which evicts only if nothing moved meanwhile; while work is queued or running
+//!   the timer re-arms instead.
+//! - **Stopped** after [`Shutdown`]: `Evicted`, `Deleted` (clients are told, their channels
+//!   close) or `ServerStopping` (queued and running work is cancelled with `server_stopping`).
+//!   The log writer is synced before the reply.
+//!
+//! Queue states of a request: **queued** → **running** (one at a time) → finished
+//! (`command-result` + `notify commandComplete`) or cancelled (`requestCancelled`). A running
+//! agent turn is a spawned future; its output comes back as [`TurnEvent`]s tagged with a turn
+//! number, so events of a cancelled turn that are still in the mailbox are ignored. Each output
+//! gets its `seq` when it enters the actor: that is the one total order every client sees.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use actix::prelude::*;
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 use tokio::sync::oneshot;
 use uuid::Uuid;
 
+use crate::agent::turn::{run_turn, ToolServer, TurnInput, TurnOutcome, TurnSink};
+use crate::agent::{ChatMessage, LocalBoxFuture, Provider, ProviderRequest, Role};
 use crate::client::{Client, ClientLost, ConversationGone, Deliver, OutboundCall, StopClient};
+use crate::commands::{self, Command};
+use crate::displaylog::{self, DisplayLog, HistoryRead};
+use crate::logwriter::LogWriter;
 use crate::metrics::Metrics;
 use crate::outbox::Outbox;
+use crate::protocol::{Args, RpcError, RpcResult};
 use crate::registry::{ConversationEvent, ConversationRegistry};
 
 /// Text shown to the others when a client joins.
@@ -40,6 +54,14 @@ pub const JOIN_NOTICE: &str = "[A new client has joined this conversation.]";
 pub const LEAVE_NOTICE: &str = "[A client has left this conversation.]";
 /// Text shown to every client when the conversation is deleted under it.
 pub const DELETED_NOTICE: &str = "[This conversation was deleted.]";
+/// Queue cap (`MAX_QUEUE_DEPTH` in TypeAgent).
+pub const MAX_QUEUE_DEPTH: usize = 100;
+/// Request ids remembered after they finish, for `cancelCommand`'s `already_completed`.
+const FINISHED_MEMORY: usize = 1024;
+/// Source name of the chat agent in display messages.
+const AGENT_SOURCE: &str = "chat";
+/// Longest local (provider-less) compact summary, in characters.
+const LOCAL_SUMMARY_CHARS: usize = 4000;
 
 /// Why a conversation stops.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,6 +72,24 @@ pub enum ShutdownReason {
     Deleted,
     /// The server is stopping.
     ServerStopping,
+}
+
+/// Settings shared by every conversation.
+pub struct RuntimeConfig {
+    /// The model backend of the agent loop.
+    pub provider: Arc<dyn Provider>,
+    /// External tool servers by prefix (`server__tool`).
+    pub tool_servers: HashMap<String, Arc<dyn ToolServer>>,
+    /// The shared append writer.
+    pub log_writer: LogWriter,
+    /// After the last client leaves, queued work waits this long before `no_clients`.
+    pub no_clients_grace: Duration,
+    /// Provider calls per turn before the loop gives up.
+    pub max_iterations: usize,
+    /// How long an interaction waits for an answer.
+    pub interaction_timeout: Duration,
+    /// Instance directory (agent `instanceStorage` lives under `<root>/<agent>/`).
+    pub instance_root: PathBuf,
 }
 
 /// Everything a conversation needs at start.
@@ -64,18 +104,119 @@ pub struct ConversationSetup {
     pub dir: PathBuf,
     /// How long to stay loaded with no clients.
     pub idle_timeout: Duration,
-    /// The registry, told about idle timeouts and client-count changes.
+    /// The registry, told about idle timeouts and count changes.
     pub registry: Addr<ConversationRegistry>,
     /// Shared counters.
     pub metrics: Arc<Metrics>,
+    /// Agent, storage and timing settings.
+    pub runtime: Arc<RuntimeConfig>,
 }
 
 struct ClientSlot {
     /// The client actor.
     addr: Addr<Client>,
     /// Joined with `filter: true`: gets only messages addressed to its own connection id.
-    #[allow(dead_code)]
     filter: bool,
+}
+
+/// One submitted command.
+#[derive(Debug, Clone)]
+struct Request {
+    /// Server-side id (the client's `requestId` argument, or a fresh UUID).
+    request_id: String,
+    /// Connection id of the client that submitted it.
+    origin: String,
+    /// The client's opaque id, echoed back.
+    client_request_id: Option<Value>,
+    /// The command text.
+    text: String,
+    /// Attachments (kept for the agent; not echoed).
+    attachments: Vec<Value>,
+    /// Submit options, echoed in the queue entry.
+    options: Option<Value>,
+    /// ms since epoch.
+    submitted_at: u64,
+    /// ms since epoch, once running.
+    started_at: Option<u64>,
+}
+
+impl Request {
+    /// `RequestId` as the protocol spells it.
+    fn id_obj(&self) -> Value {
+        let mut v = json!({"connectionId": self.origin, "requestId": self.request_id});
+        if let Some(c) = &self.client_request_id {
+            v["clientRequestId"] = c.clone();
+        }
+        v
+    }
+
+    /// `QueuedRequest` without attachments.
+    fn entry(&self, state: &str) -> Value {
+        let mut v = json!({
+            "requestId": self.request_id,
+            "originatorConnectionId": self.origin,
+            "text": self.text,
+            "submittedAt": self.submitted_at,
+            "state": state,
+            "attachmentCount": self.attachments.len(),
+        });
+        if let Some(c) = &self.client_request_id {
+            v["clientRequestId"] = c.clone();
+        }
+        if let Some(o) = &self.options {
+            v["options"] = o.clone();
+        }
+        if let Some(s) = self.started_at {
+            v["startedAt"] = s.into();
+        }
+        v
+    }
+}
+
+/// The request being worked on.
+struct Running {
+    /// The request.
+    request: Request,
+    /// Turn number; events from other turns are stale.
+    turn: u64,
+    /// The spawned agent loop, if this is an agent turn.
+    handle: Option<SpawnHandle>,
+    /// Interaction the turn waits on (a new submit supersedes it).
+    blocked_on: Option<String>,
+}
+
+/// A question waiting for an answer.
+struct Interaction {
+    /// The `PendingInteractionRequest` sent to clients.
+    request: Value,
+    /// Originating connection (filtered clients only see their own).
+    connection_id: Option<String>,
+    /// `defaultId`, used when the interaction is cancelled or times out.
+    default_id: Option<usize>,
+    /// Resolves the waiting tool call.
+    reply: oneshot::Sender<Result<usize, String>>,
+    /// The time-out timer.
+    timer: SpawnHandle,
+}
+
+/// A private `requestChoice` waiting for `respondToChoice`.
+struct Choice {
+    /// Connection asked.
+    connection_id: String,
+    /// Resolves the waiting tool call.
+    reply: oneshot::Sender<Result<usize, String>>,
+    /// The time-out timer.
+    timer: SpawnHandle,
+}
+
+/// Who gets an outbound call.
+enum Audience {
+    /// Every client, except filtered clients whose connection id differs from `request_conn`.
+    Broadcast(Option<String>),
+    /// Every client, ignoring `filter` (system notices).
+    Everyone,
+    /// Only this connection (the callback group).
+    Only(String),
 }
 
 /// One loaded conversation.
@@ -84,21 +225,57 @@ pub struct Conversation {
     setup: ConversationSetup,
     /// `setup.id` as a string, used in every frame and log line.
     id_str: String,
-    /// Joined clients by connection id (decimal string, in join order).
+    /// Joined clients by connection id number (in join order).
     clients: BTreeMap<u64, ClientSlot>,
     /// Next connection id ("0", "1", …); restarts when the conversation is reloaded.
     next_connection_id: u64,
-    /// `Attach` messages handled so far; echoed in `IdleExpired` so the registry can tell
-    /// whether a join is still in flight.
+    /// `Attach` messages handled so far (echoed in `IdleExpired`).
     attaches_seen: u64,
     /// The armed idle timer, if any.
     idle_timer: Option<SpawnHandle>,
+    /// The armed no-clients grace timer, if any.
+    grace_timer: Option<SpawnHandle>,
+    /// The display log; `Err` holds why it could not be opened (commands are refused).
+    log: Result<DisplayLog, String>,
+    /// Chat history for the agent (loaded at the first turn).
+    chat: Option<Vec<ChatMessage>>,
+    /// Waiting requests, FIFO.
+    queue: VecDeque<Request>,
+    /// The request being worked on.
+    running: Option<Running>,
+    /// Bumped on every queue change (`version` of queue events).
+    version: u64,
+    /// Ids of recently finished requests.
+    finished: VecDeque<String>,
+    /// Turn counter.
+    turns: u64,
+    /// Pending interactions by id.
+    interactions: BTreeMap<String, Interaction>,
+    /// Pending private choices by id.
+    choices: HashMap<String, Choice>,
+    /// Set by `Shutdown`: new submits answer `server_stopping`.
+    stopping: bool,
+}
+
+fn obj(v: Value) -> Map<String, Value> {
+    match v {
+        Value::Object(m) => m,
+        _ => Map::new(),
+    }
 }
 
 impl Conversation {
-    /// A conversation ready to start.
+    /// A conversation ready to start; the display log is opened here (lazy load: only
+    /// conversations someone joins are opened).
     pub fn new(setup: ConversationSetup) -> Conversation {
         let id_str = setup.id.to_string();
+        if let Err(e) = crate::store::create_dir_durable(&setup.dir) {
+            log::error!("conversation {id_str}: cannot create persist dir: {e}");
+        }
+        let log = DisplayLog::open(&setup.dir, setup.runtime.log_writer.clone()).map_err(|e| {
+            log::error!("conversation {id_str}: cannot open display log: {e}");
+            format!("display log unavailable: {e}")
+        });
         Conversation {
             setup,
             id_str,
@@ -106,6 +283,17 @@ impl Conversation {
             next_connection_id: 0,
             attaches_seen: 0,
             idle_timer: None,
+            grace_timer: None,
+            log,
+            chat: None,
+            queue: VecDeque::new(),
+            running: None,
+            version: 0,
+            finished: VecDeque::new(),
+            turns: 0,
+            interactions: BTreeMap::new(),
+            choices: HashMap::new(),
+            stopping: false,
         }
     }
 
@@ -120,14 +308,18 @@ impl Conversation {
         )
     }
 
-    /// Sends a call to every client except `except`, bypassing `filter` (system notices).
-    fn notify_others(&mut self, except: Option<u64>, call: Arc<OutboundCall>) {
+    /// Hands a call to the clients in `audience`; a client whose mailbox is full is dropped.
+    fn emit(&mut self, call: Arc<OutboundCall>, audience: &Audience) {
         let mut lost = Vec::new();
         for (id, slot) in &self.clients {
-            if Some(*id) == except {
-                continue;
-            }
-            if slot.addr.try_send(Deliver { call: call.clone() }).is_err() {
+            let wanted = match audience {
+                Audience::Everyone => true,
+                Audience::Broadcast(conn) => {
+                    !slot.filter || conn.as_deref() == Some(id.to_string().as_str())
+                }
+                Audience::Only(conn) => conn.as_str() == id.to_string(),
+            };
+            if wanted && slot.addr.try_send(Deliver { call: call.clone() }).is_err() {
                 lost.push(*id);
             }
         }
@@ -136,8 +328,53 @@ impl Conversation {
                 "conversation {} connection {id}: client mailbox full, dropping it",
                 self.id_str
             );
-            self.drop_client(id, true);
+            Metrics::inc(&self.setup.metrics.slow_client_closes);
+            if let Some(slot) = self.clients.remove(&id) {
+                slot.addr.do_send(StopClient {
+                    notify_connection: true,
+                });
+            }
         }
+    }
+
+    fn broadcast(&mut self, method: &'static str, args: Value, request_conn: Option<String>) {
+        self.emit(
+            OutboundCall::new(method, &args),
+            &Audience::Broadcast(request_conn),
+        );
+    }
+
+    fn log_entry(&mut self, entry: Value) {
+        if let Ok(log) = &mut self.log {
+            let before = log.message_count();
+            log.append(obj(entry));
+            let after = log.message_count();
+            if after != before {
+                self.setup
+                    .registry
+                    .do_send(ConversationEvent::MessageCount {
+                        id: self.setup.id,
+                        count: after,
+                    });
+            }
+        }
+    }
+
+    /// `appendDisplay` for a request: logged (unless temporary) and broadcast.
+    fn display(&mut self, request: &Request, content: Value, extra: Option<Value>, mode: &str) {
+        let mut message =
+            json!({"message": content, "requestId": request.id_obj(), "source": AGENT_SOURCE});
+        if let Some(Value::Object(extra)) = extra {
+            message.as_object_mut().expect("object").extend(extra);
+        }
+        if mode != "temporary" {
+            self.log_entry(json!({"type": "append-display", "message": message, "mode": mode}));
+        }
+        self.broadcast(
+            "appendDisplay",
+            json!([message, mode]),
+            Some(request.origin.clone()),
+        );
     }
 
     fn report_count(&self) {
@@ -158,52 +395,699 @@ impl Conversation {
 
     fn after_leave(&mut self, ctx: &mut Context<Self>) {
         if !self.clients.is_empty() {
-            self.notify_others(None, Self::system_notice(LEAVE_NOTICE));
+            self.emit(Self::system_notice(LEAVE_NOTICE), &Audience::Everyone);
         }
         self.report_count();
         if self.clients.is_empty() {
             self.arm_idle_timer(ctx);
+            self.arm_grace_timer(ctx);
         }
+    }
+
+    fn busy(&self) -> bool {
+        self.running.is_some() || !self.queue.is_empty()
     }
 
     fn arm_idle_timer(&mut self, ctx: &mut Context<Self>) {
         if let Some(h) = self.idle_timer.take() {
             ctx.cancel_future(h);
         }
-        log::debug!(
-            "conversation {}: idle, evicting in {:?}",
-            self.id_str,
-            self.setup.idle_timeout
-        );
-        self.idle_timer = Some(ctx.run_later(self.setup.idle_timeout, |act, _ctx| {
+        self.idle_timer = Some(ctx.run_later(self.setup.idle_timeout, |act, ctx| {
             act.idle_timer = None;
-            if act.clients.is_empty() {
-                act.setup.registry.do_send(ConversationEvent::IdleExpired {
-                    id: act.setup.id,
-                    generation: act.setup.generation,
-                    attaches_seen: act.attaches_seen,
+            if !act.clients.is_empty() {
+                return;
+            }
+            if act.busy() {
+                // Never evict with work in flight; look again later.
+                act.arm_idle_timer(ctx);
+                return;
+            }
+            act.setup.registry.do_send(ConversationEvent::IdleExpired {
+                id: act.setup.id,
+                generation: act.setup.generation,
+                attaches_seen: act.attaches_seen,
+            });
+        }));
+    }
+
+    fn arm_grace_timer(&mut self, ctx: &mut Context<Self>) {
+        if let Some(h) = self.grace_timer.take() {
+            ctx.cancel_future(h);
+        }
+        if !self.busy() {
+            return;
+        }
+        self.grace_timer = Some(
+            ctx.run_later(self.setup.runtime.no_clients_grace, |act, ctx| {
+                act.grace_timer = None;
+                if !act.clients.is_empty() {
+                    return;
+                }
+                let queued: Vec<String> = act.queue.iter().map(|r| r.request_id.clone()).collect();
+                if !queued.is_empty() {
+                    log::info!(
+                        "conversation {}: no clients; cancelling {} queued requests",
+                        act.id_str,
+                        queued.len()
+                    );
+                }
+                for id in queued {
+                    act.cancel_queued(&id, "no_clients");
+                }
+                // A running turn stalled on an interaction nobody can answer is superseded.
+                if act.running.as_ref().is_some_and(|r| r.blocked_on.is_some()) {
+                    act.cancel_running("no_clients", ctx);
+                }
+            }),
+        );
+    }
+
+    // ---- queue ----------------------------------------------------------------------------
+
+    fn snapshot(&self) -> Value {
+        json!({
+            "running": self.running.as_ref().map(|r| r.request.entry("running")),
+            "queued": self.queue.iter().map(|r| r.entry("queued")).collect::<Vec<_>>(),
+            "paused": false,
+            "version": self.version,
+        })
+    }
+
+    fn queue_changed(&mut self) {
+        let snapshot = self.snapshot();
+        self.broadcast("queueStateChanged", json!([snapshot]), None);
+    }
+
+    fn submit(&mut self, request: Request, front: bool, ctx: &mut Context<Self>) -> Value {
+        if self.stopping {
+            return json!({"ok": false, "error": "server_stopping"});
+        }
+        if let Err(e) = &self.log {
+            return json!({"ok": false, "error": e});
+        }
+        if self.queue.len() >= MAX_QUEUE_DEPTH {
+            return json!({"ok": false, "error": "queue_full", "maxDepth": MAX_QUEUE_DEPTH});
+        }
+        // A new submit supersedes a turn stalled on an interaction.
+        if self
+            .running
+            .as_ref()
+            .is_some_and(|r| r.blocked_on.is_some())
+        {
+            self.cancel_running("superseded", ctx);
+        }
+        let entry = request.entry("queued");
+        if front {
+            self.queue.push_front(request.clone());
+        } else {
+            self.queue.push_back(request.clone());
+        }
+        self.version += 1;
+        self.broadcast("requestQueued", json!([entry, self.version]), None);
+        self.start_next(ctx);
+        let state = if self
+            .running
+            .as_ref()
+            .is_some_and(|r| r.request.request_id == request.request_id)
+        {
+            "running"
+        } else {
+            "queued"
+        };
+        let mut entry = request.entry(state);
+        if state == "running" {
+            entry["startedAt"] = self
+                .running
+                .as_ref()
+                .and_then(|r| r.request.started_at)
+                .into();
+        }
+        json!({"ok": true, "entry": entry})
+    }
+
+    fn start_next(&mut self, ctx: &mut Context<Self>) {
+        if self.running.is_some() || self.stopping {
+            return;
+        }
+        let Some(mut request) = self.queue.pop_front() else {
+            self.queue_changed();
+            return;
+        };
+        request.started_at = Some(crate::now_millis());
+        self.turns += 1;
+        let turn = self.turns;
+        self.version += 1;
+        self.running = Some(Running {
+            request: request.clone(),
+            turn,
+            handle: None,
+            blocked_on: None,
+        });
+        self.broadcast(
+            "requestStarted",
+            json!([request.entry("running"), self.version]),
+            None,
+        );
+        self.queue_changed();
+        log::debug!(
+            "conversation {}: request {} started",
+            self.id_str,
+            request.request_id
+        );
+        self.log_entry(
+            json!({"type": "user-request", "requestId": request.id_obj(), "command": request.text}),
+        );
+        self.broadcast(
+            "setUserRequest",
+            json!([request.id_obj(), request.text]),
+            Some(request.origin.clone()),
+        );
+        match commands::parse(&request.text) {
+            Some(Command::Conversation(payload)) => {
+                let call = OutboundCall::new(
+                    "takeAction",
+                    &json!([request.id_obj(), "manage-conversation", payload]),
+                );
+                self.emit(call, &Audience::Only(request.origin.clone()));
+                self.finish(turn, None, ctx);
+            }
+            Some(Command::Help) => {
+                self.display(
+                    &request,
+                    json!({"type": "markdown", "content": commands::help_text()}),
+                    None,
+                    "block",
+                );
+                self.finish(turn, None, ctx);
+            }
+            Some(Command::Unknown(name)) => {
+                let text = format!("Unknown command @{name}. Type @help for the list.");
+                self.display(
+                    &request,
+                    json!({"type": "text", "content": text, "kind": "error"}),
+                    None,
+                    "block",
+                );
+                self.finish(turn, Some(text), ctx);
+            }
+            Some(Command::Compact) => self.start_compact(turn, ctx),
+            None => self.start_agent_turn(turn, ctx),
+        }
+    }
+
+    fn chat_path(&self) -> PathBuf {
+        self.setup
+            .dir
+            .join("sessions")
+            .join(AGENT_SOURCE)
+            .join("history.jsonl")
+    }
+
+    fn chat_history(&mut self) -> Vec<ChatMessage> {
+        if self.chat.is_none() {
+            self.chat = Some(load_chat(&self.chat_path()));
+        }
+        self.chat.clone().unwrap_or_default()
+    }
+
+    fn commit_chat(&mut self, messages: Vec<ChatMessage>) {
+        if messages.is_empty() {
+            return;
+        }
+        let path: Arc<std::path::Path> = self.chat_path().into();
+        if let Some(dir) = path.parent() {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        let mut bytes = Vec::new();
+        for m in &messages {
+            serde_json::to_writer(&mut bytes, m).expect("message serializes");
+            bytes.push(b'\n');
+        }
+        self.setup.runtime.log_writer.append(&path, bytes);
+        self.chat.get_or_insert_with(Vec::new).extend(messages);
+    }
+
+    fn system_prompt(&self) -> String {
+        // instanceStorage of the chat agent: a system prompt shared by every conversation.
+        let custom = self
+            .setup
+            .runtime
+            .instance_root
+            .join(AGENT_SOURCE)
+            .join("system-prompt.md");
+        std::fs::read_to_string(custom).unwrap_or_else(|_| {
+            "You are the assistant of a Roundtable conversation that several people may share. \
+             Answer concisely. Use the tools when they help: calculate for arithmetic, \
+             get_current_time for the time, get_weather for (sample) weather, ask_user to ask \
+             the people in the conversation."
+                .to_string()
+        })
+    }
+
+    fn start_agent_turn(&mut self, turn: u64, ctx: &mut Context<Self>) {
+        let request = self.running.as_ref().expect("running").request.clone();
+        let input = TurnInput {
+            provider: self.setup.runtime.provider.clone(),
+            system: self.system_prompt(),
+            history: self.chat_history(),
+            command: request.text.clone(),
+            max_iterations: self.setup.runtime.max_iterations,
+            tool_servers: self.setup.runtime.tool_servers.clone(),
+        };
+        let sink = ConversationSink {
+            addr: ctx.address(),
+            turn,
+        };
+        let addr = ctx.address();
+        let handle = ctx.spawn(
+            async move {
+                let outcome = run_turn(input, &sink).await;
+                addr.do_send(TurnEvent::Done { turn, outcome });
+            }
+            .into_actor(self),
+        );
+        if let Some(r) = self.running.as_mut() {
+            r.handle = Some(handle);
+        }
+    }
+
+    fn start_compact(&mut self, turn: u64, ctx: &mut Context<Self>) {
+        let history = self.chat_history();
+        let provider = self.setup.runtime.provider.clone();
+        let addr = ctx.address();
+        let handle = ctx.spawn(
+            async move {
+                let summary = summarize(provider.as_ref(), &history).await;
+                addr.do_send(TurnEvent::Compacted {
+                    turn,
+                    summary,
+                    replaced: history.len(),
                 });
             }
-        }));
+            .into_actor(self),
+        );
+        if let Some(r) = self.running.as_mut() {
+            r.handle = Some(handle);
+        }
+    }
+
+    /// Completes the running request: `command-result`, then `commandComplete`.
+    fn finish(&mut self, turn: u64, error: Option<String>, ctx: &mut Context<Self>) {
+        let Some(running) = self.running.take_if(|r| r.turn == turn) else {
+            return;
+        };
+        let request = running.request;
+        self.log_entry(json!({"type": "command-result", "requestId": request.id_obj()}));
+        let result = match &error {
+            Some(e) => json!({"result": {"lastError": e}}),
+            None => json!({"result": null}),
+        };
+        self.broadcast(
+            "notify",
+            json!([
+                request.id_obj(),
+                "commandComplete",
+                result,
+                "system",
+                null,
+                null
+            ]),
+            Some(request.origin.clone()),
+        );
+        self.remember_finished(request.request_id.clone());
+        self.version += 1;
+        self.start_next(ctx);
+    }
+
+    fn remember_finished(&mut self, id: String) {
+        self.finished.push_back(id);
+        if self.finished.len() > FINISHED_MEMORY {
+            self.finished.pop_front();
+        }
+    }
+
+    fn cancel_queued(&mut self, request_id: &str, reason: &str) -> bool {
+        let Some(pos) = self.queue.iter().position(|r| r.request_id == request_id) else {
+            return false;
+        };
+        let request = self.queue.remove(pos).expect("position is valid");
+        self.version += 1;
+        self.broadcast(
+            "requestCancelled",
+            json!([request.request_id, reason, self.version]),
+            None,
+        );
+        self.remember_finished(request.request_id);
+        self.queue_changed();
+        true
+    }
+
+    fn cancel_running(&mut self, reason: &str, ctx: &mut Context<Self>) -> bool {
+        let Some(running) = self.running.take() else {
+            return false;
+        };
+        if let Some(h) = running.handle {
+            ctx.cancel_future(h);
+        }
+        // Interactions of the cancelled turn are cancelled too (and announced).
+        let stale: Vec<String> = self
+            .interactions
+            .iter()
+            .filter(|(_, i)| {
+                i.request["requestId"]["requestId"] == running.request.request_id.as_str()
+            })
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in stale {
+            self.cancel_interaction(&id, true, ctx);
+        }
+        let choices: Vec<String> = self.choices.keys().cloned().collect();
+        for id in choices {
+            if let Some(c) = self.choices.remove(&id) {
+                ctx.cancel_future(c.timer);
+                let _ = c.reply.send(Err("cancelled".into()));
+            }
+        }
+        // Keep the chat history coherent: the user's message and a note, no dangling tool use.
+        self.commit_chat(vec![
+            ChatMessage::text(Role::User, running.request.text.clone()),
+            ChatMessage::text(Role::Assistant, format!("(request cancelled: {reason})")),
+        ]);
+        self.version += 1;
+        self.broadcast(
+            "requestCancelled",
+            json!([running.request.request_id, reason, self.version]),
+            None,
+        );
+        self.remember_finished(running.request.request_id);
+        log::info!(
+            "conversation {}: running request cancelled ({reason})",
+            self.id_str
+        );
+        self.start_next(ctx);
+        true
+    }
+
+    fn cancel_by_id(
+        &mut self,
+        request_id: &str,
+        reason: &str,
+        ctx: &mut Context<Self>,
+    ) -> &'static str {
+        if self.cancel_queued(request_id, reason) {
+            "cancelled_queued"
+        } else if self
+            .running
+            .as_ref()
+            .is_some_and(|r| r.request.request_id == request_id)
+        {
+            self.cancel_running(reason, ctx);
+            "cancelled_running"
+        } else if self.finished.iter().any(|f| f == request_id) {
+            "already_completed"
+        } else {
+            "not_found"
+        }
+    }
+
+    // ---- interactions ---------------------------------------------------------------------
+
+    fn open_interaction(
+        &mut self,
+        turn: u64,
+        question: String,
+        choices: Vec<String>,
+        reply: oneshot::Sender<Result<usize, String>>,
+        ctx: &mut Context<Self>,
+    ) {
+        let Some(running) = self.running.as_mut().filter(|r| r.turn == turn) else {
+            let _ = reply.send(Err("the request is no longer running".into()));
+            return;
+        };
+        let id = Uuid::new_v4().to_string();
+        running.blocked_on = Some(id.clone());
+        let request = running.request.clone();
+        let created = crate::now_millis();
+        let default_id =
+            (choices.len() == 2 && choices[1].eq_ignore_ascii_case("no")).then_some(1usize);
+        let mut pending = json!({
+            "interactionId": id,
+            "type": "question",
+            "requestId": request.id_obj(),
+            "source": AGENT_SOURCE,
+            "timestamp": created,
+            "message": question,
+            "choices": choices,
+        });
+        if let Some(d) = default_id {
+            pending["defaultId"] = d.into();
+        }
+        let mut entry = json!({
+            "type": "pending-interaction",
+            "timestamp": created,
+            "interactionId": id,
+            "interactionType": "question",
+            "source": AGENT_SOURCE,
+            "requestId": request.id_obj(),
+            "message": pending["message"],
+            "choices": pending["choices"],
+        });
+        if let Some(d) = default_id {
+            entry["defaultId"] = d.into();
+        }
+        self.log_entry(entry);
+        self.broadcast(
+            "requestInteraction",
+            json!([pending]),
+            Some(request.origin.clone()),
+        );
+        let timer_id = id.clone();
+        let timer = ctx.run_later(self.setup.runtime.interaction_timeout, move |act, ctx| {
+            log::info!(
+                "conversation {}: interaction {timer_id} timed out",
+                act.id_str
+            );
+            act.cancel_interaction(&timer_id, false, ctx);
+        });
+        self.interactions.insert(
+            id,
+            Interaction {
+                request: pending,
+                connection_id: Some(request.origin),
+                default_id,
+                reply,
+                timer,
+            },
+        );
+    }
+
+    fn resolve_interaction(&mut self, id: &str, value: Value, ctx: &mut Context<Self>) {
+        let Some(i) = self.interactions.remove(id) else {
+            return; // unknown or expired: silently OK, as TypeAgent does
+        };
+        ctx.cancel_future(i.timer);
+        let index = value.as_u64().map(|n| n as usize);
+        let _ = i
+            .reply
+            .send(index.ok_or_else(|| format!("answer {value} is not a choice index")));
+        self.unblock(id);
+        self.log_entry(
+            json!({"type": "interaction-resolved", "interactionId": id, "response": value}),
+        );
+        self.broadcast("interactionResolved", json!([id, value]), None);
+    }
+
+    /// Cancel (`announce`: a client's `cancelInteraction`) or time out (no broadcast).
+    fn cancel_interaction(&mut self, id: &str, announce: bool, ctx: &mut Context<Self>) {
+        let Some(i) = self.interactions.remove(id) else {
+            return;
+        };
+        ctx.cancel_future(i.timer);
+        let _ = i.reply.send(
+            i.default_id
+                .ok_or_else(|| "the question was cancelled".to_string()),
+        );
+        self.unblock(id);
+        self.log_entry(json!({"type": "interaction-cancelled", "interactionId": id}));
+        if announce {
+            self.broadcast("interactionCancelled", json!([id]), None);
+        }
+    }
+
+    fn unblock(&mut self, id: &str) {
+        if let Some(r) = self
+            .running
+            .as_mut()
+            .filter(|r| r.blocked_on.as_deref() == Some(id))
+        {
+            r.blocked_on = None;
+        }
+    }
+
+    fn open_choice(
+        &mut self,
+        turn: u64,
+        question: String,
+        choices: Vec<String>,
+        reply: oneshot::Sender<Result<usize, String>>,
+        ctx: &mut Context<Self>,
+    ) {
+        let Some(running) = self.running.as_ref().filter(|r| r.turn == turn) else {
+            let _ = reply.send(Err("the request is no longer running".into()));
+            return;
+        };
+        let request = running.request.clone();
+        let id = Uuid::new_v4().to_string();
+        let kind = if choices.len() == 2 && choices[0] == "Yes" && choices[1] == "No" {
+            "yesNo"
+        } else {
+            "multiChoice"
+        };
+        let call = OutboundCall::new(
+            "requestChoice",
+            &json!([request.id_obj(), id, kind, question, choices, AGENT_SOURCE]),
+        );
+        self.emit(call, &Audience::Only(request.origin.clone()));
+        let timer_id = id.clone();
+        let timer = ctx.run_later(self.setup.runtime.interaction_timeout, move |act, _| {
+            if let Some(c) = act.choices.remove(&timer_id) {
+                let _ = c.reply.send(Err("no answer in time".into()));
+            }
+        });
+        self.choices.insert(
+            id,
+            Choice {
+                connection_id: request.origin,
+                reply,
+                timer,
+            },
+        );
+    }
+
+    fn pending_for(&self, connection: u64, filter: bool) -> Vec<Value> {
+        let me = connection.to_string();
+        self.interactions
+            .values()
+            .filter(|i| !filter || i.connection_id.as_deref() == Some(me.as_str()))
+            .map(|i| i.request.clone())
+            .collect()
+    }
+}
+
+/// Reads the chat history file: every line a `ChatMessage`; bad lines are skipped.
+fn load_chat(path: &std::path::Path) -> Vec<ChatMessage> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => text
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .filter_map(|l| match serde_json::from_str(l) {
+                Ok(m) => Some(m),
+                Err(e) => {
+                    log::warn!("{}: skipping an unreadable line: {e}", path.display());
+                    None
+                }
+            })
+            .collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
+/// The `@compact` summary: the provider's, when it gives a real one, else a bounded local one.
+async fn summarize(provider: &dyn Provider, history: &[ChatMessage]) -> String {
+    if history.is_empty() {
+        return "(nothing to summarize)".to_string();
+    }
+    if provider.name() != "builtin" {
+        let mut messages = history.to_vec();
+        messages.push(ChatMessage::text(
+            Role::User,
+            "Summarize our conversation so far in a short paragraph, keeping names, numbers and decisions.",
+        ));
+        let request = ProviderRequest {
+            system: "You write faithful, compact summaries.".into(),
+            messages,
+            tools: Vec::new(),
+        };
+        if let Ok(r) = provider.complete(request).await {
+            let text = ChatMessage {
+                role: Role::Assistant,
+                content: r.content,
+            }
+            .joined_text();
+            if !text.trim().is_empty() {
+                return text;
+            }
+        }
+    }
+    let mut out = format!(
+        "Summary of {} earlier messages. The user asked:",
+        history.len()
+    );
+    for m in history.iter().filter(|m| m.role == Role::User) {
+        let t = m.joined_text();
+        if t.is_empty() {
+            continue;
+        }
+        let line: String = t.chars().take(200).collect();
+        if out.chars().count() + line.chars().count() + 4 > LOCAL_SUMMARY_CHARS {
+            out.push_str("\n- …");
+            break;
+        }
+        out.push_str("\n- ");
+        out.push_str(&line);
+    }
+    out
+}
+
+/// The running turn's view of its conversation.
+struct ConversationSink {
+    addr: Addr<Conversation>,
+    turn: u64,
+}
+
+impl TurnSink for ConversationSink {
+    fn display(&self, content: Value, extra: Option<Value>) {
+        self.addr.do_send(TurnEvent::Display {
+            turn: self.turn,
+            content,
+            extra,
+        });
+    }
+
+    fn ask(
+        &self,
+        question: String,
+        choices: Vec<String>,
+        private: bool,
+    ) -> LocalBoxFuture<'static, Result<usize, String>> {
+        let (tx, rx) = oneshot::channel();
+        self.addr.do_send(TurnEvent::Ask {
+            turn: self.turn,
+            question,
+            choices,
+            private,
+            reply: tx,
+        });
+        Box::pin(async move {
+            rx.await
+                .unwrap_or_else(|_| Err("the question was dropped".into()))
+        })
     }
 }
 
 impl Actor for Conversation {
     type Context = Context<Self>;
 
-    fn started(&mut self, _ctx: &mut Self::Context) {
+    fn started(&mut self, ctx: &mut Self::Context) {
+        // Registry → conversation messages use do_send to keep order; connections use send.
+        ctx.set_mailbox_capacity(1 << 16);
         Metrics::add(&self.setup.metrics.loaded_conversations, 1);
-        if let Err(e) = crate::store::create_dir_durable(&self.setup.dir) {
-            log::error!(
-                "conversation {}: cannot create persist dir: {e}",
-                self.id_str
-            );
-        }
         log::info!(
-            "conversation {} ({:?}): loaded, generation {}",
+            "conversation {} ({:?}): loaded, generation {}, next seq {}",
             self.id_str,
             self.setup.name,
-            self.setup.generation
+            self.setup.generation,
+            self.log.as_ref().map_or(0, DisplayLog::next_seq)
         );
     }
 
@@ -247,8 +1131,11 @@ impl Handler<Attach> for Conversation {
 
     fn handle(&mut self, msg: Attach, ctx: &mut Self::Context) {
         self.attaches_seen += 1;
-        if let Some(h) = self.idle_timer.take() {
-            ctx.cancel_future(h);
+        for timer in [self.idle_timer.take(), self.grace_timer.take()]
+            .into_iter()
+            .flatten()
+        {
+            ctx.cancel_future(timer);
         }
         let number = self.next_connection_id;
         self.next_connection_id += 1;
@@ -262,8 +1149,8 @@ impl Handler<Attach> for Conversation {
             self.setup.metrics.clone(),
         )
         .start();
-        // Others first: the joiner is not ready and must not see its own join notice anyway.
-        self.notify_others(None, Self::system_notice(JOIN_NOTICE));
+        // Others only: the joiner is not in `clients` yet.
+        self.emit(Self::system_notice(JOIN_NOTICE), &Audience::Everyone);
         self.clients.insert(
             number,
             ClientSlot {
@@ -281,13 +1168,12 @@ impl Handler<Attach> for Conversation {
             connection_id,
             client,
             conversation: ctx.address(),
-            pending_interactions: Vec::new(),
-            queue_snapshot: None,
+            pending_interactions: self.pending_for(number, msg.filter),
+            queue_snapshot: self.busy().then(|| self.snapshot()),
         };
-        if let Err(attached) = msg.reply.send(attached) {
+        if msg.reply.send(attached).is_err() {
             // The joiner vanished before the answer: undo the join.
-            let id: u64 = attached.connection_id.parse().unwrap_or(u64::MAX);
-            self.drop_client(id, false);
+            self.drop_client(number, false);
             self.after_leave(ctx);
         }
     }
@@ -339,7 +1225,7 @@ impl Handler<ClientLost> for Conversation {
 pub struct Shutdown {
     /// Why.
     pub reason: ShutdownReason,
-    /// Answered once every client has been told and the conversation has flushed.
+    /// Answered once every client has been told and the log is on disk.
     pub reply: oneshot::Sender<()>,
 }
 
@@ -347,38 +1233,465 @@ impl Handler<Shutdown> for Conversation {
     type Result = ();
 
     fn handle(&mut self, msg: Shutdown, ctx: &mut Self::Context) {
+        self.stopping = true;
         match msg.reason {
             ShutdownReason::Deleted => {
+                self.emit(Self::system_notice(DELETED_NOTICE), &Audience::Everyone);
                 let notice = OutboundCall::new(
                     "notify",
                     &json!([null, "conversationDeleted", {"conversationId": self.id_str}, "agent-server"]),
                 );
-                self.notify_others(None, Self::system_notice(DELETED_NOTICE));
-                self.notify_others(None, notice);
+                self.emit(notice, &Audience::Everyone);
                 for (_, slot) in std::mem::take(&mut self.clients) {
                     slot.addr.do_send(StopClient {
                         notify_connection: true,
                     });
                 }
             }
-            ShutdownReason::Evicted => {
-                if !self.clients.is_empty() {
-                    log::error!(
-                        "conversation {}: evicted with {} clients (registry bug)",
-                        self.id_str,
-                        self.clients.len()
-                    );
-                }
+            ShutdownReason::Evicted if !self.clients.is_empty() => {
+                log::error!(
+                    "conversation {}: evicted with {} clients (registry bug)",
+                    self.id_str,
+                    self.clients.len()
+                );
             }
-            ShutdownReason::ServerStopping => {}
+            _ => {}
         }
+        let reason = if msg.reason == ShutdownReason::ServerStopping {
+            "server_stopping"
+        } else {
+            "conversation_closed"
+        };
+        let queued: Vec<String> = self.queue.iter().map(|r| r.request_id.clone()).collect();
+        for id in queued {
+            self.cancel_queued(&id, reason);
+        }
+        self.cancel_running(reason, ctx);
         for (_, slot) in std::mem::take(&mut self.clients) {
             slot.addr.do_send(StopClient {
                 notify_connection: false,
             });
         }
         log::info!("conversation {}: stopping ({:?})", self.id_str, msg.reason);
-        let _ = msg.reply.send(());
+        let writer = self.setup.runtime.log_writer.clone();
+        let mut closing = Vec::new();
+        if let Ok(log) = &self.log {
+            closing.push(writer.close(log.path()));
+        }
+        closing.push(writer.close(&Arc::from(self.chat_path())));
+        let reply = msg.reply;
+        ctx.wait(
+            async move {
+                for c in closing {
+                    let _ = c.await;
+                }
+                let _ = reply.send(());
+            }
+            .into_actor(self),
+        );
         ctx.stop();
+    }
+}
+
+/// Output of the running turn, tagged with its turn number.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub enum TurnEvent {
+    /// Show something.
+    Display {
+        /// Turn.
+        turn: u64,
+        /// `DisplayContent`.
+        content: Value,
+        /// Extra `IAgentMessage` fields.
+        extra: Option<Value>,
+    },
+    /// Ask the user.
+    Ask {
+        /// Turn.
+        turn: u64,
+        /// The question.
+        question: String,
+        /// Choices.
+        choices: Vec<String>,
+        /// Only the originator (`requestChoice`) or everyone (`requestInteraction`).
+        private: bool,
+        /// The answer (choice index).
+        reply: oneshot::Sender<Result<usize, String>>,
+    },
+    /// The agent loop finished.
+    Done {
+        /// Turn.
+        turn: u64,
+        /// Messages and error.
+        outcome: TurnOutcome,
+    },
+    /// `@compact` produced its summary.
+    Compacted {
+        /// Turn.
+        turn: u64,
+        /// The summary text.
+        summary: String,
+        /// History messages it replaces.
+        replaced: usize,
+    },
+}
+
+impl Handler<TurnEvent> for Conversation {
+    type Result = ();
+
+    fn handle(&mut self, msg: TurnEvent, ctx: &mut Self::Context) {
+        let current = |turn: u64, act: &Self| act.running.as_ref().is_some_and(|r| r.turn == turn);
+        match msg {
+            TurnEvent::Display {
+                turn,
+                content,
+                extra,
+            } => {
+                if current(turn, self) {
+                    let request = self.running.as_ref().expect("current").request.clone();
+                    self.display(&request, content, extra, "block");
+                }
+            }
+            TurnEvent::Ask {
+                turn,
+                question,
+                choices,
+                private,
+                reply,
+            } => {
+                if private {
+                    self.open_choice(turn, question, choices, reply, ctx);
+                } else {
+                    self.open_interaction(turn, question, choices, reply, ctx);
+                }
+            }
+            TurnEvent::Done { turn, outcome } => {
+                if current(turn, self) {
+                    self.commit_chat(outcome.messages);
+                    self.finish(turn, outcome.error, ctx);
+                }
+            }
+            TurnEvent::Compacted {
+                turn,
+                summary,
+                replaced,
+            } => {
+                if !current(turn, self) {
+                    return;
+                }
+                let kept: Vec<ChatMessage> = self
+                    .chat_history()
+                    .split_off(replaced.min(self.chat_history().len()));
+                let mut compacted = vec![ChatMessage::text(
+                    Role::User,
+                    format!("[summary] {summary}"),
+                )];
+                compacted.extend(kept);
+                let mut bytes = Vec::new();
+                for m in &compacted {
+                    serde_json::to_writer(&mut bytes, m).expect("message serializes");
+                    bytes.push(b'\n');
+                }
+                let path = self.chat_path();
+                let writer = self.setup.runtime.log_writer.clone();
+                let arc_path: Arc<std::path::Path> = path.clone().into();
+                let error = match std::fs::create_dir_all(path.parent().expect("has parent"))
+                    .map_err(|e| e.to_string())
+                    .and_then(|()| {
+                        // Pending appends to the old file must land before it is replaced.
+                        let closed = writer.close(&arc_path);
+                        futures_wait(closed);
+                        crate::store::write_atomic(&path, &bytes).map_err(|e| e.to_string())
+                    }) {
+                    Ok(()) => {
+                        self.chat = Some(compacted);
+                        None
+                    }
+                    Err(e) => Some(format!("could not compact the history: {e}")),
+                };
+                let request = self.running.as_ref().expect("current").request.clone();
+                let text = match &error {
+                    None => format!(
+                        "**Conversation compacted** ({replaced} messages → 1 summary)\n\n{summary}"
+                    ),
+                    Some(e) => e.clone(),
+                };
+                self.display(
+                    &request,
+                    json!({"type": "markdown", "content": text, "kind": if error.is_some() { "error" } else { "info" }}),
+                    Some(json!({"compactSummary": error.is_none()})),
+                    "block",
+                );
+                self.finish(turn, error, ctx);
+            }
+        }
+    }
+}
+
+/// Blocks until the log writer closed a file. Only used by `@compact`, which must not race
+/// the writer; the writer thread answers within one fsync.
+fn futures_wait(rx: oneshot::Receiver<()>) {
+    let mut rx = rx;
+    loop {
+        match rx.try_recv() {
+            Ok(()) | Err(oneshot::error::TryRecvError::Closed) => return,
+            Err(oneshot::error::TryRecvError::Empty) => {
+                std::thread::sleep(Duration::from_micros(200))
+            }
+        }
+    }
+}
+
+/// A `dispatcher:<id>` answer: a JSON value (`None` = void) or ready-made JSON text (history).
+pub enum DispatcherReply {
+    /// A value, or void.
+    Value(Option<Value>),
+    /// Raw JSON text for the `result` key.
+    Raw(String),
+}
+
+/// An invoke on `dispatcher:<id>` from one client.
+#[derive(Message)]
+#[rtype(result = "RpcResult<DispatcherReply>")]
+pub struct DispatcherInvoke {
+    /// The caller's connection id in this conversation.
+    pub connection_id: String,
+    /// Method.
+    pub method: String,
+    /// Arguments.
+    pub args: Args,
+}
+
+fn parse_request(m: &str, args: &Args, origin: &str, with_id: bool) -> RpcResult<Request> {
+    let text = args.req_str(m, 0, "command")?.to_string();
+    let attachments = match args.get(1) {
+        None => Vec::new(),
+        Some(Value::Array(a)) => a.clone(),
+        Some(_) => return Err(crate::protocol::invalid(m, 1, "attachments", "an array")),
+    };
+    let options = args
+        .opt_object(m, 2, "options")?
+        .map(|o| Value::Object(o.clone()));
+    let client_request_id = args.get(3).cloned();
+    let request_id = if with_id {
+        args.opt_str(m, 4, "requestId")?.map(str::to_string)
+    } else {
+        None
+    };
+    Ok(Request {
+        request_id: request_id.unwrap_or_else(|| Uuid::new_v4().to_string()),
+        origin: origin.to_string(),
+        client_request_id,
+        text,
+        attachments,
+        options,
+        submitted_at: crate::now_millis(),
+        started_at: None,
+    })
+}
+
+impl Handler<DispatcherInvoke> for Conversation {
+    type Result = ResponseFuture<RpcResult<DispatcherReply>>;
+
+    fn handle(&mut self, msg: DispatcherInvoke, ctx: &mut Self::Context) -> Self::Result {
+        let m = msg.method.as_str();
+        let value = |v: Value| -> Self::Result {
+            Box::pin(async move { Ok(DispatcherReply::Value(Some(v))) })
+        };
+        let fail = |e: RpcError| -> Self::Result { Box::pin(async move { Err(e) }) };
+        let args = &msg.args;
+        match m {
+            "submitCommand" | "interrupt" => {
+                let request = match parse_request(m, args, &msg.connection_id, m == "submitCommand")
+                {
+                    Ok(r) => r,
+                    Err(e) => return fail(e),
+                };
+                if m == "interrupt" && !self.stopping {
+                    self.cancel_running("interrupted", ctx);
+                }
+                value(self.submit(request, m == "interrupt", ctx))
+            }
+            "getDisplayHistory" => {
+                let after = match args.opt_int(m, 0, "afterSeq") {
+                    Ok(a) => a,
+                    Err(e) => return fail(e),
+                };
+                let log = match &self.log {
+                    Ok(l) => l,
+                    Err(e) => return fail(RpcError::Internal(e.clone())),
+                };
+                match log.read_after(after) {
+                    HistoryRead::Ready(entries) => {
+                        let json = displaylog::history_json(entries);
+                        Box::pin(async move { Ok(DispatcherReply::Raw(json)) })
+                    }
+                    HistoryRead::Disk {
+                        path,
+                        from,
+                        below,
+                        from_memory,
+                    } => Box::pin(async move {
+                        let older = tokio::task::spawn_blocking(move || {
+                            displaylog::read_range(&path, from, below)
+                        })
+                        .await
+                        .map_err(|e| RpcError::Internal(e.to_string()))?
+                        .map_err(|e| RpcError::Internal(format!("reading the display log: {e}")))?;
+                        let all = older
+                            .iter()
+                            .map(String::as_str)
+                            .chain(from_memory.iter().map(|e| &e[..]));
+                        Ok(DispatcherReply::Raw(displaylog::history_json(all)))
+                    }),
+                }
+            }
+            "getQueueSnapshot" => value(self.snapshot()),
+            "cancelCommand" => match args.req_str(m, 0, "requestId") {
+                Ok(id) => {
+                    let id = id.to_string();
+                    let kind = self.cancel_by_id(&id, "cancelled", ctx);
+                    value(json!({"kind": kind, "requestId": id}))
+                }
+                Err(e) => fail(e),
+            },
+            "promoteCommand" => match args.req_str(m, 0, "requestId") {
+                Ok(id) => {
+                    let moved = match self.queue.iter().position(|r| r.request_id == id) {
+                        Some(pos) => {
+                            let r = self.queue.remove(pos).expect("valid position");
+                            self.queue.push_front(r);
+                            self.version += 1;
+                            self.queue_changed();
+                            true
+                        }
+                        None => false,
+                    };
+                    value(json!(moved))
+                }
+                Err(e) => fail(e),
+            },
+            "respondToInteraction" => {
+                let response = match args.opt_object(m, 0, "response") {
+                    Ok(Some(o)) => o.clone(),
+                    Ok(None) => {
+                        return fail(crate::protocol::invalid(m, 0, "response", "an object"))
+                    }
+                    Err(e) => return fail(e),
+                };
+                if let Some(id) = response.get("interactionId").and_then(Value::as_str) {
+                    let value = response.get("value").cloned().unwrap_or(Value::Null);
+                    self.resolve_interaction(id, value, ctx);
+                }
+                Box::pin(async { Ok(DispatcherReply::Value(None)) })
+            }
+            "respondToChoice" => {
+                let id = match args.req_str(m, 0, "choiceId") {
+                    Ok(id) => id.to_string(),
+                    Err(e) => return fail(e),
+                };
+                let response = args.get(1).cloned().unwrap_or(Value::Null);
+                let Some(choice) = self.choices.remove(&id) else {
+                    return fail(RpcError::Message("Choice not found or expired".into()));
+                };
+                if choice.connection_id != msg.connection_id {
+                    self.choices.insert(id, choice);
+                    return fail(RpcError::Message("Choice not found or expired".into()));
+                }
+                ctx.cancel_future(choice.timer);
+                let index = match &response {
+                    Value::Bool(true) => Ok(0),
+                    Value::Bool(false) => Ok(1),
+                    Value::Array(a) => a
+                        .first()
+                        .and_then(Value::as_u64)
+                        .map(|n| n as usize)
+                        .ok_or_else(|| "no choice".into()),
+                    Value::Number(n) => n
+                        .as_u64()
+                        .map(|n| n as usize)
+                        .ok_or_else(|| "bad choice".into()),
+                    other => other
+                        .get("selected")
+                        .and_then(|s| s.as_u64().or_else(|| s.as_array()?.first()?.as_u64()))
+                        .map(|n| n as usize)
+                        .ok_or_else(|| format!("cannot read the response {other}")),
+                };
+                let _ = choice.reply.send(index);
+                Box::pin(async { Ok(DispatcherReply::Value(None)) })
+            }
+            "getStatus" => {
+                let details = format!(
+                    "provider: {}; queue: {}",
+                    self.setup.runtime.provider.name(),
+                    match (&self.running, self.queue.len()) {
+                        (None, 0) => "idle".to_string(),
+                        (Some(_), n) => format!("running, {n} queued"),
+                        (None, n) => format!("{n} queued"),
+                    }
+                );
+                value(json!({"agents": [], "details": details}))
+            }
+            "getCommandCompletion" => match args.opt_str(m, 0, "prefix") {
+                Ok(prefix) => value(commands::completion(prefix.unwrap_or(""))),
+                Err(e) => fail(e),
+            },
+            "getDeveloperMode" => value(json!(false)),
+            "close" => {
+                if let Ok(id) = msg.connection_id.parse::<u64>() {
+                    if self.drop_client(id, true) {
+                        self.after_leave(ctx);
+                    }
+                }
+                Box::pin(async { Ok(DispatcherReply::Value(None)) })
+            }
+            _ => fail(RpcError::NoHandler(msg.method.clone())),
+        }
+    }
+}
+
+/// A `call` on `dispatcher:<id>` (never answered).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct DispatcherCall {
+    /// The caller's connection id in this conversation.
+    pub connection_id: String,
+    /// Method.
+    pub method: String,
+    /// Arguments.
+    pub args: Args,
+}
+
+impl Handler<DispatcherCall> for Conversation {
+    type Result = ();
+
+    fn handle(&mut self, msg: DispatcherCall, ctx: &mut Self::Context) {
+        match msg.method.as_str() {
+            "cancelCommandByClientId" => {
+                let Some(client_id) = msg.args.get(0).cloned() else {
+                    return;
+                };
+                let running = self
+                    .running
+                    .as_ref()
+                    .filter(|r| r.request.client_request_id.as_ref() == Some(&client_id))
+                    .map(|r| r.request.request_id.clone());
+                let queued = self
+                    .queue
+                    .iter()
+                    .find(|r| r.client_request_id.as_ref() == Some(&client_id))
+                    .map(|r| r.request_id.clone());
+                if let Some(id) = running.or(queued) {
+                    self.cancel_by_id(&id, "cancelled", ctx);
+                }
+            }
+            "cancelInteraction" => {
+                if let Some(id) = msg.args.get(0).and_then(Value::as_str).map(str::to_string) {
+                    self.cancel_interaction(&id, true, ctx);
+                }
+            }
+            other => log::debug!("conversation {}: call {other} ignored", self.id_str),
+        }
     }
 }

@@ -21,8 +21,12 @@
 //!      └─ Client (one per joined client; holds an Outbox toward the socket)
 //! ```
 
+pub mod agent;
 pub mod client;
+pub mod commands;
 pub mod conversation;
+pub mod displaylog;
+pub mod logwriter;
 pub mod metrics;
 pub mod naming;
 pub mod outbox;

@@ -80,6 +80,9 @@ pub enum RpcError {
     /// The server is shutting down and takes no new work.
     #[error("Server is shutting down")]
     ServerStopping,
+    /// A message defined by the method itself (e.g. `Choice not found or expired`).
+    #[error("{0}")]
+    Message(String),
     /// A bug or a lost actor; the text says which.
     #[error("Internal error: {0}")]
     Internal(String),
@@ -351,6 +354,21 @@ pub fn invoke_result(channel: &str, call_id: u64, result: Option<&Value>) -> Str
             result,
         },
     )
+}
+
+/// Like [`invoke_result`] with `result` given as ready-made JSON text (large history answers
+/// are spliced, not re-parsed).
+pub fn invoke_result_raw(channel: &str, call_id: u64, result_json: &str) -> String {
+    let channel = serde_json::to_string(channel).expect("string serializes");
+    let mut out = String::with_capacity(channel.len() + result_json.len() + 64);
+    out.push_str("{\"name\":");
+    out.push_str(&channel);
+    out.push_str(",\"message\":{\"type\":\"invokeResult\",\"callId\":");
+    out.push_str(&call_id.to_string());
+    out.push_str(",\"result\":");
+    out.push_str(result_json);
+    out.push_str("}}");
+    out
 }
 
 /// `{"name":channel,"message":{"type":"invokeError","callId":n,"error":text}}`.

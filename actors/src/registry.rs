@@ -32,7 +32,8 @@ use uuid::Uuid;
 
 use crate::client::{Client, ConversationGone};
 use crate::conversation::{
-    Attach, Attached, Conversation, ConversationSetup, Detach, Shutdown, ShutdownReason,
+    Attach, Attached, Conversation, ConversationSetup, Detach, RuntimeConfig, Shutdown,
+    ShutdownReason,
 };
 use crate::metrics::Metrics;
 use crate::naming;
@@ -59,6 +60,8 @@ pub struct RegistryConfig {
     pub conversation_arbiters: Vec<ArbiterHandle>,
     /// Shared counters.
     pub metrics: Arc<Metrics>,
+    /// Agent and storage settings every conversation shares.
+    pub runtime: Arc<RuntimeConfig>,
 }
 
 enum LoadState {
@@ -124,6 +127,14 @@ impl ConversationRegistry {
         }
         let loaded = store::load_registry(&layout, config.repair)?;
         let mut needs_fold = loaded.needs_fold;
+        // After a clean shutdown the stored message counts are exact; after a crash they may
+        // trail, so each conversation's log tail is read once (one small read each).
+        let clean = store::take_clean_marker(&layout)?;
+        if !clean {
+            log::info!(
+                "previous run did not shut down cleanly; recounting messages from log tails"
+            );
+        }
         let mut reg = ConversationRegistry {
             writer: RegistryWriter::start(layout.clone()),
             config,
@@ -155,6 +166,14 @@ impl ConversationRegistry {
                 needs_fold = true;
                 continue;
             }
+            let mut stored = stored;
+            if !clean {
+                let count = crate::displaylog::message_count_on_disk(&layout.conversation_dir(&id));
+                if stored.extra.get("messageCount").and_then(Value::as_u64) != Some(count) {
+                    stored.extra.insert("messageCount".into(), count.into());
+                    needs_fold = true;
+                }
+            }
             reg.insert_entry(id, stored);
         }
         if swept > 0 {
@@ -181,7 +200,11 @@ impl ConversationRegistry {
             .entry(naming::normalize(&stored.name))
             .or_default()
             .push(id);
-        let message_count = count_user_requests(&self.config.layout, &id);
+        let message_count = stored
+            .extra
+            .get("messageCount")
+            .and_then(Value::as_u64)
+            .unwrap_or(0);
         self.entries.insert(
             id,
             Entry {
@@ -331,6 +354,7 @@ impl ConversationRegistry {
             idle_timeout: self.config.idle_timeout,
             registry,
             metrics: self.config.metrics.clone(),
+            runtime: self.config.runtime.clone(),
         };
         let addr = match arbiter {
             Some(a) => Conversation::start_in_arbiter(&a, move |_| Conversation::new(setup)),
@@ -380,12 +404,6 @@ fn new_stored(id: Uuid, name: String) -> StoredConversation {
         created_at: crate::now_iso(),
         extra: serde_json::Map::new(),
     }
-}
-
-/// `messageCount` at load time. The display log arrives with the runtime; until then a
-/// conversation directory holds no user requests Roundtable wrote.
-fn count_user_requests(_layout: &Layout, _id: &Uuid) -> u64 {
-    0
 }
 
 fn storage_error(result: Result<Result<(), String>, oneshot::error::RecvError>) -> RpcResult<()> {
@@ -921,6 +939,9 @@ impl Handler<ConversationEvent> for ConversationRegistry {
             ConversationEvent::MessageCount { id, count } => {
                 if let Some(e) = self.entries.get_mut(&id) {
                     e.message_count = count;
+                    // Persisted with the next fold (clean shutdown at the latest); after a
+                    // crash it is recounted from the log.
+                    e.stored.extra.insert("messageCount".into(), count.into());
                 }
             }
             ConversationEvent::IdleExpired {
@@ -1009,20 +1030,42 @@ impl Handler<ShutdownRegistry> for ConversationRegistry {
                 stops.push(rx);
             }
         }
-        let fold = self.writer.fold(self.snapshot());
+        let writer = self.writer.clone();
+        let layout = self.config.layout.clone();
+        let this = _ctx.address();
         self.journal_len = 0;
         Box::pin(async move {
             for rx in stops {
                 let _ = rx.await;
             }
-            match fold.await {
-                Ok(Ok(())) => log::info!("registry saved"),
+            // Conversations reported their final counts before stopping; fold after them.
+            let snapshot = this.send(TakeSnapshot).await.unwrap_or_default();
+            match writer.fold(snapshot).await {
+                Ok(Ok(())) => {
+                    if let Err(e) = store::write_clean_marker(&layout) {
+                        log::error!("cannot record the clean shutdown: {e}");
+                    }
+                    log::info!("registry saved");
+                }
                 Ok(Err(e)) => log::error!(
                     "registry fold at shutdown failed (the journal keeps every change): {e}"
                 ),
                 Err(_) => log::error!("registry writer gone at shutdown"),
             }
         })
+    }
+}
+
+/// The registry in order, as stored (used by the shutdown fold).
+#[derive(Message)]
+#[rtype(result = "Vec<StoredConversation>")]
+struct TakeSnapshot;
+
+impl Handler<TakeSnapshot> for ConversationRegistry {
+    type Result = MessageResult<TakeSnapshot>;
+
+    fn handle(&mut self, _msg: TakeSnapshot, _ctx: &mut Self::Context) -> Self::Result {
+        MessageResult(self.snapshot())
     }
 }
 

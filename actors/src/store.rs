@@ -479,6 +479,28 @@ pub fn fold(layout: &Layout, entries: &[StoredConversation]) -> Result<(), Store
     }
 }
 
+/// Marker written after a clean shutdown's fold: the stored message counts are exact.
+const CLEAN_MARKER: &str = ".clean-shutdown";
+
+/// Records a clean shutdown (durably).
+pub fn write_clean_marker(layout: &Layout) -> Result<(), StoreError> {
+    write_atomic(&layout.conversations_dir().join(CLEAN_MARKER), b"clean\n")
+}
+
+/// True if the last run shut down cleanly; removes the marker (durably) so a crash of this
+/// run is noticed next time.
+pub fn take_clean_marker(layout: &Layout) -> Result<bool, StoreError> {
+    let path = layout.conversations_dir().join(CLEAN_MARKER);
+    match fs::remove_file(&path) {
+        Ok(()) => {
+            fsync_dir(&layout.conversations_dir())?;
+            Ok(true)
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(StoreError::Io { path, source: e }),
+    }
+}
+
 /// Removes a conversation's persist directory (if any) and makes the removal durable.
 pub fn remove_conversation_dir(layout: &Layout, id: &Uuid) -> Result<(), StoreError> {
     let dir = layout.conversation_dir(id);

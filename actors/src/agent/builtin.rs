@@ -1,0 +1,235 @@
+//! The `builtin` provider: offline and deterministic, so the whole agent loop (tool calls,
+//! tool results, final answer) runs in tests and on machines without a model. It reads the
+//! newest user message: arithmetic goes to `calculate`, "time" to `get_current_time`,
+//! "weather" to `get_weather`, "ask me …?" to `ask_user`; once tool results are in, it answers
+//! with them; everything else is echoed.
+
+use serde_json::json;
+
+use super::{
+    ChatMessage, ContentBlock, LocalBoxFuture, Provider, ProviderError, ProviderRequest,
+    ProviderResponse, Role,
+};
+
+/// The offline provider.
+#[derive(Debug, Default, Clone)]
+pub struct BuiltinProvider;
+
+impl Provider for BuiltinProvider {
+    fn name(&self) -> &str {
+        "builtin"
+    }
+
+    fn complete(
+        &self,
+        request: ProviderRequest,
+    ) -> LocalBoxFuture<'static, Result<ProviderResponse, ProviderError>> {
+        let response = respond(&request);
+        Box::pin(async move { Ok(response) })
+    }
+}
+
+fn text(t: impl Into<String>) -> ProviderResponse {
+    ProviderResponse {
+        content: vec![ContentBlock::Text { text: t.into() }],
+    }
+}
+
+fn tool(id: String, name: &str, input: serde_json::Value) -> ProviderResponse {
+    ProviderResponse {
+        content: vec![ContentBlock::ToolUse {
+            id,
+            name: name.to_string(),
+            input,
+        }],
+    }
+}
+
+fn respond(request: &ProviderRequest) -> ProviderResponse {
+    let Some(last) = request.messages.last() else {
+        return text("Hello! Ask me to calculate something, for the time or the weather.");
+    };
+    // Tool results are in: answer with them.
+    let results: Vec<(&str, bool)> = last
+        .content
+        .iter()
+        .filter_map(|b| match b {
+            ContentBlock::ToolResult {
+                content, is_error, ..
+            } => Some((content.as_str(), *is_error)),
+            _ => None,
+        })
+        .collect();
+    if last.role == Role::User && !results.is_empty() {
+        let asked = last_user_text(&request.messages).unwrap_or_default();
+        return text(
+            results
+                .iter()
+                .map(|(c, err)| {
+                    if *err {
+                        format!("Sorry, that did not work: {c}")
+                    } else if asked.to_lowercase().contains("ask me")
+                        || asked.ends_with('?') && c.starts_with("answer:")
+                    {
+                        format!("You answered {}.", c.trim_start_matches("answer:").trim())
+                    } else {
+                        c.to_string()
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join("\n"),
+        );
+    }
+    let user = last.joined_text();
+    let lower = user.to_lowercase();
+    let call_id = format!("call_{}", request.messages.len());
+    let offered = |name: &str| request.tools.iter().any(|t| t.name == name);
+    if let Some(q) = lower
+        .strip_prefix("ask me ")
+        .filter(|_| offered("ask_user"))
+    {
+        let question = user[user.len() - q.len()..].trim().to_string();
+        return tool(
+            call_id,
+            "ask_user",
+            json!({"question": question, "choices": ["Yes", "No"]}),
+        );
+    }
+    if lower.contains("weather") && offered("get_weather") {
+        let location = after_word(&user, " in ").unwrap_or_else(|| "Seattle".to_string());
+        return tool(call_id, "get_weather", json!({"location": location}));
+    }
+    if lower.contains("time") && offered("get_current_time") {
+        let zone = user
+            .split_whitespace()
+            .map(|w| w.trim_matches(|c: char| !c.is_alphanumeric() && c != '/' && c != '_'))
+            .find(|w| w.contains('/') || *w == "UTC")
+            .unwrap_or("UTC")
+            .to_string();
+        return tool(call_id, "get_current_time", json!({"timezone": zone}));
+    }
+    if let Some(expr) = arithmetic(&user).filter(|_| offered("calculate")) {
+        return tool(call_id, "calculate", json!({"expression": expr}));
+    }
+    text(format!("echo: {user}"))
+}
+
+fn last_user_text(messages: &[ChatMessage]) -> Option<String> {
+    messages
+        .iter()
+        .rev()
+        .find(|m| {
+            m.role == Role::User
+                && m.content
+                    .iter()
+                    .any(|b| matches!(b, ContentBlock::Text { .. }))
+        })
+        .map(ChatMessage::joined_text)
+}
+
+fn after_word(text: &str, word: &str) -> Option<String> {
+    let lower = text.to_lowercase();
+    let at = lower.rfind(word)? + word.len();
+    let rest = text[at..].trim().trim_end_matches(['?', '.', '!']).trim();
+    (!rest.is_empty()).then(|| rest.to_string())
+}
+
+/// The arithmetic part of a request like "what is 2+3?": the longest run of number, operator,
+/// parenthesis and space characters that holds a digit and an operator.
+fn arithmetic(text: &str) -> Option<String> {
+    let is_expr = |c: char| c.is_ascii_digit() || "+-*/^(). ".contains(c);
+    let mut best: Option<&str> = None;
+    let mut start = None;
+    for (i, c) in text
+        .char_indices()
+        .chain(std::iter::once((text.len(), '\0')))
+    {
+        match (is_expr(c) && c != '\0', start) {
+            (true, None) => start = Some(i),
+            (false, Some(s)) => {
+                let run = text[s..i].trim().trim_end_matches(['.', ' ']);
+                let has_digit = run.chars().any(|c| c.is_ascii_digit());
+                let has_op = run.chars().skip(1).any(|c| "+-*/^".contains(c));
+                if has_digit && has_op && best.is_none_or(|b| run.len() > b.len()) {
+                    best = Some(run);
+                }
+                start = None;
+            }
+            _ => {}
+        }
+    }
+    best.map(str::to_string)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::ToolSpec;
+
+    fn req(messages: Vec<ChatMessage>) -> ProviderRequest {
+        let tools = ["calculate", "get_current_time", "get_weather", "ask_user"]
+            .iter()
+            .map(|n| ToolSpec {
+                name: n.to_string(),
+                description: String::new(),
+                input_schema: json!({}),
+            })
+            .collect();
+        ProviderRequest {
+            system: String::new(),
+            messages,
+            tools,
+        }
+    }
+
+    #[test]
+    fn picks_tools_and_answers_with_results() {
+        let r = respond(&req(vec![ChatMessage::text(Role::User, "what is 2+3")]));
+        assert!(
+            matches!(&r.content[0], ContentBlock::ToolUse { name, input, .. } if name == "calculate" && input["expression"] == "2+3")
+        );
+        let r = respond(&req(vec![ChatMessage::text(
+            Role::User,
+            "What's the weather in Paris?",
+        )]));
+        assert!(
+            matches!(&r.content[0], ContentBlock::ToolUse { input, .. } if input["location"] == "Paris")
+        );
+        let r = respond(&req(vec![ChatMessage::text(
+            Role::User,
+            "time in Europe/Paris please",
+        )]));
+        assert!(
+            matches!(&r.content[0], ContentBlock::ToolUse { input, .. } if input["timezone"] == "Europe/Paris")
+        );
+        let r = respond(&req(vec![
+            ChatMessage::text(Role::User, "what is 2+3"),
+            ChatMessage {
+                role: Role::User,
+                content: vec![ContentBlock::ToolResult {
+                    tool_use_id: "call_1".into(),
+                    content: "5".into(),
+                    is_error: false,
+                }],
+            },
+        ]));
+        assert_eq!(r.content, vec![ContentBlock::Text { text: "5".into() }]);
+        let r = respond(&req(vec![ChatMessage::text(Role::User, "hello world")]));
+        assert_eq!(
+            r.content,
+            vec![ContentBlock::Text {
+                text: "echo: hello world".into()
+            }]
+        );
+    }
+
+    #[test]
+    fn finds_the_expression() {
+        assert_eq!(
+            arithmetic("what is (2 + 3) * 4?").as_deref(),
+            Some("(2 + 3) * 4")
+        );
+        assert_eq!(arithmetic("call me at 555"), None);
+        assert_eq!(arithmetic("2^10").as_deref(), Some("2^10"));
+    }
+}

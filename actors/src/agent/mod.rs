@@ -1,0 +1,159 @@
+//! The agent side of a conversation: chat messages with content blocks, the [`Provider`]
+//! trait every model backend implements, tool specs and the routing of tool calls.
+//!
+//! A conversation's turn runs the agent loop ([`run_loop`](self::run_loop)): send history +
+//! tools to the provider, run the tool calls it returns, append the results, repeat until the
+//! provider answers without tool calls or the iteration limit is hit. Providers and tool
+//! servers are plain trait objects so the loop runs the same with the offline `builtin`
+//! provider (tests) and an OpenAI-compatible endpoint (the `roundtable` crate's `openai`).
+
+pub mod builtin;
+pub mod tools;
+pub mod turn;
+
+use std::future::Future;
+use std::pin::Pin;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// A future that may stay on the current thread (HTTP clients on actix are `!Send`).
+pub type LocalBoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + 'a>>;
+
+/// Who said a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// The person (and tool results, which answer the assistant's tool calls).
+    User,
+    /// The model.
+    Assistant,
+}
+
+/// One block of message content.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ContentBlock {
+    /// Plain text.
+    Text {
+        /// The text.
+        text: String,
+    },
+    /// The assistant asks for a tool call.
+    ToolUse {
+        /// Id the result refers to.
+        id: String,
+        /// Tool name (`^[a-zA-Z0-9_-]{1,64}$`; `server__tool` for external tool servers).
+        name: String,
+        /// Arguments (a JSON object).
+        input: Value,
+    },
+    /// The result of a tool call.
+    ToolResult {
+        /// The `ToolUse` id.
+        tool_use_id: String,
+        /// Result text (or the error message).
+        content: String,
+        /// True when the tool failed.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        is_error: bool,
+    },
+}
+
+/// One message of chat history.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChatMessage {
+    /// Speaker.
+    pub role: Role,
+    /// Content blocks, in order.
+    pub content: Vec<ContentBlock>,
+}
+
+impl ChatMessage {
+    /// A message with a single text block.
+    pub fn text(role: Role, text: impl Into<String>) -> ChatMessage {
+        ChatMessage {
+            role,
+            content: vec![ContentBlock::Text { text: text.into() }],
+        }
+    }
+
+    /// The concatenated text blocks.
+    pub fn joined_text(&self) -> String {
+        self.content
+            .iter()
+            .filter_map(|b| match b {
+                ContentBlock::Text { text } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
+/// A tool as offered to the provider.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolSpec {
+    /// Name, `^[a-zA-Z0-9_-]{1,64}$`.
+    pub name: String,
+    /// What it does, for the model.
+    pub description: String,
+    /// JSON Schema of the input object.
+    pub input_schema: Value,
+}
+
+/// True when `name` is a valid tool name (`^[a-zA-Z0-9_-]{1,64}$`).
+pub fn valid_tool_name(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+/// What the loop sends a provider.
+#[derive(Debug, Clone)]
+pub struct ProviderRequest {
+    /// System prompt.
+    pub system: String,
+    /// Chat history, oldest first, ending with the newest user message or tool results.
+    pub messages: Vec<ChatMessage>,
+    /// Tools the model may call.
+    pub tools: Vec<ToolSpec>,
+}
+
+/// What a provider answers: the assistant's content (text and/or tool calls).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProviderResponse {
+    /// Text and `ToolUse` blocks.
+    pub content: Vec<ContentBlock>,
+}
+
+/// Why a provider call failed. The text is shown to the user.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ProviderError {
+    /// Could not reach the endpoint, or it did not answer in time.
+    #[error("provider unreachable: {0}")]
+    Unreachable(String),
+    /// The endpoint answered with an error status.
+    #[error("provider returned HTTP {status}: {body}")]
+    Status {
+        /// HTTP status code.
+        status: u16,
+        /// Start of the response body.
+        body: String,
+    },
+    /// The endpoint answered something we cannot understand.
+    #[error("provider sent an invalid response: {0}")]
+    Invalid(String),
+}
+
+/// A model backend.
+pub trait Provider: Send + Sync {
+    /// Short name for logs and `getStatus`.
+    fn name(&self) -> &str;
+    /// One model call.
+    fn complete(
+        &self,
+        request: ProviderRequest,
+    ) -> LocalBoxFuture<'static, Result<ProviderResponse, ProviderError>>;
+}

@@ -1,0 +1,398 @@
+//! A conversation's display log: every entry clients replay (`user-request`, `append-display`,
+//! `notify`, interactions, `command-result`, …), in `seq` order, durable and append-only.
+//!
+//! On disk it is `displayLog.jsonl` in the conversation's directory, one line per entry:
+//! `{"s":<seq>,"u":<user requests so far>,"e":<entry exactly as sent to clients>}`. The running
+//! `u` lets a load read only the last line to know both the next `seq` and `messageCount`.
+//! A torn last line (crash mid-append) is cut off with a warning on load. A TypeAgent
+//! `displayLog.json` (one JSON array) found without a `.jsonl` is imported once and kept.
+//!
+//! Reads: the newest entries stay in memory ([`RECENT_ENTRIES`]); older ones are read from the
+//! file backwards from its end, so `getDisplayHistory(afterSeq)` costs what it returns, not
+//! the log's size. Owned by the [`Conversation`](crate::conversation::Conversation) actor.
+
+use std::collections::VecDeque;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use serde_json::{Map, Value};
+
+use crate::logwriter::LogWriter;
+
+/// Entries kept in memory for cheap replay of recent history.
+pub const RECENT_ENTRIES: usize = 2048;
+/// File name inside the conversation directory.
+pub const FILE_NAME: &str = "displayLog.jsonl";
+/// TypeAgent's file name (a JSON array), imported once.
+pub const LEGACY_FILE_NAME: &str = "displayLog.json";
+
+#[derive(Deserialize)]
+struct Line<'a> {
+    s: u64,
+    u: u64,
+    #[serde(borrow)]
+    e: &'a RawValue,
+}
+
+/// The log of one conversation.
+pub struct DisplayLog {
+    /// `displayLog.jsonl`.
+    path: Arc<Path>,
+    /// Seq of the next entry.
+    next_seq: u64,
+    /// `user-request` entries so far (`messageCount`).
+    message_count: u64,
+    /// The newest entries: (seq, entry JSON).
+    recent: VecDeque<(u64, Arc<str>)>,
+    /// Shared append thread.
+    writer: LogWriter,
+}
+
+impl DisplayLog {
+    /// Opens (or creates) the log in `dir`, reading only its last line.
+    pub fn open(dir: &Path, writer: LogWriter) -> io::Result<DisplayLog> {
+        let path: PathBuf = dir.join(FILE_NAME);
+        let legacy = dir.join(LEGACY_FILE_NAME);
+        if !path.exists() && legacy.is_file() {
+            import_legacy(&legacy, &path)?;
+        }
+        let (next_seq, message_count) = recover_tail(&path)?;
+        Ok(DisplayLog {
+            path: path.into(),
+            next_seq,
+            message_count,
+            recent: VecDeque::new(),
+            writer,
+        })
+    }
+
+    /// Seq the next entry will get.
+    pub fn next_seq(&self) -> u64 {
+        self.next_seq
+    }
+
+    /// `user-request` entries so far.
+    pub fn message_count(&self) -> u64 {
+        self.message_count
+    }
+
+    /// The file.
+    pub fn path(&self) -> &Arc<Path> {
+        &self.path
+    }
+
+    /// Appends an entry (an object with `type`; `seq` and `timestamp` are filled in) and
+    /// returns its seq. The write is queued on the log writer.
+    pub fn append(&mut self, mut entry: Map<String, Value>) -> u64 {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        if entry.get("type").and_then(Value::as_str) == Some("user-request") {
+            self.message_count += 1;
+        }
+        // Field order as TypeAgent writes it: type, seq, timestamp, then the rest.
+        let mut ordered = Map::new();
+        ordered.insert("type".into(), entry.remove("type").unwrap_or(Value::Null));
+        ordered.insert("seq".into(), seq.into());
+        let timestamp = entry
+            .remove("timestamp")
+            .unwrap_or_else(|| crate::now_millis().into());
+        ordered.insert("timestamp".into(), timestamp);
+        ordered.extend(entry);
+        let json: Arc<str> = serde_json::to_string(&ordered)
+            .expect("entry serializes")
+            .into();
+        let mut line = format!("{{\"s\":{seq},\"u\":{},\"e\":", self.message_count).into_bytes();
+        line.extend_from_slice(json.as_bytes());
+        line.extend_from_slice(b"}\n");
+        self.writer.append(&self.path, line);
+        self.recent.push_back((seq, json));
+        if self.recent.len() > RECENT_ENTRIES {
+            self.recent.pop_front();
+        }
+        seq
+    }
+
+    /// Entries with `seq > after` (all when `None`): from memory when they are all recent,
+    /// otherwise a plan to read the older part from disk.
+    pub fn read_after(&self, after: Option<i64>) -> HistoryRead {
+        let first_recent = self.recent.front().map_or(self.next_seq, |(s, _)| *s);
+        let from = after.map_or(0, |a| (a + 1).max(0) as u64);
+        let from_memory: Vec<Arc<str>> = self
+            .recent
+            .iter()
+            .filter(|(s, _)| *s >= from)
+            .map(|(_, e)| e.clone())
+            .collect();
+        if from >= first_recent {
+            HistoryRead::Ready(from_memory)
+        } else {
+            HistoryRead::Disk {
+                path: self.path.to_path_buf(),
+                from,
+                below: first_recent,
+                from_memory,
+            }
+        }
+    }
+}
+
+/// How to answer a history read.
+pub enum HistoryRead {
+    /// Everything is in memory.
+    Ready(Vec<Arc<str>>),
+    /// Read `[from, below)` from disk (blocking: run it off the actor), then add `from_memory`.
+    Disk {
+        /// The log file.
+        path: PathBuf,
+        /// First seq wanted.
+        from: u64,
+        /// First seq held in memory.
+        below: u64,
+        /// The in-memory part.
+        from_memory: Vec<Arc<str>>,
+    },
+}
+
+/// Builds the JSON array text of a history answer.
+pub fn history_json(parts: impl IntoIterator<Item = impl AsRef<str>>) -> String {
+    let mut out = String::from("[");
+    for (i, e) in parts.into_iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str(e.as_ref());
+    }
+    out.push(']');
+    out
+}
+
+/// Reads entries with `from <= seq < below`, scanning backwards from the end of the file so
+/// only the needed tail is read. Unparsable lines (a torn line being written) are skipped.
+pub fn read_range(path: &Path, from: u64, below: u64) -> io::Result<Vec<String>> {
+    let mut file = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    let mut pos = file.seek(SeekFrom::End(0))?;
+    let mut carry: Vec<u8> = Vec::new();
+    let mut out: Vec<String> = Vec::new();
+    let chunk = 64 * 1024u64;
+    'scan: while pos > 0 {
+        let start = pos.saturating_sub(chunk);
+        let mut buf = vec![0u8; (pos - start) as usize];
+        file.seek(SeekFrom::Start(start))?;
+        file.read_exact(&mut buf)?;
+        buf.extend_from_slice(&carry);
+        pos = start;
+        // Keep the first (possibly partial) line for the next round unless at file start.
+        let (head, body) = if pos > 0 {
+            match buf.iter().position(|b| *b == b'\n') {
+                Some(i) => (buf[..=i].to_vec(), &buf[i + 1..]),
+                None => {
+                    carry = buf;
+                    continue;
+                }
+            }
+        } else {
+            (Vec::new(), &buf[..])
+        };
+        for line in body.split(|b| *b == b'\n').rev() {
+            if line.is_empty() {
+                continue;
+            }
+            let Ok(parsed) = serde_json::from_slice::<Line<'_>>(line) else {
+                continue;
+            };
+            if parsed.s < from {
+                break 'scan;
+            }
+            if parsed.s < below {
+                out.push(parsed.e.get().to_string());
+            }
+        }
+        carry = head;
+    }
+    out.reverse();
+    Ok(out)
+}
+
+/// `messageCount` of the log in `dir`, read from its last line only (0 when there is none).
+pub fn message_count_on_disk(dir: &Path) -> u64 {
+    let path = dir.join(FILE_NAME);
+    if !path.exists() && dir.join(LEGACY_FILE_NAME).is_file() {
+        // A TypeAgent log not imported yet: count it (rare, once).
+        return fs::read(dir.join(LEGACY_FILE_NAME))
+            .ok()
+            .and_then(|b| serde_json::from_slice::<Vec<Value>>(&b).ok())
+            .map_or(0, |v| {
+                v.iter().filter(|e| e["type"] == "user-request").count() as u64
+            });
+    }
+    recover_tail(&path).map_or(0, |(_, count)| count)
+}
+
+/// Finds the last valid line: (next seq, message count). Cuts a torn tail off the file.
+fn recover_tail(path: &Path) -> io::Result<(u64, u64)> {
+    let mut file = match OpenOptions::new().read(true).write(true).open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok((0, 0)),
+        Err(e) => return Err(e),
+    };
+    let len = file.seek(SeekFrom::End(0))?;
+    // `buf` holds the file's bytes [pos, len).
+    let mut buf: Vec<u8> = Vec::new();
+    let mut pos = len;
+    loop {
+        let mut search_end = buf.len();
+        while let Some(nl) = buf[..search_end].iter().rposition(|b| *b == b'\n') {
+            let start = match buf[..nl].iter().rposition(|b| *b == b'\n') {
+                Some(p) => p + 1,
+                None if pos == 0 => 0,
+                None => break, // the line starts in an earlier chunk
+            };
+            if let Ok(line) = serde_json::from_slice::<Line<'_>>(&buf[start..nl]) {
+                let good_end = pos + nl as u64 + 1;
+                if good_end < len {
+                    log::warn!(
+                        "{}: dropping {} bytes of a torn last entry",
+                        path.display(),
+                        len - good_end
+                    );
+                    file.set_len(good_end)?;
+                    file.sync_all()?;
+                }
+                return Ok((line.s + 1, line.u));
+            }
+            search_end = start;
+        }
+        if pos == 0 {
+            if len > 0 {
+                log::warn!(
+                    "{}: no complete entry; starting the log over",
+                    path.display()
+                );
+                file.set_len(0)?;
+                file.sync_all()?;
+            }
+            return Ok((0, 0));
+        }
+        let start = pos.saturating_sub(64 * 1024);
+        let mut chunk = vec![0u8; (pos - start) as usize];
+        file.seek(SeekFrom::Start(start))?;
+        file.read_exact(&mut chunk)?;
+        chunk.extend_from_slice(&buf);
+        buf = chunk;
+        pos = start;
+    }
+}
+
+/// Converts TypeAgent's `displayLog.json` (a JSON array) into `displayLog.jsonl`, durably.
+fn import_legacy(legacy: &Path, path: &Path) -> io::Result<()> {
+    let entries: Vec<Value> = match serde_json::from_slice(&fs::read(legacy)?) {
+        Ok(v) => v,
+        Err(e) => {
+            log::warn!(
+                "{}: not a JSON array ({e}); not imported, left in place",
+                legacy.display()
+            );
+            return Ok(());
+        }
+    };
+    let mut out = Vec::new();
+    let mut users = 0u64;
+    for (i, entry) in entries.into_iter().enumerate() {
+        if entry.get("type").and_then(Value::as_str) == Some("user-request") {
+            users += 1;
+        }
+        let seq = entry.get("seq").and_then(Value::as_u64).unwrap_or(i as u64);
+        out.extend_from_slice(format!("{{\"s\":{seq},\"u\":{users},\"e\":").as_bytes());
+        serde_json::to_writer(&mut out, &entry).map_err(io::Error::other)?;
+        out.extend_from_slice(b"}\n");
+    }
+    crate::store::write_atomic(path, &out).map_err(io::Error::other)?;
+    log::info!("imported {} into {}", legacy.display(), path.display());
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn entry(kind: &str) -> Map<String, Value> {
+        json!({"type": kind, "requestId": {"requestId": "r"}})
+            .as_object()
+            .unwrap()
+            .clone()
+    }
+
+    #[test]
+    fn appends_recovers_and_reads_tails() {
+        let dir = tempfile::tempdir().unwrap();
+        let writer = LogWriter::start();
+        let mut log = DisplayLog::open(dir.path(), writer.clone()).unwrap();
+        for i in 0..5000 {
+            log.append(entry(if i % 10 == 0 {
+                "user-request"
+            } else {
+                "append-display"
+            }));
+        }
+        futures_block(writer.sync());
+        let tail = match log.read_after(Some(4990)) {
+            HistoryRead::Ready(v) => v,
+            HistoryRead::Disk { .. } => panic!("tail must come from memory"),
+        };
+        assert_eq!(tail.len(), 9);
+        match log.read_after(Some(9)) {
+            HistoryRead::Disk {
+                path,
+                from,
+                below,
+                from_memory,
+            } => {
+                let disk = read_range(&path, from, below).unwrap();
+                assert_eq!(disk.len() + from_memory.len(), 4990);
+                let first: Value = serde_json::from_str(&disk[0]).unwrap();
+                assert_eq!(first["seq"], 10);
+                assert_eq!(first["type"], "user-request");
+            }
+            HistoryRead::Ready(_) => panic!("old entries are on disk"),
+        }
+        // Torn tail: reopen continues the seq and the count.
+        let path = dir.path().join(FILE_NAME);
+        let mut f = OpenOptions::new().append(true).open(&path).unwrap();
+        std::io::Write::write_all(&mut f, b"{\"s\":5000,\"u\":5").unwrap();
+        drop(f);
+        let log = DisplayLog::open(dir.path(), writer).unwrap();
+        assert_eq!(log.next_seq(), 5000);
+        assert_eq!(log.message_count(), 500);
+        assert!(fs::read(&path).unwrap().ends_with(b"}\n"));
+    }
+
+    #[test]
+    fn imports_typeagent_logs() {
+        let dir = tempfile::tempdir().unwrap();
+        let legacy = json!([
+            {"type":"user-request","seq":0,"timestamp":1,"requestId":{"requestId":"a"},"command":"hi"},
+            {"type":"command-result","seq":1,"timestamp":2,"requestId":{"requestId":"a"}}
+        ]);
+        fs::write(dir.path().join(LEGACY_FILE_NAME), legacy.to_string()).unwrap();
+        let log = DisplayLog::open(dir.path(), LogWriter::start()).unwrap();
+        assert_eq!((log.next_seq(), log.message_count()), (2, 1));
+        let all = read_range(log.path(), 0, 2).unwrap();
+        assert_eq!(serde_json::from_str::<Value>(&all[0]).unwrap(), legacy[0]);
+    }
+
+    fn futures_block(rx: tokio::sync::oneshot::Receiver<()>) {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        rt.block_on(rx).unwrap();
+    }
+}
