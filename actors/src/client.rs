@@ -237,3 +237,19 @@ impl Handler<StopClient> for Client {
         ctx.stop();
     }
 }
+
+/// The conversation could not even queue a frame for this client (its mailbox is full): close
+/// it as a slow consumer.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct GiveUp;
+
+impl Handler<GiveUp> for Client {
+    type Result = ();
+
+    fn handle(&mut self, _msg: GiveUp, ctx: &mut Self::Context) {
+        if !self.lost {
+            self.give_up(ctx);
+        }
+    }
+}

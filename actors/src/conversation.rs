@@ -39,7 +39,9 @@ use uuid::Uuid;
 
 use crate::agent::turn::{run_turn, ToolServer, TurnInput, TurnOutcome, TurnSink};
 use crate::agent::{ChatMessage, LocalBoxFuture, Provider, ProviderRequest, Role};
-use crate::client::{Client, ClientLost, ConversationGone, Deliver, OutboundCall, StopClient};
+use crate::client::{
+    Client, ClientLost, ConversationGone, Deliver, GiveUp, OutboundCall, StopClient,
+};
 use crate::commands::{self, Command};
 use crate::displaylog::{self, DisplayLog, HistoryRead};
 use crate::logwriter::LogWriter;
@@ -115,6 +117,8 @@ pub struct ConversationSetup {
 struct ClientSlot {
     /// The client actor.
     addr: Addr<Client>,
+    /// Its mailbox overflowed and it was told to give up; it leaves with `ClientLost`.
+    lost: bool,
     /// Joined with `filter: true`: gets only messages addressed to its own connection id.
     filter: bool,
 }
@@ -308,10 +312,10 @@ impl Conversation {
         )
     }
 
-    /// Hands a call to the clients in `audience`; a client whose mailbox is full is dropped.
+    /// Hands a call to the clients in `audience`. A client whose mailbox is full is told to
+    /// give up (it closes its socket as a slow consumer and leaves with `ClientLost`).
     fn emit(&mut self, call: Arc<OutboundCall>, audience: &Audience) {
-        let mut lost = Vec::new();
-        for (id, slot) in &self.clients {
+        for (id, slot) in self.clients.iter_mut().filter(|(_, s)| !s.lost) {
             let wanted = match audience {
                 Audience::Everyone => true,
                 Audience::Broadcast(conn) => {
@@ -320,19 +324,12 @@ impl Conversation {
                 Audience::Only(conn) => conn.as_str() == id.to_string(),
             };
             if wanted && slot.addr.try_send(Deliver { call: call.clone() }).is_err() {
-                lost.push(*id);
-            }
-        }
-        for id in lost {
-            log::warn!(
-                "conversation {} connection {id}: client mailbox full, dropping it",
-                self.id_str
-            );
-            Metrics::inc(&self.setup.metrics.slow_client_closes);
-            if let Some(slot) = self.clients.remove(&id) {
-                slot.addr.do_send(StopClient {
-                    notify_connection: true,
-                });
+                log::warn!(
+                    "conversation {} connection {id}: client mailbox full, closing it",
+                    self.id_str
+                );
+                slot.lost = true;
+                slot.addr.do_send(GiveUp);
             }
         }
     }
@@ -1155,6 +1152,7 @@ impl Handler<Attach> for Conversation {
             number,
             ClientSlot {
                 addr: client.clone(),
+                lost: false,
                 filter: msg.filter,
             },
         );

@@ -34,8 +34,13 @@ pub fn binary() -> &'static str {
     env!("CARGO_BIN_EXE_roundtable")
 }
 
-fn spawn(dir: &Path, extra: &[&str]) -> (Child, mpsc::Receiver<String>, Arc<Mutex<Vec<String>>>) {
+fn spawn(
+    dir: &Path,
+    extra: &[&str],
+    envs: &[(&str, &str)],
+) -> (Child, mpsc::Receiver<String>, Arc<Mutex<Vec<String>>>) {
     let mut child = Command::new(binary())
+        .envs(envs.iter().copied())
         .args([
             "serve",
             "--port",
@@ -93,7 +98,25 @@ impl Server {
 
     /// Like `start_in`, but returns the server's output when it exits instead of listening.
     pub fn try_start_in(dir: &Path, extra: &[&str]) -> Result<Server, String> {
-        let (mut child, rx, log) = spawn(dir, extra);
+        Server::try_start_env(dir, extra, &[])
+    }
+
+    /// Starts a server on a fresh temporary directory with extra environment variables.
+    pub fn start_env(extra: &[&str], envs: &[(&str, &str)]) -> Server {
+        let temp = tempfile::tempdir().unwrap();
+        let mut s = Server::try_start_env(temp.path(), extra, envs)
+            .unwrap_or_else(|log| panic!("server did not start:\n{log}"));
+        s._temp = Some(temp);
+        s
+    }
+
+    /// Like `try_start_in`, with extra environment variables for the server process.
+    pub fn try_start_env(
+        dir: &Path,
+        extra: &[&str],
+        envs: &[(&str, &str)],
+    ) -> Result<Server, String> {
+        let (mut child, rx, log) = spawn(dir, extra, envs);
         let deadline = Instant::now() + WAIT;
         loop {
             match rx.recv_timeout(Duration::from_millis(100)) {
@@ -487,4 +510,69 @@ pub fn eventually(what: &str, mut f: impl FnMut() -> bool) {
         std::thread::sleep(Duration::from_millis(25));
     }
     panic!("timed out waiting for: {what}");
+}
+
+/// A clientio call: (method, args).
+pub type Call = (String, Value);
+
+impl Client {
+    /// submitCommand(text, null, null, clientRequestId, null) on `dispatcher:<id>`; the ack.
+    pub fn submit(&mut self, conversation: &str, text: &str) -> Value {
+        self.invoke(
+            &format!("dispatcher:{conversation}"),
+            "submitCommand",
+            json!([text, null, null, format!("cr-{}", text.len()), null]),
+        )
+        .expect("submitCommand")
+    }
+
+    /// Collects clientio calls of `conversation` until `commandComplete` (or
+    /// `requestCancelled`) for `request_id`; returns them in order.
+    pub fn until_complete(&mut self, conversation: &str, request_id: &str) -> Vec<Call> {
+        let channel = format!("clientio:{conversation}");
+        let deadline = Instant::now() + WAIT;
+        let mut calls = Vec::new();
+        let mut keep = VecDeque::new();
+        loop {
+            let frame = match self.inbox.pop_front() {
+                Some(f) => Some(f),
+                None => self.read_socket(Duration::from_millis(200)),
+            };
+            let Some(f) = frame else {
+                assert!(self.closed.is_none(), "socket closed: {:?}", self.closed);
+                assert!(
+                    Instant::now() < deadline,
+                    "no completion for {request_id}; got {calls:?}"
+                );
+                continue;
+            };
+            if f["name"] != channel.as_str() || f["message"]["type"] != "call" {
+                keep.push_back(f);
+                continue;
+            }
+            let method = f["message"]["name"].as_str().unwrap().to_string();
+            let args = f["message"]["args"].clone();
+            let done = (method == "notify"
+                && args[1] == "commandComplete"
+                && args[0]["requestId"] == request_id)
+                || (method == "requestCancelled" && args[0] == request_id);
+            calls.push((method, args));
+            if done {
+                // Put back what we skipped, ahead of anything newer.
+                while let Some(k) = keep.pop_back() {
+                    self.inbox.push_front(k);
+                }
+                return calls;
+            }
+        }
+    }
+
+    /// Texts of the appendDisplay calls among `calls`.
+    pub fn texts(calls: &[Call]) -> Vec<String> {
+        calls
+            .iter()
+            .filter(|(m, a)| m == "appendDisplay" && a[0]["requestId"]["requestId"] != "system")
+            .filter_map(|(_, a)| a[0]["message"]["content"].as_str().map(str::to_string))
+            .collect()
+    }
 }

@@ -6,5 +6,6 @@ mod harness;
 
 mod agent_server;
 mod lifecycle;
+mod runtime;
 mod storage;
 mod transport;

@@ -88,12 +88,11 @@ fn respond(request: &ProviderRequest) -> ProviderResponse {
         .strip_prefix("ask me ")
         .filter(|_| offered("ask_user"))
     {
+        let private = q.starts_with("privately ");
+        let q = q.strip_prefix("privately ").unwrap_or(q);
         let question = user[user.len() - q.len()..].trim().to_string();
-        return tool(
-            call_id,
-            "ask_user",
-            json!({"question": question, "choices": ["Yes", "No"]}),
-        );
+        let input = json!({"question": question, "choices": ["Yes", "No"], "private": private});
+        return tool(call_id, "ask_user", input);
     }
     if lower.contains("weather") && offered("get_weather") {
         let location = after_word(&user, " in ").unwrap_or_else(|| "Seattle".to_string());
