@@ -459,6 +459,9 @@ fn openai_provider_runs_the_tool_loop() {
         _ => (500, "{\"error\":\"boom\"}".to_string()),
     });
     let server = openai_server(&s);
+    // instanceStorage of the chat agent: a system prompt shared by all conversations.
+    std::fs::create_dir_all(server.dir.join("chat")).unwrap();
+    std::fs::write(server.dir.join("chat/system-prompt.md"), "You are terse.").unwrap();
     let mut a = server.connect();
     let id = a.create("llm");
     a.join(&id);
@@ -472,6 +475,10 @@ fn openai_provider_runs_the_tool_loop() {
     );
     let bodies = s.bodies.lock().unwrap().clone();
     assert_eq!(bodies[0]["model"], "test-model");
+    assert_eq!(
+        bodies[0]["messages"][0],
+        json!({"role": "system", "content": "You are terse."})
+    );
     assert!(bodies[0]["tools"]
         .as_array()
         .unwrap()
@@ -577,18 +584,70 @@ fn queue_full_and_cancel() {
     assert_eq!(calls.last().unwrap().1[1], "commandComplete");
 }
 
-/// After the last client leaves, queued work is cancelled with `no_clients` once the grace
-/// period is over; the stalled running request is superseded too.
+/// After the last client leaves, queued work waits out the grace period, then is cancelled
+/// with `no_clients`; the running turn is left alone.
 #[test]
 fn no_clients_grace_cancels_queued_work() {
-    let server = Server::start(&["--no-clients-grace", "0.3"]);
+    let gate = Arc::new(Mutex::new(()));
+    let hold = gate.lock().unwrap();
+    let gate2 = gate.clone();
+    let s = scripted(move |_, _| {
+        let _wait = gate2.lock().unwrap();
+        (
+            200,
+            completion(json!({"role": "assistant", "content": "done"})),
+        )
+    });
+    let server = Server::start_env(
+        &["--provider", "openai", "--no-clients-grace", "0.3"],
+        &[
+            ("ROUNDTABLE_OPENAI_BASE_URL", &s.url),
+            ("ROUNDTABLE_OPENAI_MODEL", "m"),
+        ],
+    );
     let mut a = server.connect();
     let id = a.create("abandoned");
     a.join(&id);
-    a.submit(&id, "ask me Anyone?");
+    let running = a.submit(&id, "first")["entry"]["requestId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    a.submit(&id, "second");
+    a.submit(&id, "third");
+    drop(a);
+    std::thread::sleep(Duration::from_millis(900));
+    let mut b = server.connect();
+    let joined = b.join(&id);
+    assert_eq!(
+        joined["queueSnapshot"]["running"]["requestId"],
+        running.as_str()
+    );
+    assert_eq!(joined["queueSnapshot"]["queued"], json!([]));
+    drop(hold);
+    b.until_complete(&id, &running);
+}
+
+/// A question nobody answers times out to its default, without an `interactionCancelled`
+/// broadcast; the stalled turn going away with its last client is superseded after the grace.
+#[test]
+fn interaction_timeout_and_grace_supersede() {
+    let server = Server::start(&["--interaction-timeout", "0.3", "--no-clients-grace", "0.2"]);
+    let mut a = server.connect();
+    let id = a.create("timeouts");
+    a.join(&id);
+    let ack = a.submit(&id, "ask me Anyone there?");
+    let rid = ack["entry"]["requestId"].as_str().unwrap().to_string();
+    let calls = a.until_complete(&id, &rid);
+    assert!(calls.iter().all(|(m, _)| m != "interactionCancelled"));
+    assert!(
+        Client::texts(&calls).contains(&"You answered No.".to_string()),
+        "{calls:?}"
+    );
+
+    a.submit(&id, "ask me Still there?");
     a.expect_call(&format!("clientio:{id}"), "requestInteraction");
     drop(a);
-    std::thread::sleep(Duration::from_millis(800));
+    std::thread::sleep(Duration::from_millis(700));
     let mut b = server.connect();
     let joined = b.join(&id);
     assert!(joined.get("queueSnapshot").is_none(), "{joined}");
