@@ -10,6 +10,8 @@
 //!   heartbeat, the `agent-server` / `discovery` channels and the socket writer. The only
 //!   module that touches `actix-ws`.
 
+pub mod cli;
+pub mod client;
 pub mod config;
 pub mod openai;
 pub mod server;

@@ -1,5 +1,6 @@
-//! The `roundtable` binary: `roundtable serve` runs the server. Thin on purpose: flags become a
-//! [`ServerConfig`] and [`roundtable::serve`] does the rest.
+//! The `roundtable` binary: `roundtable serve` runs the server; `connect`, `conversations`,
+//! `run` and `server` are the client. Thin on purpose: flags become a [`ServerConfig`] or a
+//! call into [`roundtable::cli`].
 
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -7,6 +8,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
+use roundtable::cli;
 use roundtable::config::ProviderChoice;
 use roundtable::ServerConfig;
 
@@ -22,6 +24,124 @@ struct Cli {
 enum Command {
     /// Run the server.
     Serve(ServeArgs),
+    /// Chat interactively in a conversation (default: the one named CLI).
+    Connect(ConnectArgs),
+    /// Manage conversations without joining them.
+    Conversations {
+        #[command(subcommand)]
+        command: ConversationsCmd,
+        #[command(flatten)]
+        address: Address,
+        /// Print JSON instead of text.
+        #[arg(long, global = true)]
+        json: bool,
+    },
+    /// Run one request non-interactively and print the agent's output.
+    Run {
+        #[command(subcommand)]
+        command: RunCmd,
+        #[command(flatten)]
+        address: Address,
+    },
+    /// Probe or stop a running server.
+    Server {
+        #[command(subcommand)]
+        command: ServerCmd,
+        #[command(flatten)]
+        address: Address,
+    },
+}
+
+/// Where the server is.
+#[derive(clap::Args)]
+struct Address {
+    /// Server port on localhost.
+    #[arg(long, env = "ROUNDTABLE_PORT", default_value_t = 8999, global = true)]
+    port: u16,
+    /// Full WebSocket URL (wins over --port), e.g. ws://127.0.0.1:8999/.
+    #[arg(long, global = true)]
+    url: Option<String>,
+}
+
+impl Address {
+    fn url(&self) -> String {
+        self.url
+            .clone()
+            .unwrap_or_else(|| roundtable::client::url_for_port(self.port))
+    }
+}
+
+#[derive(clap::Args)]
+struct ConnectArgs {
+    /// Join this conversation id.
+    #[arg(long, short = 'c')]
+    conversation: Option<String>,
+    /// Rejoin the conversation of the last session (~/.roundtable/cli-state.json).
+    #[arg(long)]
+    resume: bool,
+    /// Use a temporary conversation, deleted on exit.
+    #[arg(long, conflicts_with_all = ["conversation", "resume"])]
+    memory: bool,
+    #[command(flatten)]
+    address: Address,
+}
+
+#[derive(Subcommand)]
+enum ConversationsCmd {
+    /// Create a conversation.
+    Create {
+        /// Its name.
+        name: String,
+    },
+    /// List conversations, newest first.
+    List {
+        /// Only names containing this (case-insensitive).
+        #[arg(long)]
+        name: Option<String>,
+    },
+    /// Rename a conversation.
+    Rename {
+        /// Conversation id.
+        id: String,
+        /// New name.
+        new_name: String,
+    },
+    /// Delete a conversation (asks first unless --yes or stdin is not a terminal).
+    Delete {
+        /// Conversation id.
+        id: String,
+        /// Do not ask.
+        #[arg(long, short = 'y')]
+        yes: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum RunCmd {
+    /// Run a request and print the output.
+    Request(RunArgs),
+    /// Explain how a request would be handled, without running it.
+    Explain(RunArgs),
+    /// Show the actions a request translates to, without running them.
+    Translate(RunArgs),
+}
+
+#[derive(clap::Args)]
+struct RunArgs {
+    /// The request.
+    #[arg(required = true, num_args = 1..)]
+    text: Vec<String>,
+    /// Conversation id (default: the one named CLI).
+    #[arg(long, short = 'c')]
+    conversation: Option<String>,
+}
+
+#[derive(Subcommand)]
+enum ServerCmd {
+    /// Is a server running?
+    Status,
+    /// Stop the running server gracefully.
+    Stop,
 }
 
 #[derive(clap::Args)]
@@ -82,10 +202,85 @@ struct ServeArgs {
 }
 
 fn main() -> ExitCode {
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
     let cli = Cli::parse();
+    // The server logs at info by default; the client commands only warn.
+    let default_level = if matches!(cli.command, Command::Serve(_)) {
+        "info"
+    } else {
+        "warn"
+    };
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(default_level))
+        .init();
     match cli.command {
         Command::Serve(args) => serve(args),
+        Command::Connect(args) => client(async move {
+            let url = args.address.url();
+            let options = cli::ConnectOptions {
+                conversation: args.conversation,
+                resume: args.resume,
+                memory: args.memory,
+            };
+            cli::connect(&url, options).await
+        }),
+        Command::Conversations {
+            command,
+            address,
+            json,
+        } => client(async move {
+            let command = match command {
+                ConversationsCmd::Create { name } => cli::ConversationsCommand::Create { name },
+                ConversationsCmd::List { name } => cli::ConversationsCommand::List { name },
+                ConversationsCmd::Rename { id, new_name } => {
+                    cli::ConversationsCommand::Rename { id, new_name }
+                }
+                ConversationsCmd::Delete { id, yes } => {
+                    cli::ConversationsCommand::Delete { id, yes }
+                }
+            };
+            cli::conversations(&address.url(), command, json).await
+        }),
+        Command::Run { command, address } => client(async move {
+            let (kind, args) = match command {
+                RunCmd::Request(a) => (cli::RunKind::Request, a),
+                RunCmd::Explain(a) => (cli::RunKind::Explain, a),
+                RunCmd::Translate(a) => (cli::RunKind::Translate, a),
+            };
+            cli::run(
+                &address.url(),
+                kind,
+                &args.text.join(" "),
+                args.conversation.as_deref(),
+            )
+            .await
+        }),
+        Command::Server { command, address } => client(async move {
+            match command {
+                ServerCmd::Status => cli::server_status(&address.url()).await,
+                ServerCmd::Stop => cli::server_stop(&address.url()).await,
+            }
+        }),
+    }
+}
+
+/// Runs a client command on a small tokio runtime; errors are one line on stderr.
+fn client(work: impl std::future::Future<Output = cli::CliResult>) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("roundtable: cannot start: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(work) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("roundtable: {}", e.message);
+            ExitCode::from(e.code)
+        }
     }
 }
 

@@ -13,6 +13,10 @@ pub enum Command {
     Help,
     /// `@compact`.
     Compact,
+    /// `@explain <request>`: how the request would be handled, without running it.
+    Explain(String),
+    /// `@translate <request>`: the actions (tool calls) it translates to, without running them.
+    Translate(String),
     /// `@something` we do not know.
     Unknown(String),
 }
@@ -23,7 +27,13 @@ pub const CONVERSATION_SUBCOMMANDS: [&str; 11] = [
 ];
 
 /// Top-level commands, for help and completion.
-pub const COMMANDS: [&str; 3] = ["@conversation", "@help", "@compact"];
+pub const COMMANDS: [&str; 5] = [
+    "@conversation",
+    "@help",
+    "@compact",
+    "@explain",
+    "@translate",
+];
 
 /// Parses `text` when it starts with `@` (after leading white space); `None` otherwise.
 pub fn parse(text: &str) -> Option<Command> {
@@ -35,6 +45,8 @@ pub fn parse(text: &str) -> Option<Command> {
         "conversation" | "conv" => Command::Conversation(conversation_payload(args)),
         "help" => Command::Help,
         "compact" => Command::Compact,
+        "explain" => Command::Explain(args.to_string()),
+        "translate" => Command::Translate(args.to_string()),
         other => Command::Unknown(other.to_string()),
     })
 }
@@ -99,6 +111,10 @@ pub fn help_text() -> String {
     let mut out = String::from("**Commands**\n\n");
     out.push_str("- `@help`: this list\n");
     out.push_str("- `@compact`: summarize the chat history to keep the model's context short\n");
+    out.push_str("- `@explain <request>`: how the request would be handled, without running it\n");
+    out.push_str(
+        "- `@translate <request>`: the actions a request translates to, without running them\n",
+    );
     out.push_str("- `@conversation <sub>`: manage conversations; subcommands:\n");
     for (sub, what) in [
         ("new [name]", "create a conversation and switch to it"),

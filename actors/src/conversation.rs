@@ -37,7 +37,9 @@ use serde_json::{json, Map, Value};
 use tokio::sync::oneshot;
 use uuid::Uuid;
 
-use crate::agent::turn::{run_turn, ToolServer, TurnInput, TurnOutcome, TurnSink};
+use crate::agent::turn::{
+    describe_plan, plan, run_turn, ToolServer, TurnInput, TurnOutcome, TurnSink,
+};
 use crate::agent::{ChatMessage, LocalBoxFuture, Provider, ProviderRequest, Role};
 use crate::client::{
     Client, ClientLost, ConversationGone, Deliver, GiveUp, OutboundCall, StopClient,
@@ -588,6 +590,8 @@ impl Conversation {
                 self.finish(turn, Some(text), ctx);
             }
             Some(Command::Compact) => self.start_compact(turn, ctx),
+            Some(Command::Explain(text)) => self.start_plan(turn, text, true, ctx),
+            Some(Command::Translate(text)) => self.start_plan(turn, text, false, ctx),
             None => self.start_agent_turn(turn, ctx),
         }
     }
@@ -660,6 +664,48 @@ impl Conversation {
             async move {
                 let outcome = run_turn(input, &sink).await;
                 addr.do_send(TurnEvent::Done { turn, outcome });
+            }
+            .into_actor(self),
+        );
+        if let Some(r) = self.running.as_mut() {
+            r.handle = Some(handle);
+        }
+    }
+
+    fn start_plan(&mut self, turn: u64, text: String, explain: bool, ctx: &mut Context<Self>) {
+        if text.trim().is_empty() {
+            let running = self.running.as_ref().expect("running").request.clone();
+            let msg = format!(
+                "Give a request: @{} <request>",
+                if explain { "explain" } else { "translate" }
+            );
+            self.display(
+                &running,
+                json!({"type": "text", "content": msg, "kind": "warning"}),
+                None,
+                "block",
+            );
+            self.finish(turn, Some(msg), ctx);
+            return;
+        }
+        let input = TurnInput {
+            provider: self.setup.runtime.provider.clone(),
+            system: self.system_prompt(),
+            history: self.chat_history(),
+            command: text.clone(),
+            max_iterations: 1,
+            tool_servers: self.setup.runtime.tool_servers.clone(),
+        };
+        let addr = ctx.address();
+        let handle = ctx.spawn(
+            async move {
+                let result = plan(input)
+                    .await
+                    .map(|blocks| describe_plan(&text, &blocks, explain));
+                addr.do_send(TurnEvent::Planned {
+                    turn,
+                    result: result.map_err(|e| e.to_string()),
+                });
             }
             .into_actor(self),
         );
@@ -1324,6 +1370,13 @@ pub enum TurnEvent {
         /// Messages and error.
         outcome: TurnOutcome,
     },
+    /// `@explain` / `@translate` produced their text.
+    Planned {
+        /// Turn.
+        turn: u64,
+        /// The rendered plan, or the provider error.
+        result: Result<String, String>,
+    },
     /// `@compact` produced its summary.
     Compacted {
         /// Turn.
@@ -1369,6 +1422,21 @@ impl Handler<TurnEvent> for Conversation {
                     self.commit_chat(outcome.messages);
                     self.finish(turn, outcome.error, ctx);
                 }
+            }
+            TurnEvent::Planned { turn, result } => {
+                if !current(turn, self) {
+                    return;
+                }
+                let request = self.running.as_ref().expect("current").request.clone();
+                let (content, error) = match result {
+                    Ok(text) => (json!({"type": "markdown", "content": text}), None),
+                    Err(e) => (
+                        json!({"type": "text", "content": e, "kind": "error"}),
+                        Some(e),
+                    ),
+                };
+                self.display(&request, content, None, "block");
+                self.finish(turn, error, ctx);
             }
             TurnEvent::Compacted {
                 turn,

@@ -5,6 +5,7 @@
 mod harness;
 
 mod agent_server;
+mod cli;
 mod lifecycle;
 mod runtime;
 mod storage;

@@ -195,6 +195,64 @@ pub async fn run_turn(input: TurnInput, sink: &dyn TurnSink) -> TurnOutcome {
     }
 }
 
+/// One model call without running anything: what the model would do with `command`
+/// (`@explain` / `@translate`).
+pub async fn plan(input: TurnInput) -> Result<Vec<ContentBlock>, super::ProviderError> {
+    let mut messages = input.history;
+    messages.push(ChatMessage::text(Role::User, input.command));
+    let request = ProviderRequest {
+        system: input.system,
+        messages,
+        tools: offered_tools(&input.tool_servers),
+    };
+    Ok(input.provider.complete(request).await?.content)
+}
+
+/// Renders a plan: the actions as JSON (`translate`) or as prose (`explain`).
+pub fn describe_plan(request: &str, blocks: &[ContentBlock], explain: bool) -> String {
+    let actions: Vec<Value> = blocks
+        .iter()
+        .filter_map(|b| match b {
+            ContentBlock::ToolUse { name, input, .. } => {
+                Some(json!({"tool": name, "input": input}))
+            }
+            _ => None,
+        })
+        .collect();
+    let text: String = blocks
+        .iter()
+        .filter_map(|b| match b {
+            ContentBlock::Text { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    if !explain {
+        let body = serde_json::to_string_pretty(&json!({"request": request, "actions": actions}))
+            .expect("serializes");
+        return format!("```json\n{body}\n```");
+    }
+    if actions.is_empty() {
+        return format!(
+            "\"{request}\" needs no tool: the assistant would answer directly:\n\n{text}"
+        );
+    }
+    let steps: Vec<String> = actions
+        .iter()
+        .map(|a| {
+            format!(
+                "- call `{}` with `{}`",
+                a["tool"].as_str().unwrap_or("?"),
+                a["input"]
+            )
+        })
+        .collect();
+    format!(
+        "To handle \"{request}\", the assistant would first:\n{}\nthen answer from the results.",
+        steps.join("\n")
+    )
+}
+
 async fn call_tool(
     name: &str,
     input: Value,

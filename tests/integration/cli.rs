@@ -1,0 +1,367 @@
+//! The `roundtable` command-line client, driven as a real process against a real server
+//! (the interactive prompt through a pseudo-terminal).
+
+use std::process::{Command, Output, Stdio};
+
+use serde_json::{json, Value};
+
+use crate::harness::*;
+
+/// Runs `roundtable <args> --port <port>` with its own home directory (state file).
+fn cli(server_port: u16, home: &std::path::Path, args: &[&str]) -> Output {
+    Command::new(binary())
+        .args(args)
+        .args(["--port", &server_port.to_string()])
+        .env("ROUNDTABLE_HOME", home)
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run roundtable")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).to_string()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).to_string()
+}
+
+/// `conversations create | list | rename | delete`, text and `--json`.
+#[test]
+fn conversations_subcommands() {
+    let server = Server::start(&[]);
+    let home = tempfile::tempdir().unwrap();
+    let out = cli(
+        server.port,
+        home.path(),
+        &["conversations", "create", "Project X", "--json"],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let created: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let id = created["conversationId"].as_str().unwrap().to_string();
+    assert_eq!(created["name"], "Project X");
+
+    let out = cli(
+        server.port,
+        home.path(),
+        &["conversations", "create", "project x"],
+    );
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("already exists"), "{}", stderr(&out));
+
+    let out = cli(server.port, home.path(), &["conversations", "list"]);
+    let text = stdout(&out);
+    let header = text.lines().next().unwrap();
+    for col in [
+        "CONVERSATION ID",
+        "NAME",
+        "CLIENTS",
+        "MESSAGES",
+        "CREATED AT",
+    ] {
+        assert!(header.contains(col), "{header}");
+    }
+    // Newest first: Project X before the startup `default`.
+    assert!(
+        text.find("Project X").unwrap() < text.find("default").unwrap(),
+        "{text}"
+    );
+
+    let out = cli(
+        server.port,
+        home.path(),
+        &["conversations", "list", "--name", "proj", "--json"],
+    );
+    let list: Vec<Value> = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(list.len(), 1);
+    assert_eq!(list[0]["conversationId"], id.as_str());
+
+    let out = cli(
+        server.port,
+        home.path(),
+        &["conversations", "rename", &id, "Project Y", "--json"],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        serde_json::from_str::<Value>(&stdout(&out)).unwrap()["name"],
+        "Project Y"
+    );
+
+    // stdin is not a terminal: no question asked.
+    let out = cli(server.port, home.path(), &["conversations", "delete", &id]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = cli(
+        server.port,
+        home.path(),
+        &["conversations", "delete", &id, "--yes"],
+    );
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains(&format!("Conversation not found: {id}")),
+        "{}",
+        stderr(&out)
+    );
+    let out = cli(
+        server.port,
+        home.path(),
+        &["conversations", "list", "--json"],
+    );
+    let list: Vec<Value> = serde_json::from_str(&stdout(&out)).unwrap();
+    assert!(list.iter().all(|c| c["conversationId"] != id.as_str()));
+}
+
+/// `run request` prints the agent output and exits 0; failures exit non-zero with one line;
+/// `run explain` / `run translate` describe without running.
+#[test]
+fn run_request_exit_codes() {
+    let server = Server::start(&[]);
+    let home = tempfile::tempdir().unwrap();
+    let out = cli(
+        server.port,
+        home.path(),
+        &["run", "request", "what", "is", "2+3"],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).lines().any(|l| l == "5"), "{}", stdout(&out));
+    let out = cli(
+        server.port,
+        home.path(),
+        &["run", "translate", "what is 2+3"],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("\"tool\": \"calculate\""),
+        "{}",
+        stdout(&out)
+    );
+    let out = cli(server.port, home.path(), &["run", "explain", "what is 2+3"]);
+    assert!(
+        stdout(&out).contains("call `calculate`"),
+        "{}",
+        stdout(&out)
+    );
+    // The translate did not run the tool: no new tool result in the history.
+    let mut c = server.connect();
+    let list = c.agent("listConversations", json!(["CLI"])).unwrap();
+    assert_eq!(list.as_array().unwrap().len(), 1);
+
+    let ghost = uuid::Uuid::new_v4().to_string();
+    let out = cli(
+        server.port,
+        home.path(),
+        &["run", "request", "hi", "-c", &ghost],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        stderr(&out).trim(),
+        format!("roundtable: Conversation not found: {ghost}")
+    );
+    let out = cli(
+        server.port,
+        home.path(),
+        &["run", "request", "@nosuchcommand"],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("Unknown command @nosuchcommand"),
+        "{}",
+        stderr(&out)
+    );
+
+    // Unreachable server: one clear line naming the URL and how to start it.
+    let dead = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let out = cli(dead, home.path(), &["run", "request", "hi"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains(&format!("ws://127.0.0.1:{dead}/")) && err.contains("roundtable serve"),
+        "{err}"
+    );
+}
+
+/// Ten processes find-or-create `CLI` at once: exactly one conversation named CLI exists.
+#[test]
+fn find_or_create_race_from_ten_processes() {
+    let server = Server::start(&[]);
+    let home = tempfile::tempdir().unwrap();
+    let children: Vec<_> = (0..10)
+        .map(|i| {
+            Command::new(binary())
+                .args([
+                    "run",
+                    "request",
+                    &format!("hello {i}"),
+                    "--port",
+                    &server.port.to_string(),
+                ])
+                .env("ROUNDTABLE_HOME", home.path())
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for child in children {
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+    }
+    let mut c = server.connect();
+    let names = c.names();
+    assert_eq!(
+        names.iter().filter(|n| n.as_str() == "CLI").count(),
+        1,
+        "{names:?}"
+    );
+    let list = c.agent("listConversations", json!(["CLI"])).unwrap();
+    assert_eq!(list[0]["messageCount"], 10);
+}
+
+/// `server status` and `server stop`.
+#[test]
+fn server_status_and_stop() {
+    let mut server = Server::start(&[]);
+    let home = tempfile::tempdir().unwrap();
+    let out = cli(server.port, home.path(), &["server", "status"]);
+    assert!(out.status.success());
+    assert!(stdout(&out).contains("running at"), "{}", stdout(&out));
+    let out = cli(server.port, home.path(), &["server", "stop"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(server.wait_exit().success());
+    let out = cli(server.port, home.path(), &["server", "status"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("not running"), "{}", stderr(&out));
+}
+
+fn pty(port: u16, home: &std::path::Path, args: &[&str]) -> rexpect::session::PtySession {
+    let mut cmd = Command::new(binary());
+    cmd.args(["connect", "--port", &port.to_string()])
+        .args(args)
+        .env("ROUNDTABLE_HOME", home)
+        .env("RUST_LOG", "warn")
+        .env("TERM", "dumb");
+    rexpect::session::spawn_with_options(
+        cmd,
+        rexpect::session::Options {
+            timeout_ms: Some(15_000),
+            strip_ansi_escape_codes: true,
+        },
+    )
+    .expect("spawn in a pty")
+}
+
+/// The interactive prompt in a pseudo-terminal: join CLI, send, see another client's message
+/// arrive, answer a question inline, switch, and exit with Ctrl-D.
+#[test]
+fn interactive_prompt_in_a_pty() {
+    let server = Server::start(&[]);
+    let home = tempfile::tempdir().unwrap();
+    let mut p = pty(server.port, home.path(), &[]);
+    p.exp_string("Joined \"CLI\"").unwrap();
+    p.exp_string("CLI> ").unwrap();
+    p.send_line("what is 2+3").unwrap();
+    p.exp_string("[tool] calculate").unwrap();
+    p.exp_string("[result] 5").unwrap();
+    p.exp_string("CLI> ").unwrap();
+
+    // Another client in the same conversation: its turn shows up live at the prompt.
+    let mut other = server.connect();
+    let id = other.agent("listConversations", json!(["CLI"])).unwrap()[0]["conversationId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    other.join(&id);
+    let ack = other.submit(&id, "hello from elsewhere");
+    other.until_complete(&id, ack["entry"]["requestId"].as_str().unwrap());
+    p.exp_string("[client 1] hello from elsewhere").unwrap();
+    p.exp_string("echo: hello from elsewhere").unwrap();
+
+    // A question for our own request, answered inline.
+    p.send_line("ask me Continue?").unwrap();
+    p.exp_string("? Continue? [1] Yes [2] No").unwrap();
+    p.send_line("1").unwrap();
+    p.exp_string("You answered Yes.").unwrap();
+    p.exp_string("CLI> ").unwrap();
+
+    // Switch away and back: the old history is replayed.
+    p.send_line("@conversation new Elsewhere").unwrap();
+    p.exp_string("Created \"Elsewhere\" and switched to it.")
+        .unwrap();
+    p.exp_string("Elsewhere> ").unwrap();
+    p.send_line("/conversation switch CLI").unwrap();
+    p.exp_string("Switched to \"CLI\".").unwrap();
+    p.exp_string("] what is 2+3").unwrap();
+    p.exp_string("CLI> ").unwrap();
+    p.send_control('d').unwrap();
+    p.exp_eof().unwrap();
+    // The state file remembers the last conversation.
+    let state: Value =
+        serde_json::from_str(&std::fs::read_to_string(home.path().join("cli-state.json")).unwrap())
+            .unwrap();
+    assert_eq!(state["conversationId"], id.as_str());
+}
+
+/// `--resume` rejoins the saved conversation; when it was deleted, the CLI asks before
+/// falling back to CLI (and refuses without a terminal). `--memory` cleans up after itself.
+#[test]
+fn resume_and_memory() {
+    let server = Server::start(&[]);
+    let home = tempfile::tempdir().unwrap();
+    let mut admin = server.connect();
+    let id = admin.create("Saved");
+    let mut p = pty(server.port, home.path(), &["--conversation", &id]);
+    p.exp_string("Joined \"Saved\"").unwrap();
+    p.exp_string("Saved> ").unwrap();
+    p.send_control('d').unwrap();
+    p.exp_eof().unwrap();
+
+    let mut p = pty(server.port, home.path(), &["--resume"]);
+    p.exp_string("Joined \"Saved\"").unwrap();
+    p.send_control('d').unwrap();
+    p.exp_eof().unwrap();
+
+    admin.agent("deleteConversation", json!([id])).unwrap();
+    let out = Command::new(binary())
+        .args(["connect", "--resume", "--port", &server.port.to_string()])
+        .env("ROUNDTABLE_HOME", home.path())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains(&format!("Conversation not found: {id}")),
+        "{}",
+        stderr(&out)
+    );
+
+    let mut p = pty(server.port, home.path(), &["--resume"]);
+    p.exp_string(&format!(
+        "Conversation {id} no longer exists. Join \"CLI\" instead? [y/N]"
+    ))
+    .unwrap();
+    p.send_line("y").unwrap();
+    p.exp_string("Joined \"CLI\"").unwrap();
+    p.send_control('d').unwrap();
+    p.exp_eof().unwrap();
+
+    let mut p = pty(server.port, home.path(), &["--memory"]);
+    p.exp_string("Joined \"cli-ephemeral-").unwrap();
+    assert!(admin
+        .names()
+        .iter()
+        .any(|n| n.starts_with("cli-ephemeral-")));
+    p.send_control('d').unwrap();
+    p.exp_eof().unwrap();
+    eventually("ephemeral deleted", || {
+        !admin
+            .names()
+            .iter()
+            .any(|n| n.starts_with("cli-ephemeral-"))
+    });
+}
