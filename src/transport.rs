@@ -507,7 +507,7 @@ impl Connection {
                     conversation,
                     lease,
                 }) => {
-                    log::info!(
+                    log::debug!(
                         "socket {}: joined conversation {conversation_id} as connection {connection_id}",
                         act.socket_id
                     );

@@ -275,9 +275,7 @@ impl Conversation {
     /// conversations someone joins are opened).
     pub fn new(setup: ConversationSetup) -> Conversation {
         let id_str = setup.id.to_string();
-        if let Err(e) = crate::store::create_dir_durable(&setup.dir) {
-            log::error!("conversation {id_str}: cannot create persist dir: {e}");
-        }
+        // The directory is created by the log writer with the first entry, off this thread.
         let log = DisplayLog::open(&setup.dir, setup.runtime.log_writer.clone()).map_err(|e| {
             log::error!("conversation {id_str}: cannot open display log: {e}");
             format!("display log unavailable: {e}")
@@ -616,9 +614,6 @@ impl Conversation {
             return;
         }
         let path: Arc<std::path::Path> = self.chat_path().into();
-        if let Some(dir) = path.parent() {
-            let _ = std::fs::create_dir_all(dir);
-        }
         let mut bytes = Vec::new();
         for m in &messages {
             serde_json::to_writer(&mut bytes, m).expect("message serializes");
@@ -1125,7 +1120,7 @@ impl Actor for Conversation {
         // Registry → conversation messages use do_send to keep order; connections use send.
         ctx.set_mailbox_capacity(1 << 16);
         Metrics::add(&self.setup.metrics.loaded_conversations, 1);
-        log::info!(
+        log::debug!(
             "conversation {} ({:?}): loaded, generation {}, next seq {}",
             self.id_str,
             self.setup.name,
@@ -1136,7 +1131,7 @@ impl Actor for Conversation {
 
     fn stopped(&mut self, _ctx: &mut Self::Context) {
         Metrics::add(&self.setup.metrics.loaded_conversations, -1);
-        log::info!("conversation {}: unloaded", self.id_str);
+        log::debug!("conversation {}: unloaded", self.id_str);
     }
 }
 
@@ -1202,7 +1197,7 @@ impl Handler<Attach> for Conversation {
                 filter: msg.filter,
             },
         );
-        log::info!(
+        log::debug!(
             "conversation {} connection {connection_id}: joined ({} clients)",
             self.id_str,
             self.clients.len()
@@ -1241,7 +1236,7 @@ impl Handler<Detach> for Conversation {
         if !self.drop_client(id, false) {
             return false;
         }
-        log::info!(
+        log::debug!(
             "conversation {} connection {id}: left ({} clients)",
             self.id_str,
             self.clients.len()
@@ -1316,7 +1311,7 @@ impl Handler<Shutdown> for Conversation {
                 notify_connection: false,
             });
         }
-        log::info!("conversation {}: stopping ({:?})", self.id_str, msg.reason);
+        log::debug!("conversation {}: stopping ({:?})", self.id_str, msg.reason);
         let writer = self.setup.runtime.log_writer.clone();
         let mut closing = Vec::new();
         if let Ok(log) = &self.log {
@@ -1459,51 +1454,35 @@ impl Handler<TurnEvent> for Conversation {
                     serde_json::to_writer(&mut bytes, m).expect("message serializes");
                     bytes.push(b'\n');
                 }
-                let path = self.chat_path();
-                let writer = self.setup.runtime.log_writer.clone();
-                let arc_path: Arc<std::path::Path> = path.clone().into();
-                let error = match std::fs::create_dir_all(path.parent().expect("has parent"))
-                    .map_err(|e| e.to_string())
-                    .and_then(|()| {
-                        // Pending appends to the old file must land before it is replaced.
-                        let closed = writer.close(&arc_path);
-                        futures_wait(closed);
-                        crate::store::write_atomic(&path, &bytes).map_err(|e| e.to_string())
-                    }) {
-                    Ok(()) => {
-                        self.chat = Some(compacted);
-                        None
-                    }
-                    Err(e) => Some(format!("could not compact the history: {e}")),
-                };
-                let request = self.running.as_ref().expect("current").request.clone();
-                let text = match &error {
-                    None => format!(
-                        "**Conversation compacted** ({replaced} messages → 1 summary)\n\n{summary}"
-                    ),
-                    Some(e) => e.clone(),
-                };
-                self.display(
-                    &request,
-                    json!({"type": "markdown", "content": text, "kind": if error.is_some() { "error" } else { "info" }}),
-                    Some(json!({"compactSummary": error.is_none()})),
-                    "block",
-                );
-                self.finish(turn, error, ctx);
-            }
-        }
-    }
-}
-
-/// Blocks until the log writer closed a file. Only used by `@compact`, which must not race
-/// the writer; the writer thread answers within one fsync.
-fn futures_wait(rx: oneshot::Receiver<()>) {
-    let mut rx = rx;
-    loop {
-        match rx.try_recv() {
-            Ok(()) | Err(oneshot::error::TryRecvError::Closed) => return,
-            Err(oneshot::error::TryRecvError::Empty) => {
-                std::thread::sleep(Duration::from_micros(200))
+                let path: Arc<std::path::Path> = self.chat_path().into();
+                let written = self.setup.runtime.log_writer.replace(&path, bytes);
+                ctx.spawn(async move { written.await.unwrap_or_else(|_| Err("log writer stopped".into())) }.into_actor(self).map(
+                    move |result, act, ctx| {
+                        if !current(turn, act) {
+                            return;
+                        }
+                        let error = match result {
+                            Ok(()) => {
+                                act.chat = Some(compacted);
+                                None
+                            }
+                            Err(e) => Some(format!("could not compact the history: {e}")),
+                        };
+                        let request = act.running.as_ref().expect("current").request.clone();
+                        let text = match &error {
+                            None => format!("**Conversation compacted** ({replaced} messages → 1 summary)\n\n{summary}"),
+                            Some(e) => e.clone(),
+                        };
+                        let kind = if error.is_some() { "error" } else { "info" };
+                        act.display(
+                            &request,
+                            json!({"type": "markdown", "content": text, "kind": kind}),
+                            Some(json!({"compactSummary": error.is_none()})),
+                            "block",
+                        );
+                        act.finish(turn, error, ctx);
+                    },
+                ));
             }
         }
     }

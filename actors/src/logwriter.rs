@@ -22,6 +22,8 @@ enum Job {
     Sync(oneshot::Sender<()>),
     /// Sync and close a file (conversation unloaded or deleted).
     Close(Arc<Path>, oneshot::Sender<()>),
+    /// Replace a file's content durably (after everything queued for it).
+    Replace(Arc<Path>, Vec<u8>, oneshot::Sender<Result<(), String>>),
 }
 
 /// Handle to the writer thread; cheap to clone.
@@ -53,11 +55,39 @@ impl LogWriter {
         rx
     }
 
+    /// Replaces `path` with `bytes` (temp file, fsync, rename, fsync directory) once every
+    /// append queued before has landed; resolves with the outcome.
+    pub fn replace(
+        &self,
+        path: &Arc<Path>,
+        bytes: Vec<u8>,
+    ) -> oneshot::Receiver<Result<(), String>> {
+        let (tx, rx) = oneshot::channel();
+        let _ = self.tx.send(Job::Replace(path.clone(), bytes, tx));
+        rx
+    }
+
     /// Syncs and closes `path`'s handle; resolves when done.
     pub fn close(&self, path: &Arc<Path>) -> oneshot::Receiver<()> {
         let (tx, rx) = oneshot::channel();
         let _ = self.tx.send(Job::Close(path.clone(), tx));
         rx
+    }
+}
+
+/// Opens `path` for appending. A new file (and any missing directory above it) is created
+/// here, off the actors' threads, and its directory entry is made durable.
+fn open_append(path: &Path) -> std::io::Result<File> {
+    match OpenOptions::new().append(true).open(path) {
+        Ok(f) => Ok(f),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let dir = path.parent().unwrap_or(Path::new("."));
+            crate::store::create_dir_durable(dir).map_err(std::io::Error::other)?;
+            let f = OpenOptions::new().create(true).append(true).open(path)?;
+            File::open(dir)?.sync_all()?;
+            Ok(f)
+        }
+        Err(e) => Err(e),
     }
 }
 
@@ -75,7 +105,7 @@ fn writer_loop(rx: std_mpsc::Receiver<Job>) {
                 Job::Append(path, bytes) => {
                     let file = match files.get_mut(path.as_ref()) {
                         Some(f) => f,
-                        None => match OpenOptions::new().create(true).append(true).open(&path) {
+                        None => match open_append(&path) {
                             Ok(f) => files.entry(path.to_path_buf()).or_insert(f),
                             Err(e) => {
                                 log::error!("{}: cannot open for append: {e}", path.display());
@@ -91,6 +121,17 @@ fn writer_loop(rx: std_mpsc::Receiver<Job>) {
                     }
                 }
                 Job::Sync(ack) => acks.push(ack),
+                Job::Replace(path, bytes, ack) => {
+                    if let Some(f) = files.remove(path.as_ref()) {
+                        let _ = f.sync_data();
+                        dirty.retain(|d| d.as_path() != path.as_ref());
+                    }
+                    let dir = path.parent().unwrap_or(Path::new("."));
+                    let result = crate::store::create_dir_durable(dir)
+                        .and_then(|()| crate::store::write_atomic(&path, &bytes))
+                        .map_err(|e| e.to_string());
+                    let _ = ack.send(result);
+                }
                 Job::Close(path, ack) => {
                     if let Some(f) = files.remove(path.as_ref()) {
                         let _ = f.sync_data();

@@ -114,6 +114,9 @@ pub struct ConversationRegistry {
     next_arbiter: usize,
     /// Set by [`ShutdownRegistry`]: no new work.
     stopping: bool,
+    /// The last run crashed: stored message counts may trail the logs; recount them (once,
+    /// in the background, so startup does not wait on one file read per conversation).
+    recount_pending: bool,
 }
 
 impl ConversationRegistry {
@@ -131,11 +134,10 @@ impl ConversationRegistry {
         // trail, so each conversation's log tail is read once (one small read each).
         let clean = store::take_clean_marker(&layout)?;
         if !clean {
-            log::info!(
-                "previous run did not shut down cleanly; recounting messages from log tails"
-            );
+            log::info!("previous run did not shut down cleanly; recounting messages from log tails in the background");
         }
         let mut reg = ConversationRegistry {
+            recount_pending: !clean,
             writer: RegistryWriter::start(layout.clone()),
             config,
             entries: HashMap::new(),
@@ -165,14 +167,6 @@ impl ConversationRegistry {
                 swept += 1;
                 needs_fold = true;
                 continue;
-            }
-            let mut stored = stored;
-            if !clean {
-                let count = crate::displaylog::message_count_on_disk(&layout.conversation_dir(&id));
-                if stored.extra.get("messageCount").and_then(Value::as_u64) != Some(count) {
-                    stored.extra.insert("messageCount".into(), count.into());
-                    needs_fold = true;
-                }
             }
             reg.insert_entry(id, stored);
         }
@@ -420,6 +414,34 @@ impl Actor for ConversationRegistry {
     fn started(&mut self, ctx: &mut Self::Context) {
         // Every connection sends here; a deep mailbox keeps `send` from parking senders.
         ctx.set_mailbox_capacity(1 << 16);
+        if std::mem::take(&mut self.recount_pending) {
+            let layout = self.config.layout.clone();
+            let ids: Vec<Uuid> = self.entries.keys().copied().collect();
+            let work = tokio::task::spawn_blocking(move || {
+                ids.into_iter()
+                    .map(|id| {
+                        (
+                            id,
+                            crate::displaylog::message_count_on_disk(&layout.conversation_dir(&id)),
+                        )
+                    })
+                    .collect::<Vec<_>>()
+            });
+            ctx.spawn(async move { work.await.unwrap_or_default() }.into_actor(self).map(|counts, act, _| {
+                let mut changed = 0;
+                for (id, count) in counts {
+                    // A loaded conversation reports its own, newer count.
+                    if let Some(e) = act.entries.get_mut(&id).filter(|e| matches!(e.state, LoadState::Unloaded)) {
+                        if e.message_count != count {
+                            e.message_count = count;
+                            e.stored.extra.insert("messageCount".into(), count.into());
+                            changed += 1;
+                        }
+                    }
+                }
+                log::info!("recounted messages after an unclean shutdown ({changed} conversations changed)");
+            }));
+        }
     }
 }
 

@@ -134,14 +134,32 @@ pub fn fsync_dir(dir: &Path) -> Result<(), StoreError> {
         .map_err(io_err(dir))
 }
 
-/// Creates a directory and its parents, then makes the new entry durable.
+/// Creates a directory and any missing parents, fsyncing the parent of each directory it
+/// created so the new entries survive a crash.
 pub fn create_dir_durable(dir: &Path) -> Result<(), StoreError> {
     if dir.is_dir() {
         return Ok(());
     }
-    fs::create_dir_all(dir).map_err(io_err(dir))?;
-    if let Some(parent) = dir.parent() {
-        fsync_dir(parent)?;
+    let mut missing = Vec::new();
+    let mut cur = Some(dir);
+    while let Some(d) = cur.filter(|d| !d.as_os_str().is_empty() && !d.is_dir()) {
+        missing.push(d);
+        cur = d.parent();
+    }
+    for d in missing.into_iter().rev() {
+        match fs::create_dir(d) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+            Err(e) => {
+                return Err(StoreError::Io {
+                    path: d.to_path_buf(),
+                    source: e,
+                })
+            }
+        }
+        if let Some(parent) = d.parent().filter(|p| !p.as_os_str().is_empty()) {
+            fsync_dir(parent)?;
+        }
     }
     Ok(())
 }

@@ -175,8 +175,12 @@ fn delete_while_two_clients_are_joined() {
     a.join(&id);
     b.join(&id);
     a.expect_call(&clientio(&id), "appendDisplay"); // b's join notice
+    // Give the conversation some content on disk.
+    let ack = a.submit(&id, "remember me");
+    a.until_complete(&id, ack["entry"]["requestId"].as_str().unwrap());
+    b.until_complete(&id, ack["entry"]["requestId"].as_str().unwrap());
     let dir = server.dir.join("conversations").join(&id);
-    assert!(dir.is_dir());
+    eventually("log written", || dir.join("displayLog.jsonl").is_file());
     assert_eq!(
         admin.agent("deleteConversation", json!([id])).unwrap(),
         Value::Null

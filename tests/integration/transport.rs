@@ -274,7 +274,7 @@ fn health_and_metrics() {
         assert!(body.contains(name), "missing {name:?} in\n{body}");
     }
     assert!(server.metric("roundtable_frames_in_total") >= 2.0);
-    assert_eq!(server.http_get("/").0, 404);
+    assert_eq!(server.http_get("/no-such-page").0, 404);
 }
 
 /// A client that stops reading while asking for big answers is closed with 1008 once its
