@@ -530,7 +530,11 @@ impl Connection {
     fn protocol_error(&mut self, err: ProtocolError) {
         let (code, reason) = match &err {
             ProtocolError::Overflow => (CLOSE_TOO_BIG, "message too big"),
-            ProtocolError::Io(e) if e.kind() == std::io::ErrorKind::InvalidData => {
+            // A text frame that is not UTF-8. (Reserved bits also arrive as InvalidData, but
+            // they are a protocol error: 1002.)
+            ProtocolError::Io(e)
+                if e.kind() == std::io::ErrorKind::InvalidData && e.to_string().to_lowercase().contains("utf-8") =>
+            {
                 (CLOSE_INVALID_DATA, "invalid UTF-8")
             }
             _ => (CLOSE_PROTOCOL_ERROR, "protocol error"),
