@@ -21,6 +21,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::Duration;
 
 use actix::prelude::*;
 use actix_http::ws::{CloseCode, CloseReason, Item, ProtocolError};
@@ -80,27 +81,41 @@ pub fn start(
     response
 }
 
+/// How long a close frame may wait for a peer that does not read before TCP is dropped.
+const CLOSE_GRACE: Duration = Duration::from_secs(5);
+
 /// Drains the outbox into the socket, one frame at a time; returns after a close frame or when
-/// the peer is gone. Dropping the session then ends the HTTP response, which closes TCP.
+/// the peer is gone. Dropping the session then ends the HTTP response, which closes TCP. A
+/// priority close (slow consumer) interrupts a write the peer is not reading.
 async fn write_loop(mut session: Session, mut rx: OutboxReceiver) {
     while let Some(item) = rx.next().await {
-        let sent = match item {
-            Outgoing::Text(text) => session.text(text).await,
-            Outgoing::Binary(bytes) => session.binary(bytes).await,
-            Outgoing::Ping(bytes) => session.ping(&bytes).await,
-            Outgoing::Pong(bytes) => session.pong(&bytes).await,
-            Outgoing::Close(reason) => {
+        let send = async {
+            match item {
+                Outgoing::Text(text) => session.text(text).await.map(|()| None),
+                Outgoing::Binary(bytes) => session.binary(bytes).await.map(|()| None),
+                Outgoing::Ping(bytes) => session.ping(&bytes).await.map(|()| None),
+                Outgoing::Pong(bytes) => session.pong(&bytes).await.map(|()| None),
+                Outgoing::Close(reason) => Ok(Some(reason)),
+            }
+        };
+        let outcome = tokio::select! {
+            biased;
+            sent = send => sent,
+            Some(Outgoing::Close(reason)) = rx.abort_requested() => Ok(Some(reason)),
+        };
+        match outcome {
+            Ok(None) => {}
+            Ok(Some(reason)) => {
                 rx.close();
                 let reason = reason.map(|(code, text)| CloseReason {
                     code: CloseCode::from(code),
                     description: (!text.is_empty()).then_some(text),
                 });
-                let _ = session.close(reason).await;
+                // A peer that reads nothing would never take the close frame: give up on it.
+                let _ = tokio::time::timeout(CLOSE_GRACE, session.close(reason)).await;
                 return;
             }
-        };
-        if sent.is_err() {
-            break;
+            Err(_) => break,
         }
     }
     rx.close();
@@ -533,7 +548,8 @@ impl Connection {
             // A text frame that is not UTF-8. (Reserved bits also arrive as InvalidData, but
             // they are a protocol error: 1002.)
             ProtocolError::Io(e)
-                if e.kind() == std::io::ErrorKind::InvalidData && e.to_string().to_lowercase().contains("utf-8") =>
+                if e.kind() == std::io::ErrorKind::InvalidData
+                    && e.to_string().to_lowercase().contains("utf-8") =>
             {
                 (CLOSE_INVALID_DATA, "invalid UTF-8")
             }

@@ -172,6 +172,12 @@ impl OutboxReceiver {
         }
     }
 
+    /// Resolves when a priority close ([`Outbox::abort`]) is requested; lets the writer stop
+    /// waiting on a peer that does not read.
+    pub async fn abort_requested(&mut self) -> Option<Outgoing> {
+        self.close_rx.recv().await
+    }
+
     /// Stops accepting frames; pushes fail with [`PushError::Closed`] from now on.
     pub fn close(&mut self) {
         self.rx.close();

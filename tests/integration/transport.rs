@@ -304,7 +304,8 @@ fn slow_reader_is_closed_not_buffered() {
     });
     assert!(admin.agent("listConversations", json!([])).is_ok());
     // Draining what was buffered ends with the 1008 close.
-    assert_eq!(stuck.wait_close(), 1008);
+    let code = stuck.wait_close();
+    assert_eq!(code, 1008, "{:?}", stuck.closed);
     assert_eq!(
         stuck.closed.as_ref().unwrap().1,
         "slow consumer: outbound queue full"
