@@ -342,6 +342,7 @@ async fn metrics_text(state: web::Data<AppState>) -> HttpResponse {
 }
 
 /// Any path other than the fixed routes: a WebSocket upgrade, after the security checks.
+/// Plain requests get the web client's files ([`crate::web::respond`]) or 404.
 async fn upgrade(req: HttpRequest, body: web::Payload, state: web::Data<AppState>) -> HttpResponse {
     let config = &state.config;
     let is_upgrade = req
@@ -350,6 +351,9 @@ async fn upgrade(req: HttpRequest, body: web::Payload, state: web::Data<AppState
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.eq_ignore_ascii_case("websocket"));
     if !is_upgrade {
+        if let Some(page) = crate::web::respond(&req) {
+            return page;
+        }
         return HttpResponse::NotFound()
             .body("Roundtable speaks WebSocket here; see /health and /metrics");
     }

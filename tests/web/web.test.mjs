@@ -1,0 +1,884 @@
+// Browser tests of the built-in web client: each test starts the real `roundtable` binary on a
+// free loopback port with a fresh instance directory and drives the page in real Chromium.
+//
+//   ROUNDTABLE_BIN=target/debug/roundtable node --test --test-concurrency=1 web.test.mjs
+//
+// (tests/web/run.sh does exactly that.) Screenshots go to tests/web/artifacts/; with
+// UPDATE_DOC_SCREENSHOT=1 the suite also refreshes docs/web-client.png, the README's screenshot.
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { existsSync } from "node:fs";
+import http from "node:http";
+import { mkdtemp, mkdir, rm, copyFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { chromium } from "playwright-core";
+
+const HERE = path.dirname(fileURLToPath(import.meta.url));
+const REPO = path.resolve(HERE, "..", "..");
+const ARTIFACTS = path.join(HERE, "artifacts");
+const DOC_SCREENSHOT = path.join(REPO, "docs", "web-client.png");
+const BIN = path.resolve(REPO, process.env.ROUNDTABLE_BIN || "target/debug/roundtable");
+const CHROMIUM = process.env.CHROMIUM_PATH || "/usr/bin/chromium";
+const WAIT_MS = 15000;
+
+let browser;
+
+before(async () => {
+  assert.ok(existsSync(BIN), `roundtable binary not found at ${BIN} (set ROUNDTABLE_BIN)`);
+  await mkdir(ARTIFACTS, { recursive: true });
+  browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    args: [
+      "--headless",
+      "--no-sandbox",
+      "--disable-gpu",
+      "--disable-quic",
+      "--no-first-run",
+      "--disable-background-networking",
+      "--disable-component-update",
+      "--disable-sync",
+    ],
+  });
+});
+
+after(async () => {
+  await browser?.close();
+});
+
+// ---------------------------------------------------------------------------------------
+// The server
+
+/** Starts `roundtable serve` and resolves once it printed its listening line. */
+async function startServer({ port = 0, dir, env = {} } = {}) {
+  const instanceDir = dir ?? (await mkdtemp(path.join(tmpdir(), "roundtable-web-")));
+  const args = ["serve", "--port", String(port), "--host", "127.0.0.1", "--instance-dir", instanceDir];
+  const proc = spawn(BIN, args, {
+    stdio: ["ignore", "ignore", "pipe"],
+    env: { ...process.env, RUST_LOG: process.env.RUST_LOG || "info", ...env },
+  });
+  let log = "";
+  const exited = new Promise((resolve) => proc.once("exit", (code, signal) => resolve({ code, signal })));
+  proc.stderr.setEncoding("utf8");
+  const bound = await new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`server did not start within 20 s:\n${log}`)), 20000);
+    proc.stderr.on("data", (chunk) => {
+      log = (log + chunk).slice(-200000);
+      const m = /listening on ws:\/\/127\.0\.0\.1:(\d+)\//.exec(log);
+      if (m) {
+        clearTimeout(timer);
+        resolve(Number(m[1]));
+      }
+    });
+    exited.then(({ code, signal }) => {
+      clearTimeout(timer);
+      reject(new Error(`server exited (${code ?? signal}) before listening:\n${log}`));
+    });
+  });
+  const server = {
+    proc,
+    port: bound,
+    dir: instanceDir,
+    url: `http://127.0.0.1:${bound}/`,
+    exited,
+    log: () => log,
+    /** SIGTERM, then wait for the exit (SIGKILL after 10 s). */
+    async stop() {
+      if (proc.exitCode === null && proc.signalCode === null) {
+        proc.kill("SIGTERM");
+        const timer = setTimeout(() => proc.kill("SIGKILL"), 10000);
+        const r = await exited;
+        clearTimeout(timer);
+        return r;
+      }
+      return exited;
+    },
+  };
+  return server;
+}
+
+/** A fresh server, stopped and removed after the test. */
+async function serverFor(t, options) {
+  const server = await startServer(options);
+  const servers = [server];
+  t.after(async () => {
+    for (const s of servers) await s.stop();
+    await rm(server.dir, { recursive: true, force: true });
+  });
+  return { server, track: (s) => servers.push(s) };
+}
+
+// ---------------------------------------------------------------------------------------
+// Pages
+
+// Expected noise: failed reconnect attempts while a server restarts, and Chromium's report of
+// the <script> that the sandboxed html frame was not allowed to run.
+const IGNORED_CONSOLE = [
+  /WebSocket connection to .* failed/i,
+  /ERR_CONNECTION_REFUSED/i,
+  /Blocked script execution in 'about:srcdoc' because the document's frame is sandboxed/,
+];
+
+/** A new browser context on the web client; fails the test on page errors or JS dialogs. */
+async function openClient(t, server, { viewport, colorScheme = "light", wait = true } = {}) {
+  const context = await browser.newContext({
+    viewport: viewport ?? { width: 1280, height: 820 },
+    colorScheme,
+  });
+  const page = await context.newPage();
+  page.setDefaultTimeout(WAIT_MS);
+  const problems = [];
+  page.on("pageerror", (e) => problems.push(`page error: ${e.message}`));
+  page.on("dialog", (d) => {
+    problems.push(`dialog: ${d.type()} ${d.message()}`);
+    d.dismiss().catch(() => {});
+  });
+  page.on("console", (m) => {
+    if (m.type() === "error" && !IGNORED_CONSOLE.some((re) => re.test(m.text()))) {
+      problems.push(`console error: ${m.text()}`);
+    }
+  });
+  t.after(async () => {
+    await context.close();
+    assert.deepEqual(problems, [], "no page errors, dialogs or console errors (CSP violations show up here)");
+  });
+  await page.goto(server.url);
+  if (wait) await waitReady(page);
+  return { context, page, problems };
+}
+
+async function waitReady(page, name) {
+  await page.waitForFunction(
+    (n) => {
+      const m = document.querySelector("#messages");
+      const title = document.querySelector("#chat-title");
+      return (
+        document.querySelector("#connection")?.dataset.state === "connected" &&
+        m?.dataset.ready === "true" &&
+        m.dataset.conversationId === title?.dataset.conversationId &&
+        (n === undefined || title.textContent === n)
+      );
+    },
+    name,
+    { timeout: WAIT_MS },
+  );
+}
+
+const title = (page) => page.locator("#chat-title").textContent();
+const currentId = (page) => page.locator("#chat-title").getAttribute("data-conversation-id");
+
+async function send(page, text) {
+  await page.locator("#input").fill(text);
+  await page.locator("#input").press("Enter");
+}
+
+async function waitIdle(page) {
+  await page.locator('#queue-state[data-state="idle"]').waitFor({ state: "attached" });
+}
+
+/** Waits until every log entry up to the last one is on screen with its seq. */
+async function waitSynced(page, count) {
+  await page.waitForFunction(
+    (n) => document.querySelector("#messages")?.dataset.lastSeq === String(n - 1),
+    count,
+  );
+}
+
+const renderedSeqs = (page) =>
+  page.$$eval("#messages [data-seq]", (nodes) => nodes.map((n) => Number(n.dataset.seq)));
+
+const userTexts = (page) => page.$$eval("#messages .msg.user .user-text", (n) => n.map((x) => x.textContent));
+const agentTexts = (page) =>
+  page.$$eval("#messages .msg.agent:not(.tool) .msg-body", (n) => n.map((x) => x.textContent.trim()));
+
+/** The sidebar row of a conversation, by exact name. */
+function row(page, name) {
+  return page.locator("#conversation-list li.conv").filter({
+    has: page.locator(".conv-name").getByText(name, { exact: true }),
+  });
+}
+
+const sidebarNames = (page) => page.$$eval("#conversation-list .conv-name", (n) => n.map((x) => x.textContent));
+
+async function createFromSidebar(page, name) {
+  const before = await currentId(page);
+  await page.getByRole("button", { name: "New conversation" }).click();
+  const dialog = page.locator("#name-dialog");
+  await dialog.waitFor();
+  await dialog.locator("#name-input").fill(name);
+  await dialog.getByRole("button", { name: "Create" }).click();
+  await dialog.waitFor({ state: "hidden" });
+  await page.waitForFunction((id) => document.querySelector("#chat-title").dataset.conversationId !== id, before);
+  await waitReady(page, name.trim() || undefined);
+}
+
+async function shot(page, name, opts = {}) {
+  await page.screenshot({ path: path.join(ARTIFACTS, `${name}.png`), animations: "disabled", ...opts });
+}
+
+/**
+ * A plain same-origin page (GET /health) with a minimal protocol client, to read the log or
+ * act as another client without going through the web client's code.
+ */
+async function rpcPage(t, server) {
+  const context = await browser.newContext();
+  t.after(() => context.close());
+  const page = await context.newPage();
+  page.setDefaultTimeout(WAIT_MS);
+  await page.goto(`${server.url}health`);
+  const run = (fn, arg) =>
+    page.evaluate(
+      async ({ src, arg }) => {
+        const ws = new WebSocket(`ws://${location.host}/`);
+        await new Promise((resolve, reject) => {
+          ws.onopen = resolve;
+          ws.onerror = () => reject(new Error("WebSocket failed"));
+        });
+        const counters = {};
+        const pending = new Map();
+        const calls = [];
+        ws.onmessage = (ev) => {
+          const env = JSON.parse(ev.data);
+          const m = env.message;
+          if (m.type === "invokeResult" || m.type === "invokeError") {
+            const p = pending.get(`${env.name}#${m.callId}`);
+            pending.delete(`${env.name}#${m.callId}`);
+            if (m.type === "invokeResult") p?.resolve(m.result);
+            else p?.reject(new Error(m.error));
+          } else if (m.type === "call") calls.push({ channel: env.name, name: m.name, args: m.args });
+        };
+        const invoke = (channel, name, args) =>
+          new Promise((resolve, reject) => {
+            const callId = (counters[channel] = (counters[channel] ?? -1) + 1);
+            pending.set(`${channel}#${callId}`, { resolve, reject });
+            ws.send(JSON.stringify({ name: channel, message: { type: "invoke", callId, name, args } }));
+          });
+        const waitCall = async (pred) => {
+          const t0 = Date.now();
+          while (Date.now() - t0 < 10000) {
+            const c = calls.find(pred);
+            if (c) return c;
+            await new Promise((r) => setTimeout(r, 20));
+          }
+          throw new Error("timed out waiting for a call");
+        };
+        // eslint-disable-next-line no-new-func
+        const body = new Function(`return (${src});`)();
+        try {
+          return await body({ invoke, waitCall, calls }, arg);
+        } finally {
+          ws.close();
+        }
+      },
+      { src: fn.toString(), arg },
+    );
+  return {
+    run,
+    history: (id) =>
+      run(
+        async ({ invoke }, id) => {
+          await invoke("agent-server", "joinConversation", [{ conversationId: id }]);
+          return invoke(`dispatcher:${id}`, "getDisplayHistory", []);
+        },
+        id,
+      ),
+    list: () => run(({ invoke }) => invoke("agent-server", "listConversations", [null])),
+    /** Joins, submits `text`, waits for its commandComplete. */
+    submit: (id, text) =>
+      run(
+        async ({ invoke, waitCall }, { id, text }) => {
+          await invoke("agent-server", "joinConversation", [{ conversationId: id }]);
+          const ack = await invoke(`dispatcher:${id}`, "submitCommand", [text, null, null, "rpc-1", null]);
+          const rid = ack.entry.requestId;
+          await waitCall((c) => c.name === "notify" && c.args[1] === "commandComplete" && c.args[0]?.requestId === rid);
+          return rid;
+        },
+        { id, text },
+      ),
+  };
+}
+
+/** Rendered seqs equal the log's seqs (no duplicate, no gap) and user bubbles match it. */
+async function assertMatchesLog(page, rpc) {
+  const id = await currentId(page);
+  const log = await rpc.history(id);
+  await waitSynced(page, log.length);
+  assert.deepEqual(await renderedSeqs(page), log.map((e) => e.seq), "rendered seqs = log seqs");
+  assert.deepEqual(
+    await userTexts(page),
+    log.filter((e) => e.type === "user-request").map((e) => e.command),
+    "one user bubble per user-request entry",
+  );
+  return log;
+}
+
+/**
+ * A fake OpenAI-compatible model on loopback, for `--provider openai`: it answers in markdown
+ * at once, except that requests whose last user message contains "slow" wait for release().
+ */
+async function fakeModel(t) {
+  const held = [];
+  const server = http.createServer(async (req, res) => {
+    let body = "";
+    for await (const chunk of req) body += chunk;
+    const request = JSON.parse(body || "{}");
+    const last = [...(request.messages || [])].reverse().find((m) => m.role === "user");
+    const text = typeof last?.content === "string" ? last.content : JSON.stringify(last?.content ?? "");
+    const answer = () => {
+      res.writeHead(200, { "content-type": "application/json" });
+      res.end(
+        JSON.stringify({
+          id: "fake",
+          object: "chat.completion",
+          choices: [{ index: 0, message: { role: "assistant", content: `**Answer** to _${text}_` }, finish_reason: "stop" }],
+        }),
+      );
+    };
+    if (text.includes("slow")) held.push(answer);
+    else answer();
+  });
+  await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
+  t.after(async () => {
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
+  });
+  return {
+    url: `http://127.0.0.1:${server.address().port}/v1`,
+    held: () => held.length,
+    release: () => held.splice(0).forEach((answer) => answer()),
+  };
+}
+
+// ---------------------------------------------------------------------------------------
+// Tests
+
+test("create a conversation from the sidebar and get 5 for 2+3 (tool call, result, answer)", async (t) => {
+  const { server } = await serverFor(t);
+  const { page } = await openClient(t, server);
+  assert.equal(await title(page), "Web", "a fresh page opens the conversation named Web");
+  await shot(page, "01-empty");
+
+  await createFromSidebar(page, "Math");
+  assert.equal(await page.evaluate(() => localStorage.getItem("roundtable.lastConversationId")), await currentId(page));
+  await send(page, "what is 2+3");
+  await page.locator(".msg.user .user-text", { hasText: "what is 2+3" }).waitFor();
+  const call = page.locator(".msg.tool-call");
+  await call.waitFor();
+  assert.match(await call.textContent(), /calculate/);
+  assert.match(await call.textContent(), /"expression":"2\+3"/);
+  assert.equal((await page.locator(".msg.tool-result .tool-body").textContent()).trim(), "5");
+  await page.locator(".msg.agent:not(.tool) .msg-body", { hasText: /^5$/ }).waitFor();
+  await waitIdle(page);
+  assert.ok(await page.locator("#cancel").isHidden(), "no Cancel button when nothing of mine runs");
+
+  // The sidebar lists both, newest first, with counts; the input was cleared.
+  await page.waitForFunction(() => document.querySelector('#conversation-list li.current')?.dataset.messages === "1");
+  const names = await sidebarNames(page);
+  assert.deepEqual(names.slice(0, 2), ["Math", "Web"]);
+  assert.match(await row(page, "Math").locator(".conv-meta").textContent(), /1 client · 1 message · just now/);
+  assert.equal(await page.locator("#input").inputValue(), "");
+
+  // A name collision is reported by the server and shown in the dialog.
+  await page.getByRole("button", { name: "New conversation" }).click();
+  await page.locator("#name-input").fill("math");
+  await page.locator("#name-ok").click();
+  await page.locator("#name-error").waitFor();
+  assert.match(await page.locator("#name-error").textContent(), /A conversation named "Math" already exists/);
+  await shot(page, "02-name-collision");
+  await page.locator("#name-cancel").click();
+
+  // No name: an automatic "Conversation YYYY-MM-DD HH:MM" one.
+  await createFromSidebar(page, "");
+  assert.match(await title(page), /^Conversation \d{4}-\d\d-\d\d \d\d:\d\d$/);
+  await page.locator("#conversation-list li.conv").nth(2).waitFor();
+
+  // The filter box narrows the list client-side.
+  await page.locator("#filter").fill("MAT");
+  await page.waitForFunction(() => document.querySelectorAll("#conversation-list li.conv").length === 1);
+  assert.deepEqual(await sidebarNames(page), ["Math"]);
+  await page.locator("#filter").fill("");
+
+  // Shift+Enter is a new line, not a send.
+  await page.locator("#input").fill("line one");
+  await page.locator("#input").press("Shift+Enter");
+  await page.locator("#input").pressSequentially("line two");
+  assert.equal(await page.locator("#input").inputValue(), "line one\nline two");
+  await page.locator("#input").press("Enter");
+  await page.locator(".msg.user .user-text", { hasText: "line two" }).waitFor();
+  assert.equal(await page.locator(".msg.user .user-text").last().textContent(), "line one\nline two");
+});
+
+test("a second browser sees new messages live, in both directions", async (t) => {
+  const { server } = await serverFor(t);
+  const rpc = await rpcPage(t, server);
+  const a = await openClient(t, server);
+  await createFromSidebar(a.page, "Shared");
+  const b = await openClient(t, server);
+  await b.page.locator("#filter").fill("shared");
+  await row(b.page, "Shared").locator(".conv-open").click();
+  await waitReady(b.page, "Shared");
+  // Both are connected: the header shows it (from listConversations' clientCount).
+  await a.page.locator('#presence[data-count="2"]').waitFor();
+  await b.page.locator('#presence[data-count="2"]').waitFor();
+  assert.equal(await a.page.locator("#presence").textContent(), "2 clients connected");
+
+  await send(a.page, "what is 2+3");
+  await b.page.locator(".msg.user .user-text", { hasText: "what is 2+3" }).waitFor();
+  await b.page.locator(".msg.tool-call").waitFor();
+  await b.page.locator(".msg.agent:not(.tool) .msg-body", { hasText: /^5$/ }).waitFor();
+  assert.match(await b.page.locator(".msg.user .meta").first().textContent(), /Another client/);
+  assert.match(await a.page.locator(".msg.user .meta").first().textContent(), /You/);
+
+  await send(b.page, "hello from **B**");
+  await a.page.locator(".msg.agent .markdown strong", { hasText: "B" }).waitFor();
+  await waitIdle(a.page);
+  await waitIdle(b.page);
+  await shot(b.page, "03-second-client");
+  const log = await assertMatchesLog(a.page, rpc);
+  await assertMatchesLog(b.page, rpc);
+  assert.equal(log.filter((e) => e.type === "user-request").length, 2);
+  assert.deepEqual(await agentTexts(b.page), ["5", "echo: hello from B"]);
+
+  // A question asked in A is answerable in B (live) and in C, which joins while it is pending
+  // (JoinConversationResult.pendingInteractions); C's answer updates everyone in place.
+  await send(a.page, "ask me is it sunny?");
+  await b.page.locator(".msg.interaction").getByRole("button", { name: "Yes" }).waitFor();
+  assert.ok(await b.page.locator(".msg.interaction").getByRole("button", { name: "Yes" }).isEnabled());
+  const c = await openClient(t, server);
+  await row(c.page, "Shared").locator(".conv-open").click();
+  await waitReady(c.page, "Shared");
+  const cYes = c.page.locator(".msg.interaction").getByRole("button", { name: "Yes" });
+  assert.ok(await cYes.isEnabled(), "a pending question from the join result can be answered");
+  await cYes.click();
+  for (const p of [a.page, b.page, c.page]) {
+    await p.locator(".msg.interaction .outcome", { hasText: "Answered: Yes" }).waitFor();
+    await p.locator(".msg.agent .msg-body", { hasText: "You answered Yes." }).waitFor();
+    assert.ok(await p.locator(".msg.interaction").getByRole("button", { name: "No" }).isDisabled());
+  }
+  await waitIdle(c.page);
+  await assertMatchesLog(c.page, rpc);
+  await assertMatchesLog(a.page, rpc);
+});
+
+test("rename and delete from the sidebar; the other browser's list follows", async (t) => {
+  const { server } = await serverFor(t);
+  const a = await openClient(t, server);
+  await createFromSidebar(a.page, "Alpha");
+  await createFromSidebar(a.page, "Beta");
+  const b = await openClient(t, server);
+  await row(b.page, "Beta").locator(".conv-open").click();
+  await waitReady(b.page, "Beta");
+
+  // Rename Alpha → Gamma (pencil button, dialog prefilled with the old name).
+  await row(a.page, "Alpha").getByRole("button", { name: "Rename Alpha" }).click();
+  assert.equal(await a.page.locator("#name-input").inputValue(), "Alpha");
+  await a.page.locator("#name-input").fill("Beta");
+  await a.page.locator("#name-ok").click();
+  await a.page.locator("#name-error", { hasText: 'A conversation named "Beta" already exists' }).waitFor();
+  await a.page.locator("#name-input").fill("Gamma");
+  await a.page.locator("#name-ok").click();
+  await a.page.locator("#name-dialog").waitFor({ state: "hidden" });
+  await row(a.page, "Gamma").waitFor();
+  await row(b.page, "Gamma").waitFor();
+  await row(b.page, "Alpha").waitFor({ state: "detached" });
+
+  // Delete asks first; Cancel keeps it.
+  await row(a.page, "Gamma").getByRole("button", { name: "Delete Gamma" }).click();
+  await a.page.locator("#confirm-dialog").waitFor();
+  assert.match(await a.page.locator("#confirm-text").textContent(), /Delete “Gamma”/);
+  await a.page.locator("#confirm-cancel").click();
+  await a.page.locator("#confirm-dialog").waitFor({ state: "hidden" });
+  await row(a.page, "Gamma").waitFor();
+  await row(a.page, "Gamma").getByRole("button", { name: "Delete Gamma" }).click();
+  await shot(a.page, "04-confirm-delete");
+  await a.page.locator("#confirm-ok").click();
+  await row(a.page, "Gamma").waitFor({ state: "detached" });
+  await row(b.page, "Gamma").waitFor({ state: "detached" });
+
+  // Deleting the open conversation (Beta, open in both) moves both elsewhere: the newest
+  // remaining one, which is Web.
+  await row(a.page, "Beta").getByRole("button", { name: "Delete Beta" }).click();
+  await a.page.locator("#confirm-ok").click();
+  await waitReady(a.page, "Web");
+  await a.page.locator(".notice", { hasText: "Deleted “Beta”." }).waitFor();
+  await waitReady(b.page, "Web");
+  await b.page.locator(".notice", { hasText: "This conversation was deleted." }).waitFor();
+  await row(b.page, "Beta").waitFor({ state: "detached" });
+  assert.deepEqual((await sidebarNames(b.page)).sort(), ["Web", "default"]);
+});
+
+test("reload restores the open conversation (localStorage)", async (t) => {
+  const { server } = await serverFor(t);
+  const rpc = await rpcPage(t, server);
+  const { page } = await openClient(t, server);
+  await createFromSidebar(page, "Reload me");
+  const id = await currentId(page);
+  await send(page, "what is 2+3");
+  await page.locator(".msg.agent:not(.tool) .msg-body", { hasText: /^5$/ }).waitFor();
+  await waitIdle(page);
+  await page.reload();
+  await waitReady(page, "Reload me");
+  assert.equal(await currentId(page), id);
+  assert.equal(await page.evaluate(() => localStorage.getItem("roundtable.lastConversationId")), id);
+  await assertMatchesLog(page, rpc);
+  assert.deepEqual(await userTexts(page), ["what is 2+3"]);
+  // "Clear view" only clears the screen: a reload brings the messages back.
+  await page.getByRole("button", { name: "Clear view" }).click();
+  assert.equal(await page.locator("#messages .msg").count(), 0);
+  await page.reload();
+  await waitReady(page, "Reload me");
+  await assertMatchesLog(page, rpc);
+});
+
+test("a server restart on the same port is survived without duplicated or lost entries", async (t) => {
+  const { server, track } = await serverFor(t);
+  const rpc = await rpcPage(t, server);
+  const { page } = await openClient(t, server);
+  await createFromSidebar(page, "Durable");
+  const id = await currentId(page);
+  await send(page, "what is 2+3");
+  await page.locator(".msg.agent:not(.tool) .msg-body", { hasText: /^5$/ }).waitFor();
+  await send(page, "Remember **this** line");
+  await page.locator(".markdown strong", { hasText: "this" }).waitFor();
+  await waitIdle(page);
+  const before = await assertMatchesLog(page, rpc);
+  // Mark the nodes on screen: after the reconnect they must still be the same nodes (only the
+  // entries after the last seq are fetched, nothing is re-rendered).
+  await page.$$eval("#messages [data-seq]", (nodes) => nodes.forEach((n) => n.setAttribute("data-before", "")));
+
+  const stopped = await server.stop();
+  assert.equal(stopped.code, 0, "clean exit on SIGTERM");
+  await page.locator("#banner").waitFor();
+  await page.locator('#connection[data-state="offline"]').waitFor();
+  // Let the backoff grow (0.5, 1, 2, 4 s) so the next attempt is a few seconds away, then
+  // restart and add a turn from another client while the page is still disconnected.
+  await page.waitForFunction(() => Number(document.querySelector("#banner").dataset.attempt) >= 4);
+  await shot(page, "05-reconnecting");
+  const again = await startServer({ port: server.port, dir: server.dir });
+  track(again);
+  assert.equal(again.port, server.port);
+  await rpc.submit(id, "what is 6*7");
+  assert.equal(
+    await page.locator("#connection").getAttribute("data-state"),
+    "offline",
+    "the turn happened while the page was disconnected",
+  );
+  await page.locator("#banner").waitFor({ state: "hidden", timeout: 20000 });
+  await waitReady(page, "Durable");
+  await page.locator(".msg.agent:not(.tool) .msg-body", { hasText: /^42$/ }).waitFor();
+  await waitIdle(page);
+  const log = await assertMatchesLog(page, rpc);
+  assert.ok(log.length > before.length);
+  const kept = await page.$$eval("#messages [data-seq][data-before]", (n) => n.map((x) => Number(x.dataset.seq)));
+  assert.deepEqual(kept, before.map((e) => e.seq), "entries from before the restart were kept, not re-rendered");
+  assert.deepEqual(await userTexts(page), ["what is 2+3", "Remember **this** line", "what is 6*7"]);
+  await page.locator("#messages .notice", { hasText: "missing" }).waitFor({ state: "detached" });
+
+  // And it keeps working live after the reconnect.
+  await send(page, "what is 1+1");
+  await page.locator(".msg.agent:not(.tool) .msg-body", { hasText: /^2$/ }).waitFor();
+  await waitIdle(page);
+  await assertMatchesLog(page, rpc);
+  await shot(page, "06-after-restart");
+});
+
+test("HTML in names and messages is shown as text, never run", async (t) => {
+  const { server } = await serverFor(t);
+  const { page, problems } = await openClient(t, server);
+  const evil = "<img src=x onerror=alert(1)>";
+  await createFromSidebar(page, evil);
+  assert.equal(await title(page), evil);
+  await row(page, evil).waitFor();
+  assert.equal(await row(page, evil).locator(".conv-name").textContent(), evil);
+  assert.ok(await page.getByText(evil, { exact: true }).first().isVisible());
+
+  // (No digits in parentheses: the builtin agent would take them for arithmetic.)
+  const message =
+    "<img src=y onerror=alert(document.domain)> <script>alert(document.cookie)</script> [click](javascript:alert(document.domain)) **ok**";
+  await send(page, message);
+  await page.locator(".msg.user .user-text", { hasText: "<script>" }).waitFor();
+  assert.equal(await page.locator(".msg.user .user-text").textContent(), message);
+  const answer = page.locator(".msg.agent .markdown").last();
+  await answer.locator("strong", { hasText: "ok" }).waitFor();
+  assert.match(
+    await answer.textContent(),
+    /^echo: <img src=y onerror=alert\(document\.domain\)> <script>alert\(document\.cookie\)<\/script> click ok$/,
+  );
+  assert.equal(await answer.locator("a").count(), 0, "no javascript: link");
+  await waitIdle(page);
+
+  // The rename dialog and the delete confirmation show the literal name too.
+  await row(page, evil).getByRole("button", { name: `Rename ${evil}` }).click();
+  assert.equal(await page.locator("#name-input").inputValue(), evil);
+  await page.locator("#name-cancel").click();
+  await row(page, evil).getByRole("button", { name: `Delete ${evil}` }).click();
+  assert.match(await page.locator("#confirm-text").textContent(), /<img src=x onerror=alert\(1\)>/);
+  await page.locator("#confirm-cancel").click();
+
+  // The markdown renderer on its own: only its safe elements, only http(s) links.
+  const rendered = await page.evaluate(() => {
+    const div = document.createElement("div");
+    div.append(
+      window.RoundtableMarkdown.renderMarkdown(
+        [
+          "<b>x</b> <iframe src=//evil></iframe> [a](javascript:alert(5)) [b](data:text/html,x)",
+          "[c](https://example.com/ok) ![i](https://example.com/i.png) <https://example.com/auto>",
+          "```html\n<script>alert(6)</script>\n```",
+          "- *it* and `<code>`\n  - nested",
+          "| h1 | h2 |\n| -- | -- |\n| <u>c</u> | d |",
+        ].join("\n\n"),
+      ),
+    );
+    return {
+      tags: [...new Set([...div.querySelectorAll("*")].map((n) => n.tagName.toLowerCase()))].sort(),
+      hrefs: [...div.querySelectorAll("a")].map((a) => [a.getAttribute("href"), a.rel]),
+      text: div.textContent,
+    };
+  });
+  for (const tag of rendered.tags) {
+    assert.ok(
+      ["a", "code", "div", "em", "li", "p", "pre", "table", "tbody", "td", "th", "thead", "tr", "ul"].includes(tag),
+      `unexpected element <${tag}>`,
+    );
+  }
+  assert.deepEqual(rendered.hrefs, [
+    ["https://example.com/ok", "noopener noreferrer"],
+    ["https://example.com/i.png", "noopener noreferrer"],
+    ["https://example.com/auto", "noopener noreferrer"],
+  ]);
+  assert.match(rendered.text, /<b>x<\/b> <iframe src=\/\/evil><\/iframe> a b/);
+  assert.match(rendered.text, /<script>alert\(6\)<\/script>/);
+
+  // Every DisplayContent kind: html goes to a sandboxed srcdoc frame (no scripts, opaque
+  // origin), string[] is lines, string[][] a table, kinds become classes.
+  const kinds = await page.evaluate(async () => {
+    const { contentNode } = window.RoundtableRender;
+    const box = document.createElement("div");
+    document.body.append(box);
+    let ran = false;
+    const onMessage = (ev) => {
+      if (ev.data === "script ran") ran = true;
+    };
+    window.addEventListener("message", onMessage);
+    const html = contentNode({ type: "html", content: "<p>hi</p><script>parent.postMessage('script ran', '*')</script>" });
+    const iframe = contentNode({ type: "iframe", content: "<b>x</b>" });
+    const loaded = new Promise((resolve) => html.addEventListener("load", resolve, { once: true }));
+    box.append(html, iframe);
+    await loaded;
+    await new Promise((resolve) => setTimeout(resolve, 50)); // a posted message would be in by now
+    window.removeEventListener("message", onMessage);
+    const out = {
+      ran,
+      html: [html.tagName, html.getAttribute("sandbox"), html.srcdoc.includes("<script>"), html.contentDocument === null],
+      iframe: [iframe.tagName, iframe.getAttribute("sandbox")],
+      text: contentNode("plain <b>text</b>").outerHTML,
+      lines: contentNode(["one", "two"]).textContent,
+      table: contentNode([["h1", "h2"], ["<i>a</i>", "b"]]).querySelectorAll("th, td").length,
+      tableText: contentNode([["h1", "h2"], ["<i>a</i>", "b"]]).textContent,
+      kind: contentNode({ type: "text", content: "bad", kind: "error" }).className,
+      markdown: contentNode({ type: "markdown", content: "**b** <i>x</i>" }).innerHTML,
+    };
+    box.remove();
+    return out;
+  });
+  assert.deepEqual(kinds.html, ["IFRAME", "", true, true]);
+  assert.deepEqual(kinds.iframe, ["IFRAME", ""]);
+  assert.equal(kinds.text, '<div class="text">plain &lt;b&gt;text&lt;/b&gt;</div>');
+  assert.equal(kinds.lines, "one\ntwo");
+  assert.equal(kinds.table, 4);
+  assert.equal(kinds.tableText, "h1h2<i>a</i>b");
+  assert.equal(kinds.kind, "text kind-error");
+  assert.equal(kinds.markdown, "<p><strong>b</strong> &lt;i&gt;x&lt;/i&gt;</p>");
+  assert.equal(kinds.ran, false, "no script ran in the sandboxed frame");
+
+  assert.equal(await page.locator("img").count(), 0, "no <img> element was created");
+  assert.equal(await page.locator("#messages script, #messages iframe").count(), 0);
+  assert.deepEqual(problems, [], "no alert() dialog fired");
+  await shot(page, "07-html-is-text");
+});
+
+test("a remembered conversation that is gone falls back to Web, with a notice", async (t) => {
+  const { server } = await serverFor(t);
+  const { page } = await openClient(t, server);
+  await createFromSidebar(page, "Elsewhere");
+  // Delete Web too, so the fallback has to create it again (find-or-create).
+  await row(page, "Web").getByRole("button", { name: "Delete Web" }).click();
+  await page.locator("#confirm-ok").click();
+  await row(page, "Web").waitFor({ state: "detached" });
+  const missing = "3f0f6f2e-8d7a-4c1e-9b1a-2d4b5e6f7a8b";
+  await page.evaluate((id) => localStorage.setItem("roundtable.lastConversationId", id), missing);
+  await page.reload();
+  await waitReady(page, "Web");
+  const notice = page.locator("#messages .notice", { hasText: "Conversation not found" });
+  await notice.waitFor();
+  assert.match(await notice.textContent(), new RegExp(`Conversation not found: ${missing}.*Opened “Web” instead`));
+  const id = await currentId(page);
+  assert.notEqual(id, missing);
+  assert.equal(await page.evaluate(() => localStorage.getItem("roundtable.lastConversationId")), id);
+  await row(page, "Web").waitFor();
+  await shot(page, "08-fallback-to-web");
+});
+
+test("@conversation commands, questions answered in place, and Cancel", async (t) => {
+  const { server } = await serverFor(t);
+  const { page } = await openClient(t, server);
+  const result = (text) => page.locator("#messages .manage", { hasText: text });
+
+  await send(page, "@conversation new Research");
+  await waitReady(page, "Research");
+  await result("Created “Research” and switched to it.").waitFor();
+  await send(page, "@conversation list");
+  const table = result("Research (current)");
+  await table.waitFor();
+  assert.match(await table.textContent(), /Web/);
+  await send(page, "@conversation switch web");
+  await waitReady(page, "Web");
+  await result("Switched to “Web”.").waitFor();
+  await send(page, "@conversation switch resarch"); // fuzzy: findConversations, score ≥ 0.6
+  await waitReady(page, "Research");
+  await send(page, "@conversation delete Research");
+  await result("is the active conversation").waitFor();
+  await send(page, "@conversation info");
+  await result("Current conversation: Research").waitFor();
+  await send(page, "@conversation rename Notes");
+  await result("Renamed “Research” to “Notes”.").waitFor();
+  await waitReady(page, "Notes");
+  await send(page, "@conversation");
+  await result("@conversation switch <name>").waitFor();
+  await send(page, "@conversation find note");
+  await result("Notes — score").waitFor();
+
+  // A question (ask_user → requestInteraction) answered with a button in place.
+  await send(page, "ask me is it sunny?");
+  const card = page.locator(".msg.interaction").last();
+  await card.getByRole("button", { name: "No" }).waitFor();
+  await page.locator("#cancel").waitFor(); // my command is running
+  await card.getByRole("button", { name: "No" }).click();
+  await page.locator(".msg.agent .msg-body", { hasText: "You answered No." }).waitFor();
+  assert.equal((await card.locator(".outcome").textContent()).trim(), "Answered: No");
+  assert.ok(await card.getByRole("button", { name: "Yes" }).isDisabled());
+  await waitIdle(page);
+  await page.locator("#cancel").waitFor({ state: "hidden" });
+
+  // A private question (requestChoice → respondToChoice).
+  await send(page, "ask me privately is it raining?");
+  const choice = page.locator(".msg.interaction.choice").last();
+  await choice.getByRole("button", { name: "Yes" }).click();
+  await page.locator(".msg.agent .msg-body", { hasText: "You answered Yes." }).waitFor();
+  await waitIdle(page);
+
+  // Cancel while a question waits.
+  await send(page, "ask me shall we stop?");
+  await page.locator(".msg.interaction").last().getByRole("button", { name: "Yes" }).waitFor();
+  await page.locator("#queue-state", { hasText: "Running" }).waitFor();
+  await page.locator("#cancel").click();
+  await page.locator(".notice", { hasText: "Your request was cancelled" }).waitFor();
+  await waitIdle(page);
+  assert.ok(await page.locator(".msg.interaction").last().getByRole("button", { name: "Yes" }).isDisabled());
+  await shot(page, "09-commands-and-questions", { fullPage: true });
+});
+
+test("queue state and Cancel while a slow model runs (OpenAI-compatible provider)", async (t) => {
+  const model = await fakeModel(t);
+  const { server } = await serverFor(t, {
+    env: { ROUNDTABLE_PROVIDER: "openai", ROUNDTABLE_OPENAI_BASE_URL: model.url, ROUNDTABLE_OPENAI_MODEL: "fake" },
+  });
+  const rpc = await rpcPage(t, server);
+  const { page } = await openClient(t, server);
+  const other = await openClient(t, server);
+  await send(page, "a slow question");
+  await page.locator('#queue-state[data-state="running"]', { hasText: "Running: “a slow question”" }).waitFor();
+  await page.locator("#cancel").waitFor();
+  await send(page, "second");
+  await send(page, "third");
+  await page.locator('#queue-state[data-queued="2"]', { hasText: "Running: “a slow question” · 2 queued" }).waitFor();
+  // The other client sees the queue too, but has nothing of its own to cancel.
+  await other.page.locator('#queue-state[data-queued="2"]').waitFor();
+  assert.ok(await other.page.locator("#cancel").isHidden());
+  assert.equal(model.held(), 1);
+  await shot(page, "15-queue");
+
+  await page.locator("#cancel").click();
+  await page.locator(".notice", { hasText: "Your request was cancelled" }).waitFor();
+  await other.page.locator(".notice", { hasText: "A request was cancelled" }).waitFor();
+  for (const p of [page, other.page]) {
+    await p.locator(".markdown", { hasText: "Answer to second" }).waitFor();
+    await p.locator(".markdown", { hasText: "Answer to third" }).waitFor();
+    await waitIdle(p);
+  }
+  await page.locator("#cancel").waitFor({ state: "hidden" });
+  assert.equal(await page.locator(".markdown em", { hasText: "third" }).count(), 1);
+  await assertMatchesLog(page, rpc);
+  await assertMatchesLog(other.page, rpc);
+  model.release();
+});
+
+test("keyboard, phone-sized screen, dark theme; README screenshot", async (t) => {
+  const { server } = await serverFor(t);
+  const rpc = await rpcPage(t, server);
+  const wide = await openClient(t, server, { viewport: { width: 1280, height: 960 } });
+  for (const name of ["Trip to Lisbon", "Groceries", "Book club"]) await createFromSidebar(wide.page, name);
+  await createFromSidebar(wide.page, "Math and weather");
+  const { page } = wide;
+  await send(page, "what is (2+3)*4");
+  await page.locator(".msg.agent:not(.tool) .msg-body", { hasText: /^20$/ }).waitFor();
+  await send(page, "weather in Lisbon");
+  await page.locator(".msg.tool-call", { hasText: "get_weather" }).waitFor();
+  await waitIdle(page);
+  await send(page, "@compact");
+  await page.locator(".markdown strong", { hasText: "Conversation compacted" }).waitFor();
+  await waitIdle(page);
+  await page.waitForFunction(() => document.querySelector("#conversation-list li.current")?.dataset.messages === "3");
+  await page.locator("#input").blur();
+  await shot(page, "10-readme-light");
+  if (process.env.UPDATE_DOC_SCREENSHOT === "1") {
+    // Opt-in: the picture shows clock times, so every run would otherwise change the file.
+    await mkdir(path.dirname(DOC_SCREENSHOT), { recursive: true });
+    await copyFile(path.join(ARTIFACTS, "10-readme-light.png"), DOC_SCREENSHOT);
+  }
+  await assertMatchesLog(page, rpc);
+
+  // Dark theme; keyboard: the skip link comes first, then the sidebar, with a visible focus
+  // ring; the skip link leads to the message box.
+  const dark = await openClient(t, server, { colorScheme: "dark" });
+  const focused = () =>
+    dark.page.evaluate(() => ({
+      id: document.activeElement.id || document.activeElement.className,
+      outline: getComputedStyle(document.activeElement).outlineStyle,
+    }));
+  await dark.page.keyboard.press("Tab");
+  assert.equal((await focused()).id, "skip-link");
+  await dark.page.keyboard.press("Tab");
+  assert.deepEqual(await focused(), { id: "new-conversation", outline: "solid" });
+  await dark.page.keyboard.press("Tab");
+  assert.equal((await focused()).id, "filter");
+  await dark.page.keyboard.press("Shift+Tab");
+  await dark.page.keyboard.press("Shift+Tab");
+  await dark.page.keyboard.press("Enter");
+  assert.equal((await focused()).id, "input");
+  await row(dark.page, "Math and weather").locator(".conv-open").click();
+  await waitReady(dark.page, "Math and weather");
+  await dark.page.locator(".markdown", { hasText: "Conversation compacted" }).waitFor();
+  const bg = await dark.page.evaluate(() => getComputedStyle(document.body).backgroundColor);
+  assert.equal(bg, "rgb(15, 18, 23)", "dark background under prefers-color-scheme: dark");
+  await shot(dark.page, "11-dark");
+
+  // Phone: the sidebar hides behind the menu button.
+  const phone = await openClient(t, server, { viewport: { width: 390, height: 780 } });
+  const menu = phone.page.getByRole("button", { name: "Show conversations" });
+  assert.ok(await menu.isVisible());
+  assert.ok(!(await phone.page.locator("#sidebar").isVisible()), "sidebar hidden on a narrow screen");
+  await shot(phone.page, "12-phone");
+  await menu.click();
+  assert.equal(await menu.getAttribute("aria-expanded"), "true");
+  await row(phone.page, "Math and weather").locator(".conv-open").waitFor({ state: "visible" });
+  await shot(phone.page, "13-phone-menu");
+  await row(phone.page, "Math and weather").locator(".conv-open").click();
+  await waitReady(phone.page, "Math and weather");
+  await phone.page.locator("#sidebar").waitFor({ state: "hidden" });
+  assert.equal(await menu.getAttribute("aria-expanded"), "false");
+  await phone.page.locator(".markdown", { hasText: "Conversation compacted" }).waitFor();
+  await shot(phone.page, "14-phone-chat");
+});
