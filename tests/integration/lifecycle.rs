@@ -174,8 +174,8 @@ fn delete_while_two_clients_are_joined() {
     let id = admin.create("doomed");
     a.join(&id);
     b.join(&id);
-    a.expect_call(&clientio(&id), "appendDisplay"); // b's join notice
-    // Give the conversation some content on disk.
+    // b's join notice, then some content on disk.
+    a.expect_call(&clientio(&id), "appendDisplay");
     let ack = a.submit(&id, "remember me");
     a.until_complete(&id, ack["entry"]["requestId"].as_str().unwrap());
     b.until_complete(&id, ack["entry"]["requestId"].as_str().unwrap());
