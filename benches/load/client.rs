@@ -1,0 +1,278 @@
+//! A lean protocol client for load: one task owns one socket (no reader/writer task pair, no
+//! channel per frame), so 10,000 of them fit in the harness. Server → client `call` frames are
+//! handed over as raw text and classified with a substring check instead of a JSON parse; only
+//! answers to our own invokes are parsed. Sockets use TCP_NODELAY (as TypeAgent's Node clients
+//! do); the slow-reader client can shrink its receive buffer.
+//!
+//! `src/client` is the full client library; the harness bypasses it because its two tasks and
+//! full JSON parse per frame would make the harness, not the server, the bottleneck on 2 cores.
+
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use serde_json::{json, Value};
+use tokio::net::{TcpSocket, TcpStream};
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+use tokio_tungstenite::tungstenite::{Message, Utf8Bytes};
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+
+/// How long one RPC may take before the harness calls it failed.
+pub const RPC_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The `agent-server` control channel.
+pub const AGENT_SERVER: &str = "agent-server";
+
+/// What arrived on the socket.
+#[derive(Debug)]
+pub enum Incoming {
+    /// The answer to an invoke of ours.
+    Answer {
+        /// Channel it came on.
+        channel: String,
+        /// The invoke's callId.
+        call_id: u64,
+        /// `result` (Null for void), or the `invokeError` text.
+        result: Result<Value, String>,
+    },
+    /// A server → client `call` (or anything else that is not an answer), unparsed.
+    Call(Utf8Bytes),
+    /// The socket closed, with the close code if the server sent one.
+    Closed(Option<u16>),
+}
+
+/// One WebSocket to the server under test.
+pub struct Client {
+    ws: WebSocketStream<MaybeTlsStream<TcpStream>>,
+    /// Next callId per channel (a handful of channels, so a small vector).
+    next_ids: Vec<(String, u64)>,
+}
+
+impl Client {
+    /// Connects to `url` (already checked to be loopback).
+    pub async fn connect(url: &str) -> Result<Client, String> {
+        Client::connect_with(url, None).await
+    }
+
+    /// Connects with an optional `SO_RCVBUF` (the slow reader asks for a small one).
+    pub async fn connect_with(url: &str, recv_buffer: Option<u32>) -> Result<Client, String> {
+        let authority = url
+            .strip_prefix("ws://")
+            .and_then(|r| r.split('/').next())
+            .ok_or_else(|| format!("bad url {url}"))?;
+        let addr = tokio::net::lookup_host(authority)
+            .await
+            .map_err(|e| format!("cannot resolve {authority}: {e}"))?
+            .next()
+            .ok_or_else(|| format!("{authority} resolves to nothing"))?;
+        if !addr.ip().is_loopback() {
+            return Err(format!(
+                "{authority} resolves to {addr}, not a loopback address: refused"
+            ));
+        }
+        let socket = if addr.is_ipv4() {
+            TcpSocket::new_v4()
+        } else {
+            TcpSocket::new_v6()
+        }
+        .map_err(|e| format!("socket: {e}"))?;
+        if let Some(size) = recv_buffer {
+            socket
+                .set_recv_buffer_size(size)
+                .map_err(|e| format!("SO_RCVBUF: {e}"))?;
+        }
+        let stream = tokio::time::timeout(RPC_TIMEOUT, socket.connect(addr))
+            .await
+            .map_err(|_| format!("connect to {addr} timed out"))?
+            .map_err(|e| format!("connect to {addr}: {e}"))?;
+        stream
+            .set_nodelay(true)
+            .map_err(|e| format!("nodelay: {e}"))?;
+        let (ws, _) = tokio::time::timeout(
+            RPC_TIMEOUT,
+            tokio_tungstenite::client_async_with_config(
+                url,
+                MaybeTlsStream::Plain(stream),
+                Some(lean_config()),
+            ),
+        )
+        .await
+        .map_err(|_| format!("WebSocket handshake with {url} timed out"))?
+        .map_err(|e| format!("WebSocket handshake with {url}: {e}"))?;
+        Ok(Client {
+            ws,
+            next_ids: Vec::with_capacity(2),
+        })
+    }
+
+    fn next_id(&mut self, channel: &str) -> u64 {
+        if let Some((_, n)) = self.next_ids.iter_mut().find(|(c, _)| c == channel) {
+            *n += 1;
+            *n - 1
+        } else {
+            self.next_ids.push((channel.to_string(), 1));
+            0
+        }
+    }
+
+    /// Sends an invoke without waiting for its answer; returns its callId.
+    pub async fn send_invoke(
+        &mut self,
+        channel: &str,
+        method: &str,
+        args: Value,
+    ) -> Result<u64, String> {
+        let call_id = self.next_id(channel);
+        let frame = json!({"name": channel, "message": {"type": "invoke", "callId": call_id, "name": method, "args": args}});
+        self.ws
+            .send(Message::text(frame.to_string()))
+            .await
+            .map_err(|e| format!("send {method}: {e}"))?;
+        Ok(call_id)
+    }
+
+    /// The next frame (pings are answered by tungstenite while reading).
+    pub async fn recv(&mut self) -> Incoming {
+        loop {
+            match self.ws.next().await {
+                Some(Ok(Message::Text(text))) => return classify(text),
+                Some(Ok(Message::Close(frame))) => {
+                    return Incoming::Closed(frame.map(|f| u16::from(f.code)))
+                }
+                Some(Ok(_)) => continue,
+                Some(Err(_)) | None => return Incoming::Closed(None),
+            }
+        }
+    }
+
+    /// Invokes and waits for the answer; `other` sees every other frame meanwhile.
+    pub async fn invoke(
+        &mut self,
+        channel: &str,
+        method: &str,
+        args: Value,
+        mut other: impl FnMut(&str),
+    ) -> Result<Value, String> {
+        let fut = async {
+            let id = self.send_invoke(channel, method, args).await?;
+            loop {
+                match self.recv().await {
+                    Incoming::Answer {
+                        channel: c,
+                        call_id,
+                        result,
+                    } if call_id == id && c == channel => {
+                        return result.map_err(|e| format!("{method}: {e}"))
+                    }
+                    Incoming::Answer { .. } => {}
+                    Incoming::Call(text) => other(&text),
+                    Incoming::Closed(code) => {
+                        return Err(format!("socket closed ({code:?}) during {method}"))
+                    }
+                }
+            }
+        };
+        tokio::time::timeout(RPC_TIMEOUT, fut)
+            .await
+            .map_err(|_| format!("{method}: no answer within {RPC_TIMEOUT:?}"))?
+    }
+
+    /// `createConversation(name)`: the new id.
+    pub async fn create_conversation(&mut self, name: &str) -> Result<String, String> {
+        let v = self
+            .invoke(
+                AGENT_SERVER,
+                "createConversation",
+                json!([name, null]),
+                |_| {},
+            )
+            .await?;
+        v["conversationId"]
+            .as_str()
+            .map(str::to_string)
+            .ok_or_else(|| format!("createConversation answered {v}"))
+    }
+
+    /// `joinConversation({conversationId})`; `other` sees frames that arrive meanwhile.
+    pub async fn join(&mut self, id: &str, other: impl FnMut(&str)) -> Result<Value, String> {
+        self.invoke(
+            AGENT_SERVER,
+            "joinConversation",
+            json!([{ "conversationId": id }]),
+            other,
+        )
+        .await
+    }
+
+    /// `leaveConversation(id)`.
+    pub async fn leave(&mut self, id: &str, other: impl FnMut(&str)) -> Result<Value, String> {
+        self.invoke(AGENT_SERVER, "leaveConversation", json!([id]), other)
+            .await
+    }
+
+    /// Closes the socket politely (best effort, bounded).
+    pub async fn close(mut self) {
+        let _ = tokio::time::timeout(Duration::from_secs(2), self.ws.close(None)).await;
+    }
+}
+
+/// Small buffers: tungstenite's defaults (128 KB to read, 128 KB to write) would cost the
+/// harness a gigabyte at 10,000 clients. Large messages: `listConversations` of 100,000
+/// conversations is one frame of about 17 MB, over tungstenite's 16 MB default.
+pub fn lean_config() -> WebSocketConfig {
+    WebSocketConfig::default()
+        .read_buffer_size(4096)
+        .write_buffer_size(0)
+        .max_frame_size(Some(MAX_MESSAGE))
+        .max_message_size(Some(MAX_MESSAGE))
+}
+
+/// Largest frame / message the harness accepts.
+const MAX_MESSAGE: usize = 256 << 20;
+
+/// Answers are parsed; everything else stays text. Both servers write envelopes as
+/// `{"name":…,"message":{"type":"<kind>"…`, so the kind is found without parsing; any other
+/// layout falls back to a full parse.
+fn classify(text: Utf8Bytes) -> Incoming {
+    const MARK: &str = "\"message\":{\"type\":\"";
+    let kind_at = text.as_str().find(MARK).map(|i| i + MARK.len());
+    let is_answer = match kind_at {
+        Some(i) => text.as_str()[i..].starts_with("invoke"),
+        None => true,
+    };
+    if !is_answer {
+        return Incoming::Call(text);
+    }
+    let Ok(v) = serde_json::from_str::<Value>(text.as_str()) else {
+        return Incoming::Call(text);
+    };
+    let message = &v["message"];
+    let call_id = message["callId"].as_u64();
+    let result = match message["type"].as_str() {
+        Some("invokeResult") => Ok(message.get("result").cloned().unwrap_or(Value::Null)),
+        Some("invokeError") => Err(message["error"].as_str().unwrap_or("?").to_string()),
+        _ => return Incoming::Call(text),
+    };
+    match (v["name"].as_str(), call_id) {
+        (Some(channel), Some(call_id)) => Incoming::Answer {
+            channel: channel.to_string(),
+            call_id,
+            result,
+        },
+        _ => Incoming::Call(text),
+    }
+}
+
+/// The turn number in a `notify … commandComplete` frame for one of our submits (we send
+/// clientRequestId `lt<turn>`), or `None` for any other frame.
+pub fn completed_turn(frame: &str) -> Option<usize> {
+    if !frame.contains("\"commandComplete\"") {
+        return None;
+    }
+    const KEY: &str = "\"clientRequestId\":\"lt";
+    let at = frame.find(KEY)? + KEY.len();
+    let digits: &str = &frame[at..];
+    let end = digits
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(digits.len());
+    digits[..end].parse().ok()
+}

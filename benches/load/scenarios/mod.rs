@@ -1,0 +1,293 @@
+//! The seven scenarios of the issue and what they share: the run context ([`Ctx`]: sizes,
+//! how to start servers, the `--url` target, the open-file limit), the default and quick
+//! [`Sizes`], and [`Running`], a server under test (a child process on a temporary instance
+//! directory, or the external `--url` server). Each scenario lives in its own module and
+//! returns a [`ScenarioReport`].
+
+pub mod churn;
+pub mod fanout;
+pub mod history;
+pub mod registry;
+pub mod rooms;
+pub mod slow;
+pub mod startup;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use crate::report::ScenarioReport;
+use crate::server::{Kind, Launch, ServerProcess};
+
+/// Every scenario, in the order `all` runs them.
+pub const ALL: [&str; 7] = [
+    "fanout", "rooms", "churn", "registry", "history", "slow", "startup",
+];
+
+/// Sizes of every scenario (defaults are the issue's; `--quick` shrinks them to seconds).
+#[derive(Debug, Clone)]
+pub struct Sizes {
+    /// fanout / slow: clients in the conversation.
+    pub fanout_clients: usize,
+    /// fanout / slow: turns at window 1 (unloaded latency).
+    pub latency_turns: usize,
+    /// fanout / slow: turns at `window` (throughput).
+    pub turns: usize,
+    /// Turns in flight in the throughput phase (the server queues up to 100).
+    pub window: usize,
+    /// rooms: conversations.
+    pub rooms: usize,
+    /// rooms: clients per conversation.
+    pub per_room: usize,
+    /// rooms: light load in turns per second over all conversations.
+    pub rooms_rate: f64,
+    /// rooms: seconds of light load.
+    pub rooms_seconds: f64,
+    /// churn: clients cycling.
+    pub churn_clients: usize,
+    /// churn: conversations they cycle through.
+    pub churn_conversations: usize,
+    /// churn: seconds of cycling.
+    pub churn_seconds: f64,
+    /// registry: existing conversations for each round.
+    pub registry_sizes: Vec<usize>,
+    /// registry: operations of each kind per round.
+    pub registry_ops: usize,
+    /// registry: listConversations calls per round.
+    pub list_ops: usize,
+    /// history: log sizes.
+    pub history_sizes: Vec<u64>,
+    /// history: tail reads per log.
+    pub history_reads: usize,
+    /// startup: conversations on disk.
+    pub startup_conversations: usize,
+    /// startup: cold joins measured.
+    pub cold_joins: usize,
+    /// Connects / joins in flight while joining many clients.
+    pub join_concurrency: usize,
+    /// Time cap of each scenario run against one server.
+    pub max_seconds: u64,
+}
+
+impl Sizes {
+    /// The issue's sizes, or tiny ones for `--quick`.
+    pub fn new(quick: bool) -> Sizes {
+        if quick {
+            Sizes {
+                fanout_clients: 10,
+                latency_turns: 20,
+                turns: 100,
+                window: 4,
+                rooms: 20,
+                per_room: 5,
+                rooms_rate: 100.0,
+                rooms_seconds: 0.5,
+                churn_clients: 10,
+                churn_conversations: 2,
+                churn_seconds: 0.5,
+                registry_sizes: vec![100, 2_000],
+                registry_ops: 20,
+                list_ops: 3,
+                history_sizes: vec![1_000, 20_000],
+                history_reads: 50,
+                startup_conversations: 1_000,
+                cold_joins: 5,
+                join_concurrency: 50,
+                max_seconds: 20,
+            }
+        } else {
+            Sizes {
+                fanout_clients: 100,
+                latency_turns: 200,
+                turns: 2_000,
+                window: 4,
+                rooms: 1_000,
+                per_room: 10,
+                rooms_rate: 200.0,
+                rooms_seconds: 5.0,
+                churn_clients: 100,
+                churn_conversations: 10,
+                churn_seconds: 5.0,
+                registry_sizes: vec![100, 10_000, 100_000],
+                registry_ops: 200,
+                list_ops: 10,
+                history_sizes: vec![1_000, 1_000_000],
+                history_reads: 500,
+                startup_conversations: 10_000,
+                cold_joins: 20,
+                join_concurrency: 200,
+                max_seconds: 300,
+            }
+        }
+    }
+}
+
+/// Everything a scenario needs to run.
+pub struct Ctx {
+    /// Sizes after flags.
+    pub sizes: Sizes,
+    /// How to start Roundtable.
+    pub launch: Launch,
+    /// `--url`: drive this running server instead of starting one.
+    pub url: Option<String>,
+    /// Run the baseline beside Roundtable where it applies.
+    pub baseline: bool,
+    /// The harness's open-file limit after raising it.
+    pub fd_limit: u64,
+    /// Where temporary instance directories go.
+    pub tmp: Option<PathBuf>,
+    /// `--quick`.
+    pub quick: bool,
+}
+
+impl Ctx {
+    /// When a run against one server must stop.
+    pub fn deadline(&self) -> Instant {
+        Instant::now() + Duration::from_secs(self.sizes.max_seconds)
+    }
+
+    /// Clients the open-file limit allows the harness (each is one socket; 64 spare).
+    pub fn max_clients(&self) -> usize {
+        self.fd_limit.saturating_sub(64) as usize
+    }
+
+    /// A temporary directory for an instance.
+    pub fn tempdir(&self) -> Result<tempfile::TempDir, String> {
+        let mut b = tempfile::Builder::new();
+        b.prefix("roundtable-load-");
+        match &self.tmp {
+            Some(dir) => b.tempdir_in(dir),
+            None => b.tempdir(),
+        }
+        .map_err(|e| format!("cannot create a temporary directory: {e}"))
+    }
+}
+
+/// Writes an instance directory before the server starts.
+pub type Fixture<'a> = &'a dyn Fn(&Path) -> std::io::Result<()>;
+
+/// A server under test.
+pub struct Running {
+    /// Its WebSocket URL.
+    pub url: String,
+    /// The child process (`None` for `--url`).
+    pub process: Option<ServerProcess>,
+    /// The instance directory, removed on drop.
+    _dir: Option<tempfile::TempDir>,
+}
+
+impl Running {
+    /// Starts a fresh server of `kind` (Roundtable on a temporary instance prepared by
+    /// `fixture`), or wraps `--url` for Roundtable when given (then `fixture` must be `None`).
+    pub fn start(
+        ctx: &Ctx,
+        kind: Kind,
+        fixture: Option<Fixture<'_>>,
+        extra: &[&str],
+    ) -> Result<Running, String> {
+        match kind {
+            Kind::Baseline => Ok(Running {
+                process: Some(ServerProcess::baseline()?).inspect(|p| {
+                    crate::report::say(&format!("baseline started on port {}", p.port))
+                }),
+                url: String::new(),
+                _dir: None,
+            }
+            .with_url()),
+            Kind::Roundtable => {
+                if let Some(url) = &ctx.url {
+                    if fixture.is_some() {
+                        return Err("this scenario prepares its own instance directory and \
+                                    cannot run against --url"
+                            .into());
+                    }
+                    return Ok(Running {
+                        url: url.clone(),
+                        process: None,
+                        _dir: None,
+                    });
+                }
+                let dir = ctx.tempdir()?;
+                if let Some(f) = fixture {
+                    f(dir.path()).map_err(|e| format!("cannot write the fixture: {e}"))?;
+                }
+                let process = ServerProcess::roundtable(&ctx.launch, dir.path(), extra)?;
+                Ok(Running {
+                    url: String::new(),
+                    process: Some(process),
+                    _dir: Some(dir),
+                }
+                .with_url())
+            }
+        }
+    }
+
+    fn with_url(mut self) -> Running {
+        if let Some(p) = &self.process {
+            self.url = p.url();
+        }
+        self
+    }
+
+    /// The server's pid, when the harness started it.
+    pub fn pid(&self) -> Option<u32> {
+        self.process.as_ref().map(ServerProcess::pid)
+    }
+
+    /// The server's RSS in KB, when the harness started it.
+    pub fn rss_kb(&self) -> Option<u64> {
+        self.process.as_ref().and_then(ServerProcess::rss_kb)
+    }
+
+    /// CPU seconds the server has used, when the harness started it.
+    pub fn cpu_seconds(&self) -> Option<f64> {
+        self.pid().and_then(crate::server::cpu_seconds)
+    }
+
+    /// True when driving someone else's server (clean up after ourselves).
+    pub fn external(&self) -> bool {
+        self.process.is_none()
+    }
+
+    /// Stops the child (if any) and removes the instance directory.
+    pub fn stop(self) {
+        if let Some(p) = self.process {
+            p.stop();
+        }
+    }
+}
+
+/// A name prefix unique to this harness run (conversations it creates on a `--url` server).
+pub fn run_tag() -> String {
+    format!("load-{}", std::process::id())
+}
+
+/// KB → MB.
+pub fn mb(kb: u64) -> f64 {
+    kb as f64 / 1024.0
+}
+
+/// Runs `f` for Roundtable, then for the baseline when enabled, and returns the Roundtable
+/// report with the baseline's figures attached.
+pub async fn with_baseline<F, Fut>(
+    ctx: &Ctx,
+    mut report: ScenarioReport,
+    mut f: F,
+) -> Result<ScenarioReport, String>
+where
+    F: FnMut(Kind) -> Fut,
+    Fut: std::future::Future<Output = Result<(Vec<crate::report::Figure>, Vec<String>), String>>,
+{
+    let (figures, notes) = f(Kind::Roundtable).await?;
+    report.figures = figures;
+    report.notes.extend(notes);
+    if ctx.baseline {
+        let (base, notes) = f(Kind::Baseline).await?;
+        report.attach_baseline(&base);
+        report
+            .notes
+            .extend(notes.into_iter().map(|n| format!("baseline: {n}")));
+    } else {
+        report.notes.push("baseline not run (--no-baseline)".into());
+    }
+    Ok(report)
+}

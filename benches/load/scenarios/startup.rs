@@ -1,0 +1,161 @@
+//! `startup`: a server process on an instance directory holding 10,000 conversations (each
+//! with a small display log), after a clean shutdown. Measures exec → first answered
+//! `listConversations`, idle RSS, and the first joins of cold (not loaded) conversations. Then
+//! the same after a crash (no clean-shutdown marker: every log tail is re-read to recount).
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use crate::client::{Client, AGENT_SERVER};
+use crate::fixtures::{write_display_log, write_registry, FixtureConversation};
+use crate::report::{self, latency_histogram, Figure, ScenarioReport};
+use crate::scenarios::{mb, Ctx};
+use crate::server::ServerProcess;
+
+/// Entries in each conversation's log (ten echo turns).
+const LOG_ENTRIES: u64 = 30;
+
+/// Runs the scenario (Roundtable only).
+pub async fn run(ctx: &Ctx) -> Result<ScenarioReport, String> {
+    let s = &ctx.sizes;
+    let mut report = ScenarioReport::new("startup");
+    if ctx.url.is_some() {
+        report
+            .notes
+            .push("skipped: it starts its own server process (not with --url)".into());
+        return Ok(report);
+    }
+    let n = s.startup_conversations.max(1);
+    report.param("conversations", n);
+    report.param("log_entries_each", LOG_ENTRIES);
+    report.param("cold_joins", s.cold_joins);
+    let dir = ctx.tempdir()?;
+    let t = Instant::now();
+    let mut conversations: Vec<_> = (0..n)
+        .map(|i| FixtureConversation::new(format!("conversation {i}")))
+        .collect();
+    for c in &mut conversations {
+        c.message_count = write_display_log(dir.path(), &c.id, LOG_ENTRIES)
+            .map_err(|e| format!("cannot write the fixture: {e}"))?;
+    }
+    write_registry(dir.path(), &conversations)
+        .map_err(|e| format!("cannot write the fixture: {e}"))?;
+    report.notes.push(format!(
+        "fixture written in {:.1} s",
+        t.elapsed().as_secs_f64()
+    ));
+    drop_caches_hint(&mut report);
+
+    let bar = report::progress(2, "startup: clean, then after a crash".into());
+    let (ready, listening, first) = boot(ctx, dir.path(), n).await?;
+    report
+        .figures
+        .push(Figure::new("exec_to_listening_ms", ms(listening), "ms"));
+    report
+        .figures
+        .push(Figure::new("exec_to_first_list_ms", ms(ready.0), "ms"));
+    let server = ready.1;
+    tokio::time::sleep(Duration::from_millis(if ctx.quick { 200 } else { 1000 })).await;
+    if let Some(kb) = server.rss_kb() {
+        report
+            .figures
+            .push(Figure::new("idle_rss_mb", mb(kb), "MB"));
+    }
+    // Cold joins: each conversation is joined for the first time since start.
+    let mut client = first;
+    let mut hist = latency_histogram();
+    let mut first_join = None;
+    for c in conversations.iter().take(s.cold_joins.max(1)) {
+        let t = Instant::now();
+        client.join(&c.id, |_| {}).await?;
+        let took = t.elapsed();
+        first_join.get_or_insert(took);
+        report::record(&mut hist, took);
+    }
+    client.close().await;
+    if let Some(t) = first_join {
+        report
+            .figures
+            .push(Figure::new("first_cold_join_ms", ms(t), "ms"));
+    }
+    report
+        .figures
+        .extend(report::percentiles("cold_join", &hist));
+    server.stop();
+    bar.inc(1);
+
+    // After a crash: no clean-shutdown marker, so every log tail is re-read.
+    let _ = std::fs::remove_file(dir.path().join("conversations").join(".clean-shutdown"));
+    let (ready, _, client) = boot(ctx, dir.path(), n).await?;
+    report.figures.push(Figure::new(
+        "exec_to_first_list_after_crash_ms",
+        ms(ready.0),
+        "ms",
+    ));
+    client.close().await;
+    ready.1.stop();
+    bar.finish_and_clear();
+
+    report.target(
+        "exec_to_first_list_ms",
+        "startup under 100 ms with 10,000 conversations",
+        false,
+        |v| v < 100.0,
+    );
+    report.target(
+        "idle_rss_mb",
+        "idle RSS under 20 MB with 10,000 conversations",
+        false,
+        |v| v < 20.0,
+    );
+    report.target(
+        "first_cold_join_ms",
+        "first join of a cold conversation under 5 ms",
+        false,
+        |v| v < 5.0,
+    );
+    if n < 10_000 {
+        for t in report.targets.iter_mut().take(2) {
+            t.met = None;
+            t.note = format!("{} (run had {n} conversations, not 10,000)", t.note);
+        }
+    }
+    report.notes.push("no baseline: it has no storage".into());
+    Ok(report)
+}
+
+type Booted = ((Duration, ServerProcess), Duration, Client);
+
+/// Starts the server on `dir` and times exec → listening line → first answered list.
+async fn boot(ctx: &Ctx, dir: &Path, n: usize) -> Result<Booted, String> {
+    let server = ServerProcess::roundtable(&ctx.launch, dir, &[])?;
+    let listening = server.listening_at - server.spawned_at;
+    let mut client = Client::connect(&server.url()).await?;
+    let v = client
+        .invoke(AGENT_SERVER, "listConversations", json!([null]), |_| {})
+        .await?;
+    let ready = server.spawned_at.elapsed();
+    let listed = v.as_array().map_or(0, Vec::len);
+    if listed != n {
+        return Err(format!(
+            "listConversations after start returned {listed} conversations, expected {n}:\n{}",
+            server.log_tail(20)
+        ));
+    }
+    Ok(((ready, server), listening, client))
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+/// The fixture was just written, so it is in the page cache: say so (a cold-cache start after
+/// a reboot reads the registry and the logs from disk and is slower).
+fn drop_caches_hint(report: &mut ScenarioReport) {
+    report.notes.push(
+        "the instance directory is in the page cache (written just before): warm-cache figures"
+            .into(),
+    );
+}
