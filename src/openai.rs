@@ -272,7 +272,11 @@ fn request_body(model: &str, request: &ProviderRequest) -> Value {
     body.insert("model".into(), Value::String(model.to_owned()));
     body.insert(
         "messages".into(),
-        Value::Array(wire_messages(&request.system, &request.messages)),
+        Value::Array(wire_messages(
+            &request.system,
+            request.all_messages(),
+            request.message_count(),
+        )),
     );
     if !request.tools.is_empty() {
         body.insert(
@@ -296,8 +300,12 @@ fn wire_tool(tool: &ToolSpec) -> Value {
 }
 
 /// System prompt + history in chat-completions form (see the module docs for the mapping).
-fn wire_messages(system: &str, messages: &[ChatMessage]) -> Vec<Value> {
-    let mut out = Vec::with_capacity(messages.len() + 1);
+fn wire_messages<'a>(
+    system: &str,
+    messages: impl Iterator<Item = &'a ChatMessage>,
+    count: usize,
+) -> Vec<Value> {
+    let mut out = Vec::with_capacity(count + 1);
     if !system.is_empty() {
         out.push(json!({"role": "system", "content": system}));
     }
@@ -606,6 +614,7 @@ mod tests {
     fn simple_request() -> ProviderRequest {
         ProviderRequest {
             system: "You are terse.".to_owned(),
+            history: Default::default(),
             messages: vec![ChatMessage::text(Role::User, "What is 2+2?")],
             tools: vec![ToolSpec {
                 name: "calc".to_owned(),
@@ -748,6 +757,7 @@ mod tests {
         }))]);
         let request = ProviderRequest {
             system: "sys".to_owned(),
+            history: Default::default(),
             messages: vec![
                 ChatMessage::text(Role::User, "Compute 2+2 and 3*3"),
                 ChatMessage {

@@ -155,6 +155,8 @@ pub async fn serve(config: ServerConfig) -> Result<(), StartError> {
             .default_service(web::to(upgrade))
     })
     .workers(cores)
+    // Small frames must not wait ~40 ms for the peer's delayed ACK (Nagle).
+    .tcp_nodelay(true)
     // Close TCP as soon as a WebSocket's close handshake is done (Autobahn needs exactly 0).
     .client_disconnect_timeout(Duration::ZERO)
     .shutdown_timeout(5)
@@ -202,12 +204,32 @@ pub async fn serve(config: ServerConfig) -> Result<(), StartError> {
     Ok(())
 }
 
+/// Kernel send buffer of every accepted socket (Linux doubles it; accepted sockets inherit it
+/// from the listener). Bounds what a peer that stops reading can pin in the kernel before the
+/// outbox bound sees it: the default autotunes up to 4 MiB per socket.
+const SOCKET_SEND_BUFFER: usize = 128 * 1024;
+
+/// Binds one listener with the socket options accepted connections inherit.
+fn listen_on(addr: SocketAddr) -> io::Result<TcpListener> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    socket.set_reuse_address(true)?;
+    if addr.is_ipv6() {
+        socket.set_only_v6(true)?;
+    }
+    socket.set_send_buffer_size(SOCKET_SEND_BUFFER)?;
+    socket.set_tcp_nodelay(true)?;
+    socket.bind(&addr.into())?;
+    socket.listen(1024)?;
+    Ok(socket.into())
+}
+
 fn bind(config: &ServerConfig) -> Result<Vec<TcpListener>, StartError> {
     let mut listeners = Vec::new();
     let mut port = config.port;
     for (i, host) in config.hosts.iter().enumerate() {
         let addr = SocketAddr::new(*host, port);
-        match TcpListener::bind(addr) {
+        match listen_on(addr) {
             Ok(l) => {
                 // With port 0 every address shares the port the first one got.
                 port = l.local_addr()?.port();

@@ -221,6 +221,12 @@ impl Connection {
         self.send(frame);
     }
 
+    /// Answers with ready-made JSON text as the `result` (large answers are serialized once).
+    fn reply_raw(&mut self, channel: &str, call_id: u64, result_json: &str) {
+        self.in_flight.remove(&(channel.to_string(), call_id));
+        self.send(protocol::invoke_result_raw(channel, call_id, result_json));
+    }
+
     /// Runs `work` and answers the invoke with its result.
     fn answer<F>(
         &mut self,
@@ -342,10 +348,7 @@ impl Connection {
                     ))
                 });
                 match res {
-                    Ok(DispatcherReply::Raw(json)) => {
-                        act.in_flight.remove(&(channel.clone(), call_id));
-                        act.send(protocol::invoke_result_raw(&channel, call_id, &json));
-                    }
+                    Ok(DispatcherReply::Raw(json)) => act.reply_raw(&channel, call_id, &json),
                     Ok(DispatcherReply::Value(v)) => act.reply(&channel, call_id, &method, Ok(v)),
                     Err(e) => act.reply(&channel, call_id, &method, Err(e)),
                 }
@@ -404,12 +407,14 @@ impl Connection {
                     let req = registry.send(ListConversations {
                         filter: filter.map(str::to_string),
                     });
-                    self.answer(ctx, ch, call_id, method, async move {
-                        Ok(Some(
-                            serde_json::to_value(req.await.map_err(lost)?)
-                                .expect("list serializes"),
-                        ))
-                    });
+                    // Serialized straight to text: a 100,000-entry list is one big frame.
+                    ctx.spawn(req.into_actor(self).map(move |res, act, _| match res {
+                        Ok(list) => {
+                            let json = serde_json::to_string(&list).expect("list serializes");
+                            act.reply_raw(&ch, call_id, &json);
+                        }
+                        Err(e) => act.reply(&ch, call_id, &method, Err(lost(e))),
+                    }));
                 }
                 Err(e) => self.reply(&ch, call_id, m, Err(e)),
             },

@@ -20,7 +20,7 @@ use roundtable_actors::displaylog::{read_range, DisplayLog};
 use roundtable_actors::logwriter::LogWriter;
 use roundtable_actors::metrics::Metrics;
 use roundtable_actors::outbox::{outbox, OutboxLimits, OutboxReceiver, Outgoing};
-use roundtable_actors::protocol::{call_frame, invoke_result, Inbound};
+use roundtable_actors::protocol::{call_frame, call_prefix, invoke_result, Inbound};
 use serde_json::{json, Map, Value};
 
 const CONVERSATION: &str = "0f8fad5b-d9cb-469f-a165-70867728950e";
@@ -138,12 +138,13 @@ fn routing(c: &mut Criterion) {
             });
         });
         g.bench_with_input(BenchmarkId::new("splice_only", n), &n, |b, &n| {
-            let channel = format!("clientio:{CONVERSATION}");
+            // What each Client does: its channel prefix is built once, the call's tail once.
+            let prefix = call_prefix(&format!("clientio:{CONVERSATION}"));
             let args = echo_args();
             b.iter(|| {
                 let call = OutboundCall::new("appendDisplay", black_box(&args));
                 for id in 0..n as u64 {
-                    black_box(call_frame(&channel, id, call.method, &call.args_json));
+                    black_box(call.frame(&prefix, id));
                 }
             })
         });

@@ -19,7 +19,6 @@ use actix::prelude::*;
 
 use crate::metrics::Metrics;
 use crate::outbox::{Outbox, PushError};
-use crate::protocol::call_frame;
 
 /// Close code sent to a client whose queue overflowed (RFC 6455 1008, policy violation).
 pub const SLOW_CONSUMER_CLOSE_CODE: u16 = 1008;
@@ -27,23 +26,42 @@ pub const SLOW_CONSUMER_CLOSE_CODE: u16 = 1008;
 pub const SLOW_CONSUMER_REASON: &str = "slow consumer: outbound queue full";
 /// Frames a not-yet-ready client may hold; more means it is not reading.
 const MAX_HELD_FRAMES: usize = 1024;
+/// Mailbox bound of a client actor. The conversation hands over calls with `try_send`, so a
+/// mailbox this deep means the client is stuck (it is then closed as a slow consumer).
+pub const CLIENT_MAILBOX: usize = MAX_HELD_FRAMES;
 
 /// A `clientio` call, serialized once and shared by every recipient.
 #[derive(Debug)]
 pub struct OutboundCall {
     /// Method name (`appendDisplay`, `notify`, …).
     pub method: &'static str,
-    /// The JSON array of arguments.
-    pub args_json: String,
+    /// Everything after the callId (`,"name":…,"args":[…]}}`), built once for all recipients.
+    tail: String,
+    /// Where the args array starts in `tail`.
+    args_start: usize,
 }
 
 impl OutboundCall {
     /// Serializes the arguments once.
     pub fn new(method: &'static str, args: &serde_json::Value) -> Arc<OutboundCall> {
+        let args_json = serde_json::to_string(args).expect("args serialize");
+        let tail = crate::protocol::call_tail(method, &args_json);
+        let args_start = tail.len() - 2 - args_json.len();
         Arc::new(OutboundCall {
             method,
-            args_json: serde_json::to_string(args).expect("args serialize"),
+            tail,
+            args_start,
         })
+    }
+
+    /// The JSON array of arguments.
+    pub fn args_json(&self) -> &str {
+        &self.tail[self.args_start..self.tail.len() - 2]
+    }
+
+    /// The whole frame for one recipient's channel prefix and callId.
+    pub fn frame(&self, prefix: &str, call_id: u64) -> String {
+        crate::protocol::splice_call(prefix, call_id, &self.tail)
     }
 }
 
@@ -66,8 +84,8 @@ pub struct ConversationGone {
 
 /// One client of one conversation.
 pub struct Client {
-    /// `clientio:<conversation id>`.
-    channel: String,
+    /// The start of every frame on this client's `clientio:<id>` channel, up to the callId.
+    call_prefix: String,
     /// Conversation id, for logs.
     conversation_id: String,
     /// Connection id within the conversation (a decimal string).
@@ -101,7 +119,9 @@ impl Client {
         metrics: Arc<Metrics>,
     ) -> Client {
         Client {
-            channel: crate::protocol::clientio_channel(&conversation_id),
+            call_prefix: crate::protocol::call_prefix(&crate::protocol::clientio_channel(
+                &conversation_id,
+            )),
             conversation_id,
             connection_id,
             next_call_id: 0,
@@ -118,7 +138,7 @@ impl Client {
     fn frame(&mut self, call: &OutboundCall) -> String {
         let id = self.next_call_id;
         self.next_call_id += 1;
-        call_frame(&self.channel, id, call.method, &call.args_json)
+        call.frame(&self.call_prefix, id)
     }
 
     fn push(&mut self, frame: String, ctx: &mut Context<Self>) {
@@ -163,9 +183,7 @@ impl Client {
 impl Actor for Client {
     type Context = Context<Self>;
 
-    fn started(&mut self, ctx: &mut Self::Context) {
-        // The conversation uses try_send: a mailbox this deep means the client is stuck.
-        ctx.set_mailbox_capacity(MAX_HELD_FRAMES);
+    fn started(&mut self, _ctx: &mut Self::Context) {
         Metrics::add(&self.metrics.joined_clients, 1);
     }
 

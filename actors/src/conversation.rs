@@ -42,7 +42,7 @@ use crate::agent::turn::{
 };
 use crate::agent::{ChatMessage, LocalBoxFuture, Provider, ProviderRequest, Role};
 use crate::client::{
-    Client, ClientLost, ConversationGone, Deliver, GiveUp, OutboundCall, StopClient,
+    Client, ClientLost, ConversationGone, Deliver, GiveUp, OutboundCall, StopClient, CLIENT_MAILBOX,
 };
 use crate::commands::{self, Command};
 use crate::displaylog::{self, DisplayLog, HistoryRead};
@@ -244,7 +244,7 @@ pub struct Conversation {
     /// The display log; `Err` holds why it could not be opened (commands are refused).
     log: Result<DisplayLog, String>,
     /// Chat history for the agent (loaded at the first turn).
-    chat: Option<Vec<ChatMessage>>,
+    chat: Option<Arc<Vec<ChatMessage>>>,
     /// Waiting requests, FIFO.
     queue: VecDeque<Request>,
     /// The request being worked on.
@@ -310,6 +310,20 @@ impl Conversation {
                 "source": "system"
             }, "block"]),
         )
+    }
+
+    /// The join notice, built once per process (every join sends it).
+    fn join_notice() -> Arc<OutboundCall> {
+        static NOTICE: std::sync::LazyLock<Arc<OutboundCall>> =
+            std::sync::LazyLock::new(|| Conversation::system_notice(JOIN_NOTICE));
+        NOTICE.clone()
+    }
+
+    /// The leave notice, built once per process (every leave sends it).
+    fn leave_notice() -> Arc<OutboundCall> {
+        static NOTICE: std::sync::LazyLock<Arc<OutboundCall>> =
+            std::sync::LazyLock::new(|| Conversation::system_notice(LEAVE_NOTICE));
+        NOTICE.clone()
     }
 
     /// Hands a call to the clients in `audience`. A client whose mailbox is full is told to
@@ -392,7 +406,7 @@ impl Conversation {
 
     fn after_leave(&mut self, ctx: &mut Context<Self>) {
         if !self.clients.is_empty() {
-            self.emit(Self::system_notice(LEAVE_NOTICE), &Audience::Everyone);
+            self.emit(Self::leave_notice(), &Audience::Everyone);
         }
         self.report_count();
         if self.clients.is_empty() {
@@ -602,9 +616,10 @@ impl Conversation {
             .join("history.jsonl")
     }
 
-    fn chat_history(&mut self) -> Vec<ChatMessage> {
+    /// The committed history, shared (a turn holds a reference, never a copy).
+    fn chat_history(&mut self) -> Arc<Vec<ChatMessage>> {
         if self.chat.is_none() {
-            self.chat = Some(load_chat(&self.chat_path()));
+            self.chat = Some(Arc::new(load_chat(&self.chat_path())));
         }
         self.chat.clone().unwrap_or_default()
     }
@@ -620,7 +635,8 @@ impl Conversation {
             bytes.push(b'\n');
         }
         self.setup.runtime.log_writer.append(&path, bytes);
-        self.chat.get_or_insert_with(Vec::new).extend(messages);
+        // The finished turn has dropped its reference by now, so this extends in place.
+        Arc::make_mut(self.chat.get_or_insert_with(Default::default)).extend(messages);
     }
 
     fn system_prompt(&self) -> String {
@@ -715,11 +731,12 @@ impl Conversation {
         let addr = ctx.address();
         let handle = ctx.spawn(
             async move {
-                let summary = summarize(provider.as_ref(), &history).await;
+                let replaced = history.len();
+                let summary = summarize(provider.as_ref(), history).await;
                 addr.do_send(TurnEvent::Compacted {
                     turn,
                     summary,
-                    replaced: history.len(),
+                    replaced,
                 });
             }
             .into_actor(self),
@@ -1031,19 +1048,18 @@ fn load_chat(path: &std::path::Path) -> Vec<ChatMessage> {
 }
 
 /// The `@compact` summary: the provider's, when it gives a real one, else a bounded local one.
-async fn summarize(provider: &dyn Provider, history: &[ChatMessage]) -> String {
+async fn summarize(provider: &dyn Provider, history: Arc<Vec<ChatMessage>>) -> String {
     if history.is_empty() {
         return "(nothing to summarize)".to_string();
     }
     if provider.name() != "builtin" {
-        let mut messages = history.to_vec();
-        messages.push(ChatMessage::text(
-            Role::User,
-            "Summarize our conversation so far in a short paragraph, keeping names, numbers and decisions.",
-        ));
         let request = ProviderRequest {
             system: "You write faithful, compact summaries.".into(),
-            messages,
+            history: history.clone(),
+            messages: vec![ChatMessage::text(
+                Role::User,
+                "Summarize our conversation so far in a short paragraph, keeping names, numbers and decisions.",
+            )],
             tools: Vec::new(),
         };
         if let Ok(r) = provider.complete(request).await {
@@ -1185,10 +1201,15 @@ impl Handler<Attach> for Conversation {
             ctx.address().recipient(),
             msg.connection,
             self.setup.metrics.clone(),
-        )
-        .start();
+        );
+        // The mailbox bound must hold from the first message: a burst of joins would
+        // otherwise overflow the default 16 before `started` runs.
+        let client = Client::create(move |ctx| {
+            ctx.set_mailbox_capacity(CLIENT_MAILBOX);
+            client
+        });
         // Others only: the joiner is not in `clients` yet.
-        self.emit(Self::system_notice(JOIN_NOTICE), &Audience::Everyone);
+        self.emit(Self::join_notice(), &Audience::Everyone);
         self.clients.insert(
             number,
             ClientSlot {
@@ -1441,9 +1462,8 @@ impl Handler<TurnEvent> for Conversation {
                 if !current(turn, self) {
                     return;
                 }
-                let kept: Vec<ChatMessage> = self
-                    .chat_history()
-                    .split_off(replaced.min(self.chat_history().len()));
+                let history = self.chat_history();
+                let kept = history[replaced.min(history.len())..].to_vec();
                 let mut compacted = vec![ChatMessage::text(
                     Role::User,
                     format!("[summary] {summary}"),
@@ -1463,7 +1483,7 @@ impl Handler<TurnEvent> for Conversation {
                         }
                         let error = match result {
                             Ok(()) => {
-                                act.chat = Some(compacted);
+                                act.chat = Some(Arc::new(compacted));
                                 None
                             }
                             Err(e) => Some(format!("could not compact the history: {e}")),

@@ -93,16 +93,13 @@ impl DisplayLog {
         if entry.get("type").and_then(Value::as_str) == Some("user-request") {
             self.message_count += 1;
         }
-        // Field order as TypeAgent writes it: type, seq, timestamp, then the rest.
-        let mut ordered = Map::new();
-        ordered.insert("type".into(), entry.remove("type").unwrap_or(Value::Null));
-        ordered.insert("seq".into(), seq.into());
-        let timestamp = entry
-            .remove("timestamp")
-            .unwrap_or_else(|| crate::now_millis().into());
-        ordered.insert("timestamp".into(), timestamp);
-        ordered.extend(entry);
-        let json: Arc<str> = serde_json::to_string(&ordered)
+        // serde_json's map sorts keys (no `preserve_order`), so the stored order is
+        // alphabetical; clients read entries by key, never by position.
+        entry.insert("seq".into(), seq.into());
+        entry
+            .entry("timestamp")
+            .or_insert_with(|| crate::now_millis().into());
+        let json: Arc<str> = serde_json::to_string(&entry)
             .expect("entry serializes")
             .into();
         let mut line = format!("{{\"s\":{seq},\"u\":{},\"e\":", self.message_count).into_bytes();

@@ -11,7 +11,7 @@
 
 use std::sync::Arc;
 
-use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{mpsc, Notify, OwnedSemaphorePermit, Semaphore};
 
 /// Limits of one socket's queue.
 #[derive(Debug, Clone, Copy)]
@@ -66,29 +66,63 @@ pub struct Outbox {
     bytes: Arc<Semaphore>,
     max_bytes: usize,
     /// Close requests bypass the bounded queue so a full queue can still be closed.
-    close_tx: mpsc::Sender<Outgoing>,
+    close: Arc<CloseSlot>,
+}
+
+/// One pending priority close (the first reason wins) and the writer's wake-up. A slot, not a
+/// channel: a channel allocates a block of slots per socket for a message sent at most once.
+#[derive(Debug, Default)]
+struct CloseSlot {
+    /// The close to send ahead of the queue.
+    pending: std::sync::Mutex<Option<Outgoing>>,
+    /// Wakes the writer (stores a permit when it is not waiting yet).
+    notify: Notify,
+}
+
+impl CloseSlot {
+    fn request(&self, close: Outgoing) {
+        let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        if pending.is_none() {
+            *pending = Some(close);
+            self.notify.notify_one();
+        }
+    }
+
+    async fn wait(&self) -> Outgoing {
+        loop {
+            if let Some(close) = self
+                .pending
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .take()
+            {
+                return close;
+            }
+            self.notify.notified().await;
+        }
+    }
 }
 
 /// Receiving half, owned by the socket writer.
 #[derive(Debug)]
 pub struct OutboxReceiver {
     rx: mpsc::Receiver<(Outgoing, Option<OwnedSemaphorePermit>)>,
-    close_rx: mpsc::Receiver<Outgoing>,
+    close: Arc<CloseSlot>,
 }
 
 /// Creates a queue with the given limits.
 pub fn outbox(limits: OutboxLimits) -> (Outbox, OutboxReceiver) {
     let (tx, rx) = mpsc::channel(limits.max_frames.max(1));
-    let (close_tx, close_rx) = mpsc::channel(1);
+    let close = Arc::new(CloseSlot::default());
     let max_bytes = limits.max_bytes.clamp(1, Semaphore::MAX_PERMITS);
     (
         Outbox {
             tx,
             bytes: Arc::new(Semaphore::new(max_bytes)),
             max_bytes,
-            close_tx,
+            close: close.clone(),
         },
-        OutboxReceiver { rx, close_rx },
+        OutboxReceiver { rx, close },
     )
 }
 
@@ -138,15 +172,14 @@ impl Outbox {
         if let Err(mpsc::error::TrySendError::Full((frame, _))) =
             self.tx.try_send((Outgoing::Close(reason), None))
         {
-            let _ = self.close_tx.try_send(frame);
+            self.close.request(frame);
         }
     }
 
     /// Closes the socket ahead of everything queued (slow consumer: the queue is the problem).
     pub fn abort(&self, code: u16, reason: impl Into<String>) {
-        let _ = self
-            .close_tx
-            .try_send(Outgoing::Close(Some((code, reason.into()))));
+        self.close
+            .request(Outgoing::Close(Some((code, reason.into()))));
     }
 
     /// True once the writer has gone away.
@@ -161,7 +194,7 @@ impl OutboxReceiver {
     pub async fn next(&mut self) -> Option<Outgoing> {
         tokio::select! {
             biased;
-            Some(close) = self.close_rx.recv() => Some(close),
+            close = self.close.wait() => Some(close),
             item = self.rx.recv() => item.map(|(frame, permit)| {
                 // Releasing the permit here, before the write, keeps the byte budget an
                 // upper bound on what waits in this queue (the write itself is bounded by
@@ -175,13 +208,12 @@ impl OutboxReceiver {
     /// Resolves when a priority close ([`Outbox::abort`]) is requested; lets the writer stop
     /// waiting on a peer that does not read.
     pub async fn abort_requested(&mut self) -> Option<Outgoing> {
-        self.close_rx.recv().await
+        Some(self.close.wait().await)
     }
 
     /// Stops accepting frames; pushes fail with [`PushError::Closed`] from now on.
     pub fn close(&mut self) {
         self.rx.close();
-        self.close_rx.close();
     }
 }
 

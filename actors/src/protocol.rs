@@ -394,18 +394,37 @@ pub fn invoke_error(channel: &str, call_id: u64, error: &str) -> String {
 /// A `call` frame whose args are already serialized as a JSON array (`args_json`), so a
 /// broadcast serializes its arguments once and only splices the per-client callId.
 pub fn call_frame(channel: &str, call_id: u64, method: &str, args_json: &str) -> String {
+    splice_call(
+        &call_prefix(channel),
+        call_id,
+        &call_tail(method, args_json),
+    )
+}
+
+/// The part of a `call` frame before the callId; a client computes it once for its channel.
+pub fn call_prefix(channel: &str) -> String {
     let channel = serde_json::to_string(channel).expect("string serializes");
+    format!("{{\"name\":{channel},\"message\":{{\"type\":\"call\",\"callId\":")
+}
+
+/// The part of a `call` frame after the callId; a broadcast computes it once for everyone.
+pub fn call_tail(method: &str, args_json: &str) -> String {
     let method = serde_json::to_string(method).expect("string serializes");
-    let mut out = String::with_capacity(channel.len() + method.len() + args_json.len() + 64);
-    out.push_str("{\"name\":");
-    out.push_str(&channel);
-    out.push_str(",\"message\":{\"type\":\"call\",\"callId\":");
-    out.push_str(&call_id.to_string());
+    let mut out = String::with_capacity(method.len() + args_json.len() + 20);
     out.push_str(",\"name\":");
     out.push_str(&method);
     out.push_str(",\"args\":");
     out.push_str(args_json);
     out.push_str("}}");
+    out
+}
+
+/// `prefix` + callId + `tail`, in one allocation.
+pub fn splice_call(prefix: &str, call_id: u64, tail: &str) -> String {
+    let mut out = String::with_capacity(prefix.len() + 20 + tail.len());
+    out.push_str(prefix);
+    out.push_str(&call_id.to_string());
+    out.push_str(tail);
     out
 }
 

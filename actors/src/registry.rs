@@ -194,10 +194,12 @@ impl ConversationRegistry {
             .entry(naming::normalize(&stored.name))
             .or_default()
             .push(id);
+        // Kept in the entry only (not twice); `snapshot` writes it back into the record.
+        let mut stored = stored;
         let message_count = stored
             .extra
-            .get("messageCount")
-            .and_then(Value::as_u64)
+            .remove("messageCount")
+            .and_then(|v| v.as_u64())
             .unwrap_or(0);
         self.entries.insert(
             id,
@@ -235,7 +237,15 @@ impl ConversationRegistry {
         self.order
             .values()
             .filter_map(|id| self.entries.get(id))
-            .map(|e| e.stored.clone())
+            .map(|e| {
+                let mut stored = e.stored.clone();
+                if e.message_count > 0 {
+                    stored
+                        .extra
+                        .insert("messageCount".into(), e.message_count.into());
+                }
+                stored
+            })
             .chain(self.foreign.iter().cloned())
             .collect()
     }
@@ -434,7 +444,6 @@ impl Actor for ConversationRegistry {
                     if let Some(e) = act.entries.get_mut(&id).filter(|e| matches!(e.state, LoadState::Unloaded)) {
                         if e.message_count != count {
                             e.message_count = count;
-                            e.stored.extra.insert("messageCount".into(), count.into());
                             changed += 1;
                         }
                     }
@@ -960,10 +969,9 @@ impl Handler<ConversationEvent> for ConversationRegistry {
             }
             ConversationEvent::MessageCount { id, count } => {
                 if let Some(e) = self.entries.get_mut(&id) {
-                    e.message_count = count;
                     // Persisted with the next fold (clean shutdown at the latest); after a
                     // crash it is recounted from the log.
-                    e.stored.extra.insert("messageCount".into(), count.into());
+                    e.message_count = count;
                 }
             }
             ConversationEvent::IdleExpired {

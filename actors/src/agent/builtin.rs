@@ -46,7 +46,7 @@ fn tool(id: String, name: &str, input: serde_json::Value) -> ProviderResponse {
 }
 
 fn respond(request: &ProviderRequest) -> ProviderResponse {
-    let Some(last) = request.messages.last() else {
+    let Some(last) = request.all_messages().next_back() else {
         return text("Hello! Ask me to calculate something, for the time or the weather.");
     };
     // Tool results are in: answer with them.
@@ -61,7 +61,7 @@ fn respond(request: &ProviderRequest) -> ProviderResponse {
         })
         .collect();
     if last.role == Role::User && !results.is_empty() {
-        let asked = last_user_text(&request.messages).unwrap_or_default();
+        let asked = last_user_text(request.all_messages()).unwrap_or_default();
         return text(
             results
                 .iter()
@@ -82,7 +82,7 @@ fn respond(request: &ProviderRequest) -> ProviderResponse {
     }
     let user = last.joined_text();
     let lower = user.to_lowercase();
-    let call_id = format!("call_{}", request.messages.len());
+    let call_id = format!("call_{}", request.message_count());
     let offered = |name: &str| request.tools.iter().any(|t| t.name == name);
     if let Some(q) = lower
         .strip_prefix("ask me ")
@@ -113,9 +113,10 @@ fn respond(request: &ProviderRequest) -> ProviderResponse {
     text(format!("echo: {user}"))
 }
 
-fn last_user_text(messages: &[ChatMessage]) -> Option<String> {
+fn last_user_text<'a>(
+    messages: impl DoubleEndedIterator<Item = &'a ChatMessage>,
+) -> Option<String> {
     messages
-        .iter()
         .rev()
         .find(|m| {
             m.role == Role::User
@@ -174,11 +175,7 @@ mod tests {
                 input_schema: json!({}),
             })
             .collect();
-        ProviderRequest {
-            system: String::new(),
-            messages,
-            tools,
-        }
+        ProviderRequest::new(String::new(), messages, tools)
     }
 
     #[test]

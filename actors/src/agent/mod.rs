@@ -110,15 +110,45 @@ pub fn valid_tool_name(name: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
-/// What the loop sends a provider.
+/// What the loop sends a provider. The conversation's committed history is shared, not
+/// copied: a turn adds its own messages after it, so a model call costs what the turn added,
+/// not the length of the conversation.
 #[derive(Debug, Clone)]
 pub struct ProviderRequest {
     /// System prompt.
     pub system: String,
-    /// Chat history, oldest first, ending with the newest user message or tool results.
+    /// Committed chat history before this turn, oldest first (shared with the conversation).
+    pub history: std::sync::Arc<Vec<ChatMessage>>,
+    /// This turn's messages so far: the user's, then assistant replies and tool results.
     pub messages: Vec<ChatMessage>,
     /// Tools the model may call.
     pub tools: Vec<ToolSpec>,
+}
+
+impl ProviderRequest {
+    /// A request without earlier history.
+    pub fn new(
+        system: impl Into<String>,
+        messages: Vec<ChatMessage>,
+        tools: Vec<ToolSpec>,
+    ) -> ProviderRequest {
+        ProviderRequest {
+            system: system.into(),
+            history: Default::default(),
+            messages,
+            tools,
+        }
+    }
+
+    /// History then this turn's messages, oldest first.
+    pub fn all_messages(&self) -> impl DoubleEndedIterator<Item = &ChatMessage> + Clone {
+        self.history.iter().chain(self.messages.iter())
+    }
+
+    /// How many messages `all_messages` yields.
+    pub fn message_count(&self) -> usize {
+        self.history.len() + self.messages.len()
+    }
 }
 
 /// What a provider answers: the assistant's content (text and/or tool calls).

@@ -54,8 +54,8 @@ pub struct TurnInput {
     pub provider: Arc<dyn Provider>,
     /// System prompt.
     pub system: String,
-    /// Committed chat history before this turn.
-    pub history: Vec<ChatMessage>,
+    /// Committed chat history before this turn (shared with the conversation, not copied).
+    pub history: Arc<Vec<ChatMessage>>,
     /// The user's command.
     pub command: String,
     /// Provider calls allowed before the loop gives up.
@@ -109,12 +109,13 @@ pub fn offered_tools(servers: &HashMap<String, Arc<dyn ToolServer>>) -> Vec<Tool
 /// Runs the loop. Cancellation is by dropping the future.
 pub async fn run_turn(input: TurnInput, sink: &dyn TurnSink) -> TurnOutcome {
     let tools = offered_tools(&input.tool_servers);
-    let mut messages = input.history;
-    let first_new = messages.len();
-    messages.push(ChatMessage::text(Role::User, input.command));
+    // Only this turn's messages are copied per model call; the history is shared.
+    let mut messages = vec![ChatMessage::text(Role::User, input.command)];
+    let first_new = 0;
     for _ in 0..input.max_iterations.max(1) {
         let request = ProviderRequest {
             system: input.system.clone(),
+            history: input.history.clone(),
             messages: messages.clone(),
             tools: tools.clone(),
         };
@@ -198,11 +199,10 @@ pub async fn run_turn(input: TurnInput, sink: &dyn TurnSink) -> TurnOutcome {
 /// One model call without running anything: what the model would do with `command`
 /// (`@explain` / `@translate`).
 pub async fn plan(input: TurnInput) -> Result<Vec<ContentBlock>, super::ProviderError> {
-    let mut messages = input.history;
-    messages.push(ChatMessage::text(Role::User, input.command));
     let request = ProviderRequest {
         system: input.system,
-        messages,
+        history: input.history,
+        messages: vec![ChatMessage::text(Role::User, input.command)],
         tools: offered_tools(&input.tool_servers),
     };
     Ok(input.provider.complete(request).await?.content)
@@ -349,7 +349,7 @@ mod tests {
         TurnInput {
             provider,
             system: String::new(),
-            history: Vec::new(),
+            history: Default::default(),
             command: command.into(),
             max_iterations: 10,
             tool_servers: HashMap::new(),
@@ -383,7 +383,7 @@ mod tests {
             &self,
             r: ProviderRequest,
         ) -> LocalBoxFuture<'static, Result<ProviderResponse, ProviderError>> {
-            let n = r.messages.len();
+            let n = r.message_count();
             Box::pin(async move {
                 Ok(ProviderResponse {
                     content: vec![ContentBlock::ToolUse {
