@@ -163,6 +163,9 @@ pub struct Connection {
     closing: bool,
 }
 
+/// Answers above this size are followed by a heap trim (see `roundtable_actors::memory`).
+const LARGE_ANSWER: usize = 1 << 20;
+
 /// Close codes (RFC 6455 section 7.4.1).
 const CLOSE_GOING_AWAY: u16 = 1001;
 const CLOSE_PROTOCOL_ERROR: u16 = 1002;
@@ -225,6 +228,9 @@ impl Connection {
     fn reply_raw(&mut self, channel: &str, call_id: u64, result_json: &str) {
         self.in_flight.remove(&(channel.to_string(), call_id));
         self.send(protocol::invoke_result_raw(channel, call_id, result_json));
+        if result_json.len() > LARGE_ANSWER {
+            roundtable_actors::memory::trim_soon();
+        }
     }
 
     /// Runs `work` and answers the invoke with its result.
@@ -409,10 +415,7 @@ impl Connection {
                     });
                     // Serialized straight to text: a 100,000-entry list is one big frame.
                     ctx.spawn(req.into_actor(self).map(move |res, act, _| match res {
-                        Ok(list) => {
-                            let json = serde_json::to_string(&list).expect("list serializes");
-                            act.reply_raw(&ch, call_id, &json);
-                        }
+                        Ok(json) => act.reply_raw(&ch, call_id, &json),
                         Err(e) => act.reply(&ch, call_id, &method, Err(lost(e))),
                     }));
                 }

@@ -13,6 +13,7 @@
 //!   channel, ready gate and bounded outbound queue.
 //! - [`outbox`]: the bounded per-socket outbound queue.
 //! - [`metrics`]: counters read by `/health` and `/metrics`.
+//! - [`memory`]: returning freed heap to the OS after large transient allocations.
 //!
 //! # Actor tree
 //! ```text
@@ -27,6 +28,7 @@ pub mod commands;
 pub mod conversation;
 pub mod displaylog;
 pub mod logwriter;
+pub mod memory;
 pub mod metrics;
 pub mod naming;
 pub mod outbox;

@@ -460,6 +460,25 @@ pub struct ConversationInfo {
     pub indexed_message_count: Option<u64>,
 }
 
+/// [`ConversationInfo`] borrowing its strings, for serializing long lists without copies.
+#[derive(Debug, Clone, Copy, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConversationInfoRef<'a> {
+    /// UUIDv4.
+    pub conversation_id: &'a str,
+    /// Name as stored.
+    pub name: &'a str,
+    /// Clients joined right now.
+    pub client_count: usize,
+    /// ISO-8601.
+    pub created_at: &'a str,
+    /// `user-request` entries.
+    pub message_count: u64,
+    /// Present in list/find results.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub indexed_message_count: Option<u64>,
+}
+
 /// One `findConversations` hit.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ConversationMatch {

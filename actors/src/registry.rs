@@ -183,6 +183,8 @@ impl ConversationRegistry {
             store::fold(&layout, &reg.snapshot())?;
         }
         log::info!("registry: {} conversations", reg.entries.len());
+        // The parse of a large registry is transient: give it back.
+        crate::memory::trim();
         Ok(reg)
     }
 
@@ -517,9 +519,10 @@ impl Handler<CreateConversation> for ConversationRegistry {
     }
 }
 
-/// `listConversations(filter)`: case-insensitive untrimmed substring, registry order.
+/// `listConversations(filter)`: case-insensitive untrimmed substring, registry order. Answers
+/// the JSON array text, serialized straight from the entries (no copy of 100,000 names).
 #[derive(Message)]
-#[rtype(result = "Vec<ConversationInfo>")]
+#[rtype(result = "String")]
 pub struct ListConversations {
     /// Substring filter; `None` lists everything.
     pub filter: Option<String>,
@@ -530,16 +533,29 @@ impl Handler<ListConversations> for ConversationRegistry {
 
     fn handle(&mut self, msg: ListConversations, _ctx: &mut Self::Context) -> Self::Result {
         let filter = msg.filter.map(|f| f.to_lowercase());
-        MessageResult(
-            self.in_order()
-                .filter(|e| {
-                    filter
-                        .as_ref()
-                        .is_none_or(|f| e.stored.name.to_lowercase().contains(f.as_str()))
-                })
-                .map(|e| self.info(e, true))
-                .collect(),
-        )
+        let mut out = Vec::with_capacity(160 * self.entries.len().min(1 << 16) + 2);
+        out.push(b'[');
+        let listed = self.in_order().filter(|e| {
+            filter
+                .as_ref()
+                .is_none_or(|f| e.stored.name.to_lowercase().contains(f.as_str()))
+        });
+        for (i, e) in listed.enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            let info = crate::protocol::ConversationInfoRef {
+                conversation_id: &e.stored.conversation_id,
+                name: &e.stored.name,
+                client_count: e.client_count,
+                created_at: &e.stored.created_at,
+                message_count: e.message_count,
+                indexed_message_count: Some(0),
+            };
+            serde_json::to_writer(&mut out, &info).expect("info serializes");
+        }
+        out.push(b']');
+        MessageResult(String::from_utf8(out).expect("serde_json writes UTF-8"))
     }
 }
 
