@@ -382,8 +382,9 @@ impl Connection {
                     conversation_id: id,
                     connection_id: joined.connection_id,
                 });
+                // The registry answers with a future awaited here, on this socket's thread.
                 self.answer(ctx, ch, call_id, method, async move {
-                    req.await.map_err(lost)?.map(|()| None)
+                    req.await.map_err(lost)?.await.map(|()| None)
                 });
             }
             "createConversation" => {
@@ -512,8 +513,15 @@ impl Connection {
             outbox: self.outbox.clone(),
             connection: ctx.address().recipient(),
         });
-        ctx.spawn(req.into_actor(self).map(move |res, act, _| {
-            let joined: RpcResult<Joined> = res.unwrap_or_else(|e| Err(RpcError::Internal(e.to_string())));
+        // The registry answers with a future awaited here, on this socket's thread.
+        let joining = async move {
+            match req.await {
+                Ok(pending) => pending.await,
+                Err(e) => Err(RpcError::Internal(e.to_string())),
+            }
+        };
+        ctx.spawn(joining.into_actor(self).map(move |joined, act, _| {
+            let joined: RpcResult<Joined> = joined;
             match joined {
                 Err(e) => act.reply(ch, call_id, m, Err(e)),
                 Ok(joined) if act.joined.contains_key(&joined.conversation_id) => {

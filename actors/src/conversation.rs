@@ -114,6 +114,8 @@ pub struct ConversationSetup {
     pub metrics: Arc<Metrics>,
     /// Agent, storage and timing settings.
     pub runtime: Arc<RuntimeConfig>,
+    /// Joined clients, read by the registry for `clientCount` without a message per join.
+    pub client_count: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 struct ClientSlot {
@@ -389,11 +391,9 @@ impl Conversation {
     }
 
     fn report_count(&self) {
-        self.setup.registry.do_send(ConversationEvent::ClientCount {
-            id: self.setup.id,
-            generation: self.setup.generation,
-            count: self.clients.len(),
-        });
+        self.setup
+            .client_count
+            .store(self.clients.len(), std::sync::atomic::Ordering::Relaxed);
     }
 
     fn drop_client(&mut self, connection_id: u64, notify_connection: bool) -> bool {
@@ -1239,31 +1239,37 @@ impl Handler<Attach> for Conversation {
     }
 }
 
-/// A client leaves (leaveConversation, socket close). Answers whether it was joined.
+/// A client leaves (leaveConversation, socket close). Sent by the registry with `do_send`
+/// (mailbox order); `reply` learns whether it was joined.
 #[derive(Message)]
-#[rtype(result = "bool")]
+#[rtype(result = "()")]
 pub struct Detach {
     /// The client's connection id.
     pub connection_id: String,
+    /// Whether the client was joined (absent when nobody waits).
+    pub reply: Option<oneshot::Sender<bool>>,
 }
 
 impl Handler<Detach> for Conversation {
-    type Result = bool;
+    type Result = ();
 
-    fn handle(&mut self, msg: Detach, ctx: &mut Self::Context) -> bool {
-        let Ok(id) = msg.connection_id.parse::<u64>() else {
-            return false;
-        };
-        if !self.drop_client(id, false) {
-            return false;
+    fn handle(&mut self, msg: Detach, ctx: &mut Self::Context) {
+        let joined = msg
+            .connection_id
+            .parse::<u64>()
+            .is_ok_and(|id| self.drop_client(id, false));
+        if joined {
+            log::debug!(
+                "conversation {} connection {}: left ({} clients)",
+                self.id_str,
+                msg.connection_id,
+                self.clients.len()
+            );
+            self.after_leave(ctx);
         }
-        log::debug!(
-            "conversation {} connection {id}: left ({} clients)",
-            self.id_str,
-            self.clients.len()
-        );
-        self.after_leave(ctx);
-        true
+        if let Some(reply) = msg.reply {
+            let _ = reply.send(joined);
+        }
     }
 }
 

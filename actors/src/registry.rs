@@ -22,6 +22,7 @@
 //!   journaled, the directory removed, then the entry is dropped.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -85,7 +86,7 @@ struct Entry {
     /// Attaches sent to the current actor.
     attaches_sent: u64,
     /// Live clients as last reported by the actor.
-    client_count: usize,
+    client_count: Arc<AtomicUsize>,
     /// `user-request` entries in the display log.
     message_count: u64,
     /// A delete is in progress.
@@ -211,7 +212,7 @@ impl ConversationRegistry {
                 state: LoadState::Unloaded,
                 generation: 0,
                 attaches_sent: 0,
-                client_count: 0,
+                client_count: Arc::default(),
                 message_count,
                 deleting: false,
             },
@@ -256,7 +257,7 @@ impl ConversationRegistry {
         ConversationInfo {
             conversation_id: entry.stored.conversation_id.clone(),
             name: entry.stored.name.clone(),
-            client_count: entry.client_count,
+            client_count: entry.client_count.load(Ordering::Relaxed),
             created_at: entry.stored.created_at.clone(),
             message_count: entry.message_count,
             indexed_message_count: indexed.then_some(0),
@@ -351,7 +352,8 @@ impl ConversationRegistry {
         let entry = self.entries.get_mut(&id).expect("loading a known entry");
         entry.generation += 1;
         entry.attaches_sent = 0;
-        entry.client_count = 0;
+        // A fresh counter per generation: a stopping actor cannot write into its successor's.
+        entry.client_count = Arc::default();
         let setup = ConversationSetup {
             id,
             name: entry.stored.name.clone(),
@@ -361,6 +363,7 @@ impl ConversationRegistry {
             registry,
             metrics: self.config.metrics.clone(),
             runtime: self.config.runtime.clone(),
+            client_count: entry.client_count.clone(),
         };
         let addr = match arbiter {
             Some(a) => Conversation::start_in_arbiter(&a, move |_| Conversation::new(setup)),
@@ -547,7 +550,7 @@ impl Handler<ListConversations> for ConversationRegistry {
             let info = crate::protocol::ConversationInfoRef {
                 conversation_id: &e.stored.conversation_id,
                 name: &e.stored.name,
-                client_count: e.client_count,
+                client_count: e.client_count.load(Ordering::Relaxed),
                 created_at: &e.stored.created_at,
                 message_count: e.message_count,
                 indexed_message_count: Some(0),
@@ -702,7 +705,7 @@ impl Handler<DeleteConversation> for ConversationRegistry {
             // Waiting joins are dropped: their joiners get `Conversation not found`.
             LoadState::Evicting(_) | LoadState::Unloaded => None,
         };
-        entry.client_count = 0;
+        entry.client_count = Arc::default();
         let writer = self.writer.clone();
         self.journal_len += 1;
         let work = async move {
@@ -788,9 +791,18 @@ impl Drop for JoinLease {
     }
 }
 
+/// What the registry answers to a join or a leave: a future the *caller* awaits. The registry
+/// decides (and forwards to the conversation) in its mailbox order, but does not wait for the
+/// conversation's answer itself, so a join or a leave wakes the registry's thread once.
+pub type Pending<T> = std::pin::Pin<Box<dyn std::future::Future<Output = RpcResult<T>> + Send>>;
+
+fn ready<T: Send + 'static>(result: RpcResult<T>) -> Pending<T> {
+    Box::pin(async move { result })
+}
+
 /// `joinConversation({conversationId?, filter?, clientType?})`.
 #[derive(Message)]
-#[rtype(result = "RpcResult<Joined>")]
+#[rtype(result = "Pending<Joined>")]
 pub struct JoinConversation {
     /// Raw id, or `None` for the default conversation.
     pub conversation_id: Option<String>,
@@ -815,11 +827,11 @@ impl ConversationRegistry {
 }
 
 impl Handler<JoinConversation> for ConversationRegistry {
-    type Result = ResponseFuture<RpcResult<Joined>>;
+    type Result = MessageResult<JoinConversation>;
 
     fn handle(&mut self, msg: JoinConversation, ctx: &mut Self::Context) -> Self::Result {
         if self.stopping {
-            return Box::pin(async { Err(RpcError::ServerStopping) });
+            return MessageResult(ready(Err(RpcError::ServerStopping)));
         }
         let mut created = None;
         let id = match &msg.conversation_id {
@@ -827,7 +839,7 @@ impl Handler<JoinConversation> for ConversationRegistry {
                 Some(id) => id,
                 None => {
                     let raw = raw.clone();
-                    return Box::pin(async move { Err(RpcError::ConversationNotFound(raw)) });
+                    return MessageResult(ready(Err(RpcError::ConversationNotFound(raw))));
                 }
             },
             None => match self.default_conversation() {
@@ -842,7 +854,7 @@ impl Handler<JoinConversation> for ConversationRegistry {
         };
         let id_str = id.to_string();
         if msg.already_joined.contains(&id_str) {
-            return Box::pin(async move { Err(RpcError::AlreadyJoined(id_str)) });
+            return MessageResult(ready(Err(RpcError::AlreadyJoined(id_str))));
         }
         let name = self.entries[&id].stored.name.clone();
         let registry = ctx.address();
@@ -857,7 +869,7 @@ impl Handler<JoinConversation> for ConversationRegistry {
             },
             ctx,
         );
-        Box::pin(async move {
+        let pending: Pending<Joined> = Box::pin(async move {
             if let Some(ack) = created {
                 storage_error(ack.await)?;
             }
@@ -893,13 +905,14 @@ impl Handler<JoinConversation> for ConversationRegistry {
                 conversation,
                 lease,
             })
-        })
+        });
+        MessageResult(pending)
     }
 }
 
 /// `leaveConversation(id)` for a client this socket joined.
 #[derive(Message)]
-#[rtype(result = "RpcResult<()>")]
+#[rtype(result = "Pending<()>")]
 pub struct LeaveConversation {
     /// The conversation.
     pub conversation_id: String,
@@ -908,7 +921,7 @@ pub struct LeaveConversation {
 }
 
 impl Handler<LeaveConversation> for ConversationRegistry {
-    type Result = ResponseFuture<RpcResult<()>>;
+    type Result = MessageResult<LeaveConversation>;
 
     fn handle(&mut self, msg: LeaveConversation, _ctx: &mut Self::Context) -> Self::Result {
         let not_found = RpcError::ConversationNotFound(msg.conversation_id.clone());
@@ -920,17 +933,20 @@ impl Handler<LeaveConversation> for ConversationRegistry {
                 state: LoadState::Live(addr),
                 ..
             }) => addr.clone(),
-            _ => return Box::pin(async move { Err(not_found) }),
+            _ => return MessageResult(ready(Err(not_found))),
         };
-        let fut = addr.send(Detach {
+        let (tx, rx) = oneshot::channel();
+        addr.do_send(Detach {
             connection_id: msg.connection_id,
+            reply: Some(tx),
         });
-        Box::pin(async move {
-            match fut.await {
+        let pending: Pending<()> = Box::pin(async move {
+            match rx.await {
                 Ok(true) => Ok(()),
                 _ => Err(not_found),
             }
-        })
+        });
+        MessageResult(pending)
     }
 }
 
@@ -938,15 +954,6 @@ impl Handler<LeaveConversation> for ConversationRegistry {
 #[derive(Message)]
 #[rtype(result = "()")]
 pub enum ConversationEvent {
-    /// The number of joined clients changed.
-    ClientCount {
-        /// Conversation.
-        id: Uuid,
-        /// Generation of the reporting actor (stale reports are ignored).
-        generation: u64,
-        /// Clients now.
-        count: usize,
-    },
     /// The idle timer fired with no clients.
     IdleExpired {
         /// Conversation.
@@ -970,19 +977,6 @@ impl Handler<ConversationEvent> for ConversationRegistry {
 
     fn handle(&mut self, msg: ConversationEvent, ctx: &mut Self::Context) {
         match msg {
-            ConversationEvent::ClientCount {
-                id,
-                generation,
-                count,
-            } => {
-                if let Some(e) = self
-                    .entries
-                    .get_mut(&id)
-                    .filter(|e| e.generation == generation)
-                {
-                    e.client_count = count;
-                }
-            }
             ConversationEvent::MessageCount { id, count } => {
                 if let Some(e) = self.entries.get_mut(&id) {
                     // Persisted with the next fold (clean shutdown at the latest); after a
@@ -1009,7 +1003,7 @@ impl Handler<ConversationEvent> for ConversationRegistry {
                 else {
                     return;
                 };
-                entry.client_count = 0;
+                entry.client_count = Arc::default();
                 Metrics::inc(&self.config.metrics.evictions);
                 log::info!(
                     "conversation {id}: evicting after {:?} idle",

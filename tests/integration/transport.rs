@@ -289,13 +289,17 @@ fn slow_reader_is_closed_not_buffered() {
         ));
     }
     let mut stuck = server.connect();
-    // ~20 KB per answer, 2,000 answers = 40 MB: far beyond socket buffers plus the bound.
-    for _ in 0..2000 {
-        if stuck.ws.send(Message::text(
-            json!({"name":"agent-server","message":{"type":"invoke","callId":1,"name":"listConversations","args":[]}})
-                .to_string()
-                .replace("\"callId\":1", &format!("\"callId\":{}", fastrand_id())),
-        )).is_err() {
+    // ~20 KB per answer, sent in batches until the server gives up on this reader: far
+    // beyond socket buffers plus the bound. Stop sending then: data arriving after the
+    // server has closed would make the kernel reset the connection (losing the close frame).
+    'sending: for _ in 0..200 {
+        for _ in 0..20 {
+            let frame = json!({"name":"agent-server","message":{"type":"invoke","callId":fastrand_id(),"name":"listConversations","args":[]}});
+            if stuck.ws.send(Message::text(frame.to_string())).is_err() {
+                break 'sending;
+            }
+        }
+        if server.metric("roundtable_slow_client_closes_total") >= 1.0 {
             break;
         }
     }
