@@ -41,6 +41,8 @@ pub struct ServerConfig {
     pub no_clients_grace: Duration,
     /// How long a question to the users waits for an answer.
     pub interaction_timeout: Duration,
+    /// External tool servers: (name, base URL), offered as `name__tool`.
+    pub tool_servers: Vec<(String, String)>,
 }
 
 /// The agent's model backend.
@@ -77,6 +79,7 @@ impl ServerConfig {
             no_clients_grace: Duration::from_secs(30),
             // TypeAgent's per-interaction timeout.
             interaction_timeout: Duration::from_secs(600),
+            tool_servers: Vec::new(),
         }
     }
 

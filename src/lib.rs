@@ -9,6 +9,7 @@
 //! - [`transport`]: the `Connection` actor, one per WebSocket: frame assembly, UTF-8 checks,
 //!   heartbeat, the `agent-server` / `discovery` channels and the socket writer. The only
 //!   module that touches `actix-ws`.
+//! - [`toolserver`]: external tool servers over HTTP (`--tool-server NAME=URL`).
 //! - [`web`]: the built-in web client (`web/`), served on `/` and `/app/<file>`.
 
 pub mod cli;
@@ -16,6 +17,7 @@ pub mod client;
 pub mod config;
 pub mod openai;
 pub mod server;
+pub mod toolserver;
 pub mod transport;
 pub mod web;
 

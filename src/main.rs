@@ -193,6 +193,9 @@ struct ServeArgs {
     /// Seconds queued work survives after the last client leaves (then: no_clients).
     #[arg(long, default_value_t = 30.0)]
     no_clients_grace: f64,
+    /// An external tool server, NAME=URL (repeatable); its tools are offered as NAME__tool.
+    #[arg(long = "tool-server")]
+    tool_servers: Vec<String>,
     /// Seconds a question to the users waits for an answer.
     #[arg(long, default_value_t = 600.0, hide = true)]
     interaction_timeout: f64,
@@ -332,6 +335,15 @@ fn serve(args: ServeArgs) -> ExitCode {
         (Err(e), _) | (_, Err(e)) => {
             eprintln!("roundtable: {e}");
             return ExitCode::from(2);
+        }
+    }
+    for spec in &args.tool_servers {
+        match roundtable::toolserver::parse_spec(spec) {
+            Ok(server) => config.tool_servers.push(server),
+            Err(e) => {
+                eprintln!("roundtable: {e}");
+                return ExitCode::from(2);
+            }
         }
     }
     config.provider = args.provider;

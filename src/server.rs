@@ -77,6 +77,18 @@ pub async fn serve(config: ServerConfig) -> Result<(), StartError> {
     let layout = Layout::new(&config.instance_dir);
     let lock = InstanceLock::acquire(&layout.root)?;
     let metrics = Arc::new(Metrics::default());
+    let mut tool_servers: HashMap<String, Arc<dyn roundtable_actors::agent::turn::ToolServer>> =
+        HashMap::new();
+    for (name, url) in &config.tool_servers {
+        let server = crate::toolserver::HttpToolServer::connect(name, url, Duration::from_secs(30))
+            .await
+            .map_err(StartError::Config)?;
+        log::info!(
+            "tool server {name} at {url}: {} tools",
+            server.tools_count()
+        );
+        tool_servers.insert(name.clone(), Arc::new(server));
+    }
     let provider: Arc<dyn Provider> = match config.provider {
         ProviderChoice::Builtin => Arc::new(BuiltinProvider),
         ProviderChoice::Openai => {
@@ -105,7 +117,7 @@ pub async fn serve(config: ServerConfig) -> Result<(), StartError> {
         metrics: metrics.clone(),
         runtime: Arc::new(RuntimeConfig {
             provider,
-            tool_servers: HashMap::new(),
+            tool_servers,
             log_writer: LogWriter::start(),
             no_clients_grace: config.no_clients_grace,
             max_iterations: config.max_iterations,

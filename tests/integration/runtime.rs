@@ -401,7 +401,11 @@ fn scripted(script: impl Fn(usize, &Value) -> (u16, String) + Send + Sync + 'sta
                     }
                     let mut body = vec![0; len];
                     reader.read_exact(&mut body).unwrap();
-                    let body: Value = serde_json::from_slice(&body).unwrap();
+                    let body: Value = if body.is_empty() {
+                        Value::Null
+                    } else {
+                        serde_json::from_slice(&body).unwrap()
+                    };
                     let n = {
                         let mut r = recorded.lock().unwrap();
                         r.push(body.clone());
@@ -880,4 +884,67 @@ fn slow_reader_in_a_busy_conversation() {
     assert_eq!(stuck.wait_close(), 1008);
     let list = a.agent("listConversations", json!(["busy"])).unwrap();
     assert_eq!(list[0]["clientCount"], 1);
+}
+
+/// An external tool server (`--tool-server echo=URL`): its tools are offered to the model as
+/// `echo__<tool>`, a call is routed to it by that prefix, and its answer goes back to the model.
+#[test]
+fn external_tool_server_is_routed_by_prefix() {
+    let tools = scripted(|_, body| {
+        if body.is_null() {
+            // GET /tools
+            let list = json!([{"name": "shout", "description": "Upper-cases text",
+                               "input_schema": {"type": "object", "properties": {"text": {"type": "string"}}}}]);
+            (200, list.to_string())
+        } else {
+            assert_eq!(body["tool"], "shout");
+            let text = body["input"]["text"].as_str().unwrap().to_uppercase();
+            (200, json!({"content": text}).to_string())
+        }
+    });
+    let model = scripted(|n, body| match n {
+        0 => {
+            let offered: Vec<&str> = body["tools"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|t| t["function"]["name"].as_str().unwrap())
+                .collect();
+            assert!(offered.contains(&"echo__shout"), "{offered:?}");
+            (
+                200,
+                completion(json!({"role": "assistant", "content": null, "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "echo__shout", "arguments": "{\"text\":\"hello\"}"}}]})),
+            )
+        }
+        _ => {
+            let last = body["messages"].as_array().unwrap().last().unwrap().clone();
+            (
+                200,
+                completion(
+                    json!({"role": "assistant", "content": format!("The server said {}", last["content"].as_str().unwrap())}),
+                ),
+            )
+        }
+    });
+    let tool_arg = format!("echo={}", tools.url);
+    let server = Server::start_env(
+        &["--provider", "openai", "--tool-server", &tool_arg],
+        &[
+            ("ROUNDTABLE_OPENAI_BASE_URL", &model.url),
+            ("ROUNDTABLE_OPENAI_MODEL", "m"),
+        ],
+    );
+    let mut a = server.connect();
+    let id = a.create("tools");
+    a.join(&id);
+    let ack = a.submit(&id, "shout hello");
+    let calls = a.until_complete(&id, ack["entry"]["requestId"].as_str().unwrap());
+    let texts = Client::texts(&calls);
+    assert!(texts.contains(&"HELLO".to_string()), "{texts:?}");
+    assert!(
+        texts.contains(&"The server said HELLO".to_string()),
+        "{texts:?}"
+    );
+    assert_eq!(tools.bodies.lock().unwrap().len(), 2);
 }

@@ -1,0 +1,158 @@
+//! External tool servers over HTTP (`--tool-server NAME=URL`). The agent loop offers their
+//! tools to the model as `NAME__tool` and routes calls by that prefix
+//! (`roundtable_actors::agent::turn`). The protocol is small JSON over HTTP:
+//!
+//! - `GET  <URL>/tools` → `[{"name", "description", "input_schema"}]` (read once at startup);
+//! - `POST <URL>/call` with `{"tool", "input"}` → `{"content": string, "isError"?: bool}`.
+//!
+//! A failed or slow call becomes an `is_error` tool result the model sees, never a crashed turn.
+
+use std::time::Duration;
+
+use roundtable_actors::agent::turn::ToolServer;
+use roundtable_actors::agent::{valid_tool_name, LocalBoxFuture, ToolSpec};
+use serde_json::{json, Value};
+
+/// Largest answer read from a tool server.
+const MAX_ANSWER_BYTES: usize = 4 * 1024 * 1024;
+
+/// One configured tool server.
+pub struct HttpToolServer {
+    /// `NAME` of `--tool-server NAME=URL`, for messages.
+    name: String,
+    /// Base URL without a trailing slash.
+    base: String,
+    /// Tools read at startup.
+    tools: Vec<ToolSpec>,
+    /// Per-call time limit.
+    timeout: Duration,
+}
+
+/// Parses `NAME=URL`; the name becomes the tools' prefix, so it must be a valid tool-name
+/// part without the `__` separator.
+pub fn parse_spec(spec: &str) -> Result<(String, String), String> {
+    let (name, url) = spec
+        .split_once('=')
+        .ok_or_else(|| format!("--tool-server {spec:?}: expected NAME=URL"))?;
+    if !valid_tool_name(name) || name.contains("__") {
+        return Err(format!(
+            "--tool-server {spec:?}: the name must match ^[a-zA-Z0-9_-]+$ without \"__\""
+        ));
+    }
+    if !url.starts_with("http://") {
+        return Err(format!(
+            "--tool-server {spec:?}: the URL must start with http://"
+        ));
+    }
+    Ok((name.to_string(), url.trim_end_matches('/').to_string()))
+}
+
+fn client(timeout: Duration) -> awc::Client {
+    awc::Client::builder()
+        .connector(awc::Connector::new().timeout(timeout))
+        .timeout(timeout)
+        .finish()
+}
+
+impl HttpToolServer {
+    /// Reads the server's tool list (`GET <URL>/tools`). Must run inside an actix System.
+    pub async fn connect(
+        name: &str,
+        base: &str,
+        timeout: Duration,
+    ) -> Result<HttpToolServer, String> {
+        let url = format!("{base}/tools");
+        let mut response = client(timeout)
+            .get(&url)
+            .send()
+            .await
+            .map_err(|e| format!("tool server {name}: cannot reach {url}: {e}"))?;
+        if !response.status().is_success() {
+            return Err(format!(
+                "tool server {name}: {url} answered HTTP {}",
+                response.status()
+            ));
+        }
+        let body = response
+            .body()
+            .limit(MAX_ANSWER_BYTES)
+            .await
+            .map_err(|e| format!("tool server {name}: reading {url}: {e}"))?;
+        let tools: Vec<ToolSpec> = serde_json::from_slice(&body)
+            .map_err(|e| format!("tool server {name}: {url} is not a tool list: {e}"))?;
+        Ok(HttpToolServer {
+            name: name.to_string(),
+            base: base.to_string(),
+            tools,
+            timeout,
+        })
+    }
+}
+
+impl HttpToolServer {
+    /// How many tools the server offers.
+    pub fn tools_count(&self) -> usize {
+        self.tools.len()
+    }
+}
+
+impl ToolServer for HttpToolServer {
+    fn tools(&self) -> Vec<ToolSpec> {
+        self.tools.clone()
+    }
+
+    fn call(&self, tool: &str, input: Value) -> LocalBoxFuture<'static, Result<String, String>> {
+        let url = format!("{}/call", self.base);
+        let name = self.name.clone();
+        let timeout = self.timeout;
+        let body = json!({"tool": tool, "input": input});
+        Box::pin(async move {
+            let mut response = client(timeout)
+                .post(&url)
+                .send_json(&body)
+                .await
+                .map_err(|e| format!("tool server {name} failed: {e}"))?;
+            let status = response.status();
+            let bytes = response
+                .body()
+                .limit(MAX_ANSWER_BYTES)
+                .await
+                .map_err(|e| format!("tool server {name} failed: {e}"))?;
+            if !status.is_success() {
+                let text = String::from_utf8_lossy(&bytes);
+                return Err(format!(
+                    "tool server {name} answered HTTP {status}: {}",
+                    text.chars().take(300).collect::<String>()
+                ));
+            }
+            let answer: Value = serde_json::from_slice(&bytes)
+                .map_err(|e| format!("tool server {name} sent an invalid answer: {e}"))?;
+            let content = answer["content"]
+                .as_str()
+                .ok_or_else(|| format!("tool server {name} sent no \"content\" string"))?
+                .to_string();
+            if answer["isError"] == true {
+                Err(content)
+            } else {
+                Ok(content)
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn specs() {
+        assert_eq!(
+            parse_spec("search=http://127.0.0.1:9/api/").unwrap(),
+            ("search".to_string(), "http://127.0.0.1:9/api".to_string())
+        );
+        assert!(parse_spec("a__b=http://x").is_err());
+        assert!(parse_spec("bad name=http://x").is_err());
+        assert!(parse_spec("noequals").is_err());
+        assert!(parse_spec("x=https://x").is_err());
+    }
+}
