@@ -477,6 +477,8 @@ enum Ui {
 enum Input {
     /// A line typed at the prompt.
     Line(String),
+    /// Ctrl-C while answering a question: cancel the running command.
+    Interrupt,
     /// The chosen index (None: no answer).
     Answer(Option<usize>),
     /// Ctrl-D.
@@ -579,7 +581,7 @@ pub async fn connect(url: &str, options: ConnectOptions) -> CliResult {
             input = input_rx.recv() => {
                 match input {
                     None | Some(Input::Eof) => break Ok(()),
-                    Some(Input::Answer(_)) => {}
+                    Some(Input::Answer(_) | Input::Interrupt) => {}
                     Some(Input::Line(line)) => {
                         let line = line.trim().to_string();
                         if !line.is_empty() {
@@ -662,11 +664,13 @@ fn ui_loop(
                         .enumerate()
                         .map(|(i, c)| format!("[{}] {c}", i + 1))
                         .collect();
-                    let answer = editor
-                        .readline(&format!("? {question} {} > ", listed.join(" ")))
-                        .ok()
-                        .and_then(|a| pick(&a, &choices));
-                    if input_tx.send(Input::Answer(answer)).is_err() {
+                    let reply =
+                        match editor.readline(&format!("? {question} {} > ", listed.join(" "))) {
+                            // Ctrl-C at a question cancels the command, as it does elsewhere.
+                            Err(ReadlineError::Interrupted) => Input::Interrupt,
+                            answer => Input::Answer(answer.ok().and_then(|a| pick(&a, &choices))),
+                        };
+                    if input_tx.send(reply).is_err() {
                         return;
                     }
                 }
@@ -859,12 +863,7 @@ async fn handle_line(
                 }
                 return;
             }
-            _ = interrupts.recv() => {
-                match conn.cancel_command(&session.conversation_id, &request_id).await {
-                    Ok(kind) => log::debug!("cancel: {kind}"),
-                    Err(e) => print(format!("error: {e}")),
-                }
-            }
+            _ = interrupts.recv() => cancel(conn, session, &request_id, &print).await,
             Some(event) = events.recv() => {
                 match &event {
                     Event::Closed { .. } => { print("the server closed the connection".into()); return; }
@@ -874,23 +873,31 @@ async fn handle_line(
                             let q = &args[0];
                             let choices: Vec<String> = q["choices"].as_array().map(|c| c.iter().filter_map(|s| s.as_str().map(str::to_string)).collect()).unwrap_or_default();
                             let _ = ui.send(Ui::Ask(q["message"].as_str().unwrap_or("").to_string(), choices));
-                            if let Some(Input::Answer(Some(i))) = input.recv().await {
-                                let id = q["interactionId"].as_str().unwrap_or("");
-                                if let Err(e) = conn.respond_to_interaction(&session.conversation_id, id, i).await {
-                                    print(format!("error: {e}"));
+                            match input.recv().await {
+                                Some(Input::Answer(Some(i))) => {
+                                    let id = q["interactionId"].as_str().unwrap_or("");
+                                    if let Err(e) = conn.respond_to_interaction(&session.conversation_id, id, i).await {
+                                        print(format!("error: {e}"));
+                                    }
                                 }
+                                Some(Input::Interrupt) => cancel(conn, session, &request_id, &print).await,
+                                _ => {}
                             }
                             continue;
                         }
                         if method == "requestChoice" {
                             let choices: Vec<String> = args[4].as_array().map(|c| c.iter().filter_map(|s| s.as_str().map(str::to_string)).collect()).unwrap_or_default();
                             let _ = ui.send(Ui::Ask(args[3].as_str().unwrap_or("").to_string(), choices.clone()));
-                            if let Some(Input::Answer(Some(i))) = input.recv().await {
-                                let response = if args[2] == "yesNo" { json!(i == 0) } else { json!([i]) };
-                                let id = args[1].as_str().unwrap_or("");
-                                if let Err(e) = conn.respond_to_choice(&session.conversation_id, id, response).await {
-                                    print(format!("error: {e}"));
+                            match input.recv().await {
+                                Some(Input::Answer(Some(i))) => {
+                                    let response = if args[2] == "yesNo" { json!(i == 0) } else { json!([i]) };
+                                    let id = args[1].as_str().unwrap_or("");
+                                    if let Err(e) = conn.respond_to_choice(&session.conversation_id, id, response).await {
+                                        print(format!("error: {e}"));
+                                    }
                                 }
+                                Some(Input::Interrupt) => cancel(conn, session, &request_id, &print).await,
+                                _ => {}
                             }
                             continue;
                         }
@@ -906,6 +913,17 @@ async fn handle_line(
                 }
             }
         }
+    }
+}
+
+/// Ctrl-C: cancel the running command (its `requestCancelled` then ends the wait).
+async fn cancel(conn: &Connection, session: &Session, request_id: &str, print: &dyn Fn(String)) {
+    match conn
+        .cancel_command(&session.conversation_id, request_id)
+        .await
+    {
+        Ok(kind) => log::debug!("cancel: {kind}"),
+        Err(e) => print(format!("error: {e}")),
     }
 }
 

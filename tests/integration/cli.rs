@@ -365,3 +365,45 @@ fn resume_and_memory() {
             .any(|n| n.starts_with("cli-ephemeral-"))
     });
 }
+
+/// Ctrl-C while a command runs cancels it (the model here is held until the test releases it);
+/// the prompt comes back and the session goes on.
+#[test]
+fn ctrl_c_cancels_the_running_command() {
+    use std::sync::{Arc, Mutex};
+    let gate = Arc::new(Mutex::new(()));
+    let hold = gate.lock().unwrap();
+    let gate2 = gate.clone();
+    let model = crate::runtime::scripted(move |_, body| {
+        if body.to_string().contains("slow please") {
+            let _wait = gate2.lock().unwrap();
+        }
+        (
+            200,
+            crate::runtime::completion(json!({"role": "assistant", "content": "done"})),
+        )
+    });
+    let server = Server::start_env(
+        &["--provider", "openai"],
+        &[
+            ("ROUNDTABLE_OPENAI_BASE_URL", &model.url),
+            ("ROUNDTABLE_OPENAI_MODEL", "m"),
+        ],
+    );
+    let home = tempfile::tempdir().unwrap();
+    let mut p = pty(server.port, home.path(), &[]);
+    p.exp_string("CLI> ").unwrap();
+    p.send_line("slow please").unwrap();
+    eventually("the model is asked", || {
+        !model.bodies.lock().unwrap().is_empty()
+    });
+    p.send_control('c').unwrap();
+    p.exp_string("(request cancelled: cancelled)").unwrap();
+    p.exp_string("CLI> ").unwrap();
+    drop(hold);
+    p.send_line("quick one").unwrap();
+    p.exp_string("done").unwrap();
+    p.exp_string("CLI> ").unwrap();
+    p.send_control('d').unwrap();
+    p.exp_eof().unwrap();
+}

@@ -362,12 +362,14 @@ fn private_choice_for_the_originator_only() {
 }
 
 /// A scripted OpenAI-compatible endpoint: records request bodies, answers with `script`.
-struct Scripted {
-    url: String,
-    bodies: Arc<Mutex<Vec<Value>>>,
+pub(crate) struct Scripted {
+    pub(crate) url: String,
+    pub(crate) bodies: Arc<Mutex<Vec<Value>>>,
 }
 
-fn scripted(script: impl Fn(usize, &Value) -> (u16, String) + Send + Sync + 'static) -> Scripted {
+pub(crate) fn scripted(
+    script: impl Fn(usize, &Value) -> (u16, String) + Send + Sync + 'static,
+) -> Scripted {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!(
         "http://127.0.0.1:{}/v1",
@@ -436,7 +438,7 @@ fn openai_server(s: &Scripted) -> Server {
     )
 }
 
-fn completion(message: Value) -> String {
+pub(crate) fn completion(message: Value) -> String {
     json!({"choices": [{"index": 0, "message": message, "finish_reason": "stop"}]}).to_string()
 }
 
