@@ -260,30 +260,33 @@ pub fn table(list: &[ConversationInfo], current: Option<&str>) -> String {
 
 // ---- one-shot commands --------------------------------------------------------------------
 
-/// `roundtable conversations …`.
+/// `roundtable conversations …` (parsed by clap in `main.rs`).
+#[derive(Debug, clap::Subcommand)]
 pub enum ConversationsCommand {
-    /// Create one.
+    /// Create a conversation.
     Create {
         /// Its name.
         name: String,
     },
-    /// List (newest first), optionally filtered.
+    /// List conversations, newest first.
     List {
-        /// Substring filter.
+        /// Only names containing this (case-insensitive).
+        #[arg(long)]
         name: Option<String>,
     },
-    /// Rename.
+    /// Rename a conversation.
     Rename {
-        /// Id.
+        /// Conversation id.
         id: String,
         /// New name.
         new_name: String,
     },
-    /// Delete.
+    /// Delete a conversation (asks first unless --yes or stdin is not a terminal).
     Delete {
-        /// Id.
+        /// Conversation id.
         id: String,
-        /// Skip the confirmation.
+        /// Do not ask.
+        #[arg(long, short = 'y')]
         yes: bool,
     },
 }

@@ -29,7 +29,7 @@ enum Command {
     /// Manage conversations without joining them.
     Conversations {
         #[command(subcommand)]
-        command: ConversationsCmd,
+        command: cli::ConversationsCommand,
         #[command(flatten)]
         address: Address,
         /// Print JSON instead of text.
@@ -84,36 +84,6 @@ struct ConnectArgs {
     memory: bool,
     #[command(flatten)]
     address: Address,
-}
-
-#[derive(Subcommand)]
-enum ConversationsCmd {
-    /// Create a conversation.
-    Create {
-        /// Its name.
-        name: String,
-    },
-    /// List conversations, newest first.
-    List {
-        /// Only names containing this (case-insensitive).
-        #[arg(long)]
-        name: Option<String>,
-    },
-    /// Rename a conversation.
-    Rename {
-        /// Conversation id.
-        id: String,
-        /// New name.
-        new_name: String,
-    },
-    /// Delete a conversation (asks first unless --yes or stdin is not a terminal).
-    Delete {
-        /// Conversation id.
-        id: String,
-        /// Do not ask.
-        #[arg(long, short = 'y')]
-        yes: bool,
-    },
 }
 
 #[derive(Subcommand)]
@@ -229,19 +199,7 @@ fn main() -> ExitCode {
             command,
             address,
             json,
-        } => client(async move {
-            let command = match command {
-                ConversationsCmd::Create { name } => cli::ConversationsCommand::Create { name },
-                ConversationsCmd::List { name } => cli::ConversationsCommand::List { name },
-                ConversationsCmd::Rename { id, new_name } => {
-                    cli::ConversationsCommand::Rename { id, new_name }
-                }
-                ConversationsCmd::Delete { id, yes } => {
-                    cli::ConversationsCommand::Delete { id, yes }
-                }
-            };
-            cli::conversations(&address.url(), command, json).await
-        }),
+        } => client(async move { cli::conversations(&address.url(), command, json).await }),
         Command::Run { command, address } => client(async move {
             let (kind, args) = match command {
                 RunCmd::Request(a) => (cli::RunKind::Request, a),

@@ -15,15 +15,7 @@ use crate::server::Kind;
 pub async fn run(ctx: &Ctx) -> Result<ScenarioReport, String> {
     let s = &ctx.sizes;
     let mut report = ScenarioReport::new("churn");
-    let mut clients = s.churn_clients.max(1);
-    if clients > ctx.max_clients() {
-        report.notes.push(format!(
-            "scaled down from {clients} to {} clients (open-file limit {})",
-            ctx.max_clients(),
-            ctx.fd_limit
-        ));
-        clients = ctx.max_clients();
-    }
+    let clients = ctx.fit_clients(s.churn_clients.max(1), &mut report);
     let conversations = s.churn_conversations.clamp(1, clients);
     report.param("clients", clients);
     report.param("conversations", conversations);

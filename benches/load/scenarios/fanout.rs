@@ -14,15 +14,7 @@ use crate::server::{Kind, RssSampler};
 pub async fn run(ctx: &Ctx) -> Result<ScenarioReport, String> {
     let s = &ctx.sizes;
     let mut report = ScenarioReport::new("fanout");
-    let mut clients = s.fanout_clients.max(1);
-    if clients > ctx.max_clients() {
-        report.notes.push(format!(
-            "scaled down from {clients} to {} clients (open-file limit {})",
-            ctx.max_clients(),
-            ctx.fd_limit
-        ));
-        clients = ctx.max_clients();
-    }
+    let clients = ctx.fit_clients(s.fanout_clients.max(1), &mut report);
     report.param("clients", clients);
     report.param("latency_turns", s.latency_turns);
     report.param("turns", s.turns);

@@ -150,6 +150,20 @@ impl Ctx {
         self.fd_limit.saturating_sub(64) as usize
     }
 
+    /// `requested` clients, or as many as the open-file limit allows, with a note when it
+    /// had to scale down.
+    pub fn fit_clients(&self, requested: usize, report: &mut ScenarioReport) -> usize {
+        if requested <= self.max_clients() {
+            return requested;
+        }
+        report.notes.push(format!(
+            "scaled down from {requested} to {} clients (open-file limit {})",
+            self.max_clients(),
+            self.fd_limit
+        ));
+        self.max_clients()
+    }
+
     /// A temporary directory for an instance.
     pub fn tempdir(&self) -> Result<tempfile::TempDir, String> {
         let mut b = tempfile::Builder::new();
