@@ -319,7 +319,7 @@ pub fn load_registry(layout: &Layout, repair: bool) -> Result<LoadedRegistry, St
     match fs::read(&path) {
         Ok(bytes) => match serde_json::from_slice::<RegistryFile>(&bytes) {
             Ok(file) => {
-                for raw in file.sessions {
+                for raw in &file.sessions {
                     match entry_from_value(raw) {
                         Some((entry, legacy)) => {
                             loaded.needs_fold |= legacy;
@@ -371,30 +371,47 @@ pub fn load_registry(layout: &Layout, repair: bool) -> Result<LoadedRegistry, St
 }
 
 /// Accepts `conversationId`, or the legacy `sessionId` (second value: true = needs rewrite).
-fn entry_from_value(raw: Value) -> Option<(StoredConversation, bool)> {
-    let Value::Object(mut obj) = raw else {
-        return None;
-    };
+fn entry_from_value(raw: &Value) -> Option<(StoredConversation, bool)> {
+    // Built by copying out of the parsed tree, which stays alive until every entry is built:
+    // the entries' strings then sit together in fresh memory and the whole tree can go back
+    // to the OS at once (moving strings out would leave them scattered among its freed nodes).
+    let obj = raw.as_object()?;
+    let text = |k: &str| obj.get(k).and_then(Value::as_str);
     let mut legacy = false;
-    if !matches!(obj.get("conversationId"), Some(Value::String(_))) {
-        match obj.remove("sessionId") {
-            Some(Value::String(id)) => {
-                obj.insert("conversationId".into(), Value::String(id));
-                legacy = true;
-            }
-            _ => return None,
+    let conversation_id = match (text("conversationId"), text("sessionId")) {
+        (Some(id), _) => id.to_string(),
+        (None, Some(id)) => {
+            legacy = true;
+            id.to_string()
         }
-    }
-    if !matches!(obj.get("name"), Some(Value::String(_))) {
-        obj.insert("name".into(), Value::String(String::new()));
-    }
-    if !matches!(obj.get("createdAt"), Some(Value::String(_))) {
-        obj.insert("createdAt".into(), Value::String(crate::now_iso()));
-        legacy = true;
-    }
-    serde_json::from_value(Value::Object(obj))
-        .ok()
-        .map(|e| (e, legacy))
+        (None, None) => return None,
+    };
+    let created_at = match text("createdAt") {
+        Some(t) => t.to_string(),
+        None => {
+            legacy = true;
+            crate::now_iso()
+        }
+    };
+    let extra = obj
+        .iter()
+        .filter(|(k, _)| {
+            !matches!(
+                k.as_str(),
+                "conversationId" | "sessionId" | "name" | "createdAt"
+            )
+        })
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    Some((
+        StoredConversation {
+            conversation_id,
+            name: text("name").unwrap_or_default().to_string(),
+            created_at,
+            extra,
+        },
+        legacy,
+    ))
 }
 
 fn replay_journal(
@@ -754,11 +771,11 @@ mod tests {
     #[test]
     fn unknown_keys_survive_a_round_trip() {
         let raw = serde_json::json!({"conversationId":"x","name":"n","createdAt":"t","source":"copilot","readOnly":true});
-        let (e, legacy) = entry_from_value(raw.clone()).unwrap();
+        let (e, legacy) = entry_from_value(&raw).unwrap();
         assert!(!legacy);
         assert_eq!(serde_json::to_value(&e).unwrap(), raw);
         let (e, legacy) =
-            entry_from_value(serde_json::json!({"sessionId":"y","name":"n","createdAt":"t"}))
+            entry_from_value(&serde_json::json!({"sessionId":"y","name":"n","createdAt":"t"}))
                 .unwrap();
         assert!(legacy);
         assert_eq!(e.conversation_id, "y");
