@@ -144,6 +144,21 @@ impl Client {
         }
     }
 
+    /// Deletes the harness's own conversations on a server it did not start (`--url`),
+    /// best effort: a failed delete only leaves a `load-…` conversation behind.
+    pub async fn delete_conversations<'a>(&mut self, ids: impl IntoIterator<Item = &'a String>) {
+        for id in ids {
+            let _ = self
+                .invoke(
+                    AGENT_SERVER,
+                    "deleteConversation",
+                    serde_json::json!([id]),
+                    |_| {},
+                )
+                .await;
+        }
+    }
+
     /// Invokes and waits for the answer; `other` sees every other frame meanwhile.
     pub async fn invoke(
         &mut self,

@@ -121,16 +121,7 @@ async fn measure(
         }
     }
     if server.external() {
-        for id in &ids {
-            let _ = control
-                .invoke(
-                    crate::client::AGENT_SERVER,
-                    "deleteConversation",
-                    serde_json::json!([id]),
-                    |_| {},
-                )
-                .await;
-        }
+        control.delete_conversations(&ids).await;
     }
     control.close().await;
     if let Some(e) = first_error {

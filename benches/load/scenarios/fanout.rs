@@ -112,16 +112,7 @@ async fn measure(
     )
     .await?;
     if server.external() {
-        for id in [&conversation, &burst] {
-            let _ = control
-                .invoke(
-                    crate::client::AGENT_SERVER,
-                    "deleteConversation",
-                    serde_json::json!([id]),
-                    |_| {},
-                )
-                .await;
-        }
+        control.delete_conversations([&conversation, &burst]).await;
     }
     control.close().await;
     fleet::run_notes("window-1 phase", &unloaded, &stats, &mut notes);

@@ -140,16 +140,7 @@ async fn measure(
     fleet::stop_all(joined.members).await;
     if server.external() {
         let mut control = crate::client::Client::connect(&server.url).await?;
-        for id in &ids {
-            let _ = control
-                .invoke(
-                    crate::client::AGENT_SERVER,
-                    "deleteConversation",
-                    serde_json::json!([id]),
-                    |_| {},
-                )
-                .await;
-        }
+        control.delete_conversations(&ids).await;
         control.close().await;
     }
     fleet::run_notes("light load", &light, &stats, &mut notes);

@@ -192,14 +192,7 @@ async fn measure(
         }
         fleet::stop_all(joined.members).await;
         if server.external() {
-            let _ = control
-                .invoke(
-                    crate::client::AGENT_SERVER,
-                    "deleteConversation",
-                    serde_json::json!([conversation]),
-                    |_| {},
-                )
-                .await;
+            control.delete_conversations([&conversation]).await;
         }
     }
     control.close().await;
