@@ -186,23 +186,26 @@ impl Connection {
     }
 
     fn send(&mut self, frame: String) {
-        match self.outbox.push(frame) {
+        self.send_frame(Outgoing::Text(frame));
+    }
+
+    /// Queues a frame; a full queue closes the socket as a slow consumer (counted once).
+    fn send_frame(&mut self, frame: Outgoing) {
+        match self.outbox.push_frame(frame) {
             Ok(()) => Metrics::inc(&self.state.metrics.frames_out),
-            Err(PushError::Full) => {
+            Err(PushError::Full) if !self.closing => {
                 Metrics::inc(&self.state.metrics.slow_client_closes);
                 log::warn!(
                     "socket {}: outbound queue full, closing slow client",
                     self.socket_id
                 );
-                if !self.closing {
-                    self.closing = true;
-                    self.outbox.abort(
-                        roundtable_actors::client::SLOW_CONSUMER_CLOSE_CODE,
-                        roundtable_actors::client::SLOW_CONSUMER_REASON,
-                    );
-                }
+                self.closing = true;
+                self.outbox.abort(
+                    roundtable_actors::client::SLOW_CONSUMER_CLOSE_CODE,
+                    roundtable_actors::client::SLOW_CONSUMER_REASON,
+                );
             }
-            Err(PushError::Closed) => {}
+            Err(_) => {}
         }
     }
 
@@ -628,21 +631,17 @@ impl Connection {
             let f = self.fragments.take().expect("checked above");
             if f.text {
                 let text = String::from_utf8(f.buf).expect("validated incrementally");
-                self.on_text(text, ctx);
+                self.on_message(&text, ctx);
             } else {
                 self.on_binary(f.buf, ctx);
             }
         }
     }
 
-    fn on_text(&mut self, text: String, ctx: &mut Context<Self>) {
-        self.on_message(&text, ctx);
-    }
-
     fn on_binary(&mut self, bytes: Vec<u8>, ctx: &mut Context<Self>) {
         if self.echo {
             Metrics::inc(&self.state.metrics.frames_in);
-            let _ = self.outbox.push_frame(Outgoing::Binary(bytes));
+            self.send_frame(Outgoing::Binary(bytes));
             return;
         }
         // TypeAgent's server accepts binary frames carrying UTF-8 JSON.
@@ -717,23 +716,11 @@ impl StreamHandler<Result<Message, ProtocolError>> for Connection {
         }
         match item {
             Err(e) => self.protocol_error(e),
-            Ok(Message::Text(text)) => {
-                if self.fragments.is_some() {
-                    return self.close(CLOSE_PROTOCOL_ERROR, "new message inside a fragmented one");
-                }
-                if self.echo {
-                    Metrics::inc(&self.state.metrics.frames_in);
-                    self.send(text.to_string());
-                } else {
-                    self.on_message(&text, ctx);
-                }
+            Ok(Message::Text(_) | Message::Binary(_)) if self.fragments.is_some() => {
+                self.close(CLOSE_PROTOCOL_ERROR, "new message inside a fragmented one")
             }
-            Ok(Message::Binary(bytes)) => {
-                if self.fragments.is_some() {
-                    return self.close(CLOSE_PROTOCOL_ERROR, "new message inside a fragmented one");
-                }
-                self.on_binary(bytes.to_vec(), ctx);
-            }
+            Ok(Message::Text(text)) => self.on_message(&text, ctx),
+            Ok(Message::Binary(bytes)) => self.on_binary(bytes.to_vec(), ctx),
             Ok(Message::Continuation(item)) => self.fragment(item, ctx),
             Ok(Message::Ping(bytes)) => {
                 let _ = self.outbox.push_frame(Outgoing::Pong(bytes.to_vec()));

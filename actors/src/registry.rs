@@ -299,12 +299,10 @@ impl ConversationRegistry {
         };
         match collision {
             "appendNumber" => {
+                let except_id = except.map(|u| u.to_string());
                 let others = self
                     .in_order()
-                    .filter(|e| {
-                        Some(e.stored.conversation_id.as_str())
-                            != except.map(|u| u.to_string()).as_deref()
-                    })
+                    .filter(|e| Some(&e.stored.conversation_id) != except_id.as_ref())
                     .map(|e| e.stored.name.as_str());
                 let name = naming::append_number(requested, others);
                 naming::validate_length(&name)?;
