@@ -250,6 +250,21 @@ fn seconds(flag: &str, s: f64) -> Result<Duration, String> {
         .map_err(|_| format!("--{flag} must be a non-negative number of seconds"))
 }
 
+/// The server's panic policy: a panic anywhere (an actor, a writer thread, a handler) is a bug
+/// that may have left shared state half-changed, so the process logs it and aborts at once
+/// instead of limping on (a registry whose mailbox is gone would fail every request while the
+/// port still answers). Every acknowledged change is already on disk, so nothing acknowledged
+/// is lost; the service manager (systemd's `Restart=on-failure`) starts it again, and the
+/// start-up recovery closes the requests that were running.
+fn abort_on_panic() {
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        default_hook(info);
+        log::error!("panic: {info}; aborting so that the service manager restarts the server");
+        std::process::abort();
+    }));
+}
+
 fn serve(args: ServeArgs) -> ExitCode {
     let instance_dir = match args
         .instance_dir
@@ -319,6 +334,7 @@ fn serve(args: ServeArgs) -> ExitCode {
     config.repair = args.repair;
     config.outbox.max_frames = args.max_queued_frames.max(1);
     config.outbox.max_bytes = args.max_queued_bytes.max(1024);
+    abort_on_panic();
     let result = actix_web::rt::System::new().block_on(roundtable::serve(config));
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -47,6 +47,8 @@ pub struct AppState {
     pub closing: watch::Receiver<bool>,
     /// Sequence for connection ids in logs.
     pub next_socket: std::sync::atomic::AtomicU64,
+    /// The conversations' append writer (its queue length for `/metrics`).
+    pub log_writer: LogWriter,
 }
 
 /// Why the server could not start.
@@ -109,6 +111,7 @@ pub async fn serve(config: ServerConfig) -> Result<(), StartError> {
             .unwrap_or(2)
     };
     let conversation_arbiters: Vec<Arbiter> = (0..cores).map(|_| Arbiter::new()).collect();
+    let log_writer = LogWriter::start(metrics.clone(), layout.root.clone());
     let registry = ConversationRegistry::open(RegistryConfig {
         layout: layout.clone(),
         idle_timeout: config.idle_timeout,
@@ -118,7 +121,7 @@ pub async fn serve(config: ServerConfig) -> Result<(), StartError> {
         runtime: Arc::new(RuntimeConfig {
             provider,
             tool_servers,
-            log_writer: LogWriter::start(),
+            log_writer: log_writer.clone(),
             no_clients_grace: config.no_clients_grace,
             max_iterations: config.max_iterations,
             interaction_timeout: config.interaction_timeout,
@@ -142,6 +145,7 @@ pub async fn serve(config: ServerConfig) -> Result<(), StartError> {
         stop: stop_tx,
         closing: closing_rx,
         next_socket: Default::default(),
+        log_writer,
     });
     let app_state = state.clone();
     let mut server = HttpServer::new(move || {
@@ -278,10 +282,37 @@ async fn watch_signals(stop: watch::Sender<bool>) {
     let _ = stop.send(true);
 }
 
+/// How long `/health` waits for the registry before calling it unresponsive.
+const REGISTRY_HEALTH_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// `/health`: 200 with `"status":"ok"`, or 503 with `"status":"failing"` and `problems` when
+/// the registry does not answer, a storage writer has died or storage writes fail.
 async fn health(state: web::Data<AppState>) -> HttpResponse {
-    let stats = state.registry.send(GetRegistryStats).await.ok();
-    HttpResponse::Ok().json(serde_json::json!({
-        "status": "ok",
+    let stats = tokio::time::timeout(
+        REGISTRY_HEALTH_TIMEOUT,
+        state.registry.send(GetRegistryStats),
+    )
+    .await
+    .ok()
+    .and_then(Result::ok);
+    let mut problems: Vec<String> = Vec::new();
+    if stats.is_none() {
+        problems.push("the conversation registry does not answer".into());
+    }
+    if Metrics::get(&state.metrics.dead_writers) > 0 {
+        problems.push("a storage writer thread has stopped".into());
+    }
+    if let Some(cause) = state.metrics.storage_failure() {
+        problems.push(format!("storage writes fail: {cause}"));
+    }
+    let mut response = if problems.is_empty() {
+        HttpResponse::Ok()
+    } else {
+        HttpResponse::ServiceUnavailable()
+    };
+    response.json(serde_json::json!({
+        "status": if problems.is_empty() { "ok" } else { "failing" },
+        "problems": problems,
         "version": env!("CARGO_PKG_VERSION"),
         "uptimeSeconds": state.started.elapsed().as_secs_f64(),
         "conversations": stats.map(|s| s.conversations),
@@ -355,6 +386,30 @@ async fn metrics_text(state: web::Data<AppState>) -> HttpResponse {
         "counter",
         "Conversations unloaded after idling.",
         Metrics::get(&m.evictions).to_string(),
+    );
+    metric(
+        "roundtable_storage_errors_total",
+        "counter",
+        "Storage writes (appends, fsyncs, whole-file writes) that failed.",
+        Metrics::get(&m.storage_errors).to_string(),
+    );
+    metric(
+        "roundtable_storage_failing",
+        "gauge",
+        "1 while storage writes fail (see /health for the cause).",
+        u8::from(m.storage_failure().is_some()).to_string(),
+    );
+    metric(
+        "roundtable_log_writer_queued_bytes",
+        "gauge",
+        "Bytes queued for the log writer and not yet written.",
+        state.log_writer.queued_bytes().to_string(),
+    );
+    metric(
+        "roundtable_writer_backpressure_total",
+        "counter",
+        "Times a conversation paused because the log writer's queue was over its bound.",
+        Metrics::get(&m.writer_backpressure).to_string(),
     );
     let _ = writeln!(
         out,

@@ -42,8 +42,9 @@ use roundtable_actors::protocol::{
     DISPATCHER_PREFIX,
 };
 use roundtable_actors::registry::{
-    CreateConversation, DeleteConversation, FindConversations, JoinConversation, JoinLease, Joined,
-    LeaveConversation, ListConversations, RenameConversation,
+    ConversationExists, CreateConversation, DeleteConversation, FindConversations,
+    JoinConversation, JoinLease, Joined, LeaveConversation, ListConversations, PanicForTest,
+    RenameConversation,
 };
 use serde_json::{json, Value};
 
@@ -274,11 +275,23 @@ impl Connection {
                 method,
                 args,
             }) => {
-                if !self.channel_exists(&channel) {
+                let dispatcher = channel.starts_with(DISPATCHER_PREFIX);
+                if !dispatcher && !self.channel_exists(&channel) {
                     log::debug!(
                         "socket {}: invoke {method} on unknown channel {channel} dropped",
                         self.socket_id
                     );
+                    return;
+                }
+                if self.in_flight.len() >= protocol::MAX_IN_FLIGHT {
+                    let error = RpcError::TooManyInFlight(protocol::MAX_IN_FLIGHT);
+                    // Not in `in_flight`: answered here, without running it.
+                    self.state.metrics.rpc_error(&method);
+                    self.send(protocol::invoke_error(
+                        &channel,
+                        call_id,
+                        &error.to_string(),
+                    ));
                     return;
                 }
                 if !self.in_flight.insert((channel.clone(), call_id)) {
@@ -288,10 +301,14 @@ impl Connection {
                     );
                     return;
                 }
+                if dispatcher && !self.channel_exists(&channel) {
+                    self.not_joined(channel, call_id, method, ctx);
+                    return;
+                }
                 self.invoke(channel, call_id, method, args, ctx);
             }
             Ok(Inbound::InvalidInvoke { channel, call_id }) => {
-                if self.channel_exists(&channel) {
+                if self.channel_exists(&channel) || channel.starts_with(DISPATCHER_PREFIX) {
                     self.reply(&channel, call_id, "(invalid)", Err(RpcError::InvalidInvoke));
                 }
             }
@@ -304,11 +321,20 @@ impl Connection {
                     .strip_prefix(DISPATCHER_PREFIX)
                     .and_then(|id| self.joined.get(id))
                 {
-                    Some(joined) => joined.conversation.do_send(DispatcherCall {
-                        connection_id: joined.connection_id.clone(),
-                        method,
-                        args,
-                    }),
+                    Some(joined) => {
+                        // Bounded: a conversation whose mailbox is full drops the call.
+                        let call = DispatcherCall {
+                            connection_id: joined.connection_id.clone(),
+                            method,
+                            args,
+                        };
+                        if joined.conversation.try_send(call).is_err() {
+                            log::warn!(
+                                "socket {}: conversation busy, call on {channel} dropped",
+                                self.socket_id
+                            );
+                        }
+                    }
                     None => log::debug!(
                         "socket {}: call {method} on {channel} ignored",
                         self.socket_id
@@ -322,6 +348,30 @@ impl Connection {
                 );
             }
         }
+    }
+
+    /// Answers an invoke on a `dispatcher:<id>` channel this socket has not joined:
+    /// `Conversation not found: <id>` when it does not exist (any more), else
+    /// `Not joined to conversation: <id>`.
+    fn not_joined(
+        &mut self,
+        channel: String,
+        call_id: u64,
+        method: String,
+        ctx: &mut Context<Self>,
+    ) {
+        let id = channel[DISPATCHER_PREFIX.len()..].to_string();
+        let exists = self
+            .state
+            .registry
+            .send(ConversationExists { id: id.clone() });
+        self.answer(ctx, channel, call_id, method, async move {
+            match exists.await {
+                Ok(true) => Err(RpcError::NotJoined(id)),
+                Ok(false) => Err(RpcError::ConversationNotFound(id)),
+                Err(e) => Err(RpcError::Internal(format!("registry unavailable: {e}"))),
+            }
+        });
     }
 
     fn channel_exists(&self, channel: &str) -> bool {
@@ -489,6 +539,10 @@ impl Connection {
                 }
             }
             "getUserIdentity" => self.reply(&ch, call_id, m, Ok(Some(user_identity()))),
+            "testPanic" if roundtable_actors::faults::test_panic_enabled() => {
+                log::warn!("socket {}: testPanic requested", self.socket_id);
+                registry.do_send(PanicForTest);
+            }
             "shutdown" => {
                 log::info!("socket {}: shutdown requested", self.socket_id);
                 self.reply(&ch, call_id, m, Ok(None));

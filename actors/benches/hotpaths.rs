@@ -166,7 +166,7 @@ fn entry() -> Map<String, Value> {
 fn display_log(c: &mut Criterion) {
     let mut g = c.benchmark_group("display_log");
     let dir = tempfile::tempdir().expect("tempdir");
-    let writer = LogWriter::start();
+    let writer = LogWriter::start(Default::default(), dir.path().to_path_buf());
     let mut log = DisplayLog::open(dir.path(), writer.clone()).expect("open");
     let template = entry();
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -181,7 +181,10 @@ fn display_log(c: &mut Criterion) {
             }
             let took = start.elapsed();
             // Let the writer thread catch up (untimed) so its queue stays bounded.
-            runtime.block_on(writer.sync()).expect("writer alive");
+            runtime
+                .block_on(writer.sync(vec![log.path().clone()]))
+                .expect("writer alive")
+                .expect("written");
             took
         })
     });

@@ -17,9 +17,20 @@
 //!   `no_clients`. The idle timer sends `IdleExpired { generation, attaches_seen }` to the
 //!   registry, which evicts only if nothing moved meanwhile; while work is queued or running
 //!   the timer re-arms instead.
-//! - **Stopped** after [`Shutdown`]: `Evicted`, `Deleted` (clients are told, their channels
+//! - **Stopping** after [`Shutdown`]: `Evicted`, `Deleted` (clients are told, their channels
 //!   close) or `ServerStopping` (queued and running work is cancelled with `server_stopping`).
-//!   The log writer is synced before the reply.
+//!   No write is queued after the files are closed (or the directory retired, on delete); the
+//!   actor answers and stops only once the writer has closed them and every held call has
+//!   gone out, so a delete or a reload never races a write.
+//!
+//! # Acknowledged means durable
+//! An outbound call that reports a change (`commandComplete`, `requestCancelled`) and the
+//! `{ok:true}` of `submitCommand` go out only after the writes behind them are fsynced: the
+//! conversation queues a *write barrier* ([`LogWriter::sync`]) and every call emitted after it
+//! is held in `held`, in order, until the barrier is confirmed; the barrier's continuation then
+//! emits at the barrier's place. Streamed output during a turn is only held while an earlier
+//! barrier is outstanding (one group-committed fsync). Accepted requests are journaled
+//! ([`requests`]); on load, those acknowledged and never closed get a failed `command-result`.
 //!
 //! Queue states of a request: **queued** → **running** (one at a time) → finished
 //! (`command-result` + `notify commandComplete`) or cancelled (`requestCancelled`). A running
@@ -28,7 +39,7 @@
 //! gets its `seq` when it enters the actor: that is the one total order every client sees.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -51,6 +62,7 @@ use crate::metrics::Metrics;
 use crate::outbox::Outbox;
 use crate::protocol::{Args, RpcError, RpcResult};
 use crate::registry::{ConversationEvent, ConversationRegistry};
+use crate::requests::{self, AcceptedRequest, OpenRequest, Record};
 
 /// Text shown to the others when a client joins.
 pub const JOIN_NOTICE: &str = "[A new client has joined this conversation.]";
@@ -66,6 +78,11 @@ const FINISHED_MEMORY: usize = 1024;
 const AGENT_SOURCE: &str = "chat";
 /// Longest local (provider-less) compact summary, in characters.
 const LOCAL_SUMMARY_CHARS: usize = 4000;
+/// What the history says of a request that was acknowledged but never finished (crash).
+pub const STOPPED_BEFORE_FINISHING: &str =
+    "The server stopped before this request finished; it did not complete.";
+/// `submitCommand`'s `error` when the request could not be recorded durably.
+pub const STORAGE_ERROR: &str = "storage_error";
 
 /// Why a conversation stops.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -217,7 +234,53 @@ struct Choice {
     timer: SpawnHandle,
 }
 
+/// What runs when a write barrier is confirmed (or failed): it may emit, write and queue work;
+/// its calls go out at the barrier's place in the order.
+type Continuation =
+    Box<dyn FnOnce(&mut Conversation, Result<(), String>, &mut Context<Conversation>)>;
+
+/// An entry of the held outbound order (see "Acknowledged means durable" above).
+enum Held {
+    /// A call waiting for the barriers before it.
+    Call {
+        /// The call.
+        call: Arc<OutboundCall>,
+        /// Who gets it.
+        audience: Audience,
+        /// Clients that joined after it was emitted (connection number at or above) skip it.
+        joined_below: u64,
+    },
+    /// A write barrier: `outcome` is set when the writer answers.
+    Barrier {
+        /// Matches the answer to its barrier.
+        ticket: u64,
+        /// The writer's answer, once it came.
+        outcome: Option<Result<(), String>>,
+        /// Runs at this place once the front of `held` reaches it.
+        then: Option<Continuation>,
+    },
+}
+
+/// Where calls and barriers created by a running continuation go in `held`.
+struct ReleaseCursor {
+    /// Insertion index (just behind what the continuation added so far).
+    at: usize,
+    /// The continuation queued a barrier: its later calls must wait too.
+    blocked: bool,
+}
+
+/// A [`Shutdown`] in progress.
+struct PendingStop {
+    /// Answered when everything is closed and sent.
+    reply: oneshot::Sender<()>,
+    /// Clients are told their conversation went away (delete).
+    notify_connection: bool,
+    /// The writer has closed (or retired) the files.
+    files_closed: bool,
+}
+
 /// Who gets an outbound call.
+#[derive(Clone)]
 enum Audience {
     /// Every client, except filtered clients whose connection id differs from `request_conn`.
     Broadcast(Option<String>),
@@ -263,6 +326,24 @@ pub struct Conversation {
     choices: HashMap<String, Choice>,
     /// Set by `Shutdown`: new submits answer `server_stopping`.
     stopping: bool,
+    /// Calls and write barriers in emit order, while a barrier is unconfirmed (usually empty).
+    held: VecDeque<Held>,
+    /// Ticket of the next write barrier.
+    next_ticket: u64,
+    /// Set while a barrier's continuation runs.
+    release_cursor: Option<ReleaseCursor>,
+    /// The chat history file (`sessions/chat/history.jsonl`).
+    chat_path: Arc<Path>,
+    /// The request journal (`requests.jsonl`).
+    requests_path: Arc<Path>,
+    /// Requests accepted and not closed, in acceptance order (what the journal says).
+    open_requests: Vec<OpenRequest>,
+    /// Bytes appended to the journal since it was last rewritten.
+    requests_appended: u64,
+    /// Set once the files were handed to the writer to close: nothing is written after.
+    writes_closed: bool,
+    /// The shutdown being completed.
+    pending_stop: Option<PendingStop>,
 }
 
 fn obj(v: Value) -> Map<String, Value> {
@@ -282,6 +363,13 @@ impl Conversation {
             log::error!("conversation {id_str}: cannot open display log: {e}");
             format!("display log unavailable: {e}")
         });
+        let chat_path: Arc<Path> = setup
+            .dir
+            .join("sessions")
+            .join(AGENT_SOURCE)
+            .join("history.jsonl")
+            .into();
+        let requests_path: Arc<Path> = setup.dir.join(requests::FILE_NAME).into();
         Conversation {
             setup,
             id_str,
@@ -300,6 +388,15 @@ impl Conversation {
             interactions: BTreeMap::new(),
             choices: HashMap::new(),
             stopping: false,
+            held: VecDeque::new(),
+            next_ticket: 0,
+            release_cursor: None,
+            chat_path,
+            requests_path,
+            open_requests: Vec::new(),
+            requests_appended: 0,
+            writes_closed: false,
+            pending_stop: None,
         }
     }
 
@@ -328,10 +425,34 @@ impl Conversation {
         NOTICE.clone()
     }
 
-    /// Hands a call to the clients in `audience`. A client whose mailbox is full is told to
-    /// give up (it closes its socket as a slow consumer and leaves with `ClientLost`).
+    /// Hands a call to the clients in `audience`, now or, behind an unconfirmed write barrier,
+    /// when the barrier is confirmed (see "Acknowledged means durable").
     fn emit(&mut self, call: Arc<OutboundCall>, audience: &Audience) {
-        for (id, slot) in self.clients.iter_mut().filter(|(_, s)| !s.lost) {
+        let joined_below = self.next_connection_id;
+        let held = || Held::Call {
+            call: call.clone(),
+            audience: audience.clone(),
+            joined_below,
+        };
+        match &mut self.release_cursor {
+            Some(cursor) if cursor.blocked => {
+                self.held.insert(cursor.at, held());
+                cursor.at += 1;
+            }
+            None if !self.held.is_empty() => self.held.push_back(held()),
+            _ => self.deliver(&call, audience, joined_below),
+        }
+    }
+
+    /// Delivers a call to the clients in `audience` that joined below `joined_below`. A client
+    /// whose mailbox is full is told to give up (it closes its socket as a slow consumer and
+    /// leaves with `ClientLost`).
+    fn deliver(&mut self, call: &Arc<OutboundCall>, audience: &Audience, joined_below: u64) {
+        for (id, slot) in self
+            .clients
+            .range_mut(..joined_below)
+            .filter(|(_, s)| !s.lost)
+        {
             let wanted = match audience {
                 Audience::Everyone => true,
                 Audience::Broadcast(conn) => {
@@ -357,20 +478,263 @@ impl Conversation {
         );
     }
 
-    fn log_entry(&mut self, entry: Value) {
-        if let Ok(log) = &mut self.log {
-            let before = log.message_count();
-            log.append(obj(entry));
-            let after = log.message_count();
-            if after != before {
-                self.setup
-                    .registry
-                    .do_send(ConversationEvent::MessageCount {
-                        id: self.setup.id,
-                        count: after,
-                    });
+    /// Queues a write barrier: `then` runs once every write queued so far is durable (or with
+    /// the first error one of this conversation's files met), and every call emitted after
+    /// this one waits for it.
+    fn after_durable(
+        &mut self,
+        ctx: &mut Context<Self>,
+        then: impl FnOnce(&mut Self, Result<(), String>, &mut Context<Self>) + 'static,
+    ) {
+        let ticket = self.next_ticket;
+        self.next_ticket += 1;
+        let mut paths = vec![self.chat_path.clone(), self.requests_path.clone()];
+        if let Ok(log) = &self.log {
+            paths.push(log.path().clone());
+        }
+        let written = self.setup.runtime.log_writer.sync(paths);
+        let barrier = Held::Barrier {
+            ticket,
+            outcome: None,
+            then: Some(Box::new(then)),
+        };
+        match &mut self.release_cursor {
+            Some(cursor) => {
+                self.held.insert(cursor.at, barrier);
+                cursor.at += 1;
+                cursor.blocked = true;
+            }
+            None => self.held.push_back(barrier),
+        }
+        ctx.spawn(
+            async move {
+                written
+                    .await
+                    .unwrap_or_else(|_| Err("the log writer has stopped".into()))
+            }
+            .into_actor(self)
+            .map(move |outcome, act, ctx| act.release(ticket, outcome, ctx)),
+        );
+    }
+
+    /// Records a barrier's outcome, then sends what is no longer held: calls up to the first
+    /// unconfirmed barrier, running each confirmed barrier's continuation at its place.
+    fn release(&mut self, ticket: u64, result: Result<(), String>, ctx: &mut Context<Self>) {
+        if let Some(Held::Barrier { outcome, .. }) = self
+            .held
+            .iter_mut()
+            .find(|h| matches!(h, Held::Barrier { ticket: t, .. } if *t == ticket))
+        {
+            *outcome = Some(result);
+        }
+        loop {
+            match self.held.front_mut() {
+                Some(Held::Barrier { outcome: None, .. }) | None => break,
+                Some(Held::Barrier { outcome, then, .. }) => {
+                    let outcome = outcome.take().expect("confirmed");
+                    let then = then.take();
+                    self.held.pop_front();
+                    if let Some(then) = then {
+                        self.release_cursor = Some(ReleaseCursor {
+                            at: 0,
+                            blocked: false,
+                        });
+                        then(self, outcome, ctx);
+                        self.release_cursor = None;
+                    }
+                }
+                Some(Held::Call { .. }) => {
+                    if let Some(Held::Call {
+                        call,
+                        audience,
+                        joined_below,
+                    }) = self.held.pop_front()
+                    {
+                        self.deliver(&call, &audience, joined_below);
+                    }
+                }
             }
         }
+        self.complete_stop(ctx);
+    }
+
+    /// Appends to the request journal (rewriting it with only the open requests once it has
+    /// grown past [`requests::COMPACT_AFTER_BYTES`]).
+    fn journal(&mut self, record: Record) {
+        match &record {
+            Record::Accepted(accepted) => self.open_requests.push(OpenRequest {
+                accepted: accepted.clone(),
+                started_seq: None,
+            }),
+            Record::Started { request_id, seq } => {
+                if let Some(open) = self
+                    .open_requests
+                    .iter_mut()
+                    .find(|o| &o.accepted.request_id == request_id)
+                {
+                    open.started_seq = Some(*seq);
+                }
+            }
+            Record::Closed { request_id } => self
+                .open_requests
+                .retain(|o| &o.accepted.request_id != request_id),
+        }
+        if self.writes_closed {
+            return;
+        }
+        let line = record.line();
+        self.requests_appended += line.len() as u64;
+        let writer = &self.setup.runtime.log_writer;
+        if self.requests_appended > requests::COMPACT_AFTER_BYTES {
+            let bytes: Vec<u8> = self
+                .open_requests
+                .iter()
+                .flat_map(OpenRequest::records)
+                .collect();
+            self.requests_appended = bytes.len() as u64;
+            // The writer logs a failure; the appended journal it would replace stays valid.
+            drop(writer.replace(&self.requests_path, bytes));
+        } else {
+            writer.append(&self.requests_path, line);
+        }
+    }
+
+    /// Appends a display-log entry; returns its seq (`None` when the log is unavailable or
+    /// the conversation is closing its files).
+    fn log_entry(&mut self, entry: Value) -> Option<u64> {
+        if self.writes_closed {
+            return None;
+        }
+        let log = self.log.as_mut().ok()?;
+        let before = log.message_count();
+        let seq = log.append(obj(entry));
+        let after = log.message_count();
+        if after != before {
+            self.setup
+                .registry
+                .do_send(ConversationEvent::MessageCount {
+                    id: self.setup.id,
+                    count: after,
+                });
+        }
+        Some(seq)
+    }
+
+    /// Pauses this actor (its mailbox and its running turn, not the arbiter thread) while the
+    /// log writer's queue is over its bound.
+    fn throttle(&mut self, ctx: &mut Context<Self>) {
+        let writer = &self.setup.runtime.log_writer;
+        if writer.backlogged() {
+            Metrics::inc(&self.setup.metrics.writer_backpressure);
+            log::warn!(
+                "conversation {}: log writer backlog ({} bytes); pausing",
+                self.id_str,
+                writer.queued_bytes()
+            );
+            let writer = writer.clone();
+            ctx.wait(async move { writer.drained().await }.into_actor(self));
+        }
+    }
+
+    /// Closes the requests a crash left open: each acknowledged request that never finished
+    /// gets its `user-request` (if it never started), an error line and a failed
+    /// `command-result`, unless the log already holds its result.
+    fn recover_requests(&mut self, ctx: &mut Context<Self>) {
+        let open = match requests::read_open(&self.requests_path) {
+            Ok(open) => open,
+            Err(e) => {
+                log::error!(
+                    "conversation {}: cannot read {}: {e}",
+                    self.id_str,
+                    self.requests_path.display()
+                );
+                return;
+            }
+        };
+        if open.is_empty() {
+            return;
+        }
+        self.open_requests = open.clone();
+        let mut closed = 0;
+        for request in &open {
+            let a = &request.accepted;
+            if let Some(seq) = request.started_seq {
+                if self.log_has_result(seq, &a.request_id) {
+                    continue;
+                }
+            }
+            closed += 1;
+            let mut id = json!({"connectionId": a.connection_id, "requestId": a.request_id});
+            if let Some(c) = &a.client_request_id {
+                id["clientRequestId"] = c.clone();
+            }
+            if request.started_seq.is_none() {
+                self.log_entry(
+                    json!({"type": "user-request", "requestId": id, "command": a.command}),
+                );
+            }
+            self.log_entry(json!({
+                "type": "append-display",
+                "message": {
+                    "message": {"type": "text", "content": STOPPED_BEFORE_FINISHING, "kind": "error"},
+                    "requestId": id,
+                    "source": "system",
+                },
+                "mode": "block",
+            }));
+            self.log_entry(json!({
+                "type": "command-result",
+                "requestId": id,
+                "error": STOPPED_BEFORE_FINISHING,
+            }));
+        }
+        if closed > 0 {
+            log::warn!(
+                "conversation {}: {closed} acknowledged requests never finished before the server stopped; their history now says so",
+                self.id_str
+            );
+        }
+        let ids: Vec<String> = open.into_iter().map(|o| o.accepted.request_id).collect();
+        self.after_durable(ctx, move |act, written, _| match written {
+            Ok(()) => {
+                for request_id in ids {
+                    act.journal(Record::Closed { request_id });
+                }
+            }
+            Err(e) => log::error!(
+                "conversation {}: could not record the recovery of unfinished requests: {e}",
+                act.id_str
+            ),
+        });
+    }
+
+    /// Whether the display log holds a `command-result` for `request_id` at or after `seq`.
+    fn log_has_result(&self, seq: u64, request_id: &str) -> bool {
+        let Ok(log) = &self.log else { return false };
+        displaylog::read_range(log.path(), seq, log.next_seq())
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|e| serde_json::from_str::<Value>(e).ok())
+            .any(|e| e["type"] == "command-result" && e["requestId"]["requestId"] == request_id)
+    }
+
+    /// Ends a [`Shutdown`] once the files are closed and nothing is held any more.
+    fn complete_stop(&mut self, ctx: &mut Context<Self>) {
+        let done = self
+            .pending_stop
+            .as_ref()
+            .is_some_and(|s| s.files_closed && self.held.is_empty());
+        if !done {
+            return;
+        }
+        let stop = self.pending_stop.take().expect("checked");
+        for (_, slot) in std::mem::take(&mut self.clients) {
+            slot.addr.do_send(StopClient {
+                notify_connection: stop.notify_connection,
+            });
+        }
+        let _ = stop.reply.send(());
+        ctx.stop();
     }
 
     /// `appendDisplay` for a request: logged (unless temporary) and broadcast.
@@ -416,7 +780,7 @@ impl Conversation {
     }
 
     fn busy(&self) -> bool {
-        self.running.is_some() || !self.queue.is_empty()
+        self.running.is_some() || !self.queue.is_empty() || !self.held.is_empty()
     }
 
     fn arm_idle_timer(&mut self, ctx: &mut Context<Self>) {
@@ -463,7 +827,7 @@ impl Conversation {
                     );
                 }
                 for id in queued {
-                    act.cancel_queued(&id, "no_clients");
+                    act.cancel_queued(&id, "no_clients", ctx);
                 }
                 // A running turn stalled on an interaction nobody can answer is superseded.
                 if act.running.as_ref().is_some_and(|r| r.blocked_on.is_some()) {
@@ -489,15 +853,26 @@ impl Conversation {
         self.broadcast("queueStateChanged", json!([snapshot]), None);
     }
 
-    fn submit(&mut self, request: Request, front: bool, ctx: &mut Context<Self>) -> Value {
+    /// Queues a request. `Err` is a refusal to answer at once; `Ok` is the `{ok:true}` answer
+    /// and what it must wait for: the acceptance being durable (a failed write cancels the
+    /// request and turns the answer into a `storage_error` refusal).
+    fn submit(
+        &mut self,
+        request: Request,
+        front: bool,
+        ctx: &mut Context<Self>,
+    ) -> Result<(Value, oneshot::Receiver<Result<(), String>>), Value> {
         if self.stopping {
-            return json!({"ok": false, "error": "server_stopping"});
+            return Err(json!({"ok": false, "error": "server_stopping"}));
         }
         if let Err(e) = &self.log {
-            return json!({"ok": false, "error": e});
+            return Err(json!({"ok": false, "error": e}));
         }
         if self.queue.len() >= MAX_QUEUE_DEPTH {
-            return json!({"ok": false, "error": "queue_full", "maxDepth": MAX_QUEUE_DEPTH});
+            return Err(json!({"ok": false, "error": "queue_full", "maxDepth": MAX_QUEUE_DEPTH}));
+        }
+        if let Some(cause) = self.setup.metrics.storage_failure() {
+            return Err(json!({"ok": false, "error": STORAGE_ERROR, "message": cause}));
         }
         // A new submit supersedes a turn stalled on an interaction.
         if self
@@ -507,6 +882,25 @@ impl Conversation {
         {
             self.cancel_running("superseded", ctx);
         }
+        self.journal(Record::Accepted(AcceptedRequest {
+            request_id: request.request_id.clone(),
+            connection_id: request.origin.clone(),
+            client_request_id: request.client_request_id.clone(),
+            command: request.text.clone(),
+            submitted_at: request.submitted_at,
+        }));
+        let (accepted_tx, accepted_rx) = oneshot::channel();
+        let request_id = request.request_id.clone();
+        self.after_durable(ctx, move |act, written, ctx| {
+            if let Err(e) = &written {
+                log::error!(
+                    "conversation {}: request {request_id} could not be recorded: {e}",
+                    act.id_str
+                );
+                act.cancel_by_id(&request_id, STORAGE_ERROR, ctx);
+            }
+            let _ = accepted_tx.send(written);
+        });
         let entry = request.entry("queued");
         if front {
             self.queue.push_front(request.clone());
@@ -533,7 +927,7 @@ impl Conversation {
                 .and_then(|r| r.request.started_at)
                 .into();
         }
-        json!({"ok": true, "entry": entry})
+        Ok((json!({"ok": true, "entry": entry}), accepted_rx))
     }
 
     fn start_next(&mut self, ctx: &mut Context<Self>) {
@@ -565,9 +959,14 @@ impl Conversation {
             self.id_str,
             request.request_id
         );
-        self.log_entry(
+        if let Some(seq) = self.log_entry(
             json!({"type": "user-request", "requestId": request.id_obj(), "command": request.text}),
-        );
+        ) {
+            self.journal(Record::Started {
+                request_id: request.request_id.clone(),
+                seq,
+            });
+        }
         self.broadcast(
             "setUserRequest",
             json!([request.id_obj(), request.text]),
@@ -608,33 +1007,24 @@ impl Conversation {
         }
     }
 
-    fn chat_path(&self) -> PathBuf {
-        self.setup
-            .dir
-            .join("sessions")
-            .join(AGENT_SOURCE)
-            .join("history.jsonl")
-    }
-
     /// The committed history, shared (a turn holds a reference, never a copy).
     fn chat_history(&mut self) -> Arc<Vec<ChatMessage>> {
         if self.chat.is_none() {
-            self.chat = Some(Arc::new(load_chat(&self.chat_path())));
+            self.chat = Some(Arc::new(load_chat(&self.chat_path)));
         }
         self.chat.clone().unwrap_or_default()
     }
 
     fn commit_chat(&mut self, messages: Vec<ChatMessage>) {
-        if messages.is_empty() {
+        if messages.is_empty() || self.writes_closed {
             return;
         }
-        let path: Arc<std::path::Path> = self.chat_path().into();
         let mut bytes = Vec::new();
         for m in &messages {
             serde_json::to_writer(&mut bytes, m).expect("message serializes");
             bytes.push(b'\n');
         }
-        self.setup.runtime.log_writer.append(&path, bytes);
+        self.setup.runtime.log_writer.append(&self.chat_path, bytes);
         // The finished turn has dropped its reference by now, so this extends in place.
         Arc::make_mut(self.chat.get_or_insert_with(Default::default)).extend(messages);
     }
@@ -753,23 +1143,43 @@ impl Conversation {
         };
         let request = running.request;
         self.log_entry(json!({"type": "command-result", "requestId": request.id_obj()}));
-        let result = match &error {
-            Some(e) => json!({"result": {"lastError": e}}),
-            None => json!({"result": null}),
-        };
-        self.broadcast(
-            "notify",
-            json!([
-                request.id_obj(),
-                "commandComplete",
-                result,
-                "system",
-                null,
-                null
-            ]),
-            Some(request.origin.clone()),
-        );
         self.remember_finished(request.request_id.clone());
+        // commandComplete only once the result is on disk; the journal closes it after that.
+        self.after_durable(ctx, move |act, written, _| {
+            let error = match (error, written) {
+                (error, Ok(())) => {
+                    act.journal(Record::Closed {
+                        request_id: request.request_id.clone(),
+                    });
+                    error
+                }
+                (error, Err(w)) => {
+                    log::error!(
+                        "conversation {}: result of {} not saved: {w}",
+                        act.id_str,
+                        request.request_id
+                    );
+                    let saved = format!("the result could not be saved: {w}");
+                    Some(error.map_or(saved.clone(), |e| format!("{e} ({saved})")))
+                }
+            };
+            let result = match &error {
+                Some(e) => json!({"result": {"lastError": e}}),
+                None => json!({"result": null}),
+            };
+            act.broadcast(
+                "notify",
+                json!([
+                    request.id_obj(),
+                    "commandComplete",
+                    result,
+                    "system",
+                    null,
+                    null
+                ]),
+                Some(request.origin.clone()),
+            );
+        });
         self.version += 1;
         self.start_next(ctx);
     }
@@ -781,20 +1191,38 @@ impl Conversation {
         }
     }
 
-    fn cancel_queued(&mut self, request_id: &str, reason: &str) -> bool {
+    fn cancel_queued(&mut self, request_id: &str, reason: &str, ctx: &mut Context<Self>) -> bool {
         let Some(pos) = self.queue.iter().position(|r| r.request_id == request_id) else {
             return false;
         };
         let request = self.queue.remove(pos).expect("position is valid");
         self.version += 1;
-        self.broadcast(
-            "requestCancelled",
-            json!([request.request_id, reason, self.version]),
-            None,
-        );
+        self.journal(Record::Closed {
+            request_id: request.request_id.clone(),
+        });
+        self.announce_cancel(request.request_id.clone(), reason, ctx);
         self.remember_finished(request.request_id);
         self.queue_changed();
         true
+    }
+
+    /// `requestCancelled`, once the cancellation is on disk.
+    fn announce_cancel(&mut self, request_id: String, reason: &str, ctx: &mut Context<Self>) {
+        let version = self.version;
+        let reason = reason.to_string();
+        self.after_durable(ctx, move |act, written, _| {
+            if let Err(e) = written {
+                log::error!(
+                    "conversation {}: cancellation of {request_id} not saved: {e}",
+                    act.id_str
+                );
+            }
+            act.broadcast(
+                "requestCancelled",
+                json!([request_id, reason, version]),
+                None,
+            );
+        });
     }
 
     fn cancel_running(&mut self, reason: &str, ctx: &mut Context<Self>) -> bool {
@@ -829,11 +1257,10 @@ impl Conversation {
             ChatMessage::text(Role::Assistant, format!("(request cancelled: {reason})")),
         ]);
         self.version += 1;
-        self.broadcast(
-            "requestCancelled",
-            json!([running.request.request_id, reason, self.version]),
-            None,
-        );
+        self.journal(Record::Closed {
+            request_id: running.request.request_id.clone(),
+        });
+        self.announce_cancel(running.request.request_id.clone(), reason, ctx);
         self.remember_finished(running.request.request_id);
         log::info!(
             "conversation {}: running request cancelled ({reason})",
@@ -849,7 +1276,7 @@ impl Conversation {
         reason: &str,
         ctx: &mut Context<Self>,
     ) -> &'static str {
-        if self.cancel_queued(request_id, reason) {
+        if self.cancel_queued(request_id, reason, ctx) {
             "cancelled_queued"
         } else if self
             .running
@@ -1136,6 +1563,7 @@ impl Actor for Conversation {
         // Registry → conversation messages use do_send to keep order; connections use send.
         ctx.set_mailbox_capacity(1 << 16);
         Metrics::add(&self.setup.metrics.loaded_conversations, 1);
+        self.recover_requests(ctx);
         log::debug!(
             "conversation {} ({:?}): loaded, generation {}, next seq {}",
             self.id_str,
@@ -1308,11 +1736,6 @@ impl Handler<Shutdown> for Conversation {
                     &json!([null, "conversationDeleted", {"conversationId": self.id_str}, "agent-server"]),
                 );
                 self.emit(notice, &Audience::Everyone);
-                for (_, slot) in std::mem::take(&mut self.clients) {
-                    slot.addr.do_send(StopClient {
-                        notify_connection: true,
-                    });
-                }
             }
             ShutdownReason::Evicted if !self.clients.is_empty() => {
                 log::error!(
@@ -1330,32 +1753,45 @@ impl Handler<Shutdown> for Conversation {
         };
         let queued: Vec<String> = self.queue.iter().map(|r| r.request_id.clone()).collect();
         for id in queued {
-            self.cancel_queued(&id, reason);
+            self.cancel_queued(&id, reason, ctx);
         }
         self.cancel_running(reason, ctx);
-        for (_, slot) in std::mem::take(&mut self.clients) {
-            slot.addr.do_send(StopClient {
-                notify_connection: false,
-            });
-        }
         log::debug!("conversation {}: stopping ({:?})", self.id_str, msg.reason);
+        // Nothing is written after this point: the writer closes (or, for a delete, retires)
+        // the files after every write queued so far, and only then does the actor answer.
+        self.writes_closed = true;
         let writer = self.setup.runtime.log_writer.clone();
-        let mut closing = Vec::new();
-        if let Ok(log) = &self.log {
-            closing.push(writer.close(log.path()));
-        }
-        closing.push(writer.close(&Arc::from(self.chat_path())));
-        let reply = msg.reply;
-        ctx.wait(
+        let closing = if msg.reason == ShutdownReason::Deleted {
+            vec![writer.retire(self.setup.dir.clone())]
+        } else {
+            let mut files = vec![
+                writer.close(&self.chat_path),
+                writer.close(&self.requests_path),
+            ];
+            if let Ok(log) = &self.log {
+                files.push(writer.close(log.path()));
+            }
+            files
+        };
+        self.pending_stop = Some(PendingStop {
+            reply: msg.reply,
+            notify_connection: msg.reason == ShutdownReason::Deleted,
+            files_closed: false,
+        });
+        ctx.spawn(
             async move {
                 for c in closing {
                     let _ = c.await;
                 }
-                let _ = reply.send(());
             }
-            .into_actor(self),
+            .into_actor(self)
+            .map(|(), act, ctx| {
+                if let Some(stop) = act.pending_stop.as_mut() {
+                    stop.files_closed = true;
+                }
+                act.complete_stop(ctx);
+            }),
         );
-        ctx.stop();
     }
 }
 
@@ -1414,6 +1850,14 @@ impl Handler<TurnEvent> for Conversation {
     type Result = ();
 
     fn handle(&mut self, msg: TurnEvent, ctx: &mut Self::Context) {
+        self.turn_event(msg, ctx);
+        self.throttle(ctx);
+    }
+}
+
+impl Conversation {
+    /// Output of the running turn (see [`TurnEvent`]).
+    fn turn_event(&mut self, msg: TurnEvent, ctx: &mut Context<Self>) {
         let current = |turn: u64, act: &Self| act.running.as_ref().is_some_and(|r| r.turn == turn);
         match msg {
             TurnEvent::Display {
@@ -1480,8 +1924,11 @@ impl Handler<TurnEvent> for Conversation {
                     serde_json::to_writer(&mut bytes, m).expect("message serializes");
                     bytes.push(b'\n');
                 }
-                let path: Arc<std::path::Path> = self.chat_path().into();
-                let written = self.setup.runtime.log_writer.replace(&path, bytes);
+                let written = self
+                    .setup
+                    .runtime
+                    .log_writer
+                    .replace(&self.chat_path, bytes);
                 ctx.spawn(async move { written.await.unwrap_or_else(|_| Err("log writer stopped".into())) }.into_actor(self).map(
                     move |result, act, ctx| {
                         if !current(turn, act) {
@@ -1566,11 +2013,24 @@ impl Handler<DispatcherInvoke> for Conversation {
     type Result = ResponseFuture<RpcResult<DispatcherReply>>;
 
     fn handle(&mut self, msg: DispatcherInvoke, ctx: &mut Self::Context) -> Self::Result {
+        let answer = self.dispatch(msg, ctx);
+        self.throttle(ctx);
+        answer
+    }
+}
+
+impl Conversation {
+    /// One `dispatcher:<id>` invoke (see [`DispatcherInvoke`]).
+    fn dispatch(
+        &mut self,
+        msg: DispatcherInvoke,
+        ctx: &mut Context<Self>,
+    ) -> ResponseFuture<RpcResult<DispatcherReply>> {
+        type Answer = ResponseFuture<RpcResult<DispatcherReply>>;
         let m = msg.method.as_str();
-        let value = |v: Value| -> Self::Result {
-            Box::pin(async move { Ok(DispatcherReply::Value(Some(v))) })
-        };
-        let fail = |e: RpcError| -> Self::Result { Box::pin(async move { Err(e) }) };
+        let value =
+            |v: Value| -> Answer { Box::pin(async move { Ok(DispatcherReply::Value(Some(v))) }) };
+        let fail = |e: RpcError| -> Answer { Box::pin(async move { Err(e) }) };
         let args = &msg.args;
         match m {
             "submitCommand" | "interrupt" => {
@@ -1582,7 +2042,19 @@ impl Handler<DispatcherInvoke> for Conversation {
                 if m == "interrupt" && !self.stopping {
                     self.cancel_running("interrupted", ctx);
                 }
-                value(self.submit(request, m == "interrupt", ctx))
+                match self.submit(request, m == "interrupt", ctx) {
+                    Err(refusal) => value(refusal),
+                    Ok((answer, accepted)) => Box::pin(async move {
+                        let answer = match accepted.await {
+                            Ok(Ok(())) => answer,
+                            Ok(Err(cause)) => {
+                                json!({"ok": false, "error": STORAGE_ERROR, "message": cause})
+                            }
+                            Err(_) => json!({"ok": false, "error": "server_stopping"}),
+                        };
+                        Ok(DispatcherReply::Value(Some(answer)))
+                    }),
+                }
             }
             "getDisplayHistory" => {
                 let after = match args.opt_int(m, 0, "afterSeq") {

@@ -331,7 +331,7 @@ mod tests {
     #[test]
     fn appends_recovers_and_reads_tails() {
         let dir = tempfile::tempdir().unwrap();
-        let writer = LogWriter::start();
+        let writer = LogWriter::start(Default::default(), dir.path().to_path_buf());
         let mut log = DisplayLog::open(dir.path(), writer.clone()).unwrap();
         for i in 0..5000 {
             log.append(entry(if i % 10 == 0 {
@@ -340,7 +340,7 @@ mod tests {
                 "append-display"
             }));
         }
-        futures_block(writer.sync());
+        futures_block(writer.sync(vec![log.path().clone()]));
         let tail = match log.read_after(Some(4990)) {
             HistoryRead::Ready(v) => v,
             HistoryRead::Disk { .. } => panic!("tail must come from memory"),
@@ -380,16 +380,20 @@ mod tests {
             {"type":"command-result","seq":1,"timestamp":2,"requestId":{"requestId":"a"}}
         ]);
         fs::write(dir.path().join(LEGACY_FILE_NAME), legacy.to_string()).unwrap();
-        let log = DisplayLog::open(dir.path(), LogWriter::start()).unwrap();
+        let log = DisplayLog::open(
+            dir.path(),
+            LogWriter::start(Default::default(), dir.path().to_path_buf()),
+        )
+        .unwrap();
         assert_eq!((log.next_seq(), log.message_count()), (2, 1));
         let all = read_range(log.path(), 0, 2).unwrap();
         assert_eq!(serde_json::from_str::<Value>(&all[0]).unwrap(), legacy[0]);
     }
 
-    fn futures_block(rx: tokio::sync::oneshot::Receiver<()>) {
+    fn futures_block(rx: tokio::sync::oneshot::Receiver<Result<(), String>>) {
         let rt = tokio::runtime::Builder::new_current_thread()
             .build()
             .unwrap();
-        rt.block_on(rx).unwrap();
+        rt.block_on(rx).unwrap().unwrap();
     }
 }

@@ -27,6 +27,7 @@ pub mod client;
 pub mod commands;
 pub mod conversation;
 pub mod displaylog;
+pub mod faults;
 pub mod logwriter;
 pub mod memory;
 pub mod metrics;
@@ -34,6 +35,7 @@ pub mod naming;
 pub mod outbox;
 pub mod protocol;
 pub mod registry;
+pub mod requests;
 pub mod store;
 
 /// Now as ISO-8601 UTC with milliseconds, like JavaScript's `new Date().toISOString()`.

@@ -1,57 +1,168 @@
 //! The append writer shared by every conversation: one thread that appends lines to
-//! conversation files (display logs, chat histories) and fsyncs each touched file once per
-//! batch (group commit). Conversations never block on disk: they hand over bytes and go on,
-//! and wait on [`LogWriter::sync`] only where durability matters (eviction, delete, shutdown).
+//! conversation files (display logs, chat histories, request journals) and fsyncs each touched
+//! file once per batch (group commit). Conversations never block on disk: they hand over bytes
+//! and go on. What must be durable before it is acknowledged waits on [`LogWriter::sync`],
+//! which resolves after the batch that holds it has been fsynced, with the first error any
+//! earlier append to the named files met.
 //!
-//! Appends to one file keep their order; a torn final line after a crash is dropped on load.
+//! Who talks to it: [`Conversation`](crate::conversation::Conversation) actors (appends, syncs,
+//! `close` on eviction and shutdown, `retire` on delete, `replace` for `@compact`).
+//!
+//! # Guarantees
+//! - Appends to one file keep their order, and every job is done in the order it was queued, so
+//!   a `sync` or `close` covers every append queued before it.
+//! - A failed append is cut back off the file (nothing half-written stays behind a later good
+//!   line), the error is remembered for that file until the next `sync` naming it, and
+//!   `/health` reports it ([`Metrics::storage_failed`]) until a write succeeds again. While
+//!   writes fail the thread probes the disk every [`PROBE_INTERVAL`] so health recovers without
+//!   waiting for traffic.
+//! - After `retire(dir)` (delete), nothing is ever written under `dir` again: later appends
+//!   there are dropped with an error in the log instead of recreating the directory.
+//!
+//! # Bounds
+//! - Queued bytes: a producer sees [`LogWriter::backlogged`] once more than
+//!   [`QUEUE_HIGH_WATER`] bytes wait, and pauses (conversations use `ctx.wait`, which holds
+//!   their mailbox and turn without blocking the arbiter thread) until the queue drains below
+//!   [`QUEUE_LOW_WATER`]. One handler can overshoot by what it appends itself, which the frame
+//!   size bound limits.
+//! - Open files: one per file of a loaded conversation; closed at eviction, delete and shutdown.
+//! - Retired directories remembered: [`RETIRED_MEMORY`] (the actor that wrote there has stopped
+//!   before it retires, so this only guards against a stray late job).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc as std_mpsc;
 use std::sync::Arc;
 use std::thread;
+use std::time::Duration;
 
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, Notify};
+
+use crate::metrics::Metrics;
+
+/// Queued bytes past which producers pause.
+pub const QUEUE_HIGH_WATER: usize = 32 << 20;
+/// Queued bytes below which paused producers go on.
+pub const QUEUE_LOW_WATER: usize = 16 << 20;
+/// Deleted directories remembered so a stray job cannot recreate them.
+pub const RETIRED_MEMORY: usize = 4096;
+/// How often a failing disk is probed for recovery.
+pub const PROBE_INTERVAL: Duration = Duration::from_secs(1);
 
 enum Job {
     /// Append bytes to a file.
     Append(Arc<Path>, Vec<u8>),
-    /// Answer once everything queued before is durable.
-    Sync(oneshot::Sender<()>),
-    /// Sync and close a file (conversation unloaded or deleted).
+    /// Answer once everything queued before is durable, with the first error an append to one
+    /// of these files met since the last sync naming it.
+    Sync(Vec<Arc<Path>>, oneshot::Sender<Result<(), String>>),
+    /// Sync and close a file (conversation unloaded).
     Close(Arc<Path>, oneshot::Sender<()>),
+    /// Sync and close every file under a directory and refuse later writes there (delete).
+    Retire(PathBuf, oneshot::Sender<()>),
     /// Replace a file's content durably (after everything queued for it).
     Replace(Arc<Path>, Vec<u8>, oneshot::Sender<Result<(), String>>),
+}
+
+impl Job {
+    fn bytes(&self) -> usize {
+        match self {
+            Job::Append(_, b) | Job::Replace(_, b, _) => b.len(),
+            _ => 0,
+        }
+    }
+}
+
+struct Shared {
+    /// Bytes of appends and replaces queued and not yet written.
+    queued: AtomicUsize,
+    /// Woken after every batch, for producers waiting on a drain.
+    drained: Notify,
 }
 
 /// Handle to the writer thread; cheap to clone.
 #[derive(Clone)]
 pub struct LogWriter {
     tx: std_mpsc::Sender<Job>,
+    shared: Arc<Shared>,
 }
 
 impl LogWriter {
-    /// Starts the writer thread.
-    pub fn start() -> LogWriter {
+    /// Starts the writer thread. `probe_dir` is where recovery probes write (the instance
+    /// directory); failures and recoveries are reported to `metrics`.
+    pub fn start(metrics: Arc<Metrics>, probe_dir: PathBuf) -> LogWriter {
         let (tx, rx) = std_mpsc::channel();
+        let shared = Arc::new(Shared {
+            queued: AtomicUsize::new(0),
+            drained: Notify::new(),
+        });
+        let state = WriterState {
+            files: HashMap::new(),
+            errors: HashMap::new(),
+            retired: HashSet::new(),
+            retired_order: VecDeque::new(),
+            metrics,
+            probe_dir,
+            shared: shared.clone(),
+        };
         thread::Builder::new()
             .name("log-writer".into())
-            .spawn(move || writer_loop(rx))
+            .spawn(move || {
+                let metrics = state.metrics.clone();
+                let ended = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    writer_loop(rx, state)
+                }));
+                if ended.is_err() {
+                    Metrics::inc(&metrics.dead_writers);
+                }
+            })
             .expect("spawn log writer");
-        LogWriter { tx }
+        LogWriter { tx, shared }
+    }
+
+    fn send(&self, job: Job) {
+        self.shared.queued.fetch_add(job.bytes(), Ordering::Relaxed);
+        if let Err(std_mpsc::SendError(job)) = self.tx.send(job) {
+            self.shared.queued.fetch_sub(job.bytes(), Ordering::Relaxed);
+            log::error!("log writer has stopped; a write was lost");
+        }
     }
 
     /// Queues an append.
     pub fn append(&self, path: &Arc<Path>, bytes: Vec<u8>) {
-        let _ = self.tx.send(Job::Append(path.clone(), bytes));
+        self.send(Job::Append(path.clone(), bytes));
     }
 
-    /// Resolves once every append queued so far is on disk.
-    pub fn sync(&self) -> oneshot::Receiver<()> {
+    /// Whether producers should pause (more than [`QUEUE_HIGH_WATER`] bytes queued).
+    pub fn backlogged(&self) -> bool {
+        self.shared.queued.load(Ordering::Relaxed) > QUEUE_HIGH_WATER
+    }
+
+    /// Bytes queued and not yet written.
+    pub fn queued_bytes(&self) -> usize {
+        self.shared.queued.load(Ordering::Relaxed)
+    }
+
+    /// Resolves once the queue is below [`QUEUE_LOW_WATER`].
+    pub async fn drained(&self) {
+        loop {
+            let notified = self.shared.drained.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.shared.queued.load(Ordering::Relaxed) < QUEUE_LOW_WATER {
+                return;
+            }
+            notified.await;
+        }
+    }
+
+    /// Resolves once every append queued so far is on disk: `Err` names the first failure of
+    /// an append to one of `paths` since the last sync that named it.
+    pub fn sync(&self, paths: Vec<Arc<Path>>) -> oneshot::Receiver<Result<(), String>> {
         let (tx, rx) = oneshot::channel();
-        let _ = self.tx.send(Job::Sync(tx));
+        self.send(Job::Sync(paths, tx));
         rx
     }
 
@@ -63,93 +174,270 @@ impl LogWriter {
         bytes: Vec<u8>,
     ) -> oneshot::Receiver<Result<(), String>> {
         let (tx, rx) = oneshot::channel();
-        let _ = self.tx.send(Job::Replace(path.clone(), bytes, tx));
+        self.send(Job::Replace(path.clone(), bytes, tx));
         rx
     }
 
     /// Syncs and closes `path`'s handle; resolves when done.
     pub fn close(&self, path: &Arc<Path>) -> oneshot::Receiver<()> {
         let (tx, rx) = oneshot::channel();
-        let _ = self.tx.send(Job::Close(path.clone(), tx));
+        self.send(Job::Close(path.clone(), tx));
+        rx
+    }
+
+    /// Syncs and closes every file under `dir` and refuses later writes there; resolves when
+    /// done. Used before a deleted conversation's directory is removed.
+    pub fn retire(&self, dir: PathBuf) -> oneshot::Receiver<()> {
+        let (tx, rx) = oneshot::channel();
+        self.send(Job::Retire(dir, tx));
         rx
     }
 }
 
+/// An open append handle and the length the file had after the last good write.
+struct OpenFile {
+    file: File,
+    len: u64,
+}
+
+struct WriterState {
+    files: HashMap<PathBuf, OpenFile>,
+    /// First error of an append per file since the last sync that named it.
+    errors: HashMap<PathBuf, String>,
+    /// Deleted conversation directories: nothing is written under them again.
+    retired: HashSet<PathBuf>,
+    /// `retired` in insertion order, to bound it.
+    retired_order: VecDeque<PathBuf>,
+    metrics: Arc<Metrics>,
+    probe_dir: PathBuf,
+    shared: Arc<Shared>,
+}
+
 /// Opens `path` for appending. A new file (and any missing directory above it) is created
 /// here, off the actors' threads, and its directory entry is made durable.
-fn open_append(path: &Path) -> std::io::Result<File> {
-    match OpenOptions::new().append(true).open(path) {
-        Ok(f) => Ok(f),
+fn open_append(path: &Path) -> std::io::Result<OpenFile> {
+    let file = match OpenOptions::new().append(true).open(path) {
+        Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             let dir = path.parent().unwrap_or(Path::new("."));
+            crate::faults::check("create", dir)?;
             crate::store::create_dir_durable(dir).map_err(std::io::Error::other)?;
-            let f = OpenOptions::new().create(true).append(true).open(path)?;
+            let f = crate::store::private_file_options()
+                .append(true)
+                .open(path)?;
             File::open(dir)?.sync_all()?;
-            Ok(f)
+            f
         }
-        Err(e) => Err(e),
+        Err(e) => return Err(e),
+    };
+    let len = file.metadata()?.len();
+    Ok(OpenFile { file, len })
+}
+
+impl WriterState {
+    fn is_retired(&self, path: &Path) -> bool {
+        path.ancestors().any(|a| self.retired.contains(a))
+    }
+
+    fn fail(&mut self, path: &Path, what: &str, e: std::io::Error) {
+        let cause = format!("{what} {}: {e}", path.display());
+        log::error!("{cause}");
+        self.metrics.storage_failed(cause.clone());
+        self.errors.entry(path.to_path_buf()).or_insert(cause);
+    }
+
+    fn append(&mut self, path: &Path, bytes: &[u8], dirty: &mut Vec<PathBuf>) {
+        if self.is_retired(path) {
+            log::error!(
+                "{}: append after its conversation was deleted, dropped",
+                path.display()
+            );
+            return;
+        }
+        if !self.files.contains_key(path) {
+            match open_append(path) {
+                Ok(f) => {
+                    self.files.insert(path.to_path_buf(), f);
+                }
+                Err(e) => return self.fail(path, "cannot open", e),
+            }
+        }
+        let open = self.files.get_mut(path).expect("opened above");
+        let written = crate::faults::check("write", path).and_then(|()| open.file.write_all(bytes));
+        match written {
+            Ok(()) => {
+                open.len += bytes.len() as u64;
+                if !dirty.iter().any(|d| d == path) {
+                    dirty.push(path.to_path_buf());
+                }
+            }
+            Err(e) => {
+                // Cut a partial write back off so the next good line starts clean.
+                if let Err(cut) = open.file.set_len(open.len) {
+                    log::error!("{}: cannot cut a failed append: {cut}", path.display());
+                    self.files.remove(path);
+                }
+                self.fail(path, "append to", e);
+            }
+        }
+    }
+
+    fn fsync(&mut self, path: &Path) -> bool {
+        let Some(open) = self.files.get(path) else {
+            return true;
+        };
+        match crate::faults::check("fsync", path).and_then(|()| open.file.sync_data()) {
+            Ok(()) => true,
+            Err(e) => {
+                // After a failed fsync the kernel may have dropped the dirty pages: reopen.
+                self.files.remove(path);
+                self.fail(path, "fsync of", e);
+                false
+            }
+        }
+    }
+
+    fn close(&mut self, path: &Path, dirty: &mut Vec<PathBuf>) {
+        self.fsync(path);
+        self.files.remove(path);
+        self.errors.remove(path);
+        dirty.retain(|d| d != path);
+    }
+
+    fn retire(&mut self, dir: PathBuf, dirty: &mut Vec<PathBuf>) {
+        let under: Vec<PathBuf> = self
+            .files
+            .keys()
+            .filter(|p| p.starts_with(&dir))
+            .cloned()
+            .collect();
+        for path in under {
+            self.close(&path, dirty);
+        }
+        self.errors.retain(|p, _| !p.starts_with(&dir));
+        if self.retired.insert(dir.clone()) {
+            self.retired_order.push_back(dir);
+            if self.retired_order.len() > RETIRED_MEMORY {
+                if let Some(old) = self.retired_order.pop_front() {
+                    self.retired.remove(&old);
+                }
+            }
+        }
+    }
+
+    fn replace(
+        &mut self,
+        path: &Path,
+        bytes: &[u8],
+        dirty: &mut Vec<PathBuf>,
+    ) -> Result<(), String> {
+        if self.is_retired(path) {
+            return Err(format!("{}: its conversation was deleted", path.display()));
+        }
+        self.close(path, dirty);
+        let dir = path.parent().unwrap_or(Path::new("."));
+        let result = crate::store::create_dir_durable(dir)
+            .and_then(|()| crate::store::write_atomic(path, bytes))
+            .map_err(|e| e.to_string());
+        match &result {
+            Ok(()) => self.metrics.storage_ok(),
+            Err(e) => {
+                log::error!("{e}");
+                self.metrics.storage_failed(e.clone());
+            }
+        }
+        result
+    }
+
+    /// While writes fail: write, fsync and remove a small file to see whether the disk is
+    /// back, and clear the failure when it is.
+    fn probe(&mut self) {
+        let probe = self.probe_dir.join(".roundtable-probe");
+        let ok = crate::faults::check("probe", &probe)
+            .and_then(|()| {
+                let mut f = File::create(&probe)?;
+                f.write_all(b"probe")?;
+                f.sync_data()
+            })
+            .is_ok();
+        let _ = std::fs::remove_file(&probe);
+        if ok {
+            self.metrics.storage_ok();
+        }
     }
 }
 
-fn writer_loop(rx: std_mpsc::Receiver<Job>) {
-    let mut files: HashMap<PathBuf, File> = HashMap::new();
-    while let Ok(first) = rx.recv() {
+fn writer_loop(rx: std_mpsc::Receiver<Job>, mut st: WriterState) {
+    loop {
+        let first = if st.metrics.storage_failure().is_some() {
+            match rx.recv_timeout(PROBE_INTERVAL) {
+                Ok(job) => job,
+                Err(std_mpsc::RecvTimeoutError::Timeout) => {
+                    st.probe();
+                    continue;
+                }
+                Err(std_mpsc::RecvTimeoutError::Disconnected) => return,
+            }
+        } else {
+            match rx.recv() {
+                Ok(job) => job,
+                Err(_) => return,
+            }
+        };
+        crate::faults::writer_delay();
         let mut batch = vec![first];
         while let Ok(more) = rx.try_recv() {
             batch.push(more);
         }
+        let batch_bytes: usize = batch.iter().map(Job::bytes).sum();
         let mut dirty: Vec<PathBuf> = Vec::new();
-        let mut acks = Vec::new();
+        let mut syncs = Vec::new();
+        let mut closes = Vec::new();
+        let mut wrote = false;
+        let failures_before = Metrics::get(&st.metrics.storage_errors);
         for job in batch {
             match job {
                 Job::Append(path, bytes) => {
-                    let file = match files.get_mut(path.as_ref()) {
-                        Some(f) => f,
-                        None => match open_append(&path) {
-                            Ok(f) => files.entry(path.to_path_buf()).or_insert(f),
-                            Err(e) => {
-                                log::error!("{}: cannot open for append: {e}", path.display());
-                                continue;
-                            }
-                        },
-                    };
-                    if let Err(e) = file.write_all(&bytes) {
-                        log::error!("{}: append failed: {e}", path.display());
-                    }
-                    if !dirty.iter().any(|d| d.as_path() == path.as_ref()) {
-                        dirty.push(path.to_path_buf());
-                    }
+                    st.append(&path, &bytes, &mut dirty);
+                    wrote = true;
                 }
-                Job::Sync(ack) => acks.push(ack),
+                Job::Sync(paths, ack) => syncs.push((paths, ack)),
                 Job::Replace(path, bytes, ack) => {
-                    if let Some(f) = files.remove(path.as_ref()) {
-                        let _ = f.sync_data();
-                        dirty.retain(|d| d.as_path() != path.as_ref());
-                    }
-                    let dir = path.parent().unwrap_or(Path::new("."));
-                    let result = crate::store::create_dir_durable(dir)
-                        .and_then(|()| crate::store::write_atomic(&path, &bytes))
-                        .map_err(|e| e.to_string());
+                    let result = st.replace(&path, &bytes, &mut dirty);
                     let _ = ack.send(result);
                 }
                 Job::Close(path, ack) => {
-                    if let Some(f) = files.remove(path.as_ref()) {
-                        let _ = f.sync_data();
-                        dirty.retain(|d| d.as_path() != path.as_ref());
-                    }
-                    acks.push(ack);
+                    st.close(&path, &mut dirty);
+                    closes.push(ack);
+                }
+                Job::Retire(dir, ack) => {
+                    st.retire(dir, &mut dirty);
+                    closes.push(ack);
                 }
             }
         }
         for path in dirty {
-            if let Some(f) = files.get(&path) {
-                if let Err(e) = f.sync_data() {
-                    log::error!("{}: fsync failed: {e}", path.display());
-                }
-            }
+            st.fsync(&path);
         }
-        for ack in acks {
+        if wrote && Metrics::get(&st.metrics.storage_errors) == failures_before {
+            // Every append of this batch landed: the disk works (again).
+            st.metrics.storage_ok();
+        }
+        for (paths, ack) in syncs {
+            let mut error = None;
+            for p in &paths {
+                let e = st.errors.remove(p.as_ref());
+                error = error.or(e);
+            }
+            let _ = ack.send(match error {
+                Some(e) => Err(e),
+                None => Ok(()),
+            });
+        }
+        for ack in closes {
             let _ = ack.send(());
         }
+        st.shared.queued.fetch_sub(batch_bytes, Ordering::Relaxed);
+        st.shared.drained.notify_waiters();
     }
 }

@@ -25,19 +25,66 @@ pub struct Metrics {
     pub slow_client_closes: AtomicU64,
     /// Conversations unloaded after idling.
     pub evictions: AtomicU64,
-    /// invokeError answers per method. Touched only on the error path.
-    rpc_errors: Mutex<BTreeMap<String, u64>>,
+    /// invokeError answers per method name. Keys are bounded: a method the server does not
+    /// know is counted as [`OTHER_METHOD`] (a client cannot grow this map). Touched only on the
+    /// error path.
+    rpc_errors: Mutex<BTreeMap<&'static str, u64>>,
+    /// Why storage writes fail right now (`None`: they do not). Set by the writer threads on a
+    /// failed write, fsync or rename, cleared by their next success; `/health` answers 503 with
+    /// it while it is set.
+    storage_failure: Mutex<Option<String>>,
+    /// Storage writes (appends, fsyncs, whole-file writes) that failed.
+    pub storage_errors: AtomicU64,
+    /// Writer threads (log writer, registry writer) that have ended. Each must live as long as
+    /// the server, so any count here makes `/health` answer 503.
+    pub dead_writers: AtomicU64,
+    /// Times a conversation paused because the log writer's queue was over its bound.
+    pub writer_backpressure: AtomicU64,
 }
 
+/// The `rpc_errors` label of every method name the server does not implement.
+pub const OTHER_METHOD: &str = "other";
+
 impl Metrics {
-    /// Counts one invokeError answer for `method`.
+    /// Counts one invokeError answer for `method` (a known name, or [`OTHER_METHOD`]).
     pub fn rpc_error(&self, method: &str) {
+        let label = crate::protocol::known_method(method).unwrap_or(OTHER_METHOD);
         let mut map = self.rpc_errors.lock().unwrap_or_else(|e| e.into_inner());
-        *map.entry(method.to_string()).or_default() += 1;
+        *map.entry(label).or_default() += 1;
+    }
+
+    /// Records a failed storage write: `/health` turns 503 with `cause` until [`storage_ok`].
+    ///
+    /// [`storage_ok`]: Metrics::storage_ok
+    pub fn storage_failed(&self, cause: String) {
+        Metrics::inc(&self.storage_errors);
+        *self
+            .storage_failure
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(cause);
+    }
+
+    /// Records a successful storage write: clears a failure, logging the recovery once.
+    pub fn storage_ok(&self) {
+        let mut failure = self
+            .storage_failure
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if let Some(cause) = failure.take() {
+            log::info!("storage writes succeed again (they failed with: {cause})");
+        }
+    }
+
+    /// Why storage writes fail right now, if they do.
+    pub fn storage_failure(&self) -> Option<String> {
+        self.storage_failure
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// invokeError counts per method.
-    pub fn rpc_errors(&self) -> BTreeMap<String, u64> {
+    pub fn rpc_errors(&self) -> BTreeMap<&'static str, u64> {
         self.rpc_errors
             .lock()
             .unwrap_or_else(|e| e.into_inner())

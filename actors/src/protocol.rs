@@ -30,6 +30,49 @@ pub fn dispatcher_channel(conversation_id: &str) -> String {
     format!("{DISPATCHER_PREFIX}{conversation_id}")
 }
 
+/// Invokes one socket may have unanswered at once; the next gets
+/// [`RpcError::TooManyInFlight`]. Bounds the per-socket work and the registry writer's queue.
+pub const MAX_IN_FLIGHT: usize = 256;
+
+/// Every method name the server answers, on any channel. Used to bound metric labels: a name
+/// outside this list (clients may send anything) is counted as "other".
+pub const KNOWN_METHODS: &[&str] = &[
+    "(invalid)",
+    // agent-server
+    "joinConversation",
+    "leaveConversation",
+    "createConversation",
+    "listConversations",
+    "findConversations",
+    "renameConversation",
+    "deleteConversation",
+    "searchConversationContent",
+    "getUserIdentity",
+    "registerClientAgent",
+    "unregisterClientAgent",
+    "shutdown",
+    // discovery
+    "lookupPort",
+    // dispatcher
+    "submitCommand",
+    "interrupt",
+    "getDisplayHistory",
+    "getQueueSnapshot",
+    "cancelCommand",
+    "promoteCommand",
+    "respondToInteraction",
+    "respondToChoice",
+    "getStatus",
+    "getCommandCompletion",
+    "getDeveloperMode",
+    "close",
+];
+
+/// `method` as a `'static` label when the server knows it.
+pub fn known_method(method: &str) -> Option<&'static str> {
+    KNOWN_METHODS.iter().copied().find(|m| *m == method)
+}
+
 /// Every error a method can answer with. The `Display` text is exactly what goes into
 /// `invokeError.error`; clients match several of these by prefix (reference section 4.3).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -74,6 +117,9 @@ pub enum RpcError {
         /// What the parameter must be.
         expected: &'static str,
     },
+    /// The socket has [`MAX_IN_FLIGHT`] invokes unanswered; this one was not run.
+    #[error("Too many requests in flight on this connection (limit {0}); wait for answers before sending more")]
+    TooManyInFlight(usize),
     /// A durable write failed; the change was not made.
     #[error("Storage error: {0}")]
     Storage(String),

@@ -139,7 +139,7 @@ impl ConversationRegistry {
         }
         let mut reg = ConversationRegistry {
             recount_pending: !clean,
-            writer: RegistryWriter::start(layout.clone()),
+            writer: RegistryWriter::start(layout.clone(), config.metrics.clone()),
             config,
             entries: HashMap::new(),
             order: BTreeMap::new(),
@@ -1104,6 +1104,38 @@ impl Handler<TakeSnapshot> for ConversationRegistry {
 
     fn handle(&mut self, _msg: TakeSnapshot, _ctx: &mut Self::Context) -> Self::Result {
         MessageResult(self.snapshot())
+    }
+}
+
+/// Whether a conversation exists (and is not being deleted), for the answer to an invoke on a
+/// `dispatcher:<id>` channel the socket has not joined.
+#[derive(Message)]
+#[rtype(result = "bool")]
+pub struct ConversationExists {
+    /// Raw id from the channel name.
+    pub id: String,
+}
+
+impl Handler<ConversationExists> for ConversationRegistry {
+    type Result = bool;
+
+    fn handle(&mut self, msg: ConversationExists, _ctx: &mut Self::Context) -> bool {
+        self.lookup(&msg.id)
+            .and_then(|id| self.entries.get(&id))
+            .is_some_and(|e| !e.deleting)
+    }
+}
+
+/// Makes the registry panic (test seam, see [`crate::faults`]); the panic policy applies.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct PanicForTest;
+
+impl Handler<PanicForTest> for ConversationRegistry {
+    type Result = ();
+
+    fn handle(&mut self, _msg: PanicForTest, _ctx: &mut Self::Context) {
+        panic!("test panic requested through testPanic");
     }
 }
 

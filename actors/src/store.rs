@@ -111,10 +111,12 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
         std::process::id()
     ));
     let result = (|| {
-        let mut f = File::create(&tmp)?;
+        crate::faults::check("write", path)?;
+        let mut f = private_file_options().truncate(true).open(&tmp)?;
         f.write_all(bytes)?;
         f.sync_all()?;
         drop(f);
+        crate::faults::check("rename", path)?;
         fs::rename(&tmp, path)
     })();
     if let Err(e) = result {
@@ -125,6 +127,15 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
         });
     }
     fsync_dir(dir)
+}
+
+/// Options that create a file readable and writable by its owner only (0600, whatever the
+/// umask): conversations are private to the user running the server.
+pub fn private_file_options() -> OpenOptions {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut options = OpenOptions::new();
+    options.write(true).create(true).mode(0o600);
+    options
 }
 
 /// fsyncs a directory so a rename or unlink inside it is durable.
@@ -567,12 +578,26 @@ pub struct RegistryWriter {
 }
 
 impl RegistryWriter {
-    /// Starts the writer thread for `layout`.
-    pub fn start(layout: Layout) -> RegistryWriter {
+    /// Starts the writer thread for `layout`; failures and recoveries go to `metrics`.
+    ///
+    /// The job channel has no bound of its own: every job is an RPC some connection awaits,
+    /// so it is bounded by sockets × [`MAX_IN_FLIGHT`](crate::protocol::MAX_IN_FLIGHT).
+    pub fn start(
+        layout: Layout,
+        metrics: std::sync::Arc<crate::metrics::Metrics>,
+    ) -> RegistryWriter {
         let (tx, rx) = std_mpsc::channel::<WriteJob>();
         thread::Builder::new()
             .name("registry-writer".into())
-            .spawn(move || writer_loop(layout, rx))
+            .spawn(move || {
+                let m = metrics.clone();
+                let ended = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    writer_loop(layout, rx, &m)
+                }));
+                if ended.is_err() {
+                    crate::metrics::Metrics::inc(&metrics.dead_writers);
+                }
+            })
             .expect("spawn registry writer");
         RegistryWriter { tx }
     }
@@ -611,7 +636,11 @@ impl RegistryWriter {
     }
 }
 
-fn writer_loop(layout: Layout, rx: std_mpsc::Receiver<WriteJob>) {
+fn writer_loop(
+    layout: Layout,
+    rx: std_mpsc::Receiver<WriteJob>,
+    metrics: &crate::metrics::Metrics,
+) {
     let journal_path = layout.journal_file();
     let mut journal: Option<File> = None;
     while let Ok(first) = rx.recv() {
@@ -633,13 +662,23 @@ fn writer_loop(layout: Layout, rx: std_mpsc::Receiver<WriteJob>) {
                 }
                 other => {
                     // Flush the appends queued before this job first, to keep order.
-                    flush_appends(&journal_path, &mut journal, &mut buf, &mut pending_acks);
+                    flush_appends(
+                        &journal_path,
+                        &mut journal,
+                        &mut buf,
+                        &mut pending_acks,
+                        metrics,
+                    );
                     match other {
                         WriteJob::Fold(snapshot, ack) => {
                             journal = None;
                             let r = fold(&layout, &snapshot).map_err(|e| e.to_string());
-                            if let Err(e) = &r {
-                                log::error!("registry fold failed: {e}");
+                            match &r {
+                                Ok(()) => metrics.storage_ok(),
+                                Err(e) => {
+                                    log::error!("registry fold failed: {e}");
+                                    metrics.storage_failed(format!("registry fold: {e}"));
+                                }
                             }
                             let _ = ack.send(r);
                         }
@@ -653,7 +692,13 @@ fn writer_loop(layout: Layout, rx: std_mpsc::Receiver<WriteJob>) {
                 }
             }
         }
-        flush_appends(&journal_path, &mut journal, &mut buf, &mut pending_acks);
+        flush_appends(
+            &journal_path,
+            &mut journal,
+            &mut buf,
+            &mut pending_acks,
+            metrics,
+        );
     }
 }
 
@@ -662,6 +707,7 @@ fn flush_appends(
     journal: &mut Option<File>,
     buf: &mut Vec<u8>,
     acks: &mut Vec<oneshot::Sender<Result<(), String>>>,
+    metrics: &crate::metrics::Metrics,
 ) {
     if acks.is_empty() {
         return;
@@ -669,7 +715,7 @@ fn flush_appends(
     let result = (|| -> io::Result<()> {
         if journal.is_none() {
             let existed = path.exists();
-            let f = OpenOptions::new().create(true).append(true).open(path)?;
+            let f = private_file_options().append(true).open(path)?;
             if !existed {
                 if let Some(dir) = path.parent() {
                     File::open(dir)?.sync_all()?;
@@ -678,16 +724,29 @@ fn flush_appends(
             *journal = Some(f);
         }
         let f = journal.as_mut().expect("journal open");
-        f.write_all(buf)?;
-        f.sync_data()
+        let len = f.metadata()?.len();
+        let written = crate::faults::check("write", path)
+            .and_then(|()| f.write_all(buf))
+            .and_then(|()| crate::faults::check("fsync", path))
+            .and_then(|()| f.sync_data());
+        if written.is_err() {
+            // Cut the failed records back off: a later good append must not follow a torn one.
+            let _ = f.set_len(len);
+        }
+        written
     })();
     buf.clear();
     let result = result.map_err(|e| {
-        // Reopen next time: a failed append may have left a torn line, which load() drops.
+        // Reopen next time: after a failed fsync the kernel may have dropped dirty pages.
         *journal = None;
         log::error!("{}: append failed: {e}", path.display());
-        format!("{}: {e}", path.display())
+        let cause = format!("{}: {e}", path.display());
+        metrics.storage_failed(cause.clone());
+        cause
     });
+    if result.is_ok() {
+        metrics.storage_ok();
+    }
     for ack in acks.drain(..) {
         let _ = ack.send(result.clone());
     }

@@ -6,6 +6,7 @@ mod harness;
 
 mod agent_server;
 mod cli;
+mod durability;
 mod lifecycle;
 mod runtime;
 mod storage;

@@ -1,0 +1,73 @@
+//! Test seams of the storage layer, off unless the server is started with their environment
+//! variables (read once, at the first storage operation):
+//!
+//! - `ROUNDTABLE_TEST_FAULT_FILE=<path>`: before every write, fsync, rename and directory
+//!   creation the storage layer reads `<path>`; while it exists and names an errno (`ENOSPC`,
+//!   `EROFS`, `EIO`), the operation fails with that error, exactly as the kernel would report
+//!   it. Removing the file is the disk recovering. Tests flip it to inject disk faults into a
+//!   running server without root or a special file system.
+//! - `ROUNDTABLE_TEST_WRITER_DELAY_MS=<n>`: the log writer sleeps `n` ms before each batch, so
+//!   a test can hold appends in its queue and make races with delete, eviction and shutdown
+//!   deterministic instead of load-dependent.
+//! - `ROUNDTABLE_TEST_PANIC=1`: the `agent-server` method `testPanic` makes the registry actor
+//!   panic, to test the panic policy (the process aborts; see `abort_on_panic` in `main.rs`).
+//!
+//! Production code calls [`check`] and [`writer_delay`]; with the variables unset each is one
+//! load of an initialised `OnceLock`.
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+struct Hooks {
+    /// `testPanic` is answered.
+    panic_method: bool,
+    /// The fault switch file.
+    fault_file: Option<PathBuf>,
+    /// Sleep before each log-writer batch.
+    writer_delay: Option<Duration>,
+}
+
+fn hooks() -> &'static Hooks {
+    static HOOKS: OnceLock<Hooks> = OnceLock::new();
+    HOOKS.get_or_init(|| Hooks {
+        panic_method: std::env::var("ROUNDTABLE_TEST_PANIC").is_ok_and(|v| v == "1"),
+        fault_file: std::env::var_os("ROUNDTABLE_TEST_FAULT_FILE").map(PathBuf::from),
+        writer_delay: std::env::var("ROUNDTABLE_TEST_WRITER_DELAY_MS")
+            .ok()
+            .and_then(|v| v.trim().parse().ok())
+            .map(Duration::from_millis),
+    })
+}
+
+/// Fails with the injected error while the fault switch is on; `Ok` otherwise (always, in
+/// production). `what` and `path` only go into the log line.
+pub fn check(what: &str, path: &Path) -> io::Result<()> {
+    let Some(switch) = &hooks().fault_file else {
+        return Ok(());
+    };
+    let Ok(text) = std::fs::read_to_string(switch) else {
+        return Ok(());
+    };
+    let code = match text.trim() {
+        "ENOSPC" => libc::ENOSPC,
+        "EROFS" => libc::EROFS,
+        "EDQUOT" => libc::EDQUOT,
+        _ => libc::EIO,
+    };
+    log::debug!("test fault injected into {what} of {}", path.display());
+    Err(io::Error::from_raw_os_error(code))
+}
+
+/// Sleeps before a log-writer batch when the slow-writer seam is on.
+pub fn writer_delay() {
+    if let Some(d) = hooks().writer_delay {
+        std::thread::sleep(d);
+    }
+}
+
+/// Whether the `testPanic` method is enabled.
+pub fn test_panic_enabled() -> bool {
+    hooks().panic_method
+}
