@@ -35,6 +35,7 @@ use roundtable_actors::client::{ConversationGone, Ready};
 use roundtable_actors::conversation::{
     Conversation, DispatcherCall, DispatcherInvoke, DispatcherReply,
 };
+use roundtable_actors::frames::{Piece, Reassembled, Reassembler};
 use roundtable_actors::metrics::Metrics;
 use roundtable_actors::outbox::{outbox, Outbox, OutboxReceiver, Outgoing, PushError};
 use roundtable_actors::protocol::{
@@ -73,7 +74,7 @@ pub fn start(
         echo,
         joined: HashMap::new(),
         in_flight: HashSet::new(),
-        fragments: None,
+        fragments: Reassembler::new(max),
         awaiting_pong: false,
         closing: false,
     };
@@ -126,16 +127,6 @@ async fn write_loop(mut session: Session, mut rx: OutboxReceiver) {
     rx.close();
 }
 
-/// A message being reassembled from continuation frames.
-struct Fragments {
-    /// Text (UTF-8 checked) or binary.
-    text: bool,
-    /// Bytes so far.
-    buf: Vec<u8>,
-    /// Prefix of `buf` known to be valid UTF-8 (text only).
-    checked: usize,
-}
-
 /// What this socket has joined.
 struct JoinedConversation {
     /// The client's connection id in the conversation.
@@ -160,8 +151,8 @@ pub struct Connection {
     joined: HashMap<String, JoinedConversation>,
     /// (channel, callId) of invokes being handled; a duplicate is dropped unanswered.
     in_flight: HashSet<(String, u64)>,
-    /// A fragmented message in progress.
-    fragments: Option<Fragments>,
+    /// Joins continuation frames into messages (capped at `max_frame_bytes`).
+    fragments: Reassembler,
     /// A ping went out and no pong came back yet.
     awaiting_pong: bool,
     /// A close frame has been queued; everything inbound is ignored.
@@ -637,58 +628,17 @@ impl Connection {
     }
 
     fn fragment(&mut self, item: Item, ctx: &mut Context<Self>) {
-        let max = self.state.config.max_frame_bytes;
-        let (piece, last) = match item {
-            Item::FirstText(b) | Item::FirstBinary(b) if self.fragments.is_some() => {
-                let _ = b;
-                return self.close(CLOSE_PROTOCOL_ERROR, "new message inside a fragmented one");
-            }
-            Item::FirstText(b) => {
-                self.fragments = Some(Fragments {
-                    text: true,
-                    buf: Vec::new(),
-                    checked: 0,
-                });
-                (b, false)
-            }
-            Item::FirstBinary(b) => {
-                self.fragments = Some(Fragments {
-                    text: false,
-                    buf: Vec::new(),
-                    checked: 0,
-                });
-                (b, false)
-            }
-            Item::Continue(b) => (b, false),
-            Item::Last(b) => (b, true),
+        let (piece, bytes) = match item {
+            Item::FirstText(b) => (Piece::FirstText, b),
+            Item::FirstBinary(b) => (Piece::FirstBinary, b),
+            Item::Continue(b) => (Piece::Continue, b),
+            Item::Last(b) => (Piece::Last, b),
         };
-        let Some(f) = self.fragments.as_mut() else {
-            return self.close(CLOSE_PROTOCOL_ERROR, "continuation without a first frame");
-        };
-        if f.buf.len() + piece.len() > max {
-            self.fragments = None;
-            return self.close(CLOSE_TOO_BIG, "message too big");
-        }
-        f.buf.extend_from_slice(&piece);
-        if f.text {
-            match std::str::from_utf8(&f.buf[f.checked..]) {
-                Ok(_) => f.checked = f.buf.len(),
-                // An incomplete character at the end may be finished by the next fragment.
-                Err(e) if e.error_len().is_none() && !last => f.checked += e.valid_up_to(),
-                Err(_) => {
-                    self.fragments = None;
-                    return self.close(CLOSE_INVALID_DATA, "invalid UTF-8");
-                }
-            }
-        }
-        if last {
-            let f = self.fragments.take().expect("checked above");
-            if f.text {
-                let text = String::from_utf8(f.buf).expect("validated incrementally");
-                self.on_message(&text, ctx);
-            } else {
-                self.on_binary(f.buf, ctx);
-            }
+        match self.fragments.push(piece, &bytes) {
+            Ok(Reassembled::Pending) => {}
+            Ok(Reassembled::Text(text)) => self.on_message(&text, ctx),
+            Ok(Reassembled::Binary(bytes)) => self.on_binary(bytes, ctx),
+            Err(e) => self.close(e.close_code(), e.reason()),
         }
     }
 
@@ -770,7 +720,7 @@ impl StreamHandler<Result<Message, ProtocolError>> for Connection {
         }
         match item {
             Err(e) => self.protocol_error(e),
-            Ok(Message::Text(_) | Message::Binary(_)) if self.fragments.is_some() => {
+            Ok(Message::Text(_) | Message::Binary(_)) if self.fragments.in_progress() => {
                 self.close(CLOSE_PROTOCOL_ERROR, "new message inside a fragmented one")
             }
             Ok(Message::Text(text)) => self.on_message(&text, ctx),

@@ -561,6 +561,17 @@ impl Conversation {
     /// Appends to the request journal (rewriting it with only the open requests once it has
     /// grown past [`requests::COMPACT_AFTER_BYTES`]).
     fn journal(&mut self, record: Record) {
+        let closes_after_durable = false;
+        self.journal_record(record, closes_after_durable);
+    }
+
+    /// [`journal`](Self::journal) for the `closed` record of a request whose result is
+    /// already durable (see [`LogWriter::append_unreported`]).
+    fn journal_closed_after_durable(&mut self, request_id: String) {
+        self.journal_record(Record::Closed { request_id }, true);
+    }
+
+    fn journal_record(&mut self, record: Record, closes_after_durable: bool) {
         match &record {
             Record::Accepted(accepted) => self.open_requests.push(OpenRequest {
                 accepted: accepted.clone(),
@@ -594,6 +605,10 @@ impl Conversation {
             self.requests_appended = bytes.len() as u64;
             // The writer logs a failure; the appended journal it would replace stays valid.
             drop(writer.replace(&self.requests_path, bytes));
+        } else if closes_after_durable {
+            // Its result is already durable: losing this line only costs start-up recovery
+            // a look at the log, so its failure must not fail a later acknowledgement.
+            writer.append_unreported(&self.requests_path, line);
         } else {
             writer.append(&self.requests_path, line);
         }
@@ -698,7 +713,7 @@ impl Conversation {
         self.after_durable(ctx, move |act, written, _| match written {
             Ok(()) => {
                 for request_id in ids {
-                    act.journal(Record::Closed { request_id });
+                    act.journal_closed_after_durable(request_id);
                 }
             }
             Err(e) => log::error!(
@@ -1148,9 +1163,7 @@ impl Conversation {
         self.after_durable(ctx, move |act, written, _| {
             let error = match (error, written) {
                 (error, Ok(())) => {
-                    act.journal(Record::Closed {
-                        request_id: request.request_id.clone(),
-                    });
+                    act.journal_closed_after_durable(request.request_id.clone());
                     error
                 }
                 (error, Err(w)) => {

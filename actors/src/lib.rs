@@ -28,6 +28,7 @@ pub mod commands;
 pub mod conversation;
 pub mod displaylog;
 pub mod faults;
+pub mod frames;
 pub mod logwriter;
 pub mod memory;
 pub mod metrics;

@@ -53,8 +53,8 @@ pub const RETIRED_MEMORY: usize = 4096;
 pub const PROBE_INTERVAL: Duration = Duration::from_secs(1);
 
 enum Job {
-    /// Append bytes to a file.
-    Append(Arc<Path>, Vec<u8>),
+    /// Append bytes to a file; `true`: a failure is reported to the next sync naming it.
+    Append(Arc<Path>, Vec<u8>, bool),
     /// Answer once everything queued before is durable, with the first error an append to one
     /// of these files met since the last sync naming it.
     Sync(Vec<Arc<Path>>, oneshot::Sender<Result<(), String>>),
@@ -69,7 +69,7 @@ enum Job {
 impl Job {
     fn bytes(&self) -> usize {
         match self {
-            Job::Append(_, b) | Job::Replace(_, b, _) => b.len(),
+            Job::Append(_, b, _) | Job::Replace(_, b, _) => b.len(),
             _ => 0,
         }
     }
@@ -130,9 +130,17 @@ impl LogWriter {
         }
     }
 
-    /// Queues an append.
+    /// Queues an append. A failure is reported to the next [`sync`](LogWriter::sync) that
+    /// names the file (and to `/health`).
     pub fn append(&self, path: &Arc<Path>, bytes: Vec<u8>) {
-        self.send(Job::Append(path.clone(), bytes));
+        self.send(Job::Append(path.clone(), bytes, true));
+    }
+
+    /// Queues an append whose loss is harmless and that no later write waits for (a journal
+    /// record that start-up recovery can rebuild): a failure goes to the log and `/health`
+    /// only, so it cannot fail a later, unrelated acknowledgement.
+    pub fn append_unreported(&self, path: &Arc<Path>, bytes: Vec<u8>) {
+        self.send(Job::Append(path.clone(), bytes, false));
     }
 
     /// Whether producers should pause (more than [`QUEUE_HIGH_WATER`] bytes queued).
@@ -239,14 +247,16 @@ impl WriterState {
         path.ancestors().any(|a| self.retired.contains(a))
     }
 
-    fn fail(&mut self, path: &Path, what: &str, e: std::io::Error) {
+    fn fail(&mut self, path: &Path, what: &str, e: std::io::Error, report: bool) {
         let cause = format!("{what} {}: {e}", path.display());
         log::error!("{cause}");
         self.metrics.storage_failed(cause.clone());
-        self.errors.entry(path.to_path_buf()).or_insert(cause);
+        if report {
+            self.errors.entry(path.to_path_buf()).or_insert(cause);
+        }
     }
 
-    fn append(&mut self, path: &Path, bytes: &[u8], dirty: &mut Vec<PathBuf>) {
+    fn append(&mut self, path: &Path, bytes: &[u8], report: bool, dirty: &mut Vec<PathBuf>) {
         if self.is_retired(path) {
             log::error!(
                 "{}: append after its conversation was deleted, dropped",
@@ -259,7 +269,7 @@ impl WriterState {
                 Ok(f) => {
                     self.files.insert(path.to_path_buf(), f);
                 }
-                Err(e) => return self.fail(path, "cannot open", e),
+                Err(e) => return self.fail(path, "cannot open", e, report),
             }
         }
         let open = self.files.get_mut(path).expect("opened above");
@@ -277,7 +287,7 @@ impl WriterState {
                     log::error!("{}: cannot cut a failed append: {cut}", path.display());
                     self.files.remove(path);
                 }
-                self.fail(path, "append to", e);
+                self.fail(path, "append to", e, report);
             }
         }
     }
@@ -291,7 +301,7 @@ impl WriterState {
             Err(e) => {
                 // After a failed fsync the kernel may have dropped the dirty pages: reopen.
                 self.files.remove(path);
-                self.fail(path, "fsync of", e);
+                self.fail(path, "fsync of", e, true);
                 false
             }
         }
@@ -397,8 +407,8 @@ fn writer_loop(rx: std_mpsc::Receiver<Job>, mut st: WriterState) {
         let failures_before = Metrics::get(&st.metrics.storage_errors);
         for job in batch {
             match job {
-                Job::Append(path, bytes) => {
-                    st.append(&path, &bytes, &mut dirty);
+                Job::Append(path, bytes, report) => {
+                    st.append(&path, &bytes, report, &mut dirty);
                     wrote = true;
                 }
                 Job::Sync(paths, ack) => syncs.push((paths, ack)),

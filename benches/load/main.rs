@@ -6,7 +6,7 @@
 //! executable re-run as `__baseline`, see [`baseline`]) and prints every figure beside the
 //! baseline's with the ratio. Every run is bounded in clients, messages and time.
 //!
-//! Modules: [`scenarios`] (the seven scenarios), [`fleet`] (many joined clients and their
+//! Modules: [`scenarios`] (the eight scenarios), [`fleet`] (many joined clients and their
 //! turns), [`client`] (one lean protocol client), [`server`] (child processes, RSS, metrics,
 //! the loopback rule), [`fixtures`] (instance directories written straight to disk),
 //! [`report`] (figures, percentiles, targets, table, JSON, progress bars).
@@ -42,10 +42,10 @@ const MAX_HISTORY: u64 = 10_000_000;
     name = "load",
     about = "Roundtable load harness: cargo bench --bench load -- <scenario> [options]",
     after_help = "Scenarios: fanout, rooms, churn, registry, history, slow, startup, all \
-                  (comma-separated lists work too). See BENCHMARKS.md."
+                  crash (comma-separated lists work too). See BENCHMARKS.md."
 )]
 struct Args {
-    /// Scenario to run: fanout, rooms, churn, registry, history, slow, startup or all.
+    /// Scenario to run: fanout, rooms, churn, registry, history, slow, startup, crash or all.
     scenario: String,
     /// Tiny sizes: every scenario finishes in seconds (what CI runs).
     #[arg(long)]
@@ -241,6 +241,7 @@ async fn run_scenario(ctx: &Ctx, name: &str) -> Result<ScenarioReport, String> {
         "history" => scenarios::history::run(ctx).await,
         "slow" => scenarios::slow::run(ctx).await,
         "startup" => scenarios::startup::run(ctx).await,
+        "crash" => scenarios::crash::run(ctx).await,
         other => Err(format!("unknown scenario {other}")),
     }?;
     report.param("quick", ctx.quick);

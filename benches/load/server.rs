@@ -173,6 +173,12 @@ impl ServerProcess {
             .join("\n")
     }
 
+    /// Crashes it: SIGKILL, no chance to save anything (the `crash` scenario).
+    pub fn kill_9(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
     /// Stops it: SIGTERM (Roundtable saves its registry), SIGKILL after 10 s.
     pub fn stop(mut self) {
         self.terminate();

@@ -1,10 +1,11 @@
-//! The seven scenarios of the issue and what they share: the run context ([`Ctx`]: sizes,
-//! how to start servers, the `--url` target, the open-file limit), the default and quick
+//! The eight scenarios (the load issue's seven, and `crash`) and what they share: the run
+//! context ([`Ctx`]: sizes, how to start servers, the `--url` target, the open-file limit), the default and quick
 //! [`Sizes`], and [`Running`], a server under test (a child process on a temporary instance
 //! directory, or the external `--url` server). Each scenario lives in its own module and
 //! returns a [`ScenarioReport`].
 
 pub mod churn;
+pub mod crash;
 pub mod fanout;
 pub mod history;
 pub mod registry;
@@ -19,8 +20,8 @@ use crate::report::ScenarioReport;
 use crate::server::{Kind, Launch, ServerProcess};
 
 /// Every scenario, in the order `all` runs them.
-pub const ALL: [&str; 7] = [
-    "fanout", "rooms", "churn", "registry", "history", "slow", "startup",
+pub const ALL: [&str; 8] = [
+    "fanout", "rooms", "churn", "registry", "history", "slow", "startup", "crash",
 ];
 
 /// Sizes of every scenario (defaults are the issue's; `--quick` shrinks them to seconds).
