@@ -406,6 +406,18 @@ async fn metrics_text(state: web::Data<AppState>) -> HttpResponse {
         state.log_writer.queued_bytes().to_string(),
     );
     metric(
+        "roundtable_log_fsyncs_total",
+        "counter",
+        "fsyncs made by the log writer (one per touched file per batch).",
+        Metrics::get(&m.log_fsyncs).to_string(),
+    );
+    metric(
+        "roundtable_log_barriers_total",
+        "counter",
+        "Write barriers confirmed by the log writer (acknowledgements waiting for durability).",
+        Metrics::get(&m.log_barriers).to_string(),
+    );
+    metric(
         "roundtable_writer_backpressure_total",
         "counter",
         "Times a conversation paused because the log writer's queue was over its bound.",

@@ -788,7 +788,7 @@ impl Conversation {
             self.emit(Self::leave_notice(), &Audience::Everyone);
         }
         self.report_count();
-        if self.clients.is_empty() {
+        if self.clients.is_empty() && !self.stopping {
             self.arm_idle_timer(ctx);
             self.arm_grace_timer(ctx);
         }
@@ -1741,6 +1741,13 @@ impl Handler<Shutdown> for Conversation {
 
     fn handle(&mut self, msg: Shutdown, ctx: &mut Self::Context) {
         self.stopping = true;
+        // A stopping conversation reports no more idleness (the registry already acted on it).
+        for timer in [self.idle_timer.take(), self.grace_timer.take()]
+            .into_iter()
+            .flatten()
+        {
+            ctx.cancel_future(timer);
+        }
         match msg.reason {
             ShutdownReason::Deleted => {
                 self.emit(Self::system_notice(DELETED_NOTICE), &Audience::Everyone);

@@ -296,6 +296,7 @@ impl WriterState {
         let Some(open) = self.files.get(path) else {
             return true;
         };
+        Metrics::inc(&self.metrics.log_fsyncs);
         match crate::faults::check("fsync", path).and_then(|()| open.file.sync_data()) {
             Ok(()) => true,
             Err(e) => {
@@ -434,6 +435,7 @@ fn writer_loop(rx: std_mpsc::Receiver<Job>, mut st: WriterState) {
             st.metrics.storage_ok();
         }
         for (paths, ack) in syncs {
+            Metrics::inc(&st.metrics.log_barriers);
             let mut error = None;
             for p in &paths {
                 let e = st.errors.remove(p.as_ref());

@@ -40,6 +40,10 @@ pub struct Metrics {
     pub dead_writers: AtomicU64,
     /// Times a conversation paused because the log writer's queue was over its bound.
     pub writer_backpressure: AtomicU64,
+    /// fsyncs the log writer made (one per touched file per batch).
+    pub log_fsyncs: AtomicU64,
+    /// Write barriers the log writer confirmed; barriers ÷ fsyncs is what group commit buys.
+    pub log_barriers: AtomicU64,
 }
 
 /// The `rpc_errors` label of every method name the server does not implement.

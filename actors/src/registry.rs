@@ -996,10 +996,14 @@ impl Handler<ConversationEvent> for ConversationRegistry {
                     log::debug!("conversation {id}: stale idle report ignored");
                     return;
                 }
+                // Only a live conversation is evicted; an `Evicting` one keeps its waiting joins.
+                if !matches!(entry.state, LoadState::Live(_)) {
+                    return;
+                }
                 let LoadState::Live(addr) =
                     std::mem::replace(&mut entry.state, LoadState::Evicting(Vec::new()))
                 else {
-                    return;
+                    unreachable!("checked above");
                 };
                 entry.client_count = Arc::default();
                 Metrics::inc(&self.config.metrics.evictions);

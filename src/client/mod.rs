@@ -630,12 +630,18 @@ fn handle_frame(
             };
             let method = message["name"].as_str().unwrap_or_default().to_string();
             let args = message["args"].as_array().cloned().unwrap_or_default();
-            record_completion(shared, &method, &args);
+            // Queue the event before recording the completion: whoever the completion wakes
+            // (the CLI's wait) drains the queued output first, so a command's last output is
+            // never printed after the prompt that follows it.
+            let completion = completion_of(&method, &args);
             let _ = events.send(Event::Call {
                 conversation_id: conversation_id.to_string(),
                 method,
                 args,
             });
+            if let Some((id, outcome)) = completion {
+                record_completion(shared, id, outcome);
+            }
         }
         Some("invoke") => {
             // We host no client-side methods: answer like TypeAgent's Android client does.
@@ -649,8 +655,9 @@ fn handle_frame(
     }
 }
 
-fn record_completion(shared: &Shared, method: &str, args: &[Value]) {
-    let outcome = match method {
+/// The request id and outcome a clientio call reports (`commandComplete`, `requestCancelled`).
+fn completion_of(method: &str, args: &[Value]) -> Option<(String, CommandOutcome)> {
+    match method {
         "notify" if args.get(1).and_then(Value::as_str) == Some("commandComplete") => {
             let id = match args.first() {
                 Some(Value::String(s)) => Some(s.clone()),
@@ -678,18 +685,20 @@ fn record_completion(shared: &Shared, method: &str, args: &[Value]) {
             )
         }),
         _ => None,
-    };
-    if let Some((id, outcome)) = outcome {
-        let mut book = shared.completions.lock().unwrap();
-        if book.outcomes.insert(id.clone(), outcome).is_none() {
-            book.order.push_back(id);
-        }
-        while book.order.len() > COMPLETIONS_KEPT {
-            if let Some(old) = book.order.pop_front() {
-                book.outcomes.remove(&old);
-            }
-        }
-        drop(book);
-        shared.completed.notify_waiters();
     }
+}
+
+/// Books a completion and wakes the waiters.
+fn record_completion(shared: &Shared, id: String, outcome: CommandOutcome) {
+    let mut book = shared.completions.lock().unwrap();
+    if book.outcomes.insert(id.clone(), outcome).is_none() {
+        book.order.push_back(id);
+    }
+    while book.order.len() > COMPLETIONS_KEPT {
+        if let Some(old) = book.order.pop_front() {
+            book.outcomes.remove(&old);
+        }
+    }
+    drop(book);
+    shared.completed.notify_waiters();
 }

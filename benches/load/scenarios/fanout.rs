@@ -96,6 +96,12 @@ async fn measure(
         .cpu_seconds()
         .zip(cpu_before)
         .map(|(after, before)| after - before);
+    // Group commit: write barriers (acknowledgements waiting for an fsync) per fsync.
+    let group_commit = server.process.as_ref().and_then(|p| {
+        let barriers = crate::server::metric(p.port, "roundtable_log_barriers_total")?;
+        let fsyncs = crate::server::metric(p.port, "roundtable_log_fsyncs_total")?;
+        (fsyncs > 0.0).then_some((barriers, fsyncs))
+    });
     let peak = sampler.finish();
     let delivery = stats.delivery.lock().expect("histogram lock").clone();
     let errors = stats.submit_errors.load(Ordering::Relaxed);
@@ -162,6 +168,20 @@ async fn measure(
     }
     if let Some(kb) = peak {
         figures.push(Figure::new("server_rss_peak_mb", mb(kb), "MB"));
+    }
+    if let Some((barriers, fsyncs)) = group_commit {
+        let turns = (unloaded.completed + loaded.completed).max(1) as f64;
+        figures.push(Figure::new("log_fsyncs_per_turn", fsyncs / turns, "fsyncs"));
+        figures.push(Figure::new(
+            "log_barriers_per_turn",
+            barriers / turns,
+            "barriers",
+        ));
+        figures.push(Figure::new(
+            "barriers_per_fsync",
+            barriers / fsyncs,
+            "barriers",
+        ));
     }
     Ok((figures, notes))
 }
