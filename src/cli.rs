@@ -9,7 +9,7 @@
 //! questions. Ctrl-C cancels the running command, Ctrl-D exits.
 
 use std::io::{IsTerminal, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::mpsc as std_mpsc;
 use std::time::Duration;
 
@@ -74,7 +74,9 @@ pub fn load_state() -> Option<String> {
 /// Saves the joined conversation (durably: temp file + rename).
 pub fn save_state(conversation_id: &str) {
     let dir = home_dir();
-    let _ = std::fs::create_dir_all(&dir);
+    let _ = roundtable_actors::store::private_dir_builder()
+        .recursive(true)
+        .create(&dir);
     let body = json!({"conversationId": conversation_id}).to_string();
     if let Err(e) =
         roundtable_actors::store::write_atomic(&dir.join("cli-state.json"), body.as_bytes())
@@ -84,6 +86,27 @@ pub fn save_state(conversation_id: &str) {
 }
 
 // ---- rendering ----------------------------------------------------------------------------
+
+/// `text` made safe for a terminal: C0 and C1 control characters other than newline and tab
+/// (ESC starts sequences that set the window title, write the clipboard, move the cursor…)
+/// and DEL are shown escaped (`\u{1b}`), never sent raw. Every string the server supplies
+/// (names, messages, errors, questions) passes through here before it is printed.
+pub fn terminal_safe(text: &str) -> std::borrow::Cow<'_, str> {
+    let unsafe_char =
+        |c: char| (c.is_control() && c != '\n' && c != '\t') || ('\u{80}'..='\u{9f}').contains(&c);
+    if !text.chars().any(unsafe_char) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if unsafe_char(c) {
+            out.extend(c.escape_unicode());
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
 
 /// Text of a `DisplayContent`.
 pub fn content_text(content: &Value) -> String {
@@ -300,7 +323,11 @@ pub async fn conversations(url: &str, command: ConversationsCommand, as_json: bo
             if as_json {
                 println!("{}", serde_json::to_string(&info).expect("serializes"));
             } else {
-                println!("Created \"{}\" ({})", info.name, info.conversation_id);
+                println!(
+                    "Created \"{}\" ({})",
+                    terminal_safe(&info.name),
+                    info.conversation_id
+                );
             }
         }
         ConversationsCommand::List { name } => {
@@ -311,7 +338,7 @@ pub async fn conversations(url: &str, command: ConversationsCommand, as_json: bo
             } else if list.is_empty() {
                 println!("No conversations found.");
             } else {
-                println!("{}", table(&list, None));
+                println!("{}", terminal_safe(&table(&list, None)));
             }
         }
         ConversationsCommand::Rename { id, new_name } => {
@@ -319,7 +346,11 @@ pub async fn conversations(url: &str, command: ConversationsCommand, as_json: bo
             if as_json {
                 println!("{}", json!({"conversationId": id, "name": new_name}));
             } else {
-                println!("Renamed {id} to \"{new_name}\"");
+                println!(
+                    "Renamed {} to \"{}\"",
+                    terminal_safe(&id),
+                    terminal_safe(&new_name)
+                );
             }
         }
         ConversationsCommand::Delete { id, yes } => {
@@ -333,7 +364,7 @@ pub async fn conversations(url: &str, command: ConversationsCommand, as_json: bo
             if as_json {
                 println!("{}", json!({"conversationId": id, "deleted": true}));
             } else {
-                println!("Deleted {id}");
+                println!("Deleted {}", terminal_safe(&id));
             }
         }
     }
@@ -342,7 +373,7 @@ pub async fn conversations(url: &str, command: ConversationsCommand, as_json: bo
 }
 
 fn ask_yes_no(question: &str) -> bool {
-    eprint!("{question} [y/N] ");
+    eprint!("{} [y/N] ", terminal_safe(question));
     let _ = std::io::stderr().flush();
     let mut line = String::new();
     std::io::stdin().read_line(&mut line).is_ok()
@@ -387,7 +418,7 @@ pub async fn run(url: &str, kind: RunKind, text: &str, conversation: Option<&str
     let print_output = |event: Event| {
         if let Event::Call { method, args, .. } = event {
             if method == "appendDisplay" || method == "setDisplay" {
-                println!("{}", render_message(&args[0]));
+                println!("{}", terminal_safe(&render_message(&args[0])));
             }
         }
     };
@@ -567,7 +598,8 @@ pub async fn connect(url: &str, options: ConnectOptions) -> CliResult {
     }
     println!(
         "Joined \"{}\" ({}). Type @help for commands, Ctrl-D to exit.",
-        session.name, session.conversation_id
+        terminal_safe(&session.name),
+        session.conversation_id
     );
     replay(&conn, &session).await;
 
@@ -599,6 +631,7 @@ pub async fn connect(url: &str, options: ConnectOptions) -> CliResult {
                     break Err(CliError::new("the server closed the connection"));
                 }
                 if let Some(text) = render_live(&event, &session, &mut pending_questions, true) {
+                    let text = terminal_safe(&text).into_owned();
                     match printer.as_mut() {
                         Some(p) => { let _ = rustyline::ExternalPrinter::print(p, text); }
                         None => println!("{text}"),
@@ -630,7 +663,7 @@ fn interrupt_stream() -> mpsc::UnboundedReceiver<()> {
 }
 
 fn prompt(session: &Session) -> String {
-    format!("{}> ", session.name)
+    format!("{}> ", terminal_safe(&session.name))
 }
 
 fn ui_loop(
@@ -660,19 +693,19 @@ fn ui_loop(
         // The command runs: print its output, answer its questions, until told to prompt.
         loop {
             match ui_rx.recv() {
-                Ok(Ui::Print(text)) => println!("{text}"),
+                Ok(Ui::Print(text)) => println!("{}", terminal_safe(&text)),
                 Ok(Ui::Ask(question, choices)) => {
                     let listed: Vec<String> = choices
                         .iter()
                         .enumerate()
                         .map(|(i, c)| format!("[{}] {c}", i + 1))
                         .collect();
-                    let reply =
-                        match editor.readline(&format!("? {question} {} > ", listed.join(" "))) {
-                            // Ctrl-C at a question cancels the command, as it does elsewhere.
-                            Err(ReadlineError::Interrupted) => Input::Interrupt,
-                            answer => Input::Answer(answer.ok().and_then(|a| pick(&a, &choices))),
-                        };
+                    let asked = format!("? {question} {} > ", listed.join(" "));
+                    let reply = match editor.readline(&terminal_safe(&asked)) {
+                        // Ctrl-C at a question cancels the command, as it does elsewhere.
+                        Err(ReadlineError::Interrupted) => Input::Interrupt,
+                        answer => Input::Answer(answer.ok().and_then(|a| pick(&a, &choices))),
+                    };
                     if input_tx.send(reply).is_err() {
                         return;
                     }
@@ -682,13 +715,26 @@ fn ui_loop(
                     break;
                 }
                 Err(_) => {
-                    let _ = editor.save_history(&history_file);
+                    save_history(&mut editor, &history_file);
                     return;
                 }
             }
         }
     }
-    let _ = editor.save_history(&history_file);
+    save_history(&mut editor, &history_file);
+}
+
+/// Saves the prompt history, readable by its owner only (it holds what the user typed).
+fn save_history(editor: &mut rustyline::DefaultEditor, file: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    if let Some(dir) = file.parent() {
+        let _ = roundtable_actors::store::private_dir_builder()
+            .recursive(true)
+            .create(dir);
+    }
+    if editor.save_history(file).is_ok() {
+        let _ = std::fs::set_permissions(file, std::fs::Permissions::from_mode(0o600));
+    }
 }
 
 /// Reads a choice: its number (1-based) or its text.
@@ -710,7 +756,7 @@ async fn replay(conn: &Connection, session: &Session) {
         Ok(entries) => {
             for e in &entries {
                 if let Some(line) = render_history_entry(e, &session.connection_id) {
-                    println!("{line}");
+                    println!("{}", terminal_safe(&line));
                 }
             }
         }

@@ -16,6 +16,7 @@ pub mod cli;
 pub mod client;
 pub mod config;
 pub mod openai;
+pub mod peer;
 pub mod server;
 pub mod toolserver;
 pub mod transport;

@@ -137,9 +137,13 @@ struct ServeArgs {
     /// Also accept WebSocket upgrades from this Origin (repeatable), e.g. chrome-extension://id.
     #[arg(long = "allow-origin")]
     allowed_origins: Vec<String>,
-    /// Require this token (Authorization: Bearer, or ?token=) on every upgrade.
+    /// Require this token (Authorization: Bearer, or ?token=) on every upgrade. Visible to
+    /// other users in `ps`: prefer --token-file or ROUNDTABLE_TOKEN.
     #[arg(long, env = "ROUNDTABLE_TOKEN", hide_env_values = true)]
     token: Option<String>,
+    /// Read the token from this file (its first line; the file should be private).
+    #[arg(long, conflicts_with = "token")]
+    token_file: Option<PathBuf>,
     /// Move an unparsable registry aside to conversations.json.corrupt-<ts> and start empty.
     #[arg(long)]
     repair: bool,
@@ -239,7 +243,7 @@ fn client(work: impl std::future::Future<Output = cli::CliResult>) -> ExitCode {
     match runtime.block_on(work) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("roundtable: {}", e.message);
+            eprintln!("roundtable: {}", roundtable::cli::terminal_safe(&e.message));
             ExitCode::from(e.code)
         }
     }
@@ -263,6 +267,36 @@ fn abort_on_panic() {
         log::error!("panic: {info}; aborting so that the service manager restarts the server");
         std::process::abort();
     }));
+}
+
+/// The token from `--token` / `ROUNDTABLE_TOKEN` or `--token-file`: an empty one is refused
+/// (it would silently turn authentication off), and a token on the command line gets a
+/// warning (other users see it in `ps`).
+fn token(flag: Option<String>, file: Option<&std::path::Path>) -> Result<Option<String>, String> {
+    let token = match (flag, file) {
+        (_, Some(path)) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| format!("--token-file {}: {e}", path.display()))?;
+            Some(text.lines().next().unwrap_or("").trim().to_string())
+        }
+        (Some(t), None) => {
+            if std::env::args().any(|a| a == "--token" || a.starts_with("--token=")) {
+                log::warn!(
+                    "--token on the command line is visible to other users (ps); \
+                     prefer --token-file or ROUNDTABLE_TOKEN"
+                );
+            }
+            Some(t)
+        }
+        (None, None) => None,
+    };
+    match token {
+        Some(t) if t.trim().is_empty() => Err(
+            "the token is empty; give a non-empty token, or none to serve only your own user"
+                .into(),
+        ),
+        other => Ok(other),
+    }
 }
 
 fn serve(args: ServeArgs) -> ExitCode {
@@ -330,7 +364,19 @@ fn serve(args: ServeArgs) -> ExitCode {
         }
     });
     config.allowed_origins = args.allowed_origins;
-    config.token = args.token.filter(|t| !t.is_empty());
+    config.token = match token(args.token, args.token_file.as_deref()) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("roundtable: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if config.token.is_none() && !config.loopback_only() {
+        log::warn!(
+            "listening beyond loopback without a token: anyone who can reach the port can read, \
+             change and delete every conversation (use --token-file)"
+        );
+    }
     config.repair = args.repair;
     config.outbox.max_frames = args.max_queued_frames.max(1);
     config.outbox.max_bytes = args.max_queued_bytes.max(1024);

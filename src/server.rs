@@ -465,12 +465,20 @@ async fn upgrade(req: HttpRequest, body: web::Payload, state: web::Data<AppState
             return HttpResponse::Forbidden().body("Origin not allowed");
         }
     }
-    if let Some(token) = &config.token {
-        if !token_presented(&req, token) {
-            log::warn!("refused WebSocket upgrade without a valid token");
-            return HttpResponse::Unauthorized()
-                .insert_header((header::WWW_AUTHENTICATE, "Bearer"))
-                .body("missing or wrong token");
+    match &config.token {
+        Some(token) => {
+            if !token_presented(&req, token) {
+                log::warn!("refused WebSocket upgrade without a valid token");
+                return HttpResponse::Unauthorized()
+                    .insert_header((header::WWW_AUTHENTICATE, "Bearer"))
+                    .body("missing or wrong token");
+            }
+        }
+        None => {
+            if let Err(refusal) = same_user_only(&req) {
+                log::warn!("refused WebSocket upgrade: {refusal}");
+                return HttpResponse::Forbidden().body(refusal);
+            }
         }
     }
     let echo = config.echo_path.as_deref() == Some(req.path());
@@ -534,6 +542,34 @@ pub fn origin_allowed(origin: &str, allowed: &[String]) -> bool {
     }
     let authority = rest.split('/').next().unwrap_or("");
     !authority.contains('@') && is_loopback_host(strip_port(authority))
+}
+
+/// Without a token, a loopback connection is served only when the OS user that opened it is
+/// the server's own (so other users of a shared machine cannot read, delete or stop anything).
+/// A connection from another address is allowed (the server only listens beyond loopback when
+/// told to with `--host`, and warns at start when it does so without a token).
+fn same_user_only(req: &HttpRequest) -> Result<(), String> {
+    let Some(peer) = req.peer_addr() else {
+        return Err("the connection has no peer address".into());
+    };
+    if !peer.ip().to_canonical().is_loopback() {
+        return Ok(());
+    }
+    let local = req.app_config().local_addr();
+    let own = crate::peer::own_uid().map_err(|e| format!("cannot read this process's uid: {e}"))?;
+    match crate::peer::loopback_peer_uid(peer, local) {
+        Ok(Some(uid)) if uid == own => Ok(()),
+        Ok(Some(uid)) => Err(format!(
+            "connection from another OS user (uid {uid}); this server serves only uid {own} \
+             without a token (start it with --token-file to share it)"
+        )),
+        Ok(None) => Err(format!(
+            "cannot tell which OS user opened the connection from {peer}"
+        )),
+        Err(e) => Err(format!(
+            "cannot read the socket table to check the peer's user: {e}"
+        )),
+    }
 }
 
 fn token_presented(req: &HttpRequest, expected: &str) -> bool {

@@ -303,15 +303,31 @@ impl Connection {
                     self.reply(&channel, call_id, "(invalid)", Err(RpcError::InvalidInvoke));
                 }
             }
+            Ok(Inbound::Unparsable {
+                channel,
+                call_id,
+                reason,
+            }) => {
+                Metrics::inc(&self.state.metrics.frames_dropped);
+                log::debug!(
+                    "socket {}: unparsable invoke #{call_id} on {channel}: {reason}",
+                    self.socket_id
+                );
+                if self.channel_exists(&channel) || channel.starts_with(DISPATCHER_PREFIX) {
+                    self.reply(
+                        &channel,
+                        call_id,
+                        "(invalid)",
+                        Err(RpcError::Unparsable(reason)),
+                    );
+                }
+            }
             Ok(Inbound::Call {
                 channel,
                 method,
                 args,
             }) => {
-                match channel
-                    .strip_prefix(DISPATCHER_PREFIX)
-                    .and_then(|id| self.joined.get(id))
-                {
+                match self.joined_on(&channel) {
                     Some(joined) => {
                         // Bounded: a conversation whose mailbox is full drops the call.
                         let call = DispatcherCall {
@@ -368,9 +384,14 @@ impl Connection {
     fn channel_exists(&self, channel: &str) -> bool {
         channel == AGENT_SERVER_CHANNEL
             || channel == DISCOVERY_CHANNEL
-            || channel
-                .strip_prefix(DISPATCHER_PREFIX)
-                .is_some_and(|id| self.joined.contains_key(id))
+            || self.joined_on(channel).is_some()
+    }
+
+    /// The joined conversation a `dispatcher:<id>` channel names, in any id form.
+    fn joined_on(&self, channel: &str) -> Option<&JoinedConversation> {
+        let id = channel.strip_prefix(DISPATCHER_PREFIX)?;
+        self.joined
+            .get(protocol::canonical_conversation_id(id).as_ref())
     }
 
     fn invoke(
@@ -386,10 +407,7 @@ impl Connection {
         } else if channel == DISCOVERY_CHANNEL {
             let result = lookup_port(&method, &args, self.state.port);
             self.reply(&channel, call_id, &method, result);
-        } else if let Some(joined) = channel
-            .strip_prefix(DISPATCHER_PREFIX)
-            .and_then(|id| self.joined.get(id))
-        {
+        } else if let Some(joined) = self.joined_on(&channel) {
             let req = joined.conversation.send(DispatcherInvoke {
                 connection_id: joined.connection_id.clone(),
                 method: method.clone(),
@@ -419,7 +437,7 @@ impl Connection {
             "joinConversation" => self.join(call_id, args, ctx),
             "leaveConversation" => {
                 let id = match args.req_str(m, 0, "conversationId") {
-                    Ok(id) => id.to_string(),
+                    Ok(id) => protocol::canonical_conversation_id(id).into_owned(),
                     Err(e) => return self.reply(&ch, call_id, m, Err(e)),
                 };
                 let Some(joined) = self.joined.remove(&id) else {

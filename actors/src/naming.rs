@@ -17,6 +17,20 @@ pub fn validate_length(name: &str) -> RpcResult<()> {
     }
 }
 
+/// A new or changed name: the length rule first (as TypeAgent checks it), then no control
+/// characters (C0, DEL, C1: a name is printed in terminals and UIs, where `ESC ] 52 ;` writes
+/// the clipboard and `ESC ] 0 ;` the window title).
+pub fn validate_name(name: &str) -> RpcResult<()> {
+    validate_length(name)?;
+    if name
+        .chars()
+        .any(|c| c.is_control() || ('\u{80}'..='\u{9f}').contains(&c))
+    {
+        return Err(RpcError::NameControlCharacters);
+    }
+    Ok(())
+}
+
 /// JavaScript `trim()`: Unicode white space plus the BOM.
 pub fn js_trim(s: &str) -> &str {
     s.trim_matches(|c: char| c.is_whitespace() || c == '\u{feff}')
@@ -105,6 +119,20 @@ mod tests {
 
     #[test]
     fn length_counts_utf16_units() {
+        assert_eq!(
+            validate_name("title\u{1b}]0;pwned\u{7}"),
+            Err(RpcError::NameControlCharacters)
+        );
+        assert_eq!(
+            validate_name("tab\there"),
+            Err(RpcError::NameControlCharacters)
+        );
+        assert_eq!(
+            validate_name("c1 \u{9b}"),
+            Err(RpcError::NameControlCharacters)
+        );
+        assert_eq!(validate_name(""), Err(RpcError::NameLength));
+        assert!(validate_name("ordinary — name ✓").is_ok());
         assert!(validate_length("").is_err());
         assert!(validate_length("   ").is_ok());
         assert!(validate_length(&"a".repeat(256)).is_ok());

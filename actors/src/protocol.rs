@@ -83,6 +83,9 @@ pub enum RpcError {
     /// Name outside 1..=256 UTF-16 code units.
     #[error("Conversation name must be between 1 and 256 characters")]
     NameLength,
+    /// A name with a control character (C0, DEL or C1).
+    #[error("Conversation name must not contain control characters")]
+    NameControlCharacters,
     /// Another conversation already has this name (trimmed, case-insensitive); quotes the
     /// existing name as stored.
     #[error("A conversation named \"{0}\" already exists. Pick a different name.")]
@@ -105,6 +108,9 @@ pub enum RpcError {
     /// An invoke with a valid callId but a bad name or non-array args.
     #[error("Invalid invoke message")]
     InvalidInvoke,
+    /// An invoke whose text does not parse as JSON; says why (the parser's words).
+    #[error("Invalid invoke message: {0}")]
+    Unparsable(String),
     /// An argument of the wrong JSON type.
     #[error("Invalid argument {index} ({param}) of {method}: expected {expected}")]
     InvalidArgument {
@@ -167,6 +173,16 @@ pub enum Inbound {
         /// Echoed in the answer.
         call_id: u64,
     },
+    /// Text that does not parse as JSON (nesting too deep, a lone surrogate, …) but whose
+    /// channel and invoke callId could still be read: answered with why.
+    Unparsable {
+        /// Channel the envelope named.
+        channel: String,
+        /// Echoed in the answer.
+        call_id: u64,
+        /// The parser's complaint.
+        reason: String,
+    },
     /// An answer to a server → client invoke (we never send any): logged and dropped.
     Response {
         /// Channel the envelope named.
@@ -191,8 +207,19 @@ pub enum DropReason {
 impl Inbound {
     /// Decodes one frame's text. `Err` means: drop it and log why.
     pub fn parse(text: &str) -> Result<Inbound, DropReason> {
-        let value: Value =
-            serde_json::from_str(text).map_err(|e| DropReason::NotJson(e.to_string()))?;
+        let value: Value = match serde_json::from_str(text) {
+            Ok(v) => v,
+            Err(e) => {
+                return match salvage_invoke(text) {
+                    Some((channel, call_id)) => Ok(Inbound::Unparsable {
+                        channel,
+                        call_id,
+                        reason: e.to_string(),
+                    }),
+                    None => Err(DropReason::NotJson(e.to_string())),
+                }
+            }
+        };
         let Value::Object(mut envelope) = value else {
             return Err(DropReason::NotEnvelope);
         };
@@ -240,6 +267,169 @@ impl Inbound {
                 Ok(Inbound::Response { channel })
             }
             _ => Err(DropReason::BadMessage(channel)),
+        }
+    }
+}
+
+/// A conversation id in its one canonical form (lower-case, hyphenated UUID), whatever form
+/// the client sent (upper case, braces, `urn:uuid:`, no hyphens): every method and channel
+/// name accepts what `joinConversation` accepts. Other strings are returned as they are (they
+/// name no conversation; errors echo them).
+pub fn canonical_conversation_id(raw: &str) -> std::borrow::Cow<'_, str> {
+    match uuid::Uuid::parse_str(raw) {
+        Ok(id) => {
+            let canonical = id.to_string();
+            if canonical == raw {
+                std::borrow::Cow::Borrowed(raw)
+            } else {
+                std::borrow::Cow::Owned(canonical)
+            }
+        }
+        Err(_) => std::borrow::Cow::Borrowed(raw),
+    }
+}
+
+/// Reads the channel and callId of an invoke from text that does not parse as JSON, without
+/// building values and without recursion (the text may nest arbitrarily deep). `None` unless
+/// the top level is an object whose `name` is a valid string and whose `message` object says
+/// `"type":"invoke"` with a valid callId.
+pub fn salvage_invoke(text: &str) -> Option<(String, u64)> {
+    let mut sc = Scanner {
+        b: text.as_bytes(),
+        i: 0,
+    };
+    let (mut channel, mut kind, mut call_id) = (None, None, None);
+    sc.object(|sc, key| {
+        match key {
+            b"name" if sc.peek() == Some(b'"') => {
+                channel = Some(sc.string()?);
+            }
+            b"message" if sc.peek() == Some(b'{') => {
+                sc.object(|sc, key| {
+                    match key {
+                        b"type" if sc.peek() == Some(b'"') => kind = Some(sc.string()?),
+                        b"callId" => call_id = Some(sc.number()?),
+                        _ => sc.skip_value()?,
+                    }
+                    Some(())
+                })?;
+            }
+            _ => sc.skip_value()?,
+        }
+        Some(())
+    })?;
+    let channel: String = serde_json::from_slice(channel?).ok()?;
+    let call_id = call_id
+        .and_then(|n: &[u8]| std::str::from_utf8(n).ok()?.parse::<u64>().ok())
+        .filter(|n| *n <= MAX_SAFE_INTEGER)?;
+    (kind? == b"\"invoke\"").then_some((channel, call_id))
+}
+
+/// A forward-only JSON tokenizer for [`salvage_invoke`]: strings come back raw (quotes
+/// included), containers are skipped with a depth counter.
+struct Scanner<'a> {
+    b: &'a [u8],
+    i: usize,
+}
+
+impl<'a> Scanner<'a> {
+    fn ws(&mut self) {
+        while self.i < self.b.len() && self.b[self.i].is_ascii_whitespace() {
+            self.i += 1;
+        }
+    }
+
+    fn peek(&mut self) -> Option<u8> {
+        self.ws();
+        self.b.get(self.i).copied()
+    }
+
+    fn eat(&mut self, c: u8) -> Option<()> {
+        (self.peek()? == c).then(|| self.i += 1)
+    }
+
+    /// A string token, quotes included (escapes are skipped, not checked).
+    fn string(&mut self) -> Option<&'a [u8]> {
+        self.ws();
+        let start = self.i;
+        self.eat(b'"')?;
+        loop {
+            match *self.b.get(self.i)? {
+                b'\\' => self.i += 2,
+                b'"' => {
+                    self.i += 1;
+                    return Some(&self.b[start..self.i]);
+                }
+                _ => self.i += 1,
+            }
+        }
+    }
+
+    fn number(&mut self) -> Option<&'a [u8]> {
+        self.ws();
+        let start = self.i;
+        while self.i < self.b.len()
+            && matches!(
+                self.b[self.i],
+                b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E'
+            )
+        {
+            self.i += 1;
+        }
+        (self.i > start).then(|| &self.b[start..self.i])
+    }
+
+    fn skip_value(&mut self) -> Option<()> {
+        match self.peek()? {
+            b'"' => self.string().map(|_| ()),
+            b'{' | b'[' => {
+                let mut depth = 0usize;
+                loop {
+                    match *self.b.get(self.i)? {
+                        b'"' => {
+                            self.string()?;
+                            continue;
+                        }
+                        b'{' | b'[' => depth += 1,
+                        b'}' | b']' => {
+                            depth -= 1;
+                            if depth == 0 {
+                                self.i += 1;
+                                return Some(());
+                            }
+                        }
+                        _ => {}
+                    }
+                    self.i += 1;
+                }
+            }
+            _ => {
+                while self.i < self.b.len() && !matches!(self.b[self.i], b',' | b'}' | b']') {
+                    self.i += 1;
+                }
+                Some(())
+            }
+        }
+    }
+
+    /// `{ "key": value, … }`, calling `field` with each key (unquoted) to consume its value.
+    fn object(&mut self, mut field: impl FnMut(&mut Self, &[u8]) -> Option<()>) -> Option<()> {
+        self.eat(b'{')?;
+        if self.eat(b'}').is_some() {
+            return Some(());
+        }
+        loop {
+            let key = self.string()?;
+            self.eat(b':')?;
+            field(self, &key[1..key.len() - 1])?;
+            match self.peek()? {
+                b',' => self.i += 1,
+                b'}' => {
+                    self.i += 1;
+                    return Some(());
+                }
+                _ => return None,
+            }
         }
     }
 }
@@ -581,6 +771,47 @@ mod tests {
         let v: Value = serde_json::from_str(&call).unwrap();
         assert_eq!(v["message"]["callId"], 2);
         assert_eq!(v["message"]["args"][0], Value::Null);
+    }
+
+    #[test]
+    fn unparsable_invokes_keep_their_call_id() {
+        let deep = format!(
+            r#"{{"name":"agent-server","message":{{"type":"invoke","callId":7,"name":"x","args":[{}1{}]}}}}"#,
+            "[".repeat(200),
+            "]".repeat(200)
+        );
+        match Inbound::parse(&deep) {
+            Ok(Inbound::Unparsable {
+                channel, call_id, ..
+            }) => assert_eq!((channel.as_str(), call_id), ("agent-server", 7)),
+            other => panic!("{other:?}"),
+        }
+        let surrogate = r#"{"message":{"callId":3,"args":["\ud800"],"type":"invoke","name":"m"},"name":"dispatcher:x"}"#;
+        match Inbound::parse(surrogate) {
+            Ok(Inbound::Unparsable {
+                channel,
+                call_id,
+                reason,
+            }) => {
+                assert_eq!((channel.as_str(), call_id), ("dispatcher:x", 3));
+                assert!(reason.contains("escape"), "{reason}");
+            }
+            other => panic!("{other:?}"),
+        }
+        // A call, a bad callId or an unreadable channel stay unanswered.
+        for text in [
+            r#"{"name":"a","message":{"type":"call","callId":1,"args":["\ud800"]}}"#,
+            r#"{"name":"a","message":{"type":"invoke","callId":-1,"args":["\ud800"]}}"#,
+            r#"{"name":"\ud800","message":{"type":"invoke","callId":1}}"#,
+            r#"{"name":"a","message":{"type":"invoke","callId":1"#,
+        ] {
+            assert!(Inbound::parse(text).is_err(), "{text}");
+        }
+        assert_eq!(
+            canonical_conversation_id("6F1C1B1E-0000-4000-8000-000000000000"),
+            "6f1c1b1e-0000-4000-8000-000000000000"
+        );
+        assert_eq!(canonical_conversation_id("nope"), "nope");
     }
 
     #[test]

@@ -486,7 +486,7 @@ impl Handler<CreateConversation> for ConversationRegistry {
             if self.stopping {
                 return Err(RpcError::ServerStopping);
             }
-            naming::validate_length(&msg.name)?;
+            naming::validate_name(&msg.name)?;
             let collision = msg.collision.as_deref().unwrap_or("error");
             if collision != "error" && collision != "appendNumber" {
                 return Err(RpcError::UnknownCollisionBehavior(collision.to_string()));
@@ -619,7 +619,7 @@ impl Handler<RenameConversation> for ConversationRegistry {
             if self.stopping {
                 return Err(RpcError::ServerStopping);
             }
-            naming::validate_length(&msg.new_name)?;
+            naming::validate_name(&msg.new_name)?;
             let id = self
                 .lookup(&msg.id)
                 .ok_or_else(|| RpcError::ConversationNotFound(msg.id.clone()))?;

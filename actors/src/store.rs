@@ -138,6 +138,30 @@ pub fn private_file_options() -> OpenOptions {
     options
 }
 
+/// A builder that creates directories for their owner only (0700, whatever the umask).
+pub fn private_dir_builder() -> fs::DirBuilder {
+    use std::os::unix::fs::DirBuilderExt;
+    let mut builder = fs::DirBuilder::new();
+    builder.mode(0o700);
+    builder
+}
+
+/// Warns when `dir` (an existing instance or state directory) is open to other users: it holds
+/// every conversation, and its mode was set before Roundtable made its files private.
+pub fn warn_if_shared(dir: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    if let Ok(meta) = fs::metadata(dir) {
+        let mode = meta.permissions().mode() & 0o777;
+        if mode & 0o077 != 0 {
+            log::warn!(
+                "{} is accessible to other users (mode {mode:o}); conversations are private: run chmod 700 {}",
+                dir.display(),
+                dir.display()
+            );
+        }
+    }
+}
+
 /// fsyncs a directory so a rename or unlink inside it is durable.
 pub fn fsync_dir(dir: &Path) -> Result<(), StoreError> {
     File::open(dir)
@@ -158,7 +182,7 @@ pub fn create_dir_durable(dir: &Path) -> Result<(), StoreError> {
         cur = d.parent();
     }
     for d in missing.into_iter().rev() {
-        match fs::create_dir(d) {
+        match private_dir_builder().create(d) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
             Err(e) => {
@@ -277,12 +301,11 @@ pub struct InstanceLock {
 impl InstanceLock {
     /// Takes the lock or fails with [`StoreError::Locked`] naming the holder's PID.
     pub fn acquire(root: &Path) -> Result<InstanceLock, StoreError> {
+        warn_if_shared(root);
         create_dir_durable(root)?;
         let path = root.join("roundtable.lock");
-        let mut file = OpenOptions::new()
+        let mut file = private_file_options()
             .read(true)
-            .write(true)
-            .create(true)
             .truncate(false)
             .open(&path)
             .map_err(io_err(&path))?;

@@ -9,5 +9,6 @@ mod cli;
 mod durability;
 mod lifecycle;
 mod runtime;
+mod security;
 mod storage;
 mod transport;

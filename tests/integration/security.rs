@@ -1,0 +1,329 @@
+//! Least privilege for a local service: other OS users, private files, terminal safety, tokens,
+//! and answers for every invoke whose callId can be read.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::harness::*;
+
+fn answer_to(c: &mut Client, channel: &str, call_id: u64) -> Value {
+    let deadline = std::time::Instant::now() + WAIT;
+    while std::time::Instant::now() < deadline {
+        if let Some(f) = c.read_frame(Duration::from_millis(200)) {
+            if f["name"] == channel && f["message"]["callId"] == call_id {
+                return f["message"].clone();
+            }
+        }
+    }
+    panic!("no answer to {channel} #{call_id}");
+}
+
+/// Finding 8: invokes that do not parse but whose callId is readable are answered with why;
+/// every method accepts every id form `joinConversation` accepts.
+#[test]
+fn unparsable_invokes_are_answered_and_ids_are_canonical() {
+    let server = Server::start(&[]);
+    let mut c = server.connect();
+    let deep = format!(
+        r#"{{"name":"agent-server","message":{{"type":"invoke","callId":41,"name":"listConversations","args":[{}]}}}}"#,
+        "[".repeat(130) + &"]".repeat(130)
+    );
+    c.send_text(&deep);
+    let answer = answer_to(&mut c, "agent-server", 41);
+    assert_eq!(answer["type"], "invokeError");
+    assert!(
+        answer["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("Invalid invoke message: recursion limit exceeded"),
+        "{answer}"
+    );
+    c.send_text(r#"{"name":"agent-server","message":{"type":"invoke","callId":42,"name":"createConversation","args":["\ud800"]}}"#);
+    let answer = answer_to(&mut c, "agent-server", 42);
+    assert!(
+        answer["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("Invalid invoke message: "),
+        "{answer}"
+    );
+
+    let id = c.create("canonical");
+    let upper = id.to_uppercase();
+    c.agent("joinConversation", json!([{"conversationId": upper}]))
+        .unwrap();
+    let snapshot = c
+        .invoke(
+            &format!("dispatcher:{upper}"),
+            "getQueueSnapshot",
+            json!([]),
+        )
+        .unwrap();
+    assert_eq!(snapshot["running"], Value::Null);
+    c.agent("leaveConversation", json!([upper])).unwrap();
+    assert_eq!(
+        c.agent("leaveConversation", json!([upper])).unwrap_err(),
+        format!("Not joined to conversation: {id}")
+    );
+}
+
+/// Finding 4 (server side): names with control characters are refused, exactly.
+#[test]
+fn names_with_control_characters_are_refused() {
+    let server = Server::start(&[]);
+    let mut c = server.connect();
+    for name in [
+        "\u{1b}]52;c;cHduZWQ=\u{7}",
+        "title\u{1b}]0;x\u{7}",
+        "two\nlines",
+    ] {
+        assert_eq!(
+            c.agent("createConversation", json!([name])).unwrap_err(),
+            "Conversation name must not contain control characters"
+        );
+    }
+    let id = c.create("fine");
+    assert_eq!(
+        c.agent("renameConversation", json!([id, "bad\u{9b}name"]))
+            .unwrap_err(),
+        "Conversation name must not contain control characters"
+    );
+    let mut names = c.names();
+    names.sort();
+    assert_eq!(names, ["default", "fine"]);
+}
+
+/// Finding 4 (CLI side): a name written by another program with escape sequences, and a
+/// message that carries them, reach the terminal escaped.
+#[test]
+fn the_cli_never_prints_control_characters() {
+    let dir = tempfile::tempdir().unwrap();
+    let conversations = dir.path().join("conversations");
+    std::fs::create_dir_all(&conversations).unwrap();
+    let id = "6f1c1b1e-0000-4000-8000-00000000beef";
+    let registry = json!({"sessions": [{
+        "conversationId": id,
+        "name": "evil\u{1b}]52;c;cHduZWQ=\u{7}\u{1b}]0;title\u{7}",
+        "createdAt": "2026-01-01T00:00:00.000Z"
+    }]});
+    std::fs::write(
+        conversations.join("conversations.json"),
+        registry.to_string(),
+    )
+    .unwrap();
+    let server = Server::start_in(dir.path(), &[]);
+    let home = tempfile::tempdir().unwrap();
+    let out = Command::new(binary())
+        .args(["conversations", "list", "--port", &server.port.to_string()])
+        .env("ROUNDTABLE_HOME", home.path())
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(
+        !text.contains('\u{1b}') && !text.contains('\u{7}'),
+        "{text:?}"
+    );
+    assert!(text.contains("evil\\u{1b}]52;c;cHduZWQ=\\u{7}"), "{text}");
+
+    // A message with an escape sequence, through `run request` (the builtin agent echoes).
+    let out = Command::new(binary())
+        .args([
+            "run",
+            "request",
+            "--conversation",
+            id,
+            "--port",
+            &server.port.to_string(),
+            "say \u{1b}]0;pwned\u{7} please",
+        ])
+        .env("ROUNDTABLE_HOME", home.path())
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let all =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert!(!all.contains('\u{1b}'), "{all:?}");
+}
+
+fn modes_under(dir: &Path, out: &mut Vec<(String, u32, bool)>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let entry = entry.unwrap();
+        let meta = entry.metadata().unwrap();
+        let mode = meta.permissions().mode() & 0o777;
+        out.push((entry.path().display().to_string(), mode, meta.is_dir()));
+        if meta.is_dir() {
+            modes_under(&entry.path(), out);
+        }
+    }
+}
+
+/// Finding 3: whatever the umask, the instance directory and everything in it are private
+/// (directories 0700, files 0600); an existing directory open to others gets a warning.
+#[test]
+fn instance_files_are_private() {
+    let parent = tempfile::tempdir().unwrap();
+    let instance = parent.path().join("instance");
+    let server = Server::start_in(&instance, &[]);
+    let mut c = server.connect();
+    let id = c.create("private");
+    c.join(&id);
+    let ack = c.submit(&id, "what is 1 + 2");
+    let rid = ack["entry"]["requestId"].as_str().unwrap().to_string();
+    c.until_complete(&id, &rid);
+    assert!(server.shutdown().success());
+    let mut modes = vec![(
+        instance.display().to_string(),
+        std::fs::metadata(&instance).unwrap().permissions().mode() & 0o777,
+        true,
+    )];
+    modes_under(&instance, &mut modes);
+    assert!(modes.len() > 6, "{modes:?}");
+    for (path, mode, is_dir) in &modes {
+        let want = if *is_dir { 0o700 } else { 0o600 };
+        assert_eq!(*mode, want, "{path} has mode {mode:o}");
+    }
+
+    std::fs::set_permissions(&instance, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let server = Server::start_in(&instance, &[]);
+    assert!(
+        server
+            .log()
+            .contains("is accessible to other users (mode 755)"),
+        "{}",
+        server.log()
+    );
+}
+
+/// Finding 5: an empty token is refused at start; `--token-file` works; the token is
+/// required on upgrades.
+#[test]
+fn tokens_from_a_file_and_empty_tokens_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let err = Server::try_start_in(dir.path(), &["--token", ""])
+        .err()
+        .expect("an empty token is refused");
+    assert!(err.contains("the token is empty"), "{err}");
+    let empty = dir.path().join("empty-token");
+    std::fs::write(&empty, "\n").unwrap();
+    let err = Server::try_start_in(dir.path(), &["--token-file", empty.to_str().unwrap()])
+        .err()
+        .expect("an empty token file is refused");
+    assert!(err.contains("the token is empty"), "{err}");
+
+    let file = dir.path().join("token");
+    std::fs::write(&file, "s3cret-from-file\n").unwrap();
+    let instance = tempfile::tempdir().unwrap();
+    let server = Server::start_in(instance.path(), &["--token-file", file.to_str().unwrap()]);
+    assert_eq!(try_upgrade(server.port, "/", &[]).err(), Some(401));
+    let Ok(mut c) = try_upgrade(
+        server.port,
+        "/",
+        &[("Authorization", "Bearer s3cret-from-file")],
+    ) else {
+        panic!("the file's token is refused");
+    };
+    assert!(c.agent("listConversations", json!([null])).is_ok());
+}
+
+/// Finding 2: without a token, a connection opened by another OS user is refused (root
+/// creates the user; skipped, saying why, where that is impossible).
+#[test]
+fn other_os_users_are_refused_without_a_token() {
+    const USER: &str = "roundtable-test-other";
+    let exists = Command::new("id")
+        .arg(USER)
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !exists {
+        match Command::new("useradd")
+            .args([
+                "--system",
+                "--no-create-home",
+                "--shell",
+                "/usr/sbin/nologin",
+                USER,
+            ])
+            .output()
+        {
+            Ok(o) if o.status.success() => {}
+            Ok(o) => {
+                eprintln!(
+                    "skipped: cannot create a second OS user ({})",
+                    String::from_utf8_lossy(&o.stderr).trim()
+                );
+                return;
+            }
+            Err(e) => {
+                eprintln!("skipped: cannot run useradd ({e})");
+                return;
+            }
+        }
+    }
+    let server = Server::start(&[]);
+    // The other user opens a WebSocket upgrade with Python's standard library.
+    let script = format!(
+        "import socket\n\
+         s = socket.create_connection(('127.0.0.1', {}))\n\
+         s.sendall(b'GET / HTTP/1.1\\r\\nHost: 127.0.0.1\\r\\nUpgrade: websocket\\r\\n\
+         Connection: Upgrade\\r\\nSec-WebSocket-Version: 13\\r\\n\
+         Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\\r\\n\\r\\n')\n\
+         print(s.recv(4096).split(b'\\r\\n')[0].decode())\n",
+        server.port
+    );
+    let run_as = |user: Option<&str>| {
+        let mut cmd = match user {
+            Some(u) => {
+                let mut c = Command::new("runuser");
+                c.args(["-u", u, "--", "python3", "-c", &script]);
+                c
+            }
+            None => {
+                let mut c = Command::new("python3");
+                c.args(["-c", &script]);
+                c
+            }
+        };
+        let out = cmd.output().expect("run python3");
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+            + &String::from_utf8_lossy(&out.stderr)
+    };
+    let other = run_as(Some(USER));
+    if other.contains("runuser:") || other.is_empty() {
+        eprintln!("skipped: cannot run a program as {USER}: {other}");
+        return;
+    }
+    assert!(other.starts_with("HTTP/1.1 403"), "{other}");
+    assert!(
+        server.log().contains("connection from another OS user"),
+        "{}",
+        server.log()
+    );
+    assert!(run_as(None).starts_with("HTTP/1.1 101"));
+    // With a token the other user is served when it presents it.
+    let token_file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(token_file.path(), "shared-secret").unwrap();
+    let shared = Server::start(&["--token-file", token_file.path().to_str().unwrap()]);
+    let with_token = script
+        .replace(&server.port.to_string(), &shared.port.to_string())
+        .replace(
+            "Upgrade: websocket",
+            "Authorization: Bearer shared-secret\\r\\nUpgrade: websocket",
+        );
+    let out = Command::new("runuser")
+        .args(["-u", USER, "--", "python3", "-c", &with_token])
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&out.stdout).starts_with("HTTP/1.1 101"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
