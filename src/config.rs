@@ -29,6 +29,8 @@ pub struct ServerConfig {
     pub repair: bool,
     /// Heartbeat: ping every interval, drop a peer that missed the previous ping.
     pub ping_interval: Duration,
+    /// A connection whose peer accepts no data for this long is aborted (`TCP_USER_TIMEOUT`).
+    pub stall_timeout: Duration,
     /// Bounds of each socket's outbound queue.
     pub outbox: OutboxLimits,
     /// HTTP worker threads (and conversation arbiters); 0 = one per core.
@@ -72,6 +74,7 @@ impl ServerConfig {
             repair: false,
             // TypeAgent's server sweeps every 30 s; clients (OkHttp) ping on the same period.
             ping_interval: Duration::from_secs(30),
+            stall_timeout: Duration::from_secs(30),
             outbox: OutboxLimits::default(),
             workers: 0,
             provider: ProviderChoice::Builtin,

@@ -150,6 +150,9 @@ struct ServeArgs {
     /// Seconds between heartbeat pings.
     #[arg(long, default_value_t = 30.0, hide = true)]
     ping_interval: f64,
+    /// Seconds a connection may take no data before it is aborted (TCP_USER_TIMEOUT).
+    #[arg(long, default_value_t = 30.0)]
+    stall_timeout: f64,
     /// Largest outbound queue per socket, in frames.
     #[arg(long, default_value_t = 4096)]
     max_queued_frames: usize,
@@ -321,6 +324,17 @@ fn serve(args: ServeArgs) -> ExitCode {
         Ok((idle, ping)) if !ping.is_zero() => {
             config.idle_timeout = idle;
             config.ping_interval = ping;
+            match seconds("stall-timeout", args.stall_timeout) {
+                Ok(stall) if !stall.is_zero() => config.stall_timeout = stall,
+                Ok(_) => {
+                    eprintln!("roundtable: --stall-timeout must be positive");
+                    return ExitCode::from(2);
+                }
+                Err(e) => {
+                    eprintln!("roundtable: {e}");
+                    return ExitCode::from(2);
+                }
+            }
         }
         Ok(_) => {
             eprintln!("roundtable: --ping-interval must be positive");

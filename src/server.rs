@@ -225,8 +225,11 @@ pub async fn serve(config: ServerConfig) -> Result<(), StartError> {
 /// outbox bound sees it: the default autotunes up to 4 MiB per socket.
 const SOCKET_SEND_BUFFER: usize = 128 * 1024;
 
-/// Binds one listener with the socket options accepted connections inherit.
-fn listen_on(addr: SocketAddr) -> io::Result<TcpListener> {
+/// Binds one listener with the socket options accepted connections inherit: a small send
+/// buffer, no Nagle delay, and `TCP_USER_TIMEOUT` = `stall`, so a connection whose peer takes
+/// no data for that long (a stuck or dead client: its window stays at zero, or nothing is
+/// acknowledged) is aborted by the kernel, even while actix-http is blocked writing to it.
+fn listen_on(addr: SocketAddr, stall: Duration) -> io::Result<TcpListener> {
     use socket2::{Domain, Protocol, Socket, Type};
     let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
     socket.set_reuse_address(true)?;
@@ -235,6 +238,7 @@ fn listen_on(addr: SocketAddr) -> io::Result<TcpListener> {
     }
     socket.set_send_buffer_size(SOCKET_SEND_BUFFER)?;
     socket.set_tcp_nodelay(true)?;
+    socket.set_tcp_user_timeout(Some(stall))?;
     socket.bind(&addr.into())?;
     socket.listen(1024)?;
     Ok(socket.into())
@@ -245,7 +249,7 @@ fn bind(config: &ServerConfig) -> Result<Vec<TcpListener>, StartError> {
     let mut port = config.port;
     for (i, host) in config.hosts.iter().enumerate() {
         let addr = SocketAddr::new(*host, port);
-        match listen_on(addr) {
+        match listen_on(addr, config.stall_timeout) {
             Ok(l) => {
                 // With port 0 every address shares the port the first one got.
                 port = l.local_addr()?.port();
@@ -313,6 +317,8 @@ async fn health(state: web::Data<AppState>) -> HttpResponse {
     response.json(serde_json::json!({
         "status": if problems.is_empty() { "ok" } else { "failing" },
         "problems": problems,
+        // The web client asks for a token only when the server needs one.
+        "tokenRequired": state.config.token.is_some(),
         "version": env!("CARGO_PKG_VERSION"),
         "uptimeSeconds": state.started.elapsed().as_secs_f64(),
         "conversations": stats.map(|s| s.conversations),

@@ -694,7 +694,9 @@ impl Actor for Connection {
                     "socket {}: no pong to the previous ping, dropping",
                     act.socket_id
                 );
-                act.close(CLOSE_GOING_AWAY, "ping timeout");
+                // Abort, not a polite close behind what is queued: the peer reads nothing.
+                act.closing = true;
+                act.outbox.abort(CLOSE_GOING_AWAY, "ping timeout");
                 ctx.stop();
                 return;
             }
@@ -726,7 +728,11 @@ impl Actor for Connection {
         // Dropping the leases leaves every joined conversation.
         let n = self.joined.len();
         self.joined.clear();
-        self.outbox.close_empty();
+        // The writer task ends with the connection: a close already queued (the peer's close,
+        // echoed) goes out; otherwise what is still queued is dropped ahead of it.
+        if !self.closing {
+            self.outbox.abort(CLOSE_GOING_AWAY, "");
+        }
         log::debug!("socket {}: closed (left {n} conversations)", self.socket_id);
     }
 }

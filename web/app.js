@@ -166,8 +166,62 @@
   // ---------------------------------------------------------------------------------------
   // State
 
-  const wsUrl = `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/`;
-  const conn = new Connection(wsUrl, { onCall, onInvoke, onClose });
+  // Access token (servers started with --token / --token-file): taken once from ?token= in
+  // the address the page was opened with (then removed from the address bar and history), or
+  // asked for when the server says it needs one; kept in this origin's localStorage.
+  const TOKEN_KEY = "roundtable.token";
+  function takeTokenFromAddress() {
+    const params = new URLSearchParams(location.search);
+    const given = params.get("token");
+    if (given === null) return;
+    try {
+      localStorage.setItem(TOKEN_KEY, given);
+    } catch {
+      /* storage disabled: the token lives for this page only */
+      sessionToken = given;
+    }
+    params.delete("token");
+    const rest = params.toString();
+    history.replaceState(null, "", location.pathname + (rest ? `?${rest}` : "") + location.hash);
+  }
+  let sessionToken = null;
+  function currentToken() {
+    try {
+      return localStorage.getItem(TOKEN_KEY) ?? sessionToken;
+    } catch {
+      return sessionToken;
+    }
+  }
+  function socketUrl() {
+    const base = `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/`;
+    const token = currentToken();
+    return token ? `${base}?token=${encodeURIComponent(token)}` : base;
+  }
+  /** After a refused connection: if the server needs a token, ask for it once per failure. */
+  async function askForTokenIfNeeded() {
+    let needed = false;
+    try {
+      const health = await (await fetch("/health", { cache: "no-store" })).json();
+      needed = health.tokenRequired === true;
+    } catch {
+      return false;
+    }
+    if (!needed) return false;
+    const token = window.prompt(
+      currentToken()
+        ? "The server refused this access token. Enter the server's access token:"
+        : "This Roundtable server needs its access token (see the server's --token-file):",
+    );
+    if (!token) return false;
+    try {
+      localStorage.setItem(TOKEN_KEY, token);
+    } catch {
+      sessionToken = token;
+    }
+    return true;
+  }
+  takeTokenFromAddress();
+  const conn = new Connection(socketUrl(), { onCall, onInvoke, onClose });
   const state = {
     connected: false,
     everConnected: false,
@@ -267,10 +321,15 @@
     state.reconnectTimer = null;
     state.connecting = true;
     setConnection("connecting", state.everConnected ? "Reconnecting…" : "Connecting…");
+    conn.url = socketUrl();
     try {
       await conn.open();
     } catch {
       state.connecting = false;
+      if (!state.everConnected && (await askForTokenIfNeeded())) {
+        connect();
+        return;
+      }
       scheduleReconnect();
       return;
     }

@@ -47,39 +47,54 @@
 
   // ---- inline ---------------------------------------------------------------------------
 
-  // Tried at every position; the earliest match wins, ties go to the earlier rule.
+  // Tried from the current position; the earliest match wins, ties go to the earlier rule.
+  // Linear time: every span a rule may cover is bounded (SPAN characters: emphasis, code,
+  // link labels and URLs longer than that are shown as text), so one search costs at most
+  // SPAN steps per start position, and renderInline remembers each rule's next match (or that
+  // it has none) instead of searching again from every position.
+  const SPAN = 1000;
   const INLINE_RULES = [
-    { name: "escape", re: /\\([\\`*_{}[\]()#+\-.!~|>])/ },
-    { name: "code", re: /(`+)([\s\S]*?[^`])\1(?!`)/ },
-    { name: "autolink", re: /<(https?:\/\/[^\s<>]+)>/i },
+    { name: "escape", re: /\\([\\`*_{}[\]()#+\-.!~|>])/g },
+    { name: "code", re: /(`+)([\s\S]{0,1000}?[^`])\1(?!`)/g },
+    { name: "autolink", re: /<(https?:\/\/[^\s<>]{1,1000})>/gi },
     // Link destinations may hold one level of balanced parentheses, as in CommonMark.
-    { name: "image", re: /!\[([^\]]*)\]\(\s*(<[^>]*>|(?:[^\s()]|\([^\s()]*\))+)(?:\s+"[^"]*")?\s*\)/ },
-    { name: "link", re: /\[((?:[^[\]]|\[[^[\]]*\])*)\]\(\s*(<[^>]*>|(?:[^\s()]|\([^\s()]*\))+)(?:\s+"[^"]*")?\s*\)/ },
-    { name: "url", re: /\bhttps?:\/\/[^\s<>"'`]*[^\s<>"'`.,;:!?)\]]/i },
-    { name: "strong", re: /\*\*(?=\S)([\s\S]*?\S)\*\*|__(?=\S)([\s\S]*?\S)__(?!\w)/ },
-    { name: "strike", re: /~~(?=\S)([\s\S]*?\S)~~/ },
-    { name: "em", re: /\*(?=[^\s*])([\s\S]*?[^\s*\\])\*(?!\*)|(?<![\w\\])_(?=[^\s_])([\s\S]*?[^\s_\\])_(?!\w)/ },
+    { name: "image", re: /!\[([^\]]{0,1000})\]\(\s*(<[^>]{0,1000}>|(?:[^\s()]|\([^\s()]{0,1000}\)){1,1000})(?:\s+"[^"]{0,1000}")?\s*\)/g },
+    { name: "link", re: /\[((?:[^[\]]|\[[^[\]]{0,1000}\]){0,1000})\]\(\s*(<[^>]{0,1000}>|(?:[^\s()]|\([^\s()]{0,1000}\)){1,1000})(?:\s+"[^"]{0,1000}")?\s*\)/g },
+    { name: "url", re: /\bhttps?:\/\/[^\s<>"'`]{0,1000}[^\s<>"'`.,;:!?)\]]/gi },
+    { name: "strong", re: /\*\*(?=\S)([\s\S]{0,1000}?\S)\*\*|__(?=\S)([\s\S]{0,1000}?\S)__(?!\w)/g },
+    { name: "strike", re: /~~(?=\S)([\s\S]{0,1000}?\S)~~/g },
+    { name: "em", re: /\*(?=[^\s*])([\s\S]{0,1000}?[^\s*\\])\*(?!\*)|(?<![\w\\])_(?=[^\s_])([\s\S]{0,1000}?[^\s_\\])_(?!\w)/g },
   ];
+  const NO_MATCH = { index: Infinity };
 
   /** Appends the inline rendering of `text` to `parent`. */
   function renderInline(text, parent, depth = 0, inLink = false) {
-    let rest = String(text);
-    while (rest.length > 0) {
+    const source = String(text);
+    // next[i]: rule i's first match at or after the position it was searched from (valid
+    // while its index >= pos), or NO_MATCH (none after that position, so none after pos).
+    const next = new Array(INLINE_RULES.length).fill(null);
+    let pos = 0;
+    while (pos < source.length) {
       let best = null;
       if (depth < MAX_DEPTH) {
-        for (const rule of INLINE_RULES) {
+        for (let i = 0; i < INLINE_RULES.length; i++) {
+          const rule = INLINE_RULES[i];
           if (inLink && (rule.name === "link" || rule.name === "url" || rule.name === "autolink")) continue;
-          const m = rule.re.exec(rest);
-          if (m && (best === null || m.index < best.m.index)) best = { rule, m };
-          if (best && best.m.index === 0) break;
+          if (next[i] === null || next[i].index < pos) {
+            rule.re.lastIndex = pos;
+            next[i] = rule.re.exec(source) || NO_MATCH;
+          }
+          const m = next[i];
+          if (m !== NO_MATCH && (best === null || m.index < best.m.index)) best = { rule, m };
+          if (best && best.m.index === pos) break;
         }
       }
       if (!best) {
-        parent.append(document.createTextNode(rest));
+        parent.append(document.createTextNode(source.slice(pos)));
         return;
       }
       const { rule, m } = best;
-      if (m.index > 0) parent.append(document.createTextNode(rest.slice(0, m.index)));
+      if (m.index > pos) parent.append(document.createTextNode(source.slice(pos, m.index)));
       switch (rule.name) {
         case "escape":
           parent.append(document.createTextNode(m[1]));
@@ -121,7 +136,7 @@
           break;
         }
       }
-      rest = rest.slice(m.index + m[0].length);
+      pos = m.index + m[0].length;
     }
   }
 
@@ -129,18 +144,29 @@
   function renderLines(lines, parent) {
     lines.forEach((line, i) => {
       if (i > 0) parent.append(el("br"));
-      renderInline(line.replace(/\s+$/, ""), parent);
+      renderInline(line.trimEnd(), parent);
     });
   }
 
   // ---- blocks ---------------------------------------------------------------------------
 
   const FENCE = /^ {0,3}(`{3,}|~{3,})\s*([^`\s]*)[^`]*$/;
-  const HEADING = /^ {0,3}(#{1,6})\s+(.*?)\s*#*\s*$/;
+  // The text is trimmed of closing #s in code (a lazy group before `\s*#*\s*$` is quadratic).
+  const HEADING = /^ {0,3}(#{1,6})\s+(.*)$/;
   const RULE = /^ {0,3}((\*\s*){3,}|(-\s*){3,}|(_\s*){3,})$/;
   const QUOTE = /^ {0,3}> ?(.*)$/;
   const ITEM = /^(\s*)([-*+]|\d{1,9}[.)])\s+(.*)$/;
   const TABLE_SEP = /^\s*\|?\s*:?-{1,}:?\s*(\|\s*:?-{1,}:?\s*)*\|?\s*$/;
+
+  /** A heading's text without its optional closing run of #s (which needs a space before). */
+  function headingText(raw) {
+    const text = raw.trimEnd();
+    let end = text.length;
+    while (end > 0 && text[end - 1] === "#") end--;
+    if (end === text.length) return text;
+    if (end === 0) return "";
+    return /\s/.test(text[end - 1]) ? text.slice(0, end).trimEnd() : text;
+  }
 
   function indentOf(line) {
     const m = /^[ \t]*/.exec(line)[0];
@@ -255,7 +281,7 @@
       if ((m = HEADING.exec(line))) {
         const level = Math.min(6, m[1].length + 2);
         const h = el("h" + level);
-        renderInline(m[2], h);
+        renderInline(headingText(m[2]), h);
         parent.append(h);
         i++;
         continue;

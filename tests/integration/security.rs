@@ -327,3 +327,66 @@ fn other_os_users_are_refused_without_a_token() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// Whether an ESTABLISHED TCP connection `from` → `to` is listed in `/proc/net/tcp`.
+fn established(from: std::net::SocketAddr, to: std::net::SocketAddr) -> bool {
+    let hex = |a: std::net::SocketAddr| match a.ip() {
+        std::net::IpAddr::V4(ip) => {
+            format!("{:08X}:{:04X}", u32::from_ne_bytes(ip.octets()), a.port())
+        }
+        std::net::IpAddr::V6(_) => unreachable!("the tests use IPv4 loopback"),
+    };
+    let (from, to) = (hex(from), hex(to));
+    std::fs::read_to_string("/proc/net/tcp")
+        .unwrap()
+        .lines()
+        .skip(1)
+        .any(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            f.len() > 3 && f[1] == from && f[2] == to && f[3] == "01"
+        })
+}
+
+/// Finding 1: a peer that asks for big answers and never reads is closed as a slow consumer,
+/// and its TCP connection is aborted once it has taken no data for the stall timeout — the
+/// socket and its memory do not linger (before: still ESTABLISHED after 90 s).
+#[test]
+fn a_peer_that_stops_reading_is_aborted() {
+    let server = Server::start(&["--stall-timeout", "2", "--max-queued-bytes", "1048576"]);
+    let mut admin = server.connect();
+    for i in 0..100 {
+        admin.create(&format!("conversation {i:03} {}", "x".repeat(200)));
+    }
+    let rss_before = server.rss_kb();
+    let mut stuck = server.connect();
+    let tcp = match stuck.ws.get_ref() {
+        tungstenite::stream::MaybeTlsStream::Plain(s) => s.try_clone().unwrap(),
+        _ => unreachable!("plain TCP"),
+    };
+    let (client_end, server_end) = (tcp.local_addr().unwrap(), tcp.peer_addr().unwrap());
+    assert!(established(client_end, server_end));
+    // About 75 MB of answers asked for; nothing is ever read.
+    for _ in 0..3000 {
+        stuck.send_invoke("agent-server", "listConversations", json!([null]));
+    }
+    eventually("the stuck socket is gone from the server", || {
+        server.metric("roundtable_sockets") <= 1.0
+    });
+    // The kernel drops the server's end without a RST (TCP_USER_TIMEOUT); the client learns
+    // it when it next sends: the server's kernel answers that with a reset.
+    eventually("the server's end of the connection is gone", || {
+        !established(server_end, client_end)
+    });
+    let mut tcp = tcp;
+    eventually("the client's end is reset", || {
+        std::io::Write::write_all(&mut tcp, b"\x81\x80\0\0\0\0").is_err()
+    });
+    assert!(server.metric("roundtable_slow_client_closes_total") >= 1.0);
+    let rss_after = server.rss_kb();
+    assert!(
+        rss_after < rss_before + 32 * 1024,
+        "RSS {rss_before} KiB → {rss_after} KiB"
+    );
+    // Everyone else is served as before.
+    assert_eq!(admin.names().len(), 101);
+}

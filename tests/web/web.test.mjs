@@ -10,7 +10,7 @@ import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { existsSync } from "node:fs";
 import http from "node:http";
-import { mkdtemp, mkdir, rm, copyFile } from "node:fs/promises";
+import { mkdtemp, mkdir, rm, copyFile, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -52,9 +52,9 @@ after(async () => {
 // The server
 
 /** Starts `roundtable serve` and resolves once it printed its listening line. */
-async function startServer({ port = 0, dir, env = {} } = {}) {
+async function startServer({ port = 0, dir, env = {}, extraArgs = [] } = {}) {
   const instanceDir = dir ?? (await mkdtemp(path.join(tmpdir(), "roundtable-web-")));
-  const args = ["serve", "--port", String(port), "--host", "127.0.0.1", "--instance-dir", instanceDir];
+  const args = ["serve", "--port", String(port), "--host", "127.0.0.1", "--instance-dir", instanceDir, ...extraArgs];
   const proc = spawn(BIN, args, {
     stdio: ["ignore", "ignore", "pipe"],
     env: { ...process.env, RUST_LOG: process.env.RUST_LOG || "info", ...env },
@@ -530,6 +530,64 @@ test("reload restores the open conversation (localStorage)", async (t) => {
   await page.reload();
   await waitReady(page, "Reload me");
   await assertMatchesLog(page, rpc);
+});
+
+test("a server with a token: ?token= is taken once and kept; a browser without it is asked", async (t) => {
+  const secrets = await mkdtemp(path.join(tmpdir(), "roundtable-token-"));
+  t.after(() => rm(secrets, { recursive: true, force: true }));
+  const tokenFile = path.join(secrets, "token");
+  await writeFile(tokenFile, "web-secret\n", { mode: 0o600 });
+  const { server } = await serverFor(t, { extraArgs: ["--token-file", tokenFile] });
+
+  const first = await browser.newContext();
+  t.after(() => first.close());
+  const page = await first.newPage();
+  page.setDefaultTimeout(WAIT_MS);
+  page.on("dialog", (d) => d.dismiss().catch(() => {}));
+  await page.goto(`${server.url}?token=web-secret`);
+  await waitReady(page);
+  assert.equal(new URL(page.url()).search, "", "the token left the address bar");
+  await page.reload();
+  await waitReady(page);
+
+  const second = await browser.newContext();
+  t.after(() => second.close());
+  const asking = await second.newPage();
+  asking.setDefaultTimeout(WAIT_MS);
+  const asked = [];
+  asking.on("dialog", (d) => {
+    asked.push(d.message());
+    d.accept("web-secret").catch(() => {});
+  });
+  await asking.goto(server.url);
+  await waitReady(asking);
+  assert.equal(asked.length, 1, `asked once: ${asked}`);
+  assert.match(asked[0], /access token/);
+  assert.equal(await asking.evaluate(() => localStorage.getItem("roundtable.token")), "web-secret");
+});
+
+test("markdown renders in linear time: 10x the crafted input costs at most ~20x the time", async (t) => {
+  const { server } = await serverFor(t);
+  const { page } = await openClient(t, server);
+  // "**a " repeated: every "**" opens an emphasis that never closes. The old renderer searched
+  // the rest of the text again from every position (quadratic: 15 s for 200,000 characters).
+  const timings = await page.evaluate(() => {
+    const md = window.RoundtableMarkdown;
+    const cost = (n) => {
+      const input = "**a ".repeat(n);
+      let best = Infinity;
+      for (let run = 0; run < 3; run++) {
+        const start = performance.now();
+        md.renderMarkdown(input);
+        best = Math.min(best, performance.now() - start);
+      }
+      return best;
+    };
+    cost(500); // warm-up (JIT)
+    return { small: cost(5000), large: cost(50000) };
+  });
+  const ratio = timings.large / Math.max(timings.small, 1);
+  assert.ok(ratio <= 20, `5,000 → 50,000 repetitions: ${timings.small.toFixed(1)} ms → ${timings.large.toFixed(1)} ms (${ratio.toFixed(1)}x)`);
 });
 
 test("a server restart on the same port is survived without duplicated or lost entries", async (t) => {
