@@ -858,7 +858,11 @@ fn compact_summarizes_history() {
 /// receiving everything.
 #[test]
 fn slow_reader_in_a_busy_conversation() {
-    let server = Server::start(&["--max-queued-frames", "64", "--max-queued-bytes", "262144"]);
+    // One turn of a 50 KB command puts ~300 KB toward each client (the text is in the ack,
+    // requestQueued, requestStarted, the queue snapshot, setUserRequest and the echo), all at
+    // once when its write barrier is confirmed: the budget holds a few turns, so the reading
+    // client is never closed on a loaded machine, and the stuck one soon is.
+    let server = Server::start(&["--max-queued-frames", "64", "--max-queued-bytes", "1048576"]);
     let mut a = server.connect();
     let id = a.create("busy");
     a.join(&id);
