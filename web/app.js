@@ -182,7 +182,7 @@
     }
     params.delete("token");
     const rest = params.toString();
-    history.replaceState(null, "", location.pathname + (rest ? `?${rest}` : "") + location.hash);
+    window.history.replaceState(null, "", location.pathname + (rest ? `?${rest}` : "") + location.hash);
   }
   let sessionToken = null;
   function currentToken() {
