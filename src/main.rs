@@ -179,6 +179,10 @@ struct ServeArgs {
     /// Largest outbound queue per socket, in bytes.
     #[arg(long, default_value_t = 32 * 1024 * 1024)]
     max_queued_bytes: usize,
+    /// Largest outbound queue of all sockets together, in bytes; past it a push fails as if
+    /// that socket's queue were full (it is closed as a slow consumer).
+    #[arg(long, default_value_t = roundtable_actors::outbox::DEFAULT_SERVER_QUEUED_BYTES)]
+    max_queued_bytes_total: usize,
 }
 
 fn main() -> ExitCode {
@@ -394,6 +398,9 @@ fn serve(args: ServeArgs) -> ExitCode {
     config.repair = args.repair;
     config.outbox.max_frames = args.max_queued_frames.max(1);
     config.outbox.max_bytes = args.max_queued_bytes.max(1024);
+    config.outbox.server = Some(roundtable_actors::outbox::ServerBudget::new(
+        args.max_queued_bytes_total.max(1024),
+    ));
     abort_on_panic();
     let result = actix_web::rt::System::new().block_on(roundtable::serve(config));
     match result {

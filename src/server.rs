@@ -49,7 +49,13 @@ pub struct AppState {
     pub next_socket: std::sync::atomic::AtomicU64,
     /// The conversations' append writer (its queue length for `/metrics`).
     pub log_writer: LogWriter,
+    /// Bytes of fragmented messages in reassembly, over every connection.
+    pub inbound: Arc<roundtable_actors::frames::InboundBudget>,
 }
+
+/// Bytes all connections together may hold in messages being reassembled from fragments;
+/// past it a connection that adds more is closed with 1013 (try again later).
+pub const INBOUND_REASSEMBLY_BUDGET: usize = 256 << 20;
 
 /// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
@@ -146,6 +152,7 @@ pub async fn serve(config: ServerConfig) -> Result<(), StartError> {
         closing: closing_rx,
         next_socket: Default::default(),
         log_writer,
+        inbound: roundtable_actors::frames::InboundBudget::new(INBOUND_REASSEMBLY_BUDGET),
     });
     let app_state = state.clone();
     let mut server = HttpServer::new(move || {
@@ -410,6 +417,12 @@ async fn metrics_text(state: web::Data<AppState>) -> HttpResponse {
         "gauge",
         "Bytes queued for the log writer and not yet written.",
         state.log_writer.queued_bytes().to_string(),
+    );
+    metric(
+        "roundtable_inbound_reassembly_bytes",
+        "gauge",
+        "Bytes of fragmented messages being reassembled, over every connection.",
+        state.inbound.held().to_string(),
     );
     metric(
         "roundtable_log_fsyncs_total",

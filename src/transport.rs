@@ -37,7 +37,7 @@ use roundtable_actors::conversation::{
 };
 use roundtable_actors::frames::{Piece, Reassembled, Reassembler};
 use roundtable_actors::metrics::Metrics;
-use roundtable_actors::outbox::{outbox, Outbox, OutboxReceiver, Outgoing, PushError};
+use roundtable_actors::outbox::{outbox, Budget, Outbox, OutboxReceiver, Outgoing, PushError};
 use roundtable_actors::protocol::{
     self, Args, Inbound, RpcError, RpcResult, AGENT_SERVER_CHANNEL, DISCOVERY_CHANNEL,
     DISPATCHER_PREFIX,
@@ -64,7 +64,8 @@ pub fn start(
     };
     let max = state.config.max_frame_bytes;
     let stream = stream.max_frame_size(max);
-    let (tx, rx) = outbox(state.config.outbox);
+    let (tx, rx) = outbox(state.config.outbox.clone());
+    let inbound = state.inbound.clone();
     let socket_id = state.next_socket.fetch_add(1, Ordering::Relaxed);
     let peer = req.peer_addr().map(|a| a.to_string()).unwrap_or_default();
     let connection = Connection {
@@ -74,7 +75,7 @@ pub fn start(
         echo,
         joined: HashMap::new(),
         in_flight: HashSet::new(),
-        fragments: Reassembler::new(max),
+        fragments: Reassembler::with_budget(max, inbound),
         awaiting_pong: false,
         closing: false,
     };
@@ -94,10 +95,13 @@ const CLOSE_GRACE: Duration = Duration::from_secs(5);
 /// the peer is gone. Dropping the session then ends the HTTP response, which closes TCP. A
 /// priority close (slow consumer) interrupts a write the peer is not reading.
 async fn write_loop(mut session: Session, mut rx: OutboxReceiver) {
-    while let Some(item) = rx.next().await {
+    while let Some((item, budget)) = rx.next_with_budget().await {
         let send = async {
             match item {
-                Outgoing::Text(text) => session.text(text).await.map(|()| None),
+                Outgoing::Text(text) => session
+                    .text(budgeted_text(text, budget))
+                    .await
+                    .map(|()| None),
                 Outgoing::Binary(bytes) => session.binary(bytes).await.map(|()| None),
                 Outgoing::Ping(bytes) => session.ping(&bytes).await.map(|()| None),
                 Outgoing::Pong(bytes) => session.pong(&bytes).await.map(|()| None),
@@ -125,6 +129,27 @@ async fn write_loop(mut session: Session, mut rx: OutboxReceiver) {
         }
     }
     rx.close();
+}
+
+/// A text frame whose share of the socket's byte budget is released only when actix-ws has
+/// encoded it for the socket and dropped it (not when it enters actix-ws's 32-frame channel),
+/// so the budget bounds everything queued toward a peer.
+fn budgeted_text(text: String, budget: Option<Budget>) -> bytestring::ByteString {
+    struct Budgeted {
+        text: String,
+        _budget: Option<Budget>,
+    }
+    impl AsRef<[u8]> for Budgeted {
+        fn as_ref(&self) -> &[u8] {
+            self.text.as_bytes()
+        }
+    }
+    let bytes = bytes::Bytes::from_owner(Budgeted {
+        text,
+        _budget: budget,
+    });
+    // SAFETY: the bytes are those of a `String`, hence valid UTF-8.
+    unsafe { bytestring::ByteString::from_bytes_unchecked(bytes) }
 }
 
 /// What this socket has joined.
@@ -251,6 +276,10 @@ impl Connection {
 
     fn on_message(&mut self, text: &str, ctx: &mut Context<Self>) {
         Metrics::inc(&self.state.metrics.frames_in);
+        if text.len() > LARGE_ANSWER {
+            // Its buffers (frame, reassembly, parse) are freed by now or soon: give them back.
+            roundtable_actors::memory::trim_soon();
+        }
         if self.echo {
             self.send(text.to_string());
             return;

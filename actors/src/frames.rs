@@ -38,6 +38,8 @@ pub enum FrameError {
     TooBig,
     /// Text that is not UTF-8.
     InvalidUtf8,
+    /// Every connection's messages in reassembly together would pass the server's budget.
+    ServerBusy,
 }
 
 impl FrameError {
@@ -47,6 +49,7 @@ impl FrameError {
             FrameError::NewInsideFragmented | FrameError::ContinuationWithoutFirst => 1002,
             FrameError::TooBig => 1009,
             FrameError::InvalidUtf8 => 1007,
+            FrameError::ServerBusy => 1013,
         }
     }
 
@@ -57,6 +60,7 @@ impl FrameError {
             FrameError::ContinuationWithoutFirst => "continuation without a first frame",
             FrameError::TooBig => "message too big",
             FrameError::InvalidUtf8 => "invalid UTF-8",
+            FrameError::ServerBusy => "server busy: inbound budget exhausted, try again later",
         }
     }
 }
@@ -71,18 +75,85 @@ struct Fragments {
     checked: usize,
 }
 
-/// Reassembles one connection's fragmented messages. Holds at most `max` bytes.
+/// Bytes held in reassembly by every connection together, against a cap.
+#[derive(Debug)]
+pub struct InboundBudget {
+    /// Bytes held now.
+    held: std::sync::atomic::AtomicUsize,
+    /// The cap.
+    cap: usize,
+}
+
+impl InboundBudget {
+    /// A budget of `cap` bytes.
+    pub fn new(cap: usize) -> std::sync::Arc<InboundBudget> {
+        std::sync::Arc::new(InboundBudget {
+            held: Default::default(),
+            cap,
+        })
+    }
+
+    /// Bytes held now.
+    pub fn held(&self) -> usize {
+        self.held.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn take(&self, n: usize) -> bool {
+        use std::sync::atomic::Ordering;
+        let before = self.held.fetch_add(n, Ordering::Relaxed);
+        if before + n > self.cap {
+            self.held.fetch_sub(n, Ordering::Relaxed);
+            return false;
+        }
+        true
+    }
+
+    fn give(&self, n: usize) {
+        self.held.fetch_sub(n, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// Reassembles one connection's fragmented messages. Holds at most `max` bytes, drawn from
+/// the server-wide [`InboundBudget`] when there is one.
 pub struct Reassembler {
     /// Largest message, in bytes.
     max: usize,
     /// The message in progress.
     current: Option<Fragments>,
+    /// The server-wide budget.
+    budget: Option<std::sync::Arc<InboundBudget>>,
+}
+
+impl Drop for Reassembler {
+    fn drop(&mut self) {
+        self.reset();
+    }
 }
 
 impl Reassembler {
     /// A reassembler for messages of at most `max` bytes.
     pub fn new(max: usize) -> Reassembler {
-        Reassembler { max, current: None }
+        Reassembler {
+            max,
+            current: None,
+            budget: None,
+        }
+    }
+
+    /// A reassembler that also draws from `budget`.
+    pub fn with_budget(max: usize, budget: std::sync::Arc<InboundBudget>) -> Reassembler {
+        Reassembler {
+            max,
+            current: None,
+            budget: Some(budget),
+        }
+    }
+
+    /// Drops the message in progress, giving its bytes back.
+    fn reset(&mut self) {
+        if let (Some(f), Some(b)) = (self.current.take(), &self.budget) {
+            b.give(f.buf.len());
+        }
     }
 
     /// Whether a fragmented message is in progress.
@@ -95,7 +166,7 @@ impl Reassembler {
         let last = piece == Piece::Last;
         match piece {
             Piece::FirstText | Piece::FirstBinary if self.current.is_some() => {
-                self.current = None;
+                self.reset();
                 return Err(FrameError::NewInsideFragmented);
             }
             Piece::FirstText | Piece::FirstBinary => {
@@ -111,9 +182,14 @@ impl Reassembler {
             return Err(FrameError::ContinuationWithoutFirst);
         };
         if f.buf.len() + bytes.len() > self.max {
-            self.current = None;
+            self.reset();
             return Err(FrameError::TooBig);
         }
+        if self.budget.as_ref().is_some_and(|b| !b.take(bytes.len())) {
+            self.reset();
+            return Err(FrameError::ServerBusy);
+        }
+        let f = self.current.as_mut().expect("checked above");
         f.buf.extend_from_slice(bytes);
         if f.text {
             match std::str::from_utf8(&f.buf[f.checked..]) {
@@ -121,7 +197,7 @@ impl Reassembler {
                 // An incomplete character at the end may be finished by the next fragment.
                 Err(e) if e.error_len().is_none() && !last => f.checked += e.valid_up_to(),
                 Err(_) => {
-                    self.current = None;
+                    self.reset();
                     return Err(FrameError::InvalidUtf8);
                 }
             }
@@ -130,6 +206,9 @@ impl Reassembler {
             return Ok(Reassembled::Pending);
         }
         let f = self.current.take().expect("checked above");
+        if let Some(b) = &self.budget {
+            b.give(f.buf.len());
+        }
         Ok(if f.text {
             Reassembled::Text(String::from_utf8(f.buf).expect("validated incrementally"))
         } else {
@@ -180,5 +259,26 @@ mod tests {
         r.push(Piece::FirstText, b"").unwrap();
         assert_eq!(r.push(Piece::Last, &[0xff]), Err(FrameError::InvalidUtf8));
         assert_eq!(r.push(Piece::FirstText, b"ok"), Ok(Reassembled::Pending));
+    }
+
+    #[test]
+    fn messages_in_reassembly_share_the_server_budget() {
+        let budget = InboundBudget::new(10);
+        let mut a = Reassembler::with_budget(100, budget.clone());
+        let mut b = Reassembler::with_budget(100, budget.clone());
+        a.push(Piece::FirstBinary, b"123456").unwrap();
+        assert_eq!(
+            b.push(Piece::FirstBinary, b"12345"),
+            Err(FrameError::ServerBusy)
+        );
+        b.push(Piece::FirstBinary, b"1234").unwrap();
+        assert_eq!(budget.held(), 10);
+        assert!(matches!(
+            a.push(Piece::Last, b""),
+            Ok(Reassembled::Binary(_))
+        ));
+        assert_eq!(budget.held(), 4);
+        drop(b);
+        assert_eq!(budget.held(), 0);
     }
 }

@@ -5,7 +5,9 @@
 //! server memory.
 //!
 //! The bound is both a frame count (the channel capacity) and a byte budget (a semaphore whose
-//! permits travel with each frame and are released once the frame has been handed to the socket).
+//! permits travel with each frame; the transport keeps a text frame's permit inside the bytes
+//! it hands to actix-ws, so it is released only when the frame has been encoded for the socket
+//! — the budget covers actix-ws's own channel too).
 //! A push that does not fit fails at once with [`PushError::Full`]; the caller then closes the
 //! client as a slow consumer. Nothing here ever waits.
 
@@ -14,12 +16,50 @@ use std::sync::Arc;
 use tokio::sync::{mpsc, Notify, OwnedSemaphorePermit, Semaphore};
 
 /// Limits of one socket's queue.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct OutboxLimits {
     /// Frames waiting to be written.
     pub max_frames: usize,
     /// Bytes of frame text waiting to be written.
     pub max_bytes: usize,
+    /// The server-wide byte budget every socket's queue also draws from (`None`: unbounded,
+    /// for tests of one queue). Past it, a push fails like a full queue.
+    pub server: Option<Arc<ServerBudget>>,
+}
+
+/// Bytes queued toward every socket together.
+#[derive(Debug)]
+pub struct ServerBudget {
+    /// Free bytes.
+    free: Arc<Semaphore>,
+    /// The whole budget (a larger frame costs this much).
+    total: usize,
+}
+
+impl ServerBudget {
+    /// A budget of `total` bytes.
+    pub fn new(total: usize) -> Arc<ServerBudget> {
+        let total = total.clamp(1, Semaphore::MAX_PERMITS);
+        Arc::new(ServerBudget {
+            free: Arc::new(Semaphore::new(total)),
+            total,
+        })
+    }
+
+    /// Bytes free now.
+    pub fn available(&self) -> usize {
+        self.free.available_permits()
+    }
+}
+
+/// Bytes queued toward every socket together, by default (`--max-queued-bytes-total`).
+pub const DEFAULT_SERVER_QUEUED_BYTES: usize = 1 << 30;
+
+/// A frame's share of the byte budgets: the socket's and the server's, released on drop.
+#[derive(Debug)]
+pub struct Budget {
+    _socket: OwnedSemaphorePermit,
+    _server: Option<OwnedSemaphorePermit>,
 }
 
 impl Default for OutboxLimits {
@@ -29,6 +69,7 @@ impl Default for OutboxLimits {
         OutboxLimits {
             max_frames: 4096,
             max_bytes: 32 * 1024 * 1024,
+            server: None,
         }
     }
 }
@@ -62,8 +103,10 @@ pub enum PushError {
 /// Sending half; cheap to clone (one per joined conversation plus the connection's own).
 #[derive(Debug, Clone)]
 pub struct Outbox {
-    tx: mpsc::Sender<(Outgoing, Option<OwnedSemaphorePermit>)>,
+    tx: mpsc::Sender<(Outgoing, Option<Budget>)>,
     bytes: Arc<Semaphore>,
+    /// The server-wide budget, when there is one.
+    server: Option<Arc<ServerBudget>>,
     max_bytes: usize,
     /// Close requests bypass the bounded queue so a full queue can still be closed.
     close: Arc<CloseSlot>,
@@ -106,7 +149,7 @@ impl CloseSlot {
 /// Receiving half, owned by the socket writer.
 #[derive(Debug)]
 pub struct OutboxReceiver {
-    rx: mpsc::Receiver<(Outgoing, Option<OwnedSemaphorePermit>)>,
+    rx: mpsc::Receiver<(Outgoing, Option<Budget>)>,
     close: Arc<CloseSlot>,
 }
 
@@ -119,6 +162,7 @@ pub fn outbox(limits: OutboxLimits) -> (Outbox, OutboxReceiver) {
         Outbox {
             tx,
             bytes: Arc::new(Semaphore::new(max_bytes)),
+            server: limits.server.clone(),
             max_bytes,
             close: close.clone(),
         },
@@ -144,13 +188,26 @@ impl Outbox {
         };
         // A frame larger than the whole budget may still go when the queue is otherwise empty.
         let cost = len.clamp(1, self.max_bytes) as u32;
-        let permit = match self.bytes.clone().try_acquire_many_owned(cost) {
-            Ok(p) => p,
-            Err(tokio::sync::TryAcquireError::NoPermits) => return Err(PushError::Full),
-            Err(tokio::sync::TryAcquireError::Closed) => return Err(PushError::Closed),
+        let acquire = |budget: &Arc<Semaphore>, cost: usize| match budget
+            .clone()
+            .try_acquire_many_owned(cost as u32)
+        {
+            Ok(p) => Ok(p),
+            Err(tokio::sync::TryAcquireError::NoPermits) => Err(PushError::Full),
+            Err(tokio::sync::TryAcquireError::Closed) => Err(PushError::Closed),
+        };
+        let socket = acquire(&self.bytes, cost as usize)?;
+        let server = self
+            .server
+            .as_ref()
+            .map(|s| acquire(&s.free, len.clamp(1, s.total)))
+            .transpose()?;
+        let budget = Budget {
+            _socket: socket,
+            _server: server,
         };
         self.tx
-            .try_send((frame, Some(permit)))
+            .try_send((frame, Some(budget)))
             .map_err(|e| match e {
                 mpsc::error::TrySendError::Full(_) => PushError::Full,
                 mpsc::error::TrySendError::Closed(_) => PushError::Closed,
@@ -192,16 +249,16 @@ impl OutboxReceiver {
     /// The next thing to write. A pending close wins over queued frames; `None` when every
     /// sender is gone.
     pub async fn next(&mut self) -> Option<Outgoing> {
+        self.next_with_budget().await.map(|(frame, _)| frame)
+    }
+
+    /// Like [`next`](Self::next), with the frame's share of the byte budget: the budget stays
+    /// spent until the caller drops it (once the bytes are handed on for writing).
+    pub async fn next_with_budget(&mut self) -> Option<(Outgoing, Option<Budget>)> {
         tokio::select! {
             biased;
-            close = self.close.wait() => Some(close),
-            item = self.rx.recv() => item.map(|(frame, permit)| {
-                // Releasing the permit here, before the write, keeps the byte budget an
-                // upper bound on what waits in this queue (the write itself is bounded by
-                // the transport's own small buffer).
-                drop(permit);
-                frame
-            }),
+            close = self.close.wait() => Some((close, None)),
+            item = self.rx.recv() => item,
         }
     }
 
@@ -226,6 +283,7 @@ mod tests {
         let (tx, _rx) = outbox(OutboxLimits {
             max_frames: 2,
             max_bytes: 10,
+            server: None,
         });
         tx.push("abcd".into()).unwrap();
         tx.push("efgh".into()).unwrap();
@@ -233,9 +291,36 @@ mod tests {
         let (tx, _rx) = outbox(OutboxLimits {
             max_frames: 10,
             max_bytes: 10,
+            server: None,
         });
         tx.push("abcdefgh".into()).unwrap();
         assert_eq!(tx.push("ijk".into()), Err(PushError::Full));
+    }
+
+    /// Queues draw from the server-wide budget too; a frame's share comes back when the
+    /// writer drops it.
+    #[test]
+    fn the_server_budget_bounds_all_queues() {
+        let server = ServerBudget::new(10);
+        let limits = OutboxLimits {
+            max_frames: 10,
+            max_bytes: 100,
+            server: Some(server.clone()),
+        };
+        let (a, mut ra) = outbox(limits.clone());
+        let (b, _rb) = outbox(limits);
+        a.push("abcdef".into()).unwrap();
+        assert_eq!(b.push("ghijk".into()), Err(PushError::Full));
+        b.push("ghij".into()).unwrap();
+        assert_eq!(server.available(), 0);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let (frame, budget) = rt.block_on(ra.next_with_budget()).unwrap();
+        assert!(matches!(frame, Outgoing::Text(t) if t == "abcdef"));
+        assert_eq!(server.available(), 0, "held until the frame is written");
+        drop(budget);
+        assert_eq!(server.available(), 6);
     }
 
     #[test]

@@ -207,6 +207,20 @@ pub enum DropReason {
 impl Inbound {
     /// Decodes one frame's text. `Err` means: drop it and log why.
     pub fn parse(text: &str) -> Result<Inbound, DropReason> {
+        // Parsing builds a tree ~10x the text's size when it is all tiny values ("[[],[],…]"):
+        // count first (linear, no allocation) and refuse what no client sends.
+        let values = count_values(text);
+        if values > MAX_INBOUND_VALUES {
+            let reason = format!("more than {MAX_INBOUND_VALUES} JSON values ({values})");
+            return match salvage_invoke(text) {
+                Some((channel, call_id)) => Ok(Inbound::Unparsable {
+                    channel,
+                    call_id,
+                    reason,
+                }),
+                None => Err(DropReason::NotJson(reason)),
+            };
+        }
         let value: Value = match serde_json::from_str(text) {
             Ok(v) => v,
             Err(e) => {
@@ -269,6 +283,35 @@ impl Inbound {
             _ => Err(DropReason::BadMessage(channel)),
         }
     }
+}
+
+/// JSON values one inbound message may hold. A `submitCommand` with many attachments holds a
+/// few thousand; past this the message is refused before it is parsed (see [`count_values`]).
+pub const MAX_INBOUND_VALUES: usize = 200_000;
+
+/// An upper bound of the number of JSON values in `text`: one, plus one per `,` `[` `{`
+/// outside strings. Linear and allocation-free.
+pub fn count_values(text: &str) -> usize {
+    let mut count = 1;
+    let mut in_string = false;
+    let mut escaped = false;
+    for &b in text.as_bytes() {
+        if in_string {
+            match (escaped, b) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_string = false,
+                _ => {}
+            }
+        } else {
+            match b {
+                b'"' => in_string = true,
+                b',' | b'[' | b'{' => count += 1,
+                _ => {}
+            }
+        }
+    }
+    count
 }
 
 /// A conversation id in its one canonical form (lower-case, hyphenated UUID), whatever form
@@ -812,6 +855,24 @@ mod tests {
             "6f1c1b1e-0000-4000-8000-000000000000"
         );
         assert_eq!(canonical_conversation_id("nope"), "nope");
+        // Parse amplification: refused before a tree is built, still answered.
+        let bomb = format!(
+            r#"{{"name":"agent-server","message":{{"type":"invoke","callId":9,"name":"x","args":[{}[]]}}}}"#,
+            "[],".repeat(MAX_INBOUND_VALUES)
+        );
+        match Inbound::parse(&bomb) {
+            Ok(Inbound::Unparsable {
+                call_id, reason, ..
+            }) => {
+                assert_eq!(call_id, 9);
+                assert!(
+                    reason.starts_with("more than 200000 JSON values"),
+                    "{reason}"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(count_values(r#"{"a":[1,2],"b":"x,[{"}"#), 5);
     }
 
     #[test]

@@ -390,3 +390,66 @@ fn a_peer_that_stops_reading_is_aborted() {
     // Everyone else is served as before.
     assert_eq!(admin.names().len(), 101);
 }
+
+/// Finding 6: a 14 MiB frame of five million `[]` is refused before a tree is built (it
+/// cost ~150 MB per frame to parse), answered with why, and leaves the server's memory flat.
+#[test]
+fn parse_amplification_is_refused() {
+    let server = Server::start(&[]);
+    let mut c = server.connect();
+    c.agent("listConversations", json!([null])).unwrap();
+    let rss_before = server.rss_kb();
+    let bomb = format!(
+        r#"{{"name":"agent-server","message":{{"type":"invoke","callId":77,"name":"createConversation","args":[[{}[]]]}}}}"#,
+        "[],".repeat(5_000_000)
+    );
+    let mut peak = 0;
+    for _ in 0..5 {
+        c.send_text(&bomb);
+        let answer = answer_to(&mut c, "agent-server", 77);
+        assert!(
+            answer["error"]
+                .as_str()
+                .unwrap()
+                .starts_with("Invalid invoke message: more than 200000 JSON values"),
+            "{answer}"
+        );
+        peak = peak.max(server.rss_kb());
+    }
+    assert!(
+        peak < rss_before + 100 * 1024,
+        "RSS {rss_before} KiB → peak {peak} KiB"
+    );
+    assert!(c.agent("listConversations", json!([null])).is_ok());
+}
+
+/// The server-wide outbound budget: of five peers that ask for big answers and never read,
+/// each within its own budget, some are closed once the queues together reach the server's;
+/// a reading client is served throughout.
+#[test]
+fn the_server_wide_outbound_budget_holds() {
+    // Each peer asks for ~10 MB: under its own 32 MiB budget, so only the server-wide one
+    // (6 MiB) can close them.
+    let server = Server::start(&[
+        "--max-queued-bytes-total",
+        "6291456",
+        "--stall-timeout",
+        "2",
+    ]);
+    let mut admin = server.connect();
+    for i in 0..100 {
+        admin.create(&format!("conversation {i:03} {}", "y".repeat(200)));
+    }
+    let mut stuck: Vec<Client> = (0..5).map(|_| server.connect()).collect();
+    for c in &mut stuck {
+        for _ in 0..400 {
+            c.send_invoke("agent-server", "listConversations", json!([null]));
+        }
+    }
+    // None is over its own budget: only the server-wide one can close them, and it does
+    // until what stays queued fits.
+    eventually("the server budget closes stuck peers", || {
+        server.metric("roundtable_slow_client_closes_total") >= 1.0
+    });
+    assert_eq!(admin.names().len(), 101);
+}
