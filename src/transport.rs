@@ -28,8 +28,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use actix::prelude::*;
-use actix_http::ws::{CloseCode, CloseReason, Item, ProtocolError};
 use actix_web::{web, HttpRequest, HttpResponse};
+use actix_ws::{CloseCode, CloseReason, Item, ProtocolError};
 use actix_ws::{Message, Session};
 use roundtable_actors::client::{ConversationGone, Ready};
 use roundtable_actors::conversation::{

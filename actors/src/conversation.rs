@@ -4,7 +4,7 @@
 //! history the agent loop reads, pending interactions, and the timers (idle eviction, the
 //! no-clients grace period, interaction time-outs).
 //!
-//! Who talks to it: the [`ConversationRegistry`](crate::registry::ConversationRegistry)
+//! Who talks to it: the [`ConversationRegistry`]
 //! (`Attach`, `Detach`, `Shutdown`, in the registry's mailbox order), the transport's
 //! connections (`DispatcherInvoke` / `DispatcherCall` for the `dispatcher:<id>` channel), its
 //! clients (`ClientLost`) and its own running turn (`TurnEvent`).

@@ -41,11 +41,9 @@ pub mod store;
 
 /// Now as ISO-8601 UTC with milliseconds, like JavaScript's `new Date().toISOString()`.
 pub fn now_iso() -> String {
-    let now = time::OffsetDateTime::now_utc();
-    let fmt = time::macros::format_description!(
-        "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z"
-    );
-    now.format(&fmt).expect("timestamp formats")
+    jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%S%.3fZ")
+        .to_string()
 }
 
 /// Milliseconds since the Unix epoch.
@@ -54,4 +52,19 @@ pub fn now_millis() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
         .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    /// `new Date().toISOString()`'s shape: `2026-12-01T04:30:00.123Z`.
+    #[test]
+    fn now_iso_is_javascripts_format() {
+        let now = super::now_iso();
+        assert_eq!(now.len(), 24, "{now}");
+        assert_eq!(
+            (&now[4..5], &now[10..11], &now[19..20], &now[23..]),
+            ("-", "T", ".", "Z")
+        );
+        assert!(now[20..23].bytes().all(|b| b.is_ascii_digit()), "{now}");
+    }
 }

@@ -18,7 +18,7 @@ pub fn normalize(name: &str) -> String {
 pub fn auto_name() -> String {
     format!(
         "Conversation {}",
-        jiff::Zoned::now().strftime("%Y-%m-%d %H:%M")
+        jiff::ZonedDateTime::now().strftime("%Y-%m-%d %H:%M")
     )
 }
 

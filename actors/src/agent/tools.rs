@@ -455,7 +455,7 @@ fn trim_fraction(s: &str) -> &str {
 fn current_time_in(now: jiff::Timestamp, zone: &str) -> Result<String, String> {
     let tz = jiff::tz::TimeZone::get(zone).map_err(|_| format!("unknown time zone: {zone}"))?;
     let name = tz.iana_name().unwrap_or(zone).to_owned();
-    let zoned = now.to_zoned(tz);
+    let zoned = now.to_zoned_datetime(tz);
     let local = jiff::fmt::strtime::format("%Y-%m-%d %H:%M:%S %Z", &zoned)
         .map_err(|e| format!("could not format the time in {name}: {e}"))?;
     let offset = jiff::fmt::strtime::format("%:z", &zoned)
