@@ -9,10 +9,9 @@ use super::{
     ClientError, ClientResult, Connection, ConversationInfo, ConversationMatch, JoinResult,
 };
 
-/// The trimmed, lower-cased key names are compared by (the server's uniqueness rule).
-pub fn normalize(name: &str) -> String {
-    name.trim().to_lowercase()
-}
+/// The key names are compared by: the server's uniqueness rule itself (JavaScript `trim()`,
+/// which also strips a BOM, then lower case), so the client and the server never disagree.
+pub use roundtable_actors::naming::normalize;
 
 /// `Conversation YYYY-MM-DD HH:MM` in local time (TypeAgent's `formatAutoConversationName`).
 pub fn auto_name() -> String {
