@@ -515,6 +515,25 @@ fn is_answer(f: &Value, channel: &str, call_id: u64) -> bool {
         && f["message"]["callId"] == call_id
 }
 
+/// Runs a setup command a test needs from the machine (mount, useradd…). `false` after
+/// printing `skipped: cannot <what> (<why>)` when the machine refuses: the test then returns.
+pub fn machine_allows(command: &mut Command, what: &str) -> bool {
+    match command.output() {
+        Ok(out) if out.status.success() => true,
+        Ok(out) => {
+            eprintln!(
+                "skipped: cannot {what} ({})",
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+            false
+        }
+        Err(e) => {
+            eprintln!("skipped: cannot {what} ({e})");
+            false
+        }
+    }
+}
+
 /// Polls `f` until it returns true or the wait runs out.
 pub fn eventually(what: &str, mut f: impl FnMut() -> bool) {
     let deadline = Instant::now() + WAIT;

@@ -242,30 +242,16 @@ fn other_os_users_are_refused_without_a_token() {
         .arg(USER)
         .output()
         .is_ok_and(|o| o.status.success());
-    if !exists {
-        match Command::new("useradd")
-            .args([
-                "--system",
-                "--no-create-home",
-                "--shell",
-                "/usr/sbin/nologin",
-                USER,
-            ])
-            .output()
-        {
-            Ok(o) if o.status.success() => {}
-            Ok(o) => {
-                eprintln!(
-                    "skipped: cannot create a second OS user ({})",
-                    String::from_utf8_lossy(&o.stderr).trim()
-                );
-                return;
-            }
-            Err(e) => {
-                eprintln!("skipped: cannot run useradd ({e})");
-                return;
-            }
-        }
+    let mut useradd = Command::new("useradd");
+    useradd.args([
+        "--system",
+        "--no-create-home",
+        "--shell",
+        "/usr/sbin/nologin",
+        USER,
+    ]);
+    if !exists && !machine_allows(&mut useradd, "create a second OS user") {
+        return;
     }
     let server = Server::start(&[]);
     // The other user opens a WebSocket upgrade with Python's standard library.
