@@ -261,6 +261,14 @@ fn seconds(flag: &str, s: f64) -> Result<Duration, String> {
         .map_err(|_| format!("--{flag} must be a non-negative number of seconds"))
 }
 
+/// Like [`seconds`], refusing zero.
+fn positive_seconds(flag: &str, s: f64) -> Result<Duration, String> {
+    match seconds(flag, s)? {
+        d if d.is_zero() => Err(format!("--{flag} must be positive")),
+        d => Ok(d),
+    }
+}
+
 /// The server's panic policy: a panic anywhere (an actor, a writer thread, a handler) is a bug
 /// that may have left shared state half-changed, so the process logs it and aborts at once
 /// instead of limping on (a registry whose mailbox is gone would fail every request while the
@@ -322,42 +330,24 @@ fn serve(args: ServeArgs) -> ExitCode {
     if !args.hosts.is_empty() {
         config.hosts = args.hosts;
     }
-    let durations = seconds("idle-timeout", args.idle_timeout)
-        .and_then(|idle| Ok((idle, seconds("ping-interval", args.ping_interval)?)));
-    match durations {
-        Ok((idle, ping)) if !ping.is_zero() => {
+    let timing = (|| {
+        Ok::<_, String>((
+            seconds("idle-timeout", args.idle_timeout)?,
+            positive_seconds("ping-interval", args.ping_interval)?,
+            positive_seconds("stall-timeout", args.stall_timeout)?,
+            seconds("no-clients-grace", args.no_clients_grace)?,
+            seconds("interaction-timeout", args.interaction_timeout)?,
+        ))
+    })();
+    match timing {
+        Ok((idle, ping, stall, grace, interaction)) => {
             config.idle_timeout = idle;
             config.ping_interval = ping;
-            match seconds("stall-timeout", args.stall_timeout) {
-                Ok(stall) if !stall.is_zero() => config.stall_timeout = stall,
-                Ok(_) => {
-                    eprintln!("roundtable: --stall-timeout must be positive");
-                    return ExitCode::from(2);
-                }
-                Err(e) => {
-                    eprintln!("roundtable: {e}");
-                    return ExitCode::from(2);
-                }
-            }
-        }
-        Ok(_) => {
-            eprintln!("roundtable: --ping-interval must be positive");
-            return ExitCode::from(2);
-        }
-        Err(e) => {
-            eprintln!("roundtable: {e}");
-            return ExitCode::from(2);
-        }
-    }
-    match (
-        seconds("no-clients-grace", args.no_clients_grace),
-        seconds("interaction-timeout", args.interaction_timeout),
-    ) {
-        (Ok(grace), Ok(interaction)) => {
+            config.stall_timeout = stall;
             config.no_clients_grace = grace;
             config.interaction_timeout = interaction;
         }
-        (Err(e), _) | (_, Err(e)) => {
+        Err(e) => {
             eprintln!("roundtable: {e}");
             return ExitCode::from(2);
         }
