@@ -8,9 +8,15 @@ use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::os::unix::fs::MetadataExt;
 
-/// The effective uid of this process (the owner of `/proc/self`).
+/// The effective uid of this process (the owner of `/proc/self`), read once: every upgrade
+/// without a token asks for it.
 pub fn own_uid() -> io::Result<u32> {
-    Ok(std::fs::metadata("/proc/self")?.uid())
+    static UID: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    if let Some(uid) = UID.get() {
+        return Ok(*uid);
+    }
+    let uid = std::fs::metadata("/proc/self")?.uid();
+    Ok(*UID.get_or_init(|| uid))
 }
 
 /// The uid owning the client end of the loopback connection `peer` → `local` (`local` is the
