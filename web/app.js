@@ -174,17 +174,20 @@
     const params = new URLSearchParams(location.search);
     const given = params.get("token");
     if (given === null) return;
-    try {
-      localStorage.setItem(TOKEN_KEY, given);
-    } catch {
-      /* storage disabled: the token lives for this page only */
-      sessionToken = given;
-    }
+    saveToken(given);
     params.delete("token");
     const rest = params.toString();
     window.history.replaceState(null, "", location.pathname + (rest ? `?${rest}` : "") + location.hash);
   }
+  /** The token for this origin; with storage disabled it lives for this page only. */
   let sessionToken = null;
+  function saveToken(token) {
+    try {
+      localStorage.setItem(TOKEN_KEY, token);
+    } catch {
+      sessionToken = token;
+    }
+  }
   function currentToken() {
     try {
       return localStorage.getItem(TOKEN_KEY) ?? sessionToken;
@@ -213,11 +216,7 @@
         : "This Roundtable server needs its access token (see the server's --token-file):",
     );
     if (!token) return false;
-    try {
-      localStorage.setItem(TOKEN_KEY, token);
-    } catch {
-      sessionToken = token;
-    }
+    saveToken(token);
     return true;
   }
   takeTokenFromAddress();
