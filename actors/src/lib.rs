@@ -2,7 +2,8 @@
 //! `roundtable` crate decodes frames and talks to these actors with messages.
 //!
 //! # Layout
-//! - [`protocol`]: envelopes, agent-rpc messages, argument rules, exact error texts.
+//! - [`protocol`]: envelopes, agent-rpc messages, argument rules, exact error texts, frame
+//!   splicing and WebSocket message reassembly.
 //! - [`naming`]: name length, uniqueness key, `appendNumber`, `findConversations` scoring.
 //! - [`store`]: instance layout, migrations, instance lock, registry file + journal writer.
 //! - [`registry`]: the [`ConversationRegistry`](registry::ConversationRegistry) actor: every
@@ -12,6 +13,7 @@
 //! - [`client`]: the [`Client`](client::Client) actor, one per joined client: its `clientio`
 //!   channel, ready gate and bounded outbound queue.
 //! - [`outbox`]: the bounded per-socket outbound queue.
+//! - [`clock`]: the one `now_iso` / `now_millis` every timestamp comes from.
 //! - [`metrics`]: counters read by `/health` and `/metrics`.
 //! - [`memory`]: returning freed heap to the OS after large transient allocations.
 //!
@@ -24,11 +26,11 @@
 
 pub mod agent;
 pub mod client;
+pub mod clock;
 pub mod commands;
 pub mod conversation;
 pub mod displaylog;
 pub mod faults;
-pub mod frames;
 pub mod logwriter;
 pub mod memory;
 pub mod metrics;
@@ -39,32 +41,8 @@ pub mod registry;
 pub mod requests;
 pub mod store;
 
-/// Now as ISO-8601 UTC with milliseconds, like JavaScript's `new Date().toISOString()`.
-pub fn now_iso() -> String {
-    jiff::Timestamp::now()
-        .strftime("%Y-%m-%dT%H:%M:%S%.3fZ")
-        .to_string()
-}
+/// Moved under [`protocol`]; kept at the old path until the callers are rewired.
+pub use protocol::frames; // shim: issue-10 merge
 
-/// Milliseconds since the Unix epoch.
-pub fn now_millis() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
-}
-
-#[cfg(test)]
-mod tests {
-    /// `new Date().toISOString()`'s shape: `2026-12-01T04:30:00.123Z`.
-    #[test]
-    fn now_iso_is_javascripts_format() {
-        let now = super::now_iso();
-        assert_eq!(now.len(), 24, "{now}");
-        assert_eq!(
-            (&now[4..5], &now[10..11], &now[19..20], &now[23..]),
-            ("-", "T", ".", "Z")
-        );
-        assert!(now[20..23].bytes().all(|b| b.is_ascii_digit()), "{now}");
-    }
-}
+/// Moved to [`clock`]; kept at the old path until the callers are rewired.
+pub use clock::{now_iso, now_millis}; // shim: issue-10 merge

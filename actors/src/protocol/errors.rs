@@ -1,0 +1,74 @@
+//! Every error an agent-server or dispatcher method can answer with, and its exact text.
+//! Clients match several of these by prefix (reference section 4.3): change a text here and a
+//! TypeAgent client stops recognising it. Built by the actors and the transport; turned into
+//! `invokeError` frames by [`invoke_error`](super::invoke_error).
+
+/// Every error a method can answer with. The `Display` text is exactly what goes into
+/// `invokeError.error`; clients match several of these by prefix (reference section 4.3).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RpcError {
+    /// The id is not in the registry (or is being deleted). Clients match the prefix.
+    #[error("Conversation not found: {0}")]
+    ConversationNotFound(String),
+    /// Name outside 1..=256 UTF-16 code units.
+    #[error("Conversation name must be between 1 and 256 characters")]
+    NameLength,
+    /// A name with a control character (C0, DEL or C1).
+    #[error("Conversation name must not contain control characters")]
+    NameControlCharacters,
+    /// Another conversation already has this name (trimmed, case-insensitive); quotes the
+    /// existing name as stored.
+    #[error("A conversation named \"{0}\" already exists. Pick a different name.")]
+    NameExists(String),
+    /// `nameCollisionBehavior` other than `error` / `appendNumber`.
+    #[error("Unknown name collision behavior: {0}")]
+    UnknownCollisionBehavior(String),
+    /// This socket already joined the conversation.
+    #[error("Already joined conversation '{0}'. Call leaveConversation() before joining again.")]
+    AlreadyJoined(String),
+    /// A second join for the same conversation is still in flight on this socket.
+    #[error("Channel '{0}' already exists")]
+    ChannelExists(String),
+    /// `leaveConversation` for a conversation this socket never joined.
+    #[error("Not joined to conversation: {0}")]
+    NotJoined(String),
+    /// Method not implemented on this channel.
+    #[error("No invoke handler {0}")]
+    NoHandler(String),
+    /// An invoke with a valid callId but a bad name or non-array args.
+    #[error("Invalid invoke message")]
+    InvalidInvoke,
+    /// An invoke whose text does not parse as JSON; says why (the parser's words).
+    #[error("Invalid invoke message: {0}")]
+    Unparsable(String),
+    /// An argument of the wrong JSON type.
+    #[error("Invalid argument {index} ({param}) of {method}: expected {expected}")]
+    InvalidArgument {
+        /// Method being called.
+        method: String,
+        /// Zero-based argument position.
+        index: usize,
+        /// Parameter name, as in the reference.
+        param: &'static str,
+        /// What the parameter must be.
+        expected: &'static str,
+    },
+    /// The socket has [`MAX_IN_FLIGHT`](super::MAX_IN_FLIGHT) invokes unanswered; this one was not run.
+    #[error("Too many requests in flight on this connection (limit {0}); wait for answers before sending more")]
+    TooManyInFlight(usize),
+    /// A durable write failed; the change was not made.
+    #[error("Storage error: {0}")]
+    Storage(String),
+    /// The server is shutting down and takes no new work.
+    #[error("Server is shutting down")]
+    ServerStopping,
+    /// A message defined by the method itself (e.g. `Choice not found or expired`).
+    #[error("{0}")]
+    Message(String),
+    /// A bug or a lost actor; the text says which.
+    #[error("Internal error: {0}")]
+    Internal(String),
+}
+
+/// Result type of every RPC handler.
+pub type RpcResult<T> = Result<T, RpcError>;

@@ -1,0 +1,51 @@
+//! `ConversationInfo` and `findConversations` results as clients see them (reference
+//! section 3). Built by the registry's catalog.
+
+use serde::Serialize;
+
+/// One conversation as listed to clients (`ConversationInfo` in the reference).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConversationInfo {
+    /// UUIDv4, lower-case hyphenated.
+    pub conversation_id: String,
+    /// The name exactly as stored (untrimmed).
+    pub name: String,
+    /// Clients joined right now (0 when not loaded).
+    pub client_count: usize,
+    /// ISO-8601 with milliseconds, UTC (`new Date().toISOString()`).
+    pub created_at: String,
+    /// Number of `user-request` entries in the display log.
+    pub message_count: u64,
+    /// Present in list/find results (always 0: no content index), absent in create results.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub indexed_message_count: Option<u64>,
+}
+
+/// [`ConversationInfo`] borrowing its strings, for serializing long lists without copies.
+#[derive(Debug, Clone, Copy, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConversationInfoRef<'a> {
+    /// UUIDv4.
+    pub conversation_id: &'a str,
+    /// Name as stored.
+    pub name: &'a str,
+    /// Clients joined right now.
+    pub client_count: usize,
+    /// ISO-8601.
+    pub created_at: &'a str,
+    /// `user-request` entries.
+    pub message_count: u64,
+    /// Present in list/find results.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub indexed_message_count: Option<u64>,
+}
+
+/// One `findConversations` hit.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ConversationMatch {
+    /// The conversation.
+    pub conversation: ConversationInfo,
+    /// 0..1, best first.
+    pub score: f64,
+}

@@ -1,0 +1,98 @@
+//! Wire types of the TypeAgent agent-server protocol: envelopes, agent-rpc messages, the
+//! argument rules (`null` means absent, trailing arguments may be missing) and every error text
+//! that clients parse.
+//!
+//! Owned by nobody: the transport (`src/transport.rs`) decodes inbound frames with
+//! [`Inbound::parse`], the actors build outbound frames with [`invoke_result`], [`invoke_error`]
+//! and [`call_frame`]. The reference is `shared/reference/typeagent-protocol.md`, sections 2–4.
+//!
+//! # Layout
+//! - [`errors`]: [`RpcError`], every error text.
+//! - [`inbound`]: [`Inbound::parse`], the value budget, canonical ids; [`salvage`] reads the
+//!   callId of an invoke that does not parse.
+//! - [`args`]: [`Args`] and the argument rules.
+//! - [`outbound`]: answers and `call` frames, with callId splicing.
+//! - [`info`]: [`ConversationInfo`] and friends.
+//! - [`frames`]: WebSocket message reassembly and the inbound byte budget.
+
+pub mod args;
+pub mod errors;
+pub mod frames;
+pub mod inbound;
+pub mod info;
+pub mod outbound;
+pub mod salvage;
+
+pub use args::*;
+pub use errors::*;
+pub use inbound::*;
+pub use info::*;
+pub use outbound::*;
+pub use salvage::salvage_invoke;
+
+/// The control channel every connection has from the start.
+pub const AGENT_SERVER_CHANNEL: &str = "agent-server";
+/// The read-only port lookup channel.
+pub const DISCOVERY_CHANNEL: &str = "discovery";
+/// Prefix of the per-conversation server → client channel.
+pub const CLIENTIO_PREFIX: &str = "clientio:";
+/// Prefix of the per-conversation client → server channel.
+pub const DISPATCHER_PREFIX: &str = "dispatcher:";
+/// Largest callId agent-rpc accepts (`Number.MAX_SAFE_INTEGER`).
+pub const MAX_SAFE_INTEGER: u64 = (1 << 53) - 1;
+
+/// Name of the `clientio` channel of one conversation.
+pub fn clientio_channel(conversation_id: &str) -> String {
+    format!("{CLIENTIO_PREFIX}{conversation_id}")
+}
+
+/// Name of the `dispatcher` channel of one conversation.
+pub fn dispatcher_channel(conversation_id: &str) -> String {
+    format!("{DISPATCHER_PREFIX}{conversation_id}")
+}
+
+/// Invokes one socket may have unanswered at once; the next gets
+/// [`RpcError::TooManyInFlight`]. Bounds the per-socket work and the registry writer's queue.
+pub const MAX_IN_FLIGHT: usize = 256;
+
+/// Every method name the server answers, on any channel. Used to bound metric labels: a name
+/// outside this list (clients may send anything) is counted as "other".
+pub const KNOWN_METHODS: &[&str] = &[
+    "(invalid)",
+    // agent-server
+    "joinConversation",
+    "leaveConversation",
+    "createConversation",
+    "listConversations",
+    "findConversations",
+    "renameConversation",
+    "deleteConversation",
+    "searchConversationContent",
+    "getUserIdentity",
+    "registerClientAgent",
+    "unregisterClientAgent",
+    "shutdown",
+    // discovery
+    "lookupPort",
+    // dispatcher
+    "submitCommand",
+    "interrupt",
+    "getDisplayHistory",
+    "getQueueSnapshot",
+    "cancelCommand",
+    "promoteCommand",
+    "respondToInteraction",
+    "respondToChoice",
+    "getStatus",
+    "getCommandCompletion",
+    "getDeveloperMode",
+    "close",
+];
+
+/// `method` as a `'static` label when the server knows it.
+pub fn known_method(method: &str) -> Option<&'static str> {
+    KNOWN_METHODS.iter().copied().find(|m| *m == method)
+}
+
+#[cfg(test)]
+mod tests;

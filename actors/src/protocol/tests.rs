@@ -1,0 +1,117 @@
+use super::*;
+use serde_json::Value;
+
+#[test]
+fn parses_invoke_and_treats_null_as_absent() {
+    let f = r#"{"name":"agent-server","message":{"type":"invoke","callId":3,"name":"listConversations","args":[null]}}"#;
+    let Inbound::Invoke {
+        call_id,
+        method,
+        args,
+        ..
+    } = Inbound::parse(f).unwrap()
+    else {
+        panic!("not an invoke")
+    };
+    assert_eq!((call_id, method.as_str()), (3, "listConversations"));
+    assert_eq!(
+        args.opt_str("listConversations", 0, "filter").unwrap(),
+        None
+    );
+}
+
+#[test]
+fn invalid_invoke_needs_a_valid_call_id() {
+    let bad_args = r#"{"name":"x","message":{"type":"invoke","callId":1,"name":"m","args":{}}}"#;
+    assert!(matches!(
+        Inbound::parse(bad_args),
+        Ok(Inbound::InvalidInvoke { call_id: 1, .. })
+    ));
+    let bad_id = r#"{"name":"x","message":{"type":"invoke","callId":-1,"name":"m","args":[]}}"#;
+    assert!(Inbound::parse(bad_id).is_err());
+    let huge = r#"{"name":"x","message":{"type":"invoke","callId":9007199254740992,"name":"m","args":[]}}"#;
+    assert!(Inbound::parse(huge).is_err());
+}
+
+#[test]
+fn void_result_has_no_result_key() {
+    assert_eq!(
+        invoke_result("agent-server", 7, None),
+        r#"{"name":"agent-server","message":{"type":"invokeResult","callId":7}}"#
+    );
+    let call = call_frame("clientio:a", 2, "notify", "[null]");
+    let v: Value = serde_json::from_str(&call).unwrap();
+    assert_eq!(v["message"]["callId"], 2);
+    assert_eq!(v["message"]["args"][0], Value::Null);
+}
+
+#[test]
+fn unparsable_invokes_keep_their_call_id() {
+    let deep = format!(
+        r#"{{"name":"agent-server","message":{{"type":"invoke","callId":7,"name":"x","args":[{}1{}]}}}}"#,
+        "[".repeat(200),
+        "]".repeat(200)
+    );
+    match Inbound::parse(&deep) {
+        Ok(Inbound::Unparsable {
+            channel, call_id, ..
+        }) => assert_eq!((channel.as_str(), call_id), ("agent-server", 7)),
+        other => panic!("{other:?}"),
+    }
+    let surrogate = r#"{"message":{"callId":3,"args":["\ud800"],"type":"invoke","name":"m"},"name":"dispatcher:x"}"#;
+    match Inbound::parse(surrogate) {
+        Ok(Inbound::Unparsable {
+            channel,
+            call_id,
+            reason,
+        }) => {
+            assert_eq!((channel.as_str(), call_id), ("dispatcher:x", 3));
+            assert!(reason.contains("escape"), "{reason}");
+        }
+        other => panic!("{other:?}"),
+    }
+    // A call, a bad callId or an unreadable channel stay unanswered.
+    for text in [
+        r#"{"name":"a","message":{"type":"call","callId":1,"args":["\ud800"]}}"#,
+        r#"{"name":"a","message":{"type":"invoke","callId":-1,"args":["\ud800"]}}"#,
+        r#"{"name":"\ud800","message":{"type":"invoke","callId":1}}"#,
+        r#"{"name":"a","message":{"type":"invoke","callId":1"#,
+    ] {
+        assert!(Inbound::parse(text).is_err(), "{text}");
+    }
+    assert_eq!(
+        canonical_conversation_id("6F1C1B1E-0000-4000-8000-000000000000"),
+        "6f1c1b1e-0000-4000-8000-000000000000"
+    );
+    assert_eq!(canonical_conversation_id("nope"), "nope");
+    // Parse amplification: refused before a tree is built, still answered.
+    let bomb = format!(
+        r#"{{"name":"agent-server","message":{{"type":"invoke","callId":9,"name":"x","args":[{}[]]}}}}"#,
+        "[],".repeat(MAX_INBOUND_VALUES)
+    );
+    match Inbound::parse(&bomb) {
+        Ok(Inbound::Unparsable {
+            call_id, reason, ..
+        }) => {
+            assert_eq!(call_id, 9);
+            assert!(
+                reason.starts_with("more than 200000 JSON values"),
+                "{reason}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(count_values(r#"{"a":[1,2],"b":"x,[{"}"#), 5);
+}
+
+#[test]
+fn error_texts_are_exact() {
+    assert_eq!(
+        RpcError::NameExists("CLI".into()).to_string(),
+        "A conversation named \"CLI\" already exists. Pick a different name."
+    );
+    assert_eq!(
+        RpcError::AlreadyJoined("x".into()).to_string(),
+        "Already joined conversation 'x'. Call leaveConversation() before joining again."
+    );
+}
