@@ -13,6 +13,7 @@
 //! - [`client`]: the [`Client`](client::Client) actor, one per joined client: its `clientio`
 //!   channel, ready gate and bounded outbound queue.
 //! - [`outbox`]: the bounded per-socket outbound queue.
+//! - [`ids`]: [`ConnectionId`](ids::ConnectionId), typed from the join onwards.
 //! - [`clock`]: the one `now_iso` / `now_millis` every timestamp comes from.
 //! - [`metrics`]: counters read by `/health` and `/metrics`.
 //! - [`memory`]: returning freed heap to the OS after large transient allocations.
@@ -31,6 +32,7 @@ pub mod commands;
 pub mod conversation;
 pub mod displaylog;
 pub mod faults;
+pub mod ids;
 pub mod logwriter;
 pub mod memory;
 pub mod metrics;
