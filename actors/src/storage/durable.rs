@@ -81,6 +81,25 @@ pub fn fsync_dir(dir: &Path) -> Result<(), StoreError> {
         .map_err(io_err(dir))
 }
 
+/// Removes `path` with `remove` (a call of `fs::remove_file` or `fs::remove_dir_all`) and fsyncs its
+/// directory so the removal is durable. A missing `path` is not an error: `Ok(false)`.
+pub fn remove_durable(
+    path: &Path,
+    remove: impl FnOnce(&Path) -> io::Result<()>,
+) -> Result<bool, StoreError> {
+    match remove(path) {
+        Ok(()) => {
+            fsync_dir(path.parent().unwrap_or(Path::new(".")))?;
+            Ok(true)
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(StoreError::Io {
+            path: path.to_path_buf(),
+            source: e,
+        }),
+    }
+}
+
 /// Creates a directory and any missing parents, fsyncing the parent of each directory it
 /// created so the new entries survive a crash.
 pub fn create_dir_durable(dir: &Path) -> Result<(), StoreError> {

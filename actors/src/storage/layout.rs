@@ -3,12 +3,11 @@
 //! the [module overview](super) is spelled out here only.
 
 use std::fs;
-use std::io;
 use std::path::PathBuf;
 
 use uuid::Uuid;
 
-use super::durable::fsync_dir;
+use super::durable::remove_durable;
 use super::StoreError;
 
 /// Name prefixes swept at startup: conversations of clients that crashed before cleaning up.
@@ -50,13 +49,5 @@ impl Layout {
 
 /// Removes a conversation's persist directory (if any) and makes the removal durable.
 pub fn remove_conversation_dir(layout: &Layout, id: &Uuid) -> Result<(), StoreError> {
-    let dir = layout.conversation_dir(id);
-    match fs::remove_dir_all(&dir) {
-        Ok(()) => fsync_dir(&layout.conversations_dir()),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(StoreError::Io {
-            path: dir,
-            source: e,
-        }),
-    }
+    remove_durable(&layout.conversation_dir(id), |dir| fs::remove_dir_all(dir)).map(drop)
 }

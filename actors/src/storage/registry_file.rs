@@ -16,7 +16,7 @@ use std::io;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::durable::{fsync_dir, write_atomic};
+use super::durable::{fsync_dir, remove_durable, write_atomic};
 use super::journal::replay_journal;
 use super::layout::Layout;
 use super::{io_err, StoreError};
@@ -174,15 +174,7 @@ pub fn registry_json(entries: &[StoredConversation]) -> Vec<u8> {
 /// Writes the full registry durably and removes the journal it supersedes.
 pub fn fold(layout: &Layout, entries: &[StoredConversation]) -> Result<(), StoreError> {
     write_atomic(&layout.registry_file(), &registry_json(entries))?;
-    let journal = layout.journal_file();
-    match fs::remove_file(&journal) {
-        Ok(()) => fsync_dir(&layout.conversations_dir()),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(StoreError::Io {
-            path: journal,
-            source: e,
-        }),
-    }
+    remove_durable(&layout.journal_file(), |file| fs::remove_file(file)).map(drop)
 }
 
 /// Marker written after a clean shutdown's fold: the stored message counts are exact.
@@ -196,13 +188,7 @@ pub fn write_clean_marker(layout: &Layout) -> Result<(), StoreError> {
 /// True if the last run shut down cleanly; removes the marker (durably) so a crash of this
 /// run is noticed next time.
 pub fn take_clean_marker(layout: &Layout) -> Result<bool, StoreError> {
-    let path = layout.conversations_dir().join(CLEAN_MARKER);
-    match fs::remove_file(&path) {
-        Ok(()) => {
-            fsync_dir(&layout.conversations_dir())?;
-            Ok(true)
-        }
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
-        Err(e) => Err(StoreError::Io { path, source: e }),
-    }
+    remove_durable(&layout.conversations_dir().join(CLEAN_MARKER), |file| {
+        fs::remove_file(file)
+    })
 }
