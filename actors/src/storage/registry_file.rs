@@ -6,8 +6,9 @@
 //! complete, so TypeAgent's own server can read it. It is only ever replaced whole
 //! ([`write_atomic`]), by [`fold`]: at startup when it is not in final form, by the
 //! [`RegistryWriter`](super::journal::RegistryWriter) when the journal outgrows the registry,
-//! and at clean shutdown, which also leaves the `.clean-shutdown` marker.
-//! Read and folded by the [`ConversationRegistry`](crate::registry::ConversationRegistry).
+//! and at clean shutdown, after which the registry leaves the `.clean-shutdown` marker
+//! ([`write_clean_marker`]). Read and folded by the
+//! [`ConversationRegistry`](crate::registry::ConversationRegistry).
 
 use std::collections::HashMap;
 use std::fs;
