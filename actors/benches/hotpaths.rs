@@ -16,11 +16,11 @@ use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Through
 use roundtable_actors::client::{
     Client, ClientLost, ConversationGone, Deliver, OutboundCall, Ready,
 };
-use roundtable_actors::displaylog::{read_range, DisplayLog};
-use roundtable_actors::logwriter::LogWriter;
 use roundtable_actors::metrics::Metrics;
 use roundtable_actors::outbox::{outbox, OutboxLimits, OutboxReceiver, Outgoing};
 use roundtable_actors::protocol::{call_frame, call_prefix, invoke_result, Inbound};
+use roundtable_actors::storage::display_log::{read_range, DisplayLog};
+use roundtable_actors::storage::log_writer::LogWriter;
 use serde_json::{json, Map, Value};
 
 const CONVERSATION: &str = "0f8fad5b-d9cb-469f-a165-70867728950e";

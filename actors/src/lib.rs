@@ -5,7 +5,9 @@
 //! - [`protocol`]: envelopes, agent-rpc messages, argument rules, exact error texts, frame
 //!   splicing and WebSocket message reassembly.
 //! - [`naming`]: name length, uniqueness key, `appendNumber`, `findConversations` scoring.
-//! - [`store`]: instance layout, migrations, instance lock, registry file + journal writer.
+//! - [`storage`]: everything on disk: instance layout, migrations, instance lock, durable
+//!   writes, the registry file and its journal, display logs, request journals, and the one
+//!   group-commit writer thread both writers run on.
 //! - [`registry`]: the [`ConversationRegistry`](registry::ConversationRegistry) actor: every
 //!   create / rename / delete / join / leave, lazy load and idle eviction.
 //! - [`conversation`]: the [`Conversation`](conversation::Conversation) actor, one per loaded
@@ -30,18 +32,37 @@ pub mod client;
 pub mod clock;
 pub mod commands;
 pub mod conversation;
-pub mod displaylog;
-pub mod faults;
 pub mod ids;
-pub mod logwriter;
 pub mod memory;
 pub mod metrics;
 pub mod naming;
 pub mod outbox;
 pub mod protocol;
 pub mod registry;
-pub mod requests;
-pub mod store;
+pub mod storage;
+
+pub use storage::display_log as displaylog; // shim: issue-10 merge
+pub use storage::faults; // shim: issue-10 merge
+pub use storage::log_writer as logwriter; // shim: issue-10 merge
+pub use storage::requests; // shim: issue-10 merge
+
+/// The storage items by their paths before they moved into [`storage`].
+pub mod store {
+    // shim: issue-10 merge
+    pub use crate::storage::durable::{
+        create_dir_durable, fsync_dir, private_dir_builder, private_file_options, warn_if_shared,
+        write_atomic,
+    };
+    pub use crate::storage::journal::{JournalRecord, RegistryWriter};
+    pub use crate::storage::layout::{remove_conversation_dir, Layout, EPHEMERAL_PREFIXES};
+    pub use crate::storage::lock::InstanceLock;
+    pub use crate::storage::migrate::migrate;
+    pub use crate::storage::registry_file::{
+        fold, load_registry, registry_json, take_clean_marker, write_clean_marker, LoadedRegistry,
+        StoredConversation,
+    };
+    pub use crate::storage::StoreError;
+}
 
 /// Moved under [`protocol`]; kept at the old path until the callers are rewired.
 pub use protocol::frames; // shim: issue-10 merge

@@ -4,7 +4,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use roundtable_actors::store::{load_registry, Layout};
+use roundtable_actors::storage::layout::Layout;
+use roundtable_actors::storage::registry_file::load_registry;
 
 fuzz_target!(|data: &[u8]| {
     // The first byte splits the input between the registry file and the journal.

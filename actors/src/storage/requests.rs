@@ -1,7 +1,7 @@
 //! A conversation's request journal, `requests.jsonl`: which submitted requests were
 //! acknowledged and have not been closed yet, so a crash never forgets one silently.
 //!
-//! One JSON record per line, appended through the [`LogWriter`](crate::logwriter::LogWriter):
+//! One JSON record per line, appended through the [`LogWriter`](super::log_writer::LogWriter):
 //! - `{"accepted":{…}}` before `submitCommand` answers `{ok:true}` (the answer waits for it to
 //!   be durable);
 //! - `{"started":{"requestId","seq"}}` when the request starts; `seq` is its `user-request`

@@ -21,7 +21,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
-use crate::logwriter::LogWriter;
+use super::log_writer::LogWriter;
 
 /// Entries kept in memory for cheap replay of recent history.
 pub const RECENT_ENTRIES: usize = 2048;
@@ -311,7 +311,7 @@ fn import_legacy(legacy: &Path, path: &Path) -> io::Result<()> {
         serde_json::to_writer(&mut out, &entry).map_err(io::Error::other)?;
         out.extend_from_slice(b"}\n");
     }
-    crate::store::write_atomic(path, &out).map_err(io::Error::other)?;
+    super::durable::write_atomic(path, &out).map_err(io::Error::other)?;
     log::info!("imported {} into {}", legacy.display(), path.display());
     Ok(())
 }

@@ -1,9 +1,9 @@
-//! The append writer shared by every conversation: one thread that appends lines to
-//! conversation files (display logs, chat histories, request journals) and fsyncs each touched
-//! file once per batch (group commit). Conversations never block on disk: they hand over bytes
-//! and go on. What must be durable before it is acknowledged waits on [`LogWriter::sync`],
-//! which resolves after the batch that holds it has been fsynced, with the first error any
-//! earlier append to the named files met.
+//! The append writer shared by every conversation: one [`GroupCommit`] thread that appends
+//! lines to conversation files (display logs, chat histories, request journals) and fsyncs each
+//! touched file once per batch (group commit). Conversations never block on disk: they hand
+//! over bytes and go on. What must be durable before it is acknowledged waits on
+//! [`LogWriter::sync`], which resolves after the batch that holds it has been fsynced, with the
+//! first error any earlier append to the named files met.
 //!
 //! Who talks to it: [`Conversation`](crate::conversation::Conversation) actors (appends, syncs,
 //! `close` on eviction and shutdown, `retire` on delete, `replace` for `@compact`).
@@ -20,11 +20,11 @@
 //!   there are dropped with an error in the log instead of recreating the directory.
 //!
 //! # Bounds
-//! - Queued bytes: a producer sees [`LogWriter::backlogged`] once more than
-//!   [`QUEUE_HIGH_WATER`] bytes wait, and pauses (conversations use `ctx.wait`, which holds
-//!   their mailbox and turn without blocking the arbiter thread) until the queue drains below
-//!   [`QUEUE_LOW_WATER`]. One handler can overshoot by what it appends itself, which the frame
-//!   size bound limits.
+//! - Queued bytes (the [`GroupCommit`] queue's weight): a producer sees
+//!   [`LogWriter::backlogged`] once more than [`QUEUE_HIGH_WATER`] bytes wait, and pauses
+//!   (conversations use `ctx.wait`, which holds their mailbox and turn without blocking the
+//!   arbiter thread) until the queue drains below [`QUEUE_LOW_WATER`]. One handler can
+//!   overshoot by what it appends itself, which the frame size bound limits.
 //! - Open files: one per file of a loaded conversation; closed at eviction, delete and shutdown.
 //! - Retired directories remembered: [`RETIRED_MEMORY`] (the actor that wrote there has stopped
 //!   before it retires, so this only guards against a stray late job).
@@ -33,14 +33,14 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::mpsc as std_mpsc;
 use std::sync::Arc;
-use std::thread;
 use std::time::Duration;
 
-use tokio::sync::{oneshot, Notify};
+use tokio::sync::oneshot;
 
+use super::durable::{create_dir_durable, private_file_options, write_atomic};
+use super::faults;
+use super::group_commit::{Committer, GroupCommit};
 use crate::metrics::Metrics;
 
 /// Queued bytes past which producers pause.
@@ -52,80 +52,52 @@ pub const RETIRED_MEMORY: usize = 4096;
 /// How often a failing disk is probed for recovery.
 pub const PROBE_INTERVAL: Duration = Duration::from_secs(1);
 
+/// How a write barrier or a replace is answered: `Err` names the first failure.
+type Ack = oneshot::Sender<Result<(), String>>;
+
+/// A request to the writer thread.
 enum Job {
     /// Append bytes to a file; `true`: a failure is reported to the next sync naming it.
     Append(Arc<Path>, Vec<u8>, bool),
     /// Answer once everything queued before is durable, with the first error an append to one
     /// of these files met since the last sync naming it.
-    Sync(Vec<Arc<Path>>, oneshot::Sender<Result<(), String>>),
+    Sync(Vec<Arc<Path>>, Ack),
     /// Sync and close a file (conversation unloaded).
     Close(Arc<Path>, oneshot::Sender<()>),
     /// Sync and close every file under a directory and refuse later writes there (delete).
     Retire(PathBuf, oneshot::Sender<()>),
     /// Replace a file's content durably (after everything queued for it).
-    Replace(Arc<Path>, Vec<u8>, oneshot::Sender<Result<(), String>>),
-}
-
-impl Job {
-    fn bytes(&self) -> usize {
-        match self {
-            Job::Append(_, b, _) | Job::Replace(_, b, _) => b.len(),
-            _ => 0,
-        }
-    }
-}
-
-struct Shared {
-    /// Bytes of appends and replaces queued and not yet written.
-    queued: AtomicUsize,
-    /// Woken after every batch, for producers waiting on a drain.
-    drained: Notify,
+    Replace(Arc<Path>, Vec<u8>, Ack),
 }
 
 /// Handle to the writer thread; cheap to clone.
 #[derive(Clone)]
 pub struct LogWriter {
-    tx: std_mpsc::Sender<Job>,
-    shared: Arc<Shared>,
+    /// The thread and its queue, weighed in bytes of appends and replaces.
+    queue: GroupCommit<WriterState>,
 }
 
 impl LogWriter {
     /// Starts the writer thread. `probe_dir` is where recovery probes write (the instance
     /// directory); failures and recoveries are reported to `metrics`.
     pub fn start(metrics: Arc<Metrics>, probe_dir: PathBuf) -> LogWriter {
-        let (tx, rx) = std_mpsc::channel();
-        let shared = Arc::new(Shared {
-            queued: AtomicUsize::new(0),
-            drained: Notify::new(),
-        });
         let state = WriterState {
             files: HashMap::new(),
             errors: HashMap::new(),
             retired: HashSet::new(),
             retired_order: VecDeque::new(),
-            metrics,
+            metrics: metrics.clone(),
             probe_dir,
-            shared: shared.clone(),
         };
-        thread::Builder::new()
-            .name("log-writer".into())
-            .spawn(move || {
-                let metrics = state.metrics.clone();
-                let ended = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    writer_loop(rx, state)
-                }));
-                if ended.is_err() {
-                    Metrics::inc(&metrics.dead_writers);
-                }
-            })
-            .expect("spawn log writer");
-        LogWriter { tx, shared }
+        LogWriter {
+            queue: GroupCommit::start("log-writer", state, metrics),
+        }
     }
 
+    /// Queues a job; a job the stopped thread cannot take is logged as lost (its answer, if
+    /// any, resolves as an error when its sender drops).
     fn send(&self, job: Job) {
-        self.shared.queued.fetch_add(job.bytes(), Ordering::Relaxed);
-        if let Err(std_mpsc::SendError(job)) = self.tx.send(job) {
-            self.shared.queued.fetch_sub(job.bytes(), Ordering::Relaxed);
+        if self.queue.send(job).is_err() {
             log::error!("log writer has stopped; a write was lost");
         }
     }
@@ -145,25 +117,17 @@ impl LogWriter {
 
     /// Whether producers should pause (more than [`QUEUE_HIGH_WATER`] bytes queued).
     pub fn backlogged(&self) -> bool {
-        self.shared.queued.load(Ordering::Relaxed) > QUEUE_HIGH_WATER
+        self.queue.queued_weight() > QUEUE_HIGH_WATER
     }
 
     /// Bytes queued and not yet written.
     pub fn queued_bytes(&self) -> usize {
-        self.shared.queued.load(Ordering::Relaxed)
+        self.queue.queued_weight()
     }
 
     /// Resolves once the queue is below [`QUEUE_LOW_WATER`].
     pub async fn drained(&self) {
-        loop {
-            let notified = self.shared.drained.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            if self.shared.queued.load(Ordering::Relaxed) < QUEUE_LOW_WATER {
-                return;
-            }
-            notified.await;
-        }
+        self.queue.wait_below(QUEUE_LOW_WATER).await
     }
 
     /// Resolves once every append queued so far is on disk: `Err` names the first failure of
@@ -208,7 +172,9 @@ struct OpenFile {
     len: u64,
 }
 
+/// The writer thread's state: open files, per-file errors, retired directories.
 struct WriterState {
+    /// Append handles of the files written since they were last closed.
     files: HashMap<PathBuf, OpenFile>,
     /// First error of an append per file since the last sync that named it.
     errors: HashMap<PathBuf, String>,
@@ -216,9 +182,18 @@ struct WriterState {
     retired: HashSet<PathBuf>,
     /// `retired` in insertion order, to bound it.
     retired_order: VecDeque<PathBuf>,
+    /// `/health`'s storage failure and the fsync / barrier counters.
     metrics: Arc<Metrics>,
+    /// Where recovery probes write (the instance directory).
     probe_dir: PathBuf,
-    shared: Arc<Shared>,
+}
+
+/// What a committed batch still owes once its bytes are released.
+struct BatchAnswers {
+    /// Write barriers: the files they name and who waits.
+    syncs: Vec<(Vec<Arc<Path>>, Ack)>,
+    /// Closes and retires.
+    closes: Vec<oneshot::Sender<()>>,
 }
 
 /// Opens `path` for appending. A new file (and any missing directory above it) is created
@@ -228,11 +203,9 @@ fn open_append(path: &Path) -> std::io::Result<OpenFile> {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             let dir = path.parent().unwrap_or(Path::new("."));
-            crate::faults::check("create", dir)?;
-            crate::store::create_dir_durable(dir).map_err(std::io::Error::other)?;
-            let f = crate::store::private_file_options()
-                .append(true)
-                .open(path)?;
+            faults::check("create", dir)?;
+            create_dir_durable(dir).map_err(std::io::Error::other)?;
+            let f = private_file_options().append(true).open(path)?;
             File::open(dir)?.sync_all()?;
             f
         }
@@ -273,7 +246,7 @@ impl WriterState {
             }
         }
         let open = self.files.get_mut(path).expect("opened above");
-        let written = crate::faults::check("write", path).and_then(|()| open.file.write_all(bytes));
+        let written = faults::check("write", path).and_then(|()| open.file.write_all(bytes));
         match written {
             Ok(()) => {
                 open.len += bytes.len() as u64;
@@ -297,7 +270,7 @@ impl WriterState {
             return true;
         };
         Metrics::inc(&self.metrics.log_fsyncs);
-        match crate::faults::check("fsync", path).and_then(|()| open.file.sync_data()) {
+        match faults::check("fsync", path).and_then(|()| open.file.sync_data()) {
             Ok(()) => true,
             Err(e) => {
                 // After a failed fsync the kernel may have dropped the dirty pages: reopen.
@@ -347,8 +320,8 @@ impl WriterState {
         }
         self.close(path, dirty);
         let dir = path.parent().unwrap_or(Path::new("."));
-        let result = crate::store::create_dir_durable(dir)
-            .and_then(|()| crate::store::write_atomic(path, bytes))
+        let result = create_dir_durable(dir)
+            .and_then(|()| write_atomic(path, bytes))
             .map_err(|e| e.to_string());
         match &result {
             Ok(()) => self.metrics.storage_ok(),
@@ -364,7 +337,7 @@ impl WriterState {
     /// back, and clear the failure when it is.
     fn probe(&mut self) {
         let probe = self.probe_dir.join(".roundtable-probe");
-        let ok = crate::faults::check("probe", &probe)
+        let ok = faults::check("probe", &probe)
             .and_then(|()| {
                 let mut f = File::create(&probe)?;
                 f.write_all(b"probe")?;
@@ -378,70 +351,79 @@ impl WriterState {
     }
 }
 
-fn writer_loop(rx: std_mpsc::Receiver<Job>, mut st: WriterState) {
-    loop {
-        let first = if st.metrics.storage_failure().is_some() {
-            match rx.recv_timeout(PROBE_INTERVAL) {
-                Ok(job) => job,
-                Err(std_mpsc::RecvTimeoutError::Timeout) => {
-                    st.probe();
-                    continue;
-                }
-                Err(std_mpsc::RecvTimeoutError::Disconnected) => return,
-            }
-        } else {
-            match rx.recv() {
-                Ok(job) => job,
-                Err(_) => return,
-            }
-        };
-        crate::faults::writer_delay();
-        let mut batch = vec![first];
-        while let Ok(more) = rx.try_recv() {
-            batch.push(more);
+impl Committer for WriterState {
+    type Job = Job;
+    type Answers = BatchAnswers;
+
+    fn weight(job: &Job) -> usize {
+        match job {
+            Job::Append(_, b, _) | Job::Replace(_, b, _) => b.len(),
+            _ => 0,
         }
-        let batch_bytes: usize = batch.iter().map(Job::bytes).sum();
+    }
+
+    /// Probe every [`PROBE_INTERVAL`] while writes fail, so health recovers without traffic.
+    fn idle_timeout(&self) -> Option<Duration> {
+        self.metrics.storage_failure().map(|_| PROBE_INTERVAL)
+    }
+
+    fn idle(&mut self) {
+        self.probe();
+    }
+
+    /// The slow-writer test seam: jobs sent during the delay join this batch.
+    fn before_batch(&mut self) {
+        faults::writer_delay();
+    }
+
+    /// Appends, replaces, closes and retires in order, then one fsync per touched file.
+    fn commit(&mut self, batch: Vec<Job>) -> BatchAnswers {
         let mut dirty: Vec<PathBuf> = Vec::new();
-        let mut syncs = Vec::new();
-        let mut closes = Vec::new();
+        let mut answers = BatchAnswers {
+            syncs: Vec::new(),
+            closes: Vec::new(),
+        };
         let mut wrote = false;
-        let failures_before = Metrics::get(&st.metrics.storage_errors);
+        let failures_before = Metrics::get(&self.metrics.storage_errors);
         for job in batch {
             match job {
                 Job::Append(path, bytes, report) => {
-                    st.append(&path, &bytes, report, &mut dirty);
+                    self.append(&path, &bytes, report, &mut dirty);
                     wrote = true;
                 }
-                Job::Sync(paths, ack) => syncs.push((paths, ack)),
+                Job::Sync(paths, ack) => answers.syncs.push((paths, ack)),
                 Job::Replace(path, bytes, ack) => {
-                    let result = st.replace(&path, &bytes, &mut dirty);
+                    let result = self.replace(&path, &bytes, &mut dirty);
                     let _ = ack.send(result);
                 }
                 Job::Close(path, ack) => {
-                    st.close(&path, &mut dirty);
-                    closes.push(ack);
+                    self.close(&path, &mut dirty);
+                    answers.closes.push(ack);
                 }
                 Job::Retire(dir, ack) => {
-                    st.retire(dir, &mut dirty);
-                    closes.push(ack);
+                    self.retire(dir, &mut dirty);
+                    answers.closes.push(ack);
                 }
             }
         }
         for path in dirty {
-            st.fsync(&path);
+            self.fsync(&path);
         }
-        if wrote && Metrics::get(&st.metrics.storage_errors) == failures_before {
+        if wrote && Metrics::get(&self.metrics.storage_errors) == failures_before {
             // Every append of this batch landed: the disk works (again).
-            st.metrics.storage_ok();
+            self.metrics.storage_ok();
         }
-        // The batch is written: producers may go on before the acknowledgements go out.
-        st.shared.queued.fetch_sub(batch_bytes, Ordering::Relaxed);
-        st.shared.drained.notify_waiters();
-        for (paths, ack) in syncs {
-            Metrics::inc(&st.metrics.log_barriers);
+        answers
+    }
+
+    /// Each barrier gets the first error an append to one of its files met since the last
+    /// barrier naming it.
+    fn answer(&mut self, answers: BatchAnswers) {
+        for (paths, ack) in answers.syncs {
+            Metrics::inc(&self.metrics.log_barriers);
             let mut error = None;
             for p in &paths {
-                let e = st.errors.remove(p.as_ref());
+                let e = self.errors.remove(p.as_ref());
                 error = error.or(e);
             }
             let _ = ack.send(match error {
@@ -449,7 +431,7 @@ fn writer_loop(rx: std_mpsc::Receiver<Job>, mut st: WriterState) {
                 None => Ok(()),
             });
         }
-        for ack in closes {
+        for ack in answers.closes {
             let _ = ack.send(());
         }
     }

@@ -1,0 +1,53 @@
+//! Paths inside one instance directory ([`Layout`]), and the removal of a conversation's
+//! directory. Every other storage module asks a [`Layout`] for its paths, so the tree shown in
+//! the [module overview](super) is spelled out here only.
+
+use std::fs;
+use std::path::PathBuf;
+
+use uuid::Uuid;
+
+use super::durable::remove_durable;
+use super::StoreError;
+
+/// Name prefixes swept at startup: conversations of clients that crashed before cleaning up.
+pub const EPHEMERAL_PREFIXES: [&str; 2] = ["cli-ephemeral-", "cli-replay-"];
+
+/// Paths inside one instance directory.
+#[derive(Debug, Clone)]
+pub struct Layout {
+    /// The instance directory itself.
+    pub root: PathBuf,
+}
+
+impl Layout {
+    /// Layout rooted at `root`.
+    pub fn new(root: impl Into<PathBuf>) -> Layout {
+        Layout { root: root.into() }
+    }
+    /// `<root>/conversations`.
+    pub fn conversations_dir(&self) -> PathBuf {
+        self.root.join("conversations")
+    }
+    /// `<root>/conversations/conversations.json`.
+    pub fn registry_file(&self) -> PathBuf {
+        self.conversations_dir().join("conversations.json")
+    }
+    /// `<root>/conversations/conversations.journal`.
+    pub fn journal_file(&self) -> PathBuf {
+        self.conversations_dir().join("conversations.journal")
+    }
+    /// A conversation's persist directory. Only ever built from a parsed UUID.
+    pub fn conversation_dir(&self, id: &Uuid) -> PathBuf {
+        self.conversations_dir().join(id.to_string())
+    }
+    /// Instance storage of one agent, shared by all conversations.
+    pub fn agent_dir(&self, agent: &str) -> PathBuf {
+        self.root.join(agent)
+    }
+}
+
+/// Removes a conversation's persist directory (if any) and makes the removal durable.
+pub fn remove_conversation_dir(layout: &Layout, id: &Uuid) -> Result<(), StoreError> {
+    remove_durable(&layout.conversation_dir(id), |dir| fs::remove_dir_all(dir)).map(drop)
+}

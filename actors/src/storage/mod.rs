@@ -1,0 +1,110 @@
+//! Everything Roundtable keeps on disk, and the rules that make it durable. No actor lives
+//! here: the [`ConversationRegistry`](crate::registry::ConversationRegistry) and the
+//! [`Conversation`](crate::conversation::Conversation) actors own the data and hand every write
+//! to one of two writer threads, both run by [`group_commit`].
+//!
+//! # The instance directory
+//! ```text
+//! <instance-dir>/roundtable.lock                    lock: one server per directory, its PID
+//! <instance-dir>/conversations/
+//!   conversations.json                              registry_file: {"sessions":[…]}
+//!   conversations.journal                           journal: changes since the last fold
+//!   .clean-shutdown                                 registry_file: message counts are exact
+//!   <id>/                                           layout: one conversation's directory
+//!   <id>/displayLog.jsonl                           display_log: what clients replay
+//!   <id>/requests.jsonl                             requests: acknowledged, unfinished requests
+//!   <id>/sessions/chat/                             the chat agent's history
+//! <instance-dir>/<agent>/                           agent instance storage (kept across deletes)
+//! ```
+//! [`layout::Layout`] builds every path; [`migrate`] turns TypeAgent's legacy layouts into this
+//! one at startup.
+//!
+//! # Who writes what
+//! - `roundtable.lock`: the server at start-up ([`lock::InstanceLock`]).
+//! - `conversations.json` and `conversations.journal`: the registry actor, through the
+//!   [`journal::RegistryWriter`] thread (`registry-writer`), which also removes a deleted
+//!   conversation's directory; at start-up, before that thread runs, the registry folds and
+//!   sweeps directly ([`registry_file::fold`], [`layout::remove_conversation_dir`]).
+//! - `.clean-shutdown`: the registry at clean shutdown, after its last fold; taken back at the
+//!   next start-up ([`registry_file`]).
+//! - Everything inside a conversation's directory (display log, request journal, chat
+//!   history): its conversation actor, through the shared [`log_writer::LogWriter`] thread
+//!   (`log-writer`).
+//!
+//! Both writer threads are [`group_commit::GroupCommit`]s: each takes whatever queued up while
+//! its last fsync ran as one batch, fsyncs each touched file once, and only then answers.
+//!
+//! # Durability rules
+//! - **Acknowledged means durable.** Nothing that reports a change is answered before the
+//!   change is fsynced: a registry change waits on its journal append, a conversation's
+//!   acknowledgements on a [`LogWriter::sync`](log_writer::LogWriter::sync) barrier.
+//! - **Whole files** are replaced with a temp file, fsync, rename, fsync of the directory
+//!   ([`durable::write_atomic`]): a crash leaves the old file or the new one, never a mix.
+//!   New files and directories get their directory entry fsynced too
+//!   ([`durable::create_dir_durable`]).
+//! - **Appends** that fail are cut back off the file, so a later good line never follows a torn
+//!   one; a torn last line left by a crash is dropped on load.
+//! - **Nothing unreadable is overwritten**: a registry that does not parse stops the server
+//!   ([`StoreError::Corrupt`]).
+//! - Files are private to the server's user (0600, directories 0700).
+//!
+//! [`faults`] holds the test seams that inject disk errors into all of the above.
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+pub mod display_log;
+pub mod durable;
+pub mod faults;
+pub mod group_commit;
+pub mod journal;
+pub mod layout;
+pub mod lock;
+pub mod log_writer;
+pub mod migrate;
+pub mod registry_file;
+pub mod requests;
+
+#[cfg(test)]
+mod tests;
+
+/// Errors of the storage layer. Startup errors are fatal and name the file involved.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// Any I/O failure, with the path it concerned.
+    #[error("{path}: {source}")]
+    Io {
+        /// File or directory involved.
+        path: PathBuf,
+        /// The OS error.
+        source: io::Error,
+    },
+    /// The registry file does not parse. It is never overwritten; `--repair` moves it aside.
+    #[error("{path} is not a valid registry (line {line}, column {column}: {message}); it was left untouched. Fix it by hand, or start with --repair to move it aside and begin with an empty registry")]
+    Corrupt {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line of the parse error.
+        line: usize,
+        /// 1-based column of the parse error.
+        column: usize,
+        /// What the parser said.
+        message: String,
+    },
+    /// Another server holds the instance lock.
+    #[error("instance directory {dir} is in use by another roundtable server (PID {pid}); stop it first or pick another --instance-dir")]
+    Locked {
+        /// The instance directory.
+        dir: PathBuf,
+        /// PID written by the holder, or "unknown".
+        pid: String,
+    },
+}
+
+/// Wraps an I/O error into [`StoreError::Io`] naming `path` (for `map_err`).
+pub(crate) fn io_err(path: &Path) -> impl FnOnce(io::Error) -> StoreError + '_ {
+    move |source| StoreError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}

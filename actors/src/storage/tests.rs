@@ -1,0 +1,87 @@
+//! Unit tests of the registry file and its journal: replay, the corrupt-file rule, round trips.
+
+use std::fs;
+
+use serde_json::Map;
+
+use super::journal::JournalRecord;
+use super::layout::Layout;
+use super::migrate::migrate;
+use super::registry_file::{entry_from_value, fold, load_registry, StoredConversation};
+use super::StoreError;
+
+fn entry(id: &str, name: &str) -> StoredConversation {
+    StoredConversation {
+        conversation_id: id.into(),
+        name: name.into(),
+        created_at: "2026-01-01T00:00:00.000Z".into(),
+        extra: Map::new(),
+    }
+}
+
+#[test]
+fn journal_replays_over_the_snapshot_and_drops_a_torn_tail() {
+    let dir = tempfile::tempdir().unwrap();
+    let layout = Layout::new(dir.path());
+    migrate(&layout).unwrap();
+    fold(&layout, &[entry("a", "A"), entry("b", "B")]).unwrap();
+    let mut j = String::new();
+    for r in [
+        JournalRecord::Put {
+            entry: entry("c", "C"),
+        },
+        JournalRecord::Put {
+            entry: entry("a", "A2"),
+        },
+        JournalRecord::Delete {
+            conversation_id: "b".into(),
+        },
+    ] {
+        j.push_str(&serde_json::to_string(&r).unwrap());
+        j.push('\n');
+    }
+    j.push_str("{\"op\":\"put\",\"entr");
+    fs::write(layout.journal_file(), j).unwrap();
+    let loaded = load_registry(&layout, false).unwrap();
+    let names: Vec<_> = loaded.entries.iter().map(|e| e.name.as_str()).collect();
+    assert_eq!(names, ["A2", "C"]);
+    assert!(loaded.needs_fold);
+}
+
+#[test]
+fn corrupt_registry_is_refused_and_left_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let layout = Layout::new(dir.path());
+    migrate(&layout).unwrap();
+    fs::write(layout.registry_file(), "{\"sessions\": [\n  {oops}\n]}").unwrap();
+    let err = load_registry(&layout, false).unwrap_err();
+    assert!(matches!(err, StoreError::Corrupt { line: 2, .. }), "{err}");
+    assert_eq!(
+        fs::read_to_string(layout.registry_file()).unwrap(),
+        "{\"sessions\": [\n  {oops}\n]}"
+    );
+    let loaded = load_registry(&layout, true).unwrap();
+    assert!(loaded.entries.is_empty());
+    let aside: Vec<_> = fs::read_dir(layout.conversations_dir())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with("conversations.json.corrupt-")
+        })
+        .collect();
+    assert_eq!(aside.len(), 1);
+}
+
+#[test]
+fn unknown_keys_survive_a_round_trip() {
+    let raw = serde_json::json!({"conversationId":"x","name":"n","createdAt":"t","source":"copilot","readOnly":true});
+    let (e, legacy) = entry_from_value(&raw).unwrap();
+    assert!(!legacy);
+    assert_eq!(serde_json::to_value(&e).unwrap(), raw);
+    let (e, legacy) =
+        entry_from_value(&serde_json::json!({"sessionId":"y","name":"n","createdAt":"t"})).unwrap();
+    assert!(legacy);
+    assert_eq!(e.conversation_id, "y");
+}
