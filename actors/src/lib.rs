@@ -8,7 +8,9 @@
 //! - [`registry`]: the [`ConversationRegistry`](registry::ConversationRegistry) actor: every
 //!   create / rename / delete / join / leave, lazy load and idle eviction.
 //! - [`conversation`]: the [`Conversation`](conversation::Conversation) actor, one per loaded
-//!   conversation: its clients, connection ids, idle timer.
+//!   conversation, one file per concern: membership and timers (`mod.rs`), routing, write
+//!   barriers, the queue, interactions, the `dispatcher:<id>` channel, `@` commands
+//!   ([`conversation::commands`]), agent turns, chat history.
 //! - [`client`]: the [`Client`](client::Client) actor, one per joined client: its `clientio`
 //!   channel, ready gate and bounded outbound queue.
 //! - [`outbox`]: the bounded per-socket outbound queue.
@@ -24,7 +26,6 @@
 
 pub mod agent;
 pub mod client;
-pub mod commands;
 pub mod conversation;
 pub mod displaylog;
 pub mod faults;
@@ -38,6 +39,9 @@ pub mod protocol;
 pub mod registry;
 pub mod requests;
 pub mod store;
+
+// shim: issue-10 merge (commands moved under conversation; `src/cli.rs` still imports it here)
+pub use conversation::commands;
 
 /// Now as ISO-8601 UTC with milliseconds, like JavaScript's `new Date().toISOString()`.
 pub fn now_iso() -> String {
