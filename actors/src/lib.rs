@@ -11,7 +11,9 @@
 //! - [`registry`]: the [`ConversationRegistry`](registry::ConversationRegistry) actor: every
 //!   create / rename / delete / join / leave, lazy load and idle eviction.
 //! - [`conversation`]: the [`Conversation`](conversation::Conversation) actor, one per loaded
-//!   conversation: its clients, connection ids, idle timer.
+//!   conversation, one file per concern: membership and timers (`mod.rs`), routing, write
+//!   barriers, the queue, interactions, the `dispatcher:<id>` channel, `@` commands
+//!   ([`conversation::commands`]), agent turns, chat history.
 //! - [`client`]: the [`Client`](client::Client) actor, one per joined client: its `clientio`
 //!   channel, ready gate and bounded outbound queue.
 //! - [`outbox`]: the bounded per-socket outbound queue.
@@ -30,7 +32,6 @@
 pub mod agent;
 pub mod client;
 pub mod clock;
-pub mod commands;
 pub mod conversation;
 pub mod ids;
 pub mod memory;
@@ -63,6 +64,8 @@ pub mod store {
     };
     pub use crate::storage::StoreError;
 }
+
+pub use conversation::commands; // shim: issue-10 merge
 
 /// Moved under [`protocol`]; kept at the old path until the callers are rewired.
 pub use protocol::frames; // shim: issue-10 merge

@@ -1,8 +1,18 @@
 //! `@` commands handled by the conversation itself rather than the agent loop: `@conversation`
 //! (answered with `takeAction manage-conversation` to the originating client, reference section
-//! 6.6), `@help` and `@compact`; plus `getCommandCompletion` for all of them.
+//! 6.6), `@help`, `@compact`, `@explain` and `@translate`; plus `getCommandCompletion` for all
+//! of them.
+//!
+//! The parsing and texts here are pure (the CLI uses them too); the `impl Conversation` block
+//! at the end decides what a started request does: a command, or an agent turn.
 
+use actix::prelude::*;
 use serde_json::{json, Value};
+
+use super::queue::Request;
+use super::routing::Audience;
+use super::Conversation;
+use crate::client::OutboundCall;
 
 /// A parsed `@` command.
 #[derive(Debug, Clone, PartialEq)]
@@ -160,6 +170,37 @@ pub fn completion(prefix: &str) -> Value {
             })
         }
         Some(_) => empty,
+    }
+}
+
+impl Conversation {
+    /// What the request that just started (turn `turn`) does: an `@` command is answered here,
+    /// `@compact` / `@explain` / `@translate` start their provider call, anything else starts
+    /// an agent turn.
+    pub(super) fn run_request(&mut self, turn: u64, request: &Request, ctx: &mut Context<Self>) {
+        match parse(&request.text) {
+            Some(Command::Conversation(payload)) => {
+                let call = OutboundCall::new(
+                    "takeAction",
+                    &json!([request.id_obj(), "manage-conversation", payload]),
+                );
+                self.emit(call, &Audience::Only(request.origin.clone()));
+                self.finish(turn, None, ctx);
+            }
+            Some(Command::Help) => {
+                let help = json!({"type": "markdown", "content": help_text()});
+                self.finish_showing(turn, request, help, None, ctx);
+            }
+            Some(Command::Unknown(name)) => {
+                let text = format!("Unknown command @{name}. Type @help for the list.");
+                let error = json!({"type": "text", "content": text, "kind": "error"});
+                self.finish_showing(turn, request, error, Some(text), ctx);
+            }
+            Some(Command::Compact) => self.start_compact(turn, ctx),
+            Some(Command::Explain(text)) => self.start_plan(turn, text, true, ctx),
+            Some(Command::Translate(text)) => self.start_plan(turn, text, false, ctx),
+            None => self.start_agent_turn(turn, ctx),
+        }
     }
 }
 

@@ -1,0 +1,372 @@
+//! The `dispatcher:<id>` channel: what a joined client asks of its conversation. An invoke
+//! ([`DispatcherInvoke`]) is parsed once into a [`DispatcherRequest`] (every argument checked,
+//! with the error texts of [`protocol`](crate::protocol)), then runs one function per method;
+//! a `call` ([`DispatcherCall`]) is parsed into a [`DispatcherNotice`] and never answered.
+//!
+//! Who talks to it: the transport's connections, one message per frame, in socket order.
+
+use actix::prelude::*;
+use serde_json::{json, Value};
+use uuid::Uuid;
+
+use super::commands;
+use super::queue::{CancelReason, Request, STORAGE_ERROR};
+use super::Conversation;
+use crate::displaylog::{self, HistoryRead};
+use crate::protocol::{invalid, Args, RpcError, RpcResult};
+
+/// A `dispatcher:<id>` answer: a JSON value (`None` = void) or ready-made JSON text (history).
+pub enum DispatcherReply {
+    /// A value, or void.
+    Value(Option<Value>),
+    /// Raw JSON text for the `result` key.
+    Raw(String),
+}
+
+/// An invoke on `dispatcher:<id>` from one client.
+#[derive(Message)]
+#[rtype(result = "RpcResult<DispatcherReply>")]
+pub struct DispatcherInvoke {
+    /// The caller's connection id in this conversation.
+    pub connection_id: String,
+    /// Method.
+    pub method: String,
+    /// Arguments.
+    pub args: Args,
+}
+
+/// What a [`DispatcherInvoke`] answers with; an `async` answer waits for a write barrier or
+/// a disk read without holding the actor (later messages are handled meanwhile).
+type Answer = ResponseFuture<RpcResult<DispatcherReply>>;
+
+/// A `dispatcher:<id>` invoke with its arguments checked: one variant per method.
+enum DispatcherRequest {
+    /// `submitCommand(command, attachments?, options?, clientRequestId?, requestId?)`.
+    Submit(Request),
+    /// `interrupt(command, attachments?, options?, clientRequestId?)`: the running request is
+    /// cancelled and this one goes first.
+    Interrupt(Request),
+    /// `getDisplayHistory(afterSeq?)`.
+    GetDisplayHistory {
+        /// Entries after this seq; all when absent.
+        after_seq: Option<i64>,
+    },
+    /// `getQueueSnapshot()`.
+    GetQueueSnapshot,
+    /// `cancelCommand(requestId)`.
+    CancelCommand {
+        /// The server-side request id.
+        request_id: String,
+    },
+    /// `promoteCommand(requestId)`.
+    PromoteCommand {
+        /// The server-side request id.
+        request_id: String,
+    },
+    /// `respondToInteraction({interactionId, value})`.
+    RespondToInteraction {
+        /// `(interactionId, value)`; `None` when the response names no interaction.
+        answer: Option<(String, Value)>,
+    },
+    /// `respondToChoice(choiceId, response)`.
+    RespondToChoice {
+        /// The choice asked.
+        choice_id: String,
+        /// The answer as sent (`null` when absent).
+        response: Value,
+    },
+    /// `getStatus()`.
+    GetStatus,
+    /// `getCommandCompletion(prefix?)`.
+    GetCommandCompletion {
+        /// The typed text (empty when absent).
+        prefix: String,
+    },
+    /// `getDeveloperMode()`.
+    GetDeveloperMode,
+    /// `close()`: the client leaves and its connection is told.
+    Close,
+}
+
+impl DispatcherRequest {
+    /// Checks `method`'s arguments; `connection_id` is the caller (the originator of a
+    /// submitted request).
+    fn parse(method: &str, args: &Args, connection_id: &str) -> RpcResult<DispatcherRequest> {
+        let m = method;
+        Ok(match m {
+            "submitCommand" => Self::Submit(parse_request(m, args, connection_id, true)?),
+            "interrupt" => Self::Interrupt(parse_request(m, args, connection_id, false)?),
+            "getDisplayHistory" => Self::GetDisplayHistory {
+                after_seq: args.opt_int(m, 0, "afterSeq")?,
+            },
+            "getQueueSnapshot" => Self::GetQueueSnapshot,
+            "cancelCommand" => Self::CancelCommand {
+                request_id: args.req_str(m, 0, "requestId")?.to_string(),
+            },
+            "promoteCommand" => Self::PromoteCommand {
+                request_id: args.req_str(m, 0, "requestId")?.to_string(),
+            },
+            "respondToInteraction" => {
+                let response = args
+                    .opt_object(m, 0, "response")?
+                    .ok_or_else(|| invalid(m, 0, "response", "an object"))?;
+                let answer = response
+                    .get("interactionId")
+                    .and_then(Value::as_str)
+                    .map(|id| {
+                        let value = response.get("value").cloned().unwrap_or(Value::Null);
+                        (id.to_string(), value)
+                    });
+                Self::RespondToInteraction { answer }
+            }
+            "respondToChoice" => Self::RespondToChoice {
+                choice_id: args.req_str(m, 0, "choiceId")?.to_string(),
+                response: args.get(1).cloned().unwrap_or(Value::Null),
+            },
+            "getStatus" => Self::GetStatus,
+            "getCommandCompletion" => Self::GetCommandCompletion {
+                prefix: args.opt_str(m, 0, "prefix")?.unwrap_or("").to_string(),
+            },
+            "getDeveloperMode" => Self::GetDeveloperMode,
+            "close" => Self::Close,
+            _ => return Err(RpcError::NoHandler(method.to_string())),
+        })
+    }
+}
+
+/// The request of a `submitCommand` (`with_id`: it may name its own `requestId`) or an
+/// `interrupt`.
+fn parse_request(m: &str, args: &Args, origin: &str, with_id: bool) -> RpcResult<Request> {
+    let text = args.req_str(m, 0, "command")?.to_string();
+    let attachments = match args.get(1) {
+        None => Vec::new(),
+        Some(Value::Array(a)) => a.clone(),
+        Some(_) => return Err(invalid(m, 1, "attachments", "an array")),
+    };
+    let options = args
+        .opt_object(m, 2, "options")?
+        .map(|o| Value::Object(o.clone()));
+    let client_request_id = args.get(3).cloned();
+    let request_id = if with_id {
+        args.opt_str(m, 4, "requestId")?.map(str::to_string)
+    } else {
+        None
+    };
+    Ok(Request {
+        request_id: request_id.unwrap_or_else(|| Uuid::new_v4().to_string()),
+        origin: origin.to_string(),
+        client_request_id,
+        text,
+        attachments,
+        options,
+        submitted_at: crate::now_millis(),
+        started_at: None,
+    })
+}
+
+/// An answer ready now.
+fn value(v: Value) -> Answer {
+    Box::pin(async move { Ok(DispatcherReply::Value(Some(v))) })
+}
+
+/// The void answer.
+fn void() -> Answer {
+    Box::pin(async { Ok(DispatcherReply::Value(None)) })
+}
+
+/// An error answer.
+fn fail(e: RpcError) -> Answer {
+    Box::pin(async move { Err(e) })
+}
+
+impl Handler<DispatcherInvoke> for Conversation {
+    type Result = Answer;
+
+    fn handle(&mut self, msg: DispatcherInvoke, ctx: &mut Self::Context) -> Self::Result {
+        let answer = match DispatcherRequest::parse(&msg.method, &msg.args, &msg.connection_id) {
+            Ok(request) => self.dispatch(request, &msg.connection_id, ctx),
+            Err(e) => fail(e),
+        };
+        self.throttle(ctx);
+        answer
+    }
+}
+
+impl Conversation {
+    /// Runs one checked `dispatcher:<id>` request for `connection_id`.
+    fn dispatch(
+        &mut self,
+        request: DispatcherRequest,
+        connection_id: &str,
+        ctx: &mut Context<Self>,
+    ) -> Answer {
+        match request {
+            DispatcherRequest::Submit(request) => self.submit_command(request, false, ctx),
+            DispatcherRequest::Interrupt(request) => {
+                if !self.stopping {
+                    self.cancel_running(CancelReason::Interrupted, ctx);
+                }
+                self.submit_command(request, true, ctx)
+            }
+            DispatcherRequest::GetDisplayHistory { after_seq } => self.display_history(after_seq),
+            DispatcherRequest::GetQueueSnapshot => value(self.snapshot()),
+            DispatcherRequest::CancelCommand { request_id } => {
+                let kind = self.cancel_by_id(&request_id, CancelReason::Cancelled, ctx);
+                value(json!({"kind": kind.as_str(), "requestId": request_id}))
+            }
+            DispatcherRequest::PromoteCommand { request_id } => {
+                value(json!(self.promote(&request_id)))
+            }
+            DispatcherRequest::RespondToInteraction { answer } => {
+                if let Some((id, value)) = answer {
+                    self.resolve_interaction(&id, value, ctx);
+                }
+                void()
+            }
+            DispatcherRequest::RespondToChoice {
+                choice_id,
+                response,
+            } => match self.respond_to_choice(choice_id, connection_id, &response, ctx) {
+                Ok(()) => void(),
+                Err(e) => fail(e),
+            },
+            DispatcherRequest::GetStatus => value(self.status()),
+            DispatcherRequest::GetCommandCompletion { prefix } => {
+                value(commands::completion(&prefix))
+            }
+            DispatcherRequest::GetDeveloperMode => value(json!(false)),
+            DispatcherRequest::Close => {
+                self.close_connection(connection_id, ctx);
+                void()
+            }
+        }
+    }
+
+    /// `submitCommand` / `interrupt` (`front`): a refusal at once, or `{ok:true}` once the
+    /// acceptance is durable (`storage_error` when it could not be written).
+    fn submit_command(&mut self, request: Request, front: bool, ctx: &mut Context<Self>) -> Answer {
+        match self.submit(request, front, ctx) {
+            Err(refusal) => value(refusal),
+            Ok((answer, accepted)) => Box::pin(async move {
+                let answer = match accepted.await {
+                    Ok(Ok(())) => answer,
+                    Ok(Err(cause)) => {
+                        json!({"ok": false, "error": STORAGE_ERROR, "message": cause})
+                    }
+                    Err(_) => json!({"ok": false, "error": "server_stopping"}),
+                };
+                Ok(DispatcherReply::Value(Some(answer)))
+            }),
+        }
+    }
+
+    /// `getDisplayHistory`: from memory when the tail holds it, else older entries are read
+    /// from disk on a blocking thread (the actor goes on meanwhile).
+    fn display_history(&self, after_seq: Option<i64>) -> Answer {
+        let log = match &self.log {
+            Ok(l) => l,
+            Err(e) => return fail(RpcError::Internal(e.clone())),
+        };
+        match log.read_after(after_seq) {
+            HistoryRead::Ready(entries) => {
+                let json = displaylog::history_json(entries);
+                Box::pin(async move { Ok(DispatcherReply::Raw(json)) })
+            }
+            HistoryRead::Disk {
+                path,
+                from,
+                below,
+                from_memory,
+            } => Box::pin(async move {
+                let older =
+                    tokio::task::spawn_blocking(move || displaylog::read_range(&path, from, below))
+                        .await
+                        .map_err(|e| RpcError::Internal(e.to_string()))?
+                        .map_err(|e| RpcError::Internal(format!("reading the display log: {e}")))?;
+                let all = older
+                    .iter()
+                    .map(String::as_str)
+                    .chain(from_memory.iter().map(|e| &e[..]));
+                Ok(DispatcherReply::Raw(displaylog::history_json(all)))
+            }),
+        }
+    }
+
+    /// `getStatus`: the provider and the queue in one line.
+    fn status(&self) -> Value {
+        let details = format!(
+            "provider: {}; queue: {}",
+            self.setup.runtime.provider.name(),
+            self.queue_status()
+        );
+        json!({"agents": [], "details": details})
+    }
+
+    /// `close`: the client leaves; its connection is told its conversation went away.
+    fn close_connection(&mut self, connection_id: &str, ctx: &mut Context<Self>) {
+        if let Ok(id) = connection_id.parse::<u64>() {
+            if self.drop_client(id, true) {
+                self.after_leave(ctx);
+            }
+        }
+    }
+}
+
+/// A `call` on `dispatcher:<id>` (never answered).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct DispatcherCall {
+    /// The caller's connection id in this conversation.
+    pub connection_id: String,
+    /// Method.
+    pub method: String,
+    /// Arguments.
+    pub args: Args,
+}
+
+/// A `dispatcher:<id>` call this conversation acts on; anything else is ignored (logged).
+enum DispatcherNotice {
+    /// `cancelCommandByClientId(clientRequestId)`.
+    CancelByClientId {
+        /// The client's own id of the request.
+        client_request_id: Value,
+    },
+    /// `cancelInteraction(interactionId)`.
+    CancelInteraction {
+        /// The interaction.
+        interaction_id: String,
+    },
+}
+
+impl DispatcherNotice {
+    /// `None` for an unknown method or missing arguments (calls are never answered).
+    fn parse(method: &str, args: &Args) -> Option<DispatcherNotice> {
+        match method {
+            "cancelCommandByClientId" => Some(Self::CancelByClientId {
+                client_request_id: args.get(0)?.clone(),
+            }),
+            "cancelInteraction" => Some(Self::CancelInteraction {
+                interaction_id: args.get(0)?.as_str()?.to_string(),
+            }),
+            _ => None,
+        }
+    }
+}
+
+impl Handler<DispatcherCall> for Conversation {
+    type Result = ();
+
+    fn handle(&mut self, msg: DispatcherCall, ctx: &mut Self::Context) {
+        match DispatcherNotice::parse(&msg.method, &msg.args) {
+            Some(DispatcherNotice::CancelByClientId { client_request_id }) => {
+                if let Some(id) = self.find_by_client_id(&client_request_id) {
+                    self.cancel_by_id(&id, CancelReason::Cancelled, ctx);
+                }
+            }
+            Some(DispatcherNotice::CancelInteraction { interaction_id }) => {
+                self.cancel_interaction(&interaction_id, true, ctx);
+            }
+            None => log::debug!("conversation {}: call {} ignored", self.id_str, msg.method),
+        }
+    }
+}

@@ -1,0 +1,397 @@
+//! What the conversation writes and when it may say so: write barriers (calls held in order
+//! until the writer confirms an fsync, see "Acknowledged means durable" in the module above),
+//! display-log and request-journal appends, backpressure from the shared log writer, the
+//! recovery of requests a crash left open, and closing the files on [`Shutdown`].
+//!
+//! Who talks to it: every other part of the conversation (through `after_durable`,
+//! `journal`, `log_entry`); the [`LogWriter`](crate::logwriter::LogWriter) answers the barriers.
+//!
+//! [`Shutdown`]: super::Shutdown
+
+use std::sync::Arc;
+
+use actix::prelude::*;
+use serde_json::{json, Map, Value};
+use tokio::sync::oneshot;
+
+use super::queue::{request_id_obj, STOPPED_BEFORE_FINISHING};
+use super::routing::{Audience, DisplayMode};
+use super::Conversation;
+use crate::client::{OutboundCall, StopClient};
+use crate::displaylog;
+use crate::metrics::Metrics;
+use crate::registry::ConversationEvent;
+use crate::requests::{self, OpenRequest, Record};
+
+/// What runs when a write barrier is confirmed (or failed): it may emit, write and queue work;
+/// its calls go out at the barrier's place in the order.
+type Continuation =
+    Box<dyn FnOnce(&mut Conversation, Result<(), String>, &mut Context<Conversation>)>;
+
+/// An entry of the held outbound order.
+pub(super) enum Held {
+    /// A call waiting for the barriers before it.
+    Call {
+        /// The call.
+        call: Arc<OutboundCall>,
+        /// Who gets it.
+        audience: Audience,
+        /// Clients that joined after it was emitted (connection number at or above) skip it.
+        joined_below: u64,
+    },
+    /// A write barrier: `outcome` is set when the writer answers.
+    Barrier {
+        /// Matches the answer to its barrier.
+        ticket: u64,
+        /// The writer's answer, once it came.
+        outcome: Option<Result<(), String>>,
+        /// Runs at this place once the front of `held` reaches it.
+        then: Option<Continuation>,
+    },
+}
+
+/// Where calls and barriers created by a running continuation go in `held`.
+pub(super) struct ReleaseCursor {
+    /// Insertion index (just behind what the continuation added so far).
+    pub(super) at: usize,
+    /// The continuation queued a barrier: its later calls must wait too.
+    pub(super) blocked: bool,
+}
+
+/// A `Shutdown` in progress.
+pub(super) struct PendingStop {
+    /// Answered when everything is closed and sent.
+    reply: oneshot::Sender<()>,
+    /// Clients are told their conversation went away (delete).
+    notify_connection: bool,
+    /// The writer has closed (or retired) the files.
+    files_closed: bool,
+}
+
+/// A display-log entry as the log takes it (an object; anything else is empty).
+fn obj(v: Value) -> Map<String, Value> {
+    match v {
+        Value::Object(m) => m,
+        _ => Map::new(),
+    }
+}
+
+impl Conversation {
+    /// Queues a write barrier: `then` runs once every write queued so far is durable (or with
+    /// the first error one of this conversation's files met), and every call emitted after
+    /// this one waits for it.
+    pub(super) fn after_durable(
+        &mut self,
+        ctx: &mut Context<Self>,
+        then: impl FnOnce(&mut Self, Result<(), String>, &mut Context<Self>) + 'static,
+    ) {
+        let ticket = self.next_ticket;
+        self.next_ticket += 1;
+        let mut paths = vec![self.chat_path.clone(), self.requests_path.clone()];
+        if let Ok(log) = &self.log {
+            paths.push(log.path().clone());
+        }
+        let written = self.setup.runtime.log_writer.sync(paths);
+        let barrier = Held::Barrier {
+            ticket,
+            outcome: None,
+            then: Some(Box::new(then)),
+        };
+        match &mut self.release_cursor {
+            Some(cursor) => {
+                self.held.insert(cursor.at, barrier);
+                cursor.at += 1;
+                cursor.blocked = true;
+            }
+            None => self.held.push_back(barrier),
+        }
+        ctx.spawn(
+            async move {
+                written
+                    .await
+                    .unwrap_or_else(|_| Err("the log writer has stopped".into()))
+            }
+            .into_actor(self)
+            .map(move |outcome, act, ctx| act.release(ticket, outcome, ctx)),
+        );
+    }
+
+    /// Records a barrier's outcome, then sends what is no longer held: calls up to the first
+    /// unconfirmed barrier, running each confirmed barrier's continuation at its place.
+    fn release(&mut self, ticket: u64, result: Result<(), String>, ctx: &mut Context<Self>) {
+        if let Some(Held::Barrier { outcome, .. }) = self
+            .held
+            .iter_mut()
+            .find(|h| matches!(h, Held::Barrier { ticket: t, .. } if *t == ticket))
+        {
+            *outcome = Some(result);
+        }
+        loop {
+            match self.held.front_mut() {
+                Some(Held::Barrier { outcome: None, .. }) | None => break,
+                Some(Held::Barrier { outcome, then, .. }) => {
+                    let outcome = outcome.take().expect("confirmed");
+                    let then = then.take();
+                    self.held.pop_front();
+                    if let Some(then) = then {
+                        self.release_cursor = Some(ReleaseCursor {
+                            at: 0,
+                            blocked: false,
+                        });
+                        then(self, outcome, ctx);
+                        self.release_cursor = None;
+                    }
+                }
+                Some(Held::Call { .. }) => {
+                    if let Some(Held::Call {
+                        call,
+                        audience,
+                        joined_below,
+                    }) = self.held.pop_front()
+                    {
+                        self.deliver(&call, &audience, joined_below);
+                    }
+                }
+            }
+        }
+        self.complete_stop(ctx);
+    }
+
+    /// Appends to the request journal (rewriting it with only the open requests once it has
+    /// grown past [`requests::COMPACT_AFTER_BYTES`]).
+    pub(super) fn journal(&mut self, record: Record) {
+        let closes_after_durable = false;
+        self.journal_record(record, closes_after_durable);
+    }
+
+    /// [`journal`](Self::journal) for the `closed` record of a request whose result is
+    /// already durable (see [`LogWriter::append_unreported`](crate::logwriter::LogWriter::append_unreported)).
+    pub(super) fn journal_closed_after_durable(&mut self, request_id: String) {
+        self.journal_record(Record::Closed { request_id }, true);
+    }
+
+    /// Keeps `open_requests` in step with the journal, then queues the record.
+    fn journal_record(&mut self, record: Record, closes_after_durable: bool) {
+        match &record {
+            Record::Accepted(accepted) => self.open_requests.push(OpenRequest {
+                accepted: accepted.clone(),
+                started_seq: None,
+            }),
+            Record::Started { request_id, seq } => {
+                if let Some(open) = self
+                    .open_requests
+                    .iter_mut()
+                    .find(|o| &o.accepted.request_id == request_id)
+                {
+                    open.started_seq = Some(*seq);
+                }
+            }
+            Record::Closed { request_id } => self
+                .open_requests
+                .retain(|o| &o.accepted.request_id != request_id),
+        }
+        if self.writes_closed {
+            return;
+        }
+        let line = record.line();
+        self.requests_appended += line.len() as u64;
+        let writer = &self.setup.runtime.log_writer;
+        if self.requests_appended > requests::COMPACT_AFTER_BYTES {
+            let bytes: Vec<u8> = self
+                .open_requests
+                .iter()
+                .flat_map(OpenRequest::records)
+                .collect();
+            self.requests_appended = bytes.len() as u64;
+            // The writer logs a failure; the appended journal it would replace stays valid.
+            drop(writer.replace(&self.requests_path, bytes));
+        } else if closes_after_durable {
+            // Its result is already durable: losing this line only costs start-up recovery
+            // a look at the log, so its failure must not fail a later acknowledgement.
+            writer.append_unreported(&self.requests_path, line);
+        } else {
+            writer.append(&self.requests_path, line);
+        }
+    }
+
+    /// Appends a display-log entry; returns its seq (`None` when the log is unavailable or
+    /// the conversation is closing its files).
+    pub(super) fn log_entry(&mut self, entry: Value) -> Option<u64> {
+        if self.writes_closed {
+            return None;
+        }
+        let log = self.log.as_mut().ok()?;
+        let before = log.message_count();
+        let seq = log.append(obj(entry));
+        let after = log.message_count();
+        if after != before {
+            self.setup
+                .registry
+                .do_send(ConversationEvent::MessageCount {
+                    id: self.setup.id,
+                    count: after,
+                });
+        }
+        Some(seq)
+    }
+
+    /// Pauses this actor (its mailbox and its running turn, not the arbiter thread) while the
+    /// log writer's queue is over its bound.
+    pub(super) fn throttle(&mut self, ctx: &mut Context<Self>) {
+        let writer = &self.setup.runtime.log_writer;
+        if writer.backlogged() {
+            Metrics::inc(&self.setup.metrics.writer_backpressure);
+            log::warn!(
+                "conversation {}: log writer backlog ({} bytes); pausing",
+                self.id_str,
+                writer.queued_bytes()
+            );
+            let writer = writer.clone();
+            ctx.wait(async move { writer.drained().await }.into_actor(self));
+        }
+    }
+
+    /// Closes the requests a crash left open: each acknowledged request that never finished
+    /// gets its `user-request` (if it never started), an error line and a failed
+    /// `command-result`, unless the log already holds its result.
+    pub(super) fn recover_requests(&mut self, ctx: &mut Context<Self>) {
+        let open = match requests::read_open(&self.requests_path) {
+            Ok(open) => open,
+            Err(e) => {
+                log::error!(
+                    "conversation {}: cannot read {}: {e}",
+                    self.id_str,
+                    self.requests_path.display()
+                );
+                return;
+            }
+        };
+        if open.is_empty() {
+            return;
+        }
+        self.open_requests = open.clone();
+        let mut closed = 0;
+        for request in &open {
+            let a = &request.accepted;
+            if let Some(seq) = request.started_seq {
+                if self.log_has_result(seq, &a.request_id) {
+                    continue;
+                }
+            }
+            closed += 1;
+            let id = request_id_obj(&a.connection_id, &a.request_id, &a.client_request_id);
+            if request.started_seq.is_none() {
+                self.log_entry(
+                    json!({"type": "user-request", "requestId": id, "command": a.command}),
+                );
+            }
+            self.log_entry(json!({
+                "type": "append-display",
+                "message": {
+                    "message": {"type": "text", "content": STOPPED_BEFORE_FINISHING, "kind": "error"},
+                    "requestId": id,
+                    "source": "system",
+                },
+                "mode": DisplayMode::Block.as_str(),
+            }));
+            self.log_entry(json!({
+                "type": "command-result",
+                "requestId": id,
+                "error": STOPPED_BEFORE_FINISHING,
+            }));
+        }
+        if closed > 0 {
+            log::warn!(
+                "conversation {}: {closed} acknowledged requests never finished before the server stopped; their history now says so",
+                self.id_str
+            );
+        }
+        let ids: Vec<String> = open.into_iter().map(|o| o.accepted.request_id).collect();
+        self.after_durable(ctx, move |act, written, _| match written {
+            Ok(()) => {
+                for request_id in ids {
+                    act.journal_closed_after_durable(request_id);
+                }
+            }
+            Err(e) => log::error!(
+                "conversation {}: could not record the recovery of unfinished requests: {e}",
+                act.id_str
+            ),
+        });
+    }
+
+    /// Whether the display log holds a `command-result` for `request_id` at or after `seq`.
+    fn log_has_result(&self, seq: u64, request_id: &str) -> bool {
+        let Ok(log) = &self.log else { return false };
+        displaylog::read_range(log.path(), seq, log.next_seq())
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|e| serde_json::from_str::<Value>(e).ok())
+            .any(|e| e["type"] == "command-result" && e["requestId"]["requestId"] == request_id)
+    }
+
+    /// Stops writing and hands the files to the writer to close (`delete`: retire the whole
+    /// directory); the [`Shutdown`](super::Shutdown) is answered on `reply` once they are
+    /// closed and every held call has gone out.
+    pub(super) fn close_files(
+        &mut self,
+        delete: bool,
+        reply: oneshot::Sender<()>,
+        ctx: &mut Context<Self>,
+    ) {
+        // Nothing is written after this point: the writer closes (or, for a delete, retires)
+        // the files after every write queued so far, and only then does the actor answer.
+        self.writes_closed = true;
+        let writer = self.setup.runtime.log_writer.clone();
+        let closing = if delete {
+            vec![writer.retire(self.setup.dir.clone())]
+        } else {
+            let mut files = vec![
+                writer.close(&self.chat_path),
+                writer.close(&self.requests_path),
+            ];
+            if let Ok(log) = &self.log {
+                files.push(writer.close(log.path()));
+            }
+            files
+        };
+        self.pending_stop = Some(PendingStop {
+            reply,
+            notify_connection: delete,
+            files_closed: false,
+        });
+        ctx.spawn(
+            async move {
+                for c in closing {
+                    let _ = c.await;
+                }
+            }
+            .into_actor(self)
+            .map(|(), act, ctx| {
+                if let Some(stop) = act.pending_stop.as_mut() {
+                    stop.files_closed = true;
+                }
+                act.complete_stop(ctx);
+            }),
+        );
+    }
+
+    /// Ends a `Shutdown` once the files are closed and nothing is held any more.
+    fn complete_stop(&mut self, ctx: &mut Context<Self>) {
+        let done = self
+            .pending_stop
+            .as_ref()
+            .is_some_and(|s| s.files_closed && self.held.is_empty());
+        if !done {
+            return;
+        }
+        let stop = self.pending_stop.take().expect("checked");
+        for (_, slot) in std::mem::take(&mut self.clients) {
+            slot.addr.do_send(StopClient {
+                notify_connection: stop.notify_connection,
+            });
+        }
+        let _ = stop.reply.send(());
+        ctx.stop();
+    }
+}

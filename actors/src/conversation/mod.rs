@@ -1,0 +1,548 @@
+//! The `Conversation` actor: one per loaded conversation. It owns the conversation's clients
+//! (as [`Client`] actors), the connection-id counter that names them, the command queue (one
+//! turn at a time, FIFO across clients), the display log (it assigns every `seq`), the chat
+//! history the agent loop reads, pending interactions, and the timers (idle eviction, the
+//! no-clients grace period, interaction time-outs).
+//!
+//! Who talks to it: the [`ConversationRegistry`]
+//! (`Attach`, `Detach`, `Shutdown`, in the registry's mailbox order), the transport's
+//! connections (`DispatcherInvoke` / `DispatcherCall` for the `dispatcher:<id>` channel), its
+//! clients (`ClientLost`) and its own running turn (`TurnEvent`).
+//!
+//! # Layout
+//! One actor, several `impl Conversation` blocks, one file per concern:
+//! - this file: the actor's state, its start and stop, the membership messages ([`Attach`],
+//!   [`Detach`], `ClientLost`, [`Shutdown`]) and the idle / grace timers.
+//! - `routing.rs`: who gets an outbound call (audiences), emit / deliver / broadcast, the join,
+//!   leave and deleted notices, [`DisplayMode`].
+//! - `durable.rs`: write barriers (calls held until an fsync is confirmed), the request
+//!   journal, writer backpressure, crash recovery of unfinished requests, closing the files.
+//! - `queue.rs`: submit, start, finish, cancel ([`CancelOutcome`], [`CancelReason`]), promote,
+//!   the queue snapshot.
+//! - `interactions.rs`: questions to everyone, private choices, their time-outs.
+//! - `dispatcher.rs`: the `dispatcher:<id>` channel ([`DispatcherInvoke`], [`DispatcherCall`]):
+//!   one typed request parsed once from `(method, args)`, one function per method.
+//! - [`commands`]: the `@` commands (`@conversation`, `@help`, …) and completion.
+//! - `turn.rs`: starting agent turns, `@explain` / `@translate` / `@compact`, [`TurnEvent`].
+//! - `chat.rs`: the chat history the agent reads (in memory and `history.jsonl`).
+//!
+//! # Implementation notes
+//! Membership states:
+//! - **Live** (started by the registry with a fresh `generation`): clients come and go.
+//! - **Idle**: the last client left; the idle timer and the no-clients grace timer are armed.
+//!   `Attach` disarms both (→ Live). The grace timer cancels queued work with reason
+//!   `no_clients`. The idle timer sends `IdleExpired { generation, attaches_seen }` to the
+//!   registry, which evicts only if nothing moved meanwhile; while work is queued or running
+//!   the timer re-arms instead.
+//! - **Stopping** after [`Shutdown`]: `Evicted`, `Deleted` (clients are told, their channels
+//!   close) or `ServerStopping` (queued and running work is cancelled with `server_stopping`).
+//!   No write is queued after the files are closed (or the directory retired, on delete); the
+//!   actor answers and stops only once the writer has closed them and every held call has
+//!   gone out, so a delete or a reload never races a write.
+//!
+//! # Acknowledged means durable
+//! An outbound call that reports a change (`commandComplete`, `requestCancelled`) and the
+//! `{ok:true}` of `submitCommand` go out only after the writes behind them are fsynced: the
+//! conversation queues a *write barrier* ([`LogWriter::sync`]) and every call emitted after it
+//! is held in `held`, in order, until the barrier is confirmed; the barrier's continuation then
+//! emits at the barrier's place. Streamed output during a turn is only held while an earlier
+//! barrier is outstanding (one group-committed fsync). Accepted requests are journaled
+//! ([`requests`]); on load, those acknowledged and never closed get a failed `command-result`.
+//!
+//! Queue states of a request: **queued** → **running** (one at a time) → finished
+//! (`command-result` + `notify commandComplete`) or cancelled (`requestCancelled`). A running
+//! agent turn is a spawned future; its output comes back as [`TurnEvent`]s tagged with a turn
+//! number, so events of a cancelled turn that are still in the mailbox are ignored. Each output
+//! gets its `seq` when it enters the actor: that is the one total order every client sees.
+
+mod chat;
+pub mod commands;
+mod dispatcher;
+mod durable;
+mod interactions;
+mod queue;
+mod routing;
+mod turn;
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix::prelude::*;
+use serde_json::Value;
+use tokio::sync::oneshot;
+use uuid::Uuid;
+
+use crate::agent::turn::ToolServer;
+use crate::agent::{ChatMessage, Provider};
+use crate::client::{Client, ClientLost, ConversationGone, StopClient, CLIENT_MAILBOX};
+use crate::displaylog::DisplayLog;
+use crate::logwriter::LogWriter;
+use crate::metrics::Metrics;
+use crate::outbox::Outbox;
+use crate::registry::{ConversationEvent, ConversationRegistry};
+use crate::requests::{self, OpenRequest};
+
+use durable::{Held, PendingStop, ReleaseCursor};
+use interactions::{Choice, Interaction};
+use queue::{Request, Running};
+
+pub use dispatcher::{DispatcherCall, DispatcherInvoke, DispatcherReply};
+pub use queue::{
+    CancelOutcome, CancelReason, MAX_QUEUE_DEPTH, STOPPED_BEFORE_FINISHING, STORAGE_ERROR,
+};
+pub use routing::{DisplayMode, DELETED_NOTICE, JOIN_NOTICE, LEAVE_NOTICE};
+pub use turn::TurnEvent;
+
+/// Source name of the chat agent in display messages, and its storage folder name.
+const AGENT_SOURCE: &str = "chat";
+
+/// Why a conversation stops.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ShutdownReason {
+    /// Idle past the timeout with no clients.
+    Evicted,
+    /// Deleted by a client.
+    Deleted,
+    /// The server is stopping.
+    ServerStopping,
+}
+
+/// Settings shared by every conversation.
+pub struct RuntimeConfig {
+    /// The model backend of the agent loop.
+    pub provider: Arc<dyn Provider>,
+    /// External tool servers by prefix (`server__tool`).
+    pub tool_servers: HashMap<String, Arc<dyn ToolServer>>,
+    /// The shared append writer.
+    pub log_writer: LogWriter,
+    /// After the last client leaves, queued work waits this long before `no_clients`.
+    pub no_clients_grace: Duration,
+    /// Provider calls per turn before the loop gives up.
+    pub max_iterations: usize,
+    /// How long an interaction waits for an answer.
+    pub interaction_timeout: Duration,
+    /// Instance directory (agent `instanceStorage` lives under `<root>/<agent>/`).
+    pub instance_root: PathBuf,
+}
+
+/// Everything a conversation needs at start.
+pub struct ConversationSetup {
+    /// The id.
+    pub id: Uuid,
+    /// Name at load time, for logs.
+    pub name: String,
+    /// Incremented by the registry each time it loads this conversation.
+    pub generation: u64,
+    /// Persist directory (`conversations/<id>/`).
+    pub dir: PathBuf,
+    /// How long to stay loaded with no clients.
+    pub idle_timeout: Duration,
+    /// The registry, told about idle timeouts and count changes.
+    pub registry: Addr<ConversationRegistry>,
+    /// Shared counters.
+    pub metrics: Arc<Metrics>,
+    /// Agent, storage and timing settings.
+    pub runtime: Arc<RuntimeConfig>,
+    /// Joined clients, read by the registry for `clientCount` without a message per join.
+    pub client_count: Arc<AtomicUsize>,
+}
+
+/// One joined client, as the conversation sees it.
+struct ClientSlot {
+    /// The client actor.
+    addr: Addr<Client>,
+    /// Its mailbox overflowed and it was told to give up; it leaves with `ClientLost`.
+    lost: bool,
+    /// Joined with `filter: true`: gets only messages addressed to its own connection id.
+    filter: bool,
+}
+
+/// One loaded conversation.
+pub struct Conversation {
+    /// Fixed at start.
+    setup: ConversationSetup,
+    /// `setup.id` as a string, used in every frame and log line.
+    id_str: String,
+    /// Joined clients by connection id number (in join order).
+    clients: BTreeMap<u64, ClientSlot>,
+    /// Next connection id ("0", "1", …); restarts when the conversation is reloaded.
+    next_connection_id: u64,
+    /// `Attach` messages handled so far (echoed in `IdleExpired`).
+    attaches_seen: u64,
+    /// The armed idle timer, if any.
+    idle_timer: Option<SpawnHandle>,
+    /// The armed no-clients grace timer, if any.
+    grace_timer: Option<SpawnHandle>,
+    /// The display log; `Err` holds why it could not be opened (commands are refused).
+    log: Result<DisplayLog, String>,
+    /// Chat history for the agent (loaded at the first turn).
+    chat: Option<Arc<Vec<ChatMessage>>>,
+    /// Waiting requests, FIFO.
+    queue: VecDeque<Request>,
+    /// The request being worked on.
+    running: Option<Running>,
+    /// Bumped on every queue change (`version` of queue events).
+    version: u64,
+    /// Ids of recently finished requests.
+    finished: VecDeque<String>,
+    /// Turn counter.
+    turns: u64,
+    /// Pending interactions by id.
+    interactions: BTreeMap<String, Interaction>,
+    /// Pending private choices by id.
+    choices: HashMap<String, Choice>,
+    /// Set by `Shutdown`: new submits answer `server_stopping`.
+    stopping: bool,
+    /// Calls and write barriers in emit order, while a barrier is unconfirmed (usually empty).
+    held: VecDeque<Held>,
+    /// Ticket of the next write barrier.
+    next_ticket: u64,
+    /// Set while a barrier's continuation runs.
+    release_cursor: Option<ReleaseCursor>,
+    /// The chat history file (`sessions/chat/history.jsonl`).
+    chat_path: Arc<Path>,
+    /// The request journal (`requests.jsonl`).
+    requests_path: Arc<Path>,
+    /// Requests accepted and not closed, in acceptance order (what the journal says).
+    open_requests: Vec<OpenRequest>,
+    /// Bytes appended to the journal since it was last rewritten.
+    requests_appended: u64,
+    /// Set once the files were handed to the writer to close: nothing is written after.
+    writes_closed: bool,
+    /// The shutdown being completed.
+    pending_stop: Option<PendingStop>,
+}
+
+impl Conversation {
+    /// A conversation ready to start; the display log is opened here (lazy load: only
+    /// conversations someone joins are opened).
+    pub fn new(setup: ConversationSetup) -> Conversation {
+        let id_str = setup.id.to_string();
+        // The directory is created by the log writer with the first entry, off this thread.
+        let log = DisplayLog::open(&setup.dir, setup.runtime.log_writer.clone()).map_err(|e| {
+            log::error!("conversation {id_str}: cannot open display log: {e}");
+            format!("display log unavailable: {e}")
+        });
+        let chat_path = chat::history_path(&setup.dir);
+        let requests_path: Arc<Path> = setup.dir.join(requests::FILE_NAME).into();
+        Conversation {
+            setup,
+            id_str,
+            clients: BTreeMap::new(),
+            next_connection_id: 0,
+            attaches_seen: 0,
+            idle_timer: None,
+            grace_timer: None,
+            log,
+            chat: None,
+            queue: VecDeque::new(),
+            running: None,
+            version: 0,
+            finished: VecDeque::new(),
+            turns: 0,
+            interactions: BTreeMap::new(),
+            choices: HashMap::new(),
+            stopping: false,
+            held: VecDeque::new(),
+            next_ticket: 0,
+            release_cursor: None,
+            chat_path,
+            requests_path,
+            open_requests: Vec::new(),
+            requests_appended: 0,
+            writes_closed: false,
+            pending_stop: None,
+        }
+    }
+
+    /// Publishes the number of joined clients for the registry's `clientCount`.
+    fn report_count(&self) {
+        self.setup
+            .client_count
+            .store(self.clients.len(), Ordering::Relaxed);
+    }
+
+    /// Removes a client and stops its actor; false when it was not joined.
+    fn drop_client(&mut self, connection_id: u64, notify_connection: bool) -> bool {
+        let Some(slot) = self.clients.remove(&connection_id) else {
+            return false;
+        };
+        slot.addr.do_send(StopClient { notify_connection });
+        true
+    }
+
+    /// After a client left: the others get the leave notice; the last one arms the timers.
+    fn after_leave(&mut self, ctx: &mut Context<Self>) {
+        if !self.clients.is_empty() {
+            self.emit(Self::leave_notice(), &routing::Audience::Everyone);
+        }
+        self.report_count();
+        if self.clients.is_empty() && !self.stopping {
+            self.arm_idle_timer(ctx);
+            self.arm_grace_timer(ctx);
+        }
+    }
+
+    /// Work is queued, running, or waiting for a write barrier.
+    fn busy(&self) -> bool {
+        self.running.is_some() || !self.queue.is_empty() || !self.held.is_empty()
+    }
+
+    /// Cancels the idle and grace timers (a client joined, or the conversation stops).
+    fn disarm_timers(&mut self, ctx: &mut Context<Self>) {
+        for timer in [self.idle_timer.take(), self.grace_timer.take()]
+            .into_iter()
+            .flatten()
+        {
+            ctx.cancel_future(timer);
+        }
+    }
+
+    /// Idle → the registry decides on eviction after `idle_timeout`, unless work is in flight.
+    fn arm_idle_timer(&mut self, ctx: &mut Context<Self>) {
+        if let Some(h) = self.idle_timer.take() {
+            ctx.cancel_future(h);
+        }
+        self.idle_timer = Some(ctx.run_later(self.setup.idle_timeout, |act, ctx| {
+            act.idle_timer = None;
+            if !act.clients.is_empty() {
+                return;
+            }
+            if act.busy() {
+                // Never evict with work in flight; look again later.
+                act.arm_idle_timer(ctx);
+                return;
+            }
+            act.setup.registry.do_send(ConversationEvent::IdleExpired {
+                id: act.setup.id,
+                generation: act.setup.generation,
+                attaches_seen: act.attaches_seen,
+            });
+        }));
+    }
+
+    /// With work queued and nobody left to see it, the work is cancelled after the grace
+    /// period (`no_clients`).
+    fn arm_grace_timer(&mut self, ctx: &mut Context<Self>) {
+        if let Some(h) = self.grace_timer.take() {
+            ctx.cancel_future(h);
+        }
+        if !self.busy() {
+            return;
+        }
+        self.grace_timer = Some(
+            ctx.run_later(self.setup.runtime.no_clients_grace, |act, ctx| {
+                act.grace_timer = None;
+                if !act.clients.is_empty() {
+                    return;
+                }
+                let cancelled = act.cancel_all_queued(CancelReason::NoClients, ctx);
+                if cancelled > 0 {
+                    log::info!(
+                        "conversation {}: no clients; cancelling {cancelled} queued requests",
+                        act.id_str,
+                    );
+                }
+                // A running turn stalled on an interaction nobody can answer is superseded.
+                if act.running.as_ref().is_some_and(|r| r.blocked_on.is_some()) {
+                    act.cancel_running(CancelReason::NoClients, ctx);
+                }
+            }),
+        );
+    }
+}
+
+impl Actor for Conversation {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        // Registry → conversation messages use do_send to keep order; connections use send.
+        ctx.set_mailbox_capacity(1 << 16);
+        Metrics::add(&self.setup.metrics.loaded_conversations, 1);
+        self.recover_requests(ctx);
+        log::debug!(
+            "conversation {} ({:?}): loaded, generation {}, next seq {}",
+            self.id_str,
+            self.setup.name,
+            self.setup.generation,
+            self.log.as_ref().map_or(0, DisplayLog::next_seq)
+        );
+    }
+
+    fn stopped(&mut self, _ctx: &mut Self::Context) {
+        Metrics::add(&self.setup.metrics.loaded_conversations, -1);
+        log::debug!("conversation {}: unloaded", self.id_str);
+    }
+}
+
+/// What a successful [`Attach`] returns to the joining connection (through the registry).
+pub struct Attached {
+    /// The client's connection id (decimal string).
+    pub connection_id: String,
+    /// The client actor; the connection sends it [`Ready`](crate::client::Ready).
+    pub client: Addr<Client>,
+    /// The conversation, for dispatcher calls and leave.
+    pub conversation: Addr<Conversation>,
+    /// Pending interactions visible to this client (always an array).
+    pub pending_interactions: Vec<Value>,
+    /// Queue snapshot, present only while the queue is busy.
+    pub queue_snapshot: Option<Value>,
+}
+
+/// A client joins. Sent by the registry with `do_send` so joins keep the registry's order;
+/// the answer travels back on `reply`.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Attach {
+    /// The socket's bounded queue.
+    pub outbox: Outbox,
+    /// `filter` join option.
+    pub filter: bool,
+    /// The socket's connection, told if this conversation goes away under it.
+    pub connection: Recipient<ConversationGone>,
+    /// Where the answer goes.
+    pub reply: oneshot::Sender<Attached>,
+}
+
+impl Handler<Attach> for Conversation {
+    type Result = ();
+
+    fn handle(&mut self, msg: Attach, ctx: &mut Self::Context) {
+        self.attaches_seen += 1;
+        self.disarm_timers(ctx);
+        let number = self.next_connection_id;
+        self.next_connection_id += 1;
+        let connection_id = number.to_string();
+        let client = Client::new(
+            self.id_str.clone(),
+            connection_id.clone(),
+            msg.outbox,
+            ctx.address().recipient(),
+            msg.connection,
+            self.setup.metrics.clone(),
+        );
+        // The mailbox bound must hold from the first message: a burst of joins would
+        // otherwise overflow the default 16 before `started` runs.
+        let client = Client::create(move |ctx| {
+            ctx.set_mailbox_capacity(CLIENT_MAILBOX);
+            client
+        });
+        // Others only: the joiner is not in `clients` yet.
+        self.emit(Self::join_notice(), &routing::Audience::Everyone);
+        self.clients.insert(
+            number,
+            ClientSlot {
+                addr: client.clone(),
+                lost: false,
+                filter: msg.filter,
+            },
+        );
+        log::debug!(
+            "conversation {} connection {connection_id}: joined ({} clients)",
+            self.id_str,
+            self.clients.len()
+        );
+        self.report_count();
+        let attached = Attached {
+            connection_id,
+            client,
+            conversation: ctx.address(),
+            pending_interactions: self.pending_for(number, msg.filter),
+            queue_snapshot: self.busy().then(|| self.snapshot()),
+        };
+        if msg.reply.send(attached).is_err() {
+            // The joiner vanished before the answer: undo the join.
+            self.drop_client(number, false);
+            self.after_leave(ctx);
+        }
+    }
+}
+
+/// A client leaves (leaveConversation, socket close). Sent by the registry with `do_send`
+/// (mailbox order); `reply` learns whether it was joined.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Detach {
+    /// The client's connection id.
+    pub connection_id: String,
+    /// Whether the client was joined (absent when nobody waits).
+    pub reply: Option<oneshot::Sender<bool>>,
+}
+
+impl Handler<Detach> for Conversation {
+    type Result = ();
+
+    fn handle(&mut self, msg: Detach, ctx: &mut Self::Context) {
+        let joined = msg
+            .connection_id
+            .parse::<u64>()
+            .is_ok_and(|id| self.drop_client(id, false));
+        if joined {
+            log::debug!(
+                "conversation {} connection {}: left ({} clients)",
+                self.id_str,
+                msg.connection_id,
+                self.clients.len()
+            );
+            self.after_leave(ctx);
+        }
+        if let Some(reply) = msg.reply {
+            let _ = reply.send(joined);
+        }
+    }
+}
+
+impl Handler<ClientLost> for Conversation {
+    type Result = ();
+
+    fn handle(&mut self, msg: ClientLost, ctx: &mut Self::Context) {
+        if let Ok(id) = msg.connection_id.parse::<u64>() {
+            if self.clients.remove(&id).is_some() {
+                self.after_leave(ctx);
+            }
+        }
+    }
+}
+
+/// Stop the conversation. Sent by the registry (eviction, delete, server stop).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Shutdown {
+    /// Why.
+    pub reason: ShutdownReason,
+    /// Answered once every client has been told and the log is on disk.
+    pub reply: oneshot::Sender<()>,
+}
+
+impl Handler<Shutdown> for Conversation {
+    type Result = ();
+
+    fn handle(&mut self, msg: Shutdown, ctx: &mut Self::Context) {
+        self.stopping = true;
+        // A stopping conversation reports no more idleness (the registry already acted on it).
+        self.disarm_timers(ctx);
+        match msg.reason {
+            ShutdownReason::Deleted => self.announce_deleted(),
+            ShutdownReason::Evicted if !self.clients.is_empty() => {
+                log::error!(
+                    "conversation {}: evicted with {} clients (registry bug)",
+                    self.id_str,
+                    self.clients.len()
+                );
+            }
+            _ => {}
+        }
+        let reason = if msg.reason == ShutdownReason::ServerStopping {
+            CancelReason::ServerStopping
+        } else {
+            CancelReason::ConversationClosed
+        };
+        self.cancel_all_queued(reason, ctx);
+        self.cancel_running(reason, ctx);
+        log::debug!("conversation {}: stopping ({:?})", self.id_str, msg.reason);
+        self.close_files(msg.reason == ShutdownReason::Deleted, msg.reply, ctx);
+    }
+}

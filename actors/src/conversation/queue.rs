@@ -1,0 +1,520 @@
+//! The command queue: one request runs at a time, the others wait FIFO (an `interrupt` goes
+//! first). Submit, start, finish, cancel, promote and the snapshot every queue event carries.
+//!
+//! Who talks to it: the dispatcher (client requests), the turn (finish), the timers and
+//! `Shutdown` (cancel everything). What a started request does is decided in `commands.rs`.
+
+use std::fmt;
+
+use actix::prelude::*;
+use serde_json::{json, Value};
+use tokio::sync::oneshot;
+
+use super::routing::DisplayMode;
+use super::Conversation;
+use crate::agent::{ChatMessage, Role};
+use crate::requests::{AcceptedRequest, Record};
+
+/// Queue cap (`MAX_QUEUE_DEPTH` in TypeAgent).
+pub const MAX_QUEUE_DEPTH: usize = 100;
+/// Request ids remembered after they finish, for `cancelCommand`'s `already_completed`.
+const FINISHED_MEMORY: usize = 1024;
+/// What the history says of a request that was acknowledged but never finished (crash).
+pub const STOPPED_BEFORE_FINISHING: &str =
+    "The server stopped before this request finished; it did not complete.";
+/// `submitCommand`'s `error` when the request could not be recorded durably.
+pub const STORAGE_ERROR: &str = "storage_error";
+
+/// What `cancelCommand` found (its `kind`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CancelOutcome {
+    /// It was waiting in the queue and is gone.
+    CancelledQueued,
+    /// It was running; its turn was stopped.
+    CancelledRunning,
+    /// It finished (or was cancelled) recently.
+    AlreadyCompleted,
+    /// No such request (or it finished long ago).
+    NotFound,
+}
+
+impl CancelOutcome {
+    /// The protocol's spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CancelOutcome::CancelledQueued => "cancelled_queued",
+            CancelOutcome::CancelledRunning => "cancelled_running",
+            CancelOutcome::AlreadyCompleted => "already_completed",
+            CancelOutcome::NotFound => "not_found",
+        }
+    }
+}
+
+/// Why a request was cancelled: the `reason` of `requestCancelled` and of the chat note.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CancelReason {
+    /// A client's `cancelCommand` / `cancelCommandByClientId`.
+    Cancelled,
+    /// An `interrupt` replaced the running request.
+    Interrupted,
+    /// A new submit replaced a turn stalled on an interaction.
+    Superseded,
+    /// Nobody stayed joined past the grace period.
+    NoClients,
+    /// The server is stopping.
+    ServerStopping,
+    /// The conversation was evicted or deleted.
+    ConversationClosed,
+    /// Its acceptance could not be recorded durably ([`STORAGE_ERROR`]).
+    StorageError,
+}
+
+impl CancelReason {
+    /// The protocol's spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CancelReason::Cancelled => "cancelled",
+            CancelReason::Interrupted => "interrupted",
+            CancelReason::Superseded => "superseded",
+            CancelReason::NoClients => "no_clients",
+            CancelReason::ServerStopping => "server_stopping",
+            CancelReason::ConversationClosed => "conversation_closed",
+            CancelReason::StorageError => STORAGE_ERROR,
+        }
+    }
+}
+
+impl fmt::Display for CancelReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// `RequestId` as the protocol spells it.
+pub(super) fn request_id_obj(
+    connection_id: &str,
+    request_id: &str,
+    client_request_id: &Option<Value>,
+) -> Value {
+    let mut v = json!({"connectionId": connection_id, "requestId": request_id});
+    if let Some(c) = client_request_id {
+        v["clientRequestId"] = c.clone();
+    }
+    v
+}
+
+/// One submitted command.
+#[derive(Debug, Clone)]
+pub(super) struct Request {
+    /// Server-side id (the client's `requestId` argument, or a fresh UUID).
+    pub(super) request_id: String,
+    /// Connection id of the client that submitted it.
+    pub(super) origin: String,
+    /// The client's opaque id, echoed back.
+    pub(super) client_request_id: Option<Value>,
+    /// The command text.
+    pub(super) text: String,
+    /// Attachments (kept for the agent; not echoed).
+    pub(super) attachments: Vec<Value>,
+    /// Submit options, echoed in the queue entry.
+    pub(super) options: Option<Value>,
+    /// ms since epoch.
+    pub(super) submitted_at: u64,
+    /// ms since epoch, once running.
+    pub(super) started_at: Option<u64>,
+}
+
+impl Request {
+    /// `RequestId` as the protocol spells it.
+    pub(super) fn id_obj(&self) -> Value {
+        request_id_obj(&self.origin, &self.request_id, &self.client_request_id)
+    }
+
+    /// `QueuedRequest` without attachments.
+    fn entry(&self, state: &str) -> Value {
+        let mut v = json!({
+            "requestId": self.request_id,
+            "originatorConnectionId": self.origin,
+            "text": self.text,
+            "submittedAt": self.submitted_at,
+            "state": state,
+            "attachmentCount": self.attachments.len(),
+        });
+        if let Some(c) = &self.client_request_id {
+            v["clientRequestId"] = c.clone();
+        }
+        if let Some(o) = &self.options {
+            v["options"] = o.clone();
+        }
+        if let Some(s) = self.started_at {
+            v["startedAt"] = s.into();
+        }
+        v
+    }
+}
+
+/// The request being worked on.
+pub(super) struct Running {
+    /// The request.
+    pub(super) request: Request,
+    /// Turn number; events from other turns are stale.
+    pub(super) turn: u64,
+    /// The spawned agent loop, if this is an agent turn.
+    pub(super) handle: Option<SpawnHandle>,
+    /// Interaction the turn waits on (a new submit supersedes it).
+    pub(super) blocked_on: Option<String>,
+}
+
+impl Conversation {
+    /// The `QueueSnapshot` of `getQueueSnapshot`, `queueStateChanged` and the join answer.
+    pub(super) fn snapshot(&self) -> Value {
+        json!({
+            "running": self.running.as_ref().map(|r| r.request.entry("running")),
+            "queued": self.queue.iter().map(|r| r.entry("queued")).collect::<Vec<_>>(),
+            "paused": false,
+            "version": self.version,
+        })
+    }
+
+    /// Tells every client the new queue state.
+    fn queue_changed(&mut self) {
+        let snapshot = self.snapshot();
+        self.broadcast("queueStateChanged", json!([snapshot]), None);
+    }
+
+    /// Queues a request. `Err` is a refusal to answer at once; `Ok` is the `{ok:true}` answer
+    /// and what it must wait for: the acceptance being durable (a failed write cancels the
+    /// request and turns the answer into a `storage_error` refusal).
+    pub(super) fn submit(
+        &mut self,
+        request: Request,
+        front: bool,
+        ctx: &mut Context<Self>,
+    ) -> Result<(Value, oneshot::Receiver<Result<(), String>>), Value> {
+        if self.stopping {
+            return Err(json!({"ok": false, "error": "server_stopping"}));
+        }
+        if let Err(e) = &self.log {
+            return Err(json!({"ok": false, "error": e}));
+        }
+        if self.queue.len() >= MAX_QUEUE_DEPTH {
+            return Err(json!({"ok": false, "error": "queue_full", "maxDepth": MAX_QUEUE_DEPTH}));
+        }
+        if let Some(cause) = self.setup.metrics.storage_failure() {
+            return Err(json!({"ok": false, "error": STORAGE_ERROR, "message": cause}));
+        }
+        // A new submit supersedes a turn stalled on an interaction.
+        if self
+            .running
+            .as_ref()
+            .is_some_and(|r| r.blocked_on.is_some())
+        {
+            self.cancel_running(CancelReason::Superseded, ctx);
+        }
+        self.journal(Record::Accepted(AcceptedRequest {
+            request_id: request.request_id.clone(),
+            connection_id: request.origin.clone(),
+            client_request_id: request.client_request_id.clone(),
+            command: request.text.clone(),
+            submitted_at: request.submitted_at,
+        }));
+        let (accepted_tx, accepted_rx) = oneshot::channel();
+        let request_id = request.request_id.clone();
+        self.after_durable(ctx, move |act, written, ctx| {
+            if let Err(e) = &written {
+                log::error!(
+                    "conversation {}: request {request_id} could not be recorded: {e}",
+                    act.id_str
+                );
+                act.cancel_by_id(&request_id, CancelReason::StorageError, ctx);
+            }
+            let _ = accepted_tx.send(written);
+        });
+        let entry = request.entry("queued");
+        if front {
+            self.queue.push_front(request.clone());
+        } else {
+            self.queue.push_back(request.clone());
+        }
+        self.version += 1;
+        self.broadcast("requestQueued", json!([entry, self.version]), None);
+        self.start_next(ctx);
+        let state = if self
+            .running
+            .as_ref()
+            .is_some_and(|r| r.request.request_id == request.request_id)
+        {
+            "running"
+        } else {
+            "queued"
+        };
+        let mut entry = request.entry(state);
+        if state == "running" {
+            entry["startedAt"] = self
+                .running
+                .as_ref()
+                .and_then(|r| r.request.started_at)
+                .into();
+        }
+        Ok((json!({"ok": true, "entry": entry}), accepted_rx))
+    }
+
+    /// Starts the first queued request when nothing runs (`user-request`, `setUserRequest`,
+    /// then the command or agent turn it asks for).
+    fn start_next(&mut self, ctx: &mut Context<Self>) {
+        if self.running.is_some() || self.stopping {
+            return;
+        }
+        let Some(mut request) = self.queue.pop_front() else {
+            self.queue_changed();
+            return;
+        };
+        request.started_at = Some(crate::now_millis());
+        self.turns += 1;
+        let turn = self.turns;
+        self.version += 1;
+        self.running = Some(Running {
+            request: request.clone(),
+            turn,
+            handle: None,
+            blocked_on: None,
+        });
+        self.broadcast(
+            "requestStarted",
+            json!([request.entry("running"), self.version]),
+            None,
+        );
+        self.queue_changed();
+        log::debug!(
+            "conversation {}: request {} started",
+            self.id_str,
+            request.request_id
+        );
+        if let Some(seq) = self.log_entry(
+            json!({"type": "user-request", "requestId": request.id_obj(), "command": request.text}),
+        ) {
+            self.journal(Record::Started {
+                request_id: request.request_id.clone(),
+                seq,
+            });
+        }
+        self.broadcast(
+            "setUserRequest",
+            json!([request.id_obj(), request.text]),
+            Some(request.origin.clone()),
+        );
+        self.run_request(turn, &request, ctx);
+    }
+
+    /// Completes the running request: `command-result`, then `commandComplete`.
+    pub(super) fn finish(&mut self, turn: u64, error: Option<String>, ctx: &mut Context<Self>) {
+        let Some(running) = self.running.take_if(|r| r.turn == turn) else {
+            return;
+        };
+        let request = running.request;
+        self.log_entry(json!({"type": "command-result", "requestId": request.id_obj()}));
+        self.remember_finished(request.request_id.clone());
+        // commandComplete only once the result is on disk; the journal closes it after that.
+        self.after_durable(ctx, move |act, written, _| {
+            let error = match (error, written) {
+                (error, Ok(())) => {
+                    act.journal_closed_after_durable(request.request_id.clone());
+                    error
+                }
+                (error, Err(w)) => {
+                    log::error!(
+                        "conversation {}: result of {} not saved: {w}",
+                        act.id_str,
+                        request.request_id
+                    );
+                    let saved = format!("the result could not be saved: {w}");
+                    Some(error.map_or(saved.clone(), |e| format!("{e} ({saved})")))
+                }
+            };
+            let result = match &error {
+                Some(e) => json!({"result": {"lastError": e}}),
+                None => json!({"result": null}),
+            };
+            act.broadcast(
+                "notify",
+                json!([
+                    request.id_obj(),
+                    "commandComplete",
+                    result,
+                    "system",
+                    null,
+                    null
+                ]),
+                Some(request.origin.clone()),
+            );
+        });
+        self.version += 1;
+        self.start_next(ctx);
+    }
+
+    /// Shows `content` for the running request (one block), then completes it.
+    pub(super) fn finish_showing(
+        &mut self,
+        turn: u64,
+        request: &Request,
+        content: Value,
+        error: Option<String>,
+        ctx: &mut Context<Self>,
+    ) {
+        self.display(request, content, None, DisplayMode::Block);
+        self.finish(turn, error, ctx);
+    }
+
+    /// Remembers a finished id for `already_completed` (the last [`FINISHED_MEMORY`]).
+    fn remember_finished(&mut self, id: String) {
+        self.finished.push_back(id);
+        if self.finished.len() > FINISHED_MEMORY {
+            self.finished.pop_front();
+        }
+    }
+
+    /// Cancels a queued request; false when it is not queued.
+    fn cancel_queued(
+        &mut self,
+        request_id: &str,
+        reason: CancelReason,
+        ctx: &mut Context<Self>,
+    ) -> bool {
+        let Some(pos) = self.queue.iter().position(|r| r.request_id == request_id) else {
+            return false;
+        };
+        let request = self.queue.remove(pos).expect("position is valid");
+        self.version += 1;
+        self.journal(Record::Closed {
+            request_id: request.request_id.clone(),
+        });
+        self.announce_cancel(request.request_id.clone(), reason, ctx);
+        self.remember_finished(request.request_id);
+        self.queue_changed();
+        true
+    }
+
+    /// Cancels every queued request (not the running one); returns how many.
+    pub(super) fn cancel_all_queued(
+        &mut self,
+        reason: CancelReason,
+        ctx: &mut Context<Self>,
+    ) -> usize {
+        let queued: Vec<String> = self.queue.iter().map(|r| r.request_id.clone()).collect();
+        for id in &queued {
+            self.cancel_queued(id, reason, ctx);
+        }
+        queued.len()
+    }
+
+    /// `requestCancelled`, once the cancellation is on disk.
+    fn announce_cancel(
+        &mut self,
+        request_id: String,
+        reason: CancelReason,
+        ctx: &mut Context<Self>,
+    ) {
+        let version = self.version;
+        self.after_durable(ctx, move |act, written, _| {
+            if let Err(e) = written {
+                log::error!(
+                    "conversation {}: cancellation of {request_id} not saved: {e}",
+                    act.id_str
+                );
+            }
+            act.broadcast(
+                "requestCancelled",
+                json!([request_id, reason.as_str(), version]),
+                None,
+            );
+        });
+    }
+
+    /// Stops the running request (its turn, its questions), notes it in the chat history and
+    /// starts the next one. Nothing happens when nothing runs.
+    pub(super) fn cancel_running(&mut self, reason: CancelReason, ctx: &mut Context<Self>) {
+        let Some(running) = self.running.take() else {
+            return;
+        };
+        if let Some(h) = running.handle {
+            ctx.cancel_future(h);
+        }
+        self.cancel_questions_of(&running.request.request_id, ctx);
+        // Keep the chat history coherent: the user's message and a note, no dangling tool use.
+        self.commit_chat(vec![
+            ChatMessage::text(Role::User, running.request.text.clone()),
+            ChatMessage::text(Role::Assistant, format!("(request cancelled: {reason})")),
+        ]);
+        self.version += 1;
+        self.journal(Record::Closed {
+            request_id: running.request.request_id.clone(),
+        });
+        self.announce_cancel(running.request.request_id.clone(), reason, ctx);
+        self.remember_finished(running.request.request_id);
+        log::info!(
+            "conversation {}: running request cancelled ({reason})",
+            self.id_str
+        );
+        self.start_next(ctx);
+    }
+
+    /// Cancels a request wherever it is.
+    pub(super) fn cancel_by_id(
+        &mut self,
+        request_id: &str,
+        reason: CancelReason,
+        ctx: &mut Context<Self>,
+    ) -> CancelOutcome {
+        if self.cancel_queued(request_id, reason, ctx) {
+            CancelOutcome::CancelledQueued
+        } else if self
+            .running
+            .as_ref()
+            .is_some_and(|r| r.request.request_id == request_id)
+        {
+            self.cancel_running(reason, ctx);
+            CancelOutcome::CancelledRunning
+        } else if self.finished.iter().any(|f| f == request_id) {
+            CancelOutcome::AlreadyCompleted
+        } else {
+            CancelOutcome::NotFound
+        }
+    }
+
+    /// The server id of the running or queued request with this `clientRequestId` (running
+    /// first).
+    pub(super) fn find_by_client_id(&self, client_id: &Value) -> Option<String> {
+        let running = self
+            .running
+            .as_ref()
+            .filter(|r| r.request.client_request_id.as_ref() == Some(client_id))
+            .map(|r| r.request.request_id.clone());
+        let queued = self
+            .queue
+            .iter()
+            .find(|r| r.client_request_id.as_ref() == Some(client_id))
+            .map(|r| r.request_id.clone());
+        running.or(queued)
+    }
+
+    /// Moves a queued request to the front; false when it is not queued.
+    pub(super) fn promote(&mut self, request_id: &str) -> bool {
+        let Some(pos) = self.queue.iter().position(|r| r.request_id == request_id) else {
+            return false;
+        };
+        let r = self.queue.remove(pos).expect("valid position");
+        self.queue.push_front(r);
+        self.version += 1;
+        self.queue_changed();
+        true
+    }
+
+    /// The queue part of `getStatus`'s details: `idle`, `running, 2 queued`, `3 queued`.
+    pub(super) fn queue_status(&self) -> String {
+        match (&self.running, self.queue.len()) {
+            (None, 0) => "idle".to_string(),
+            (Some(_), n) => format!("running, {n} queued"),
+            (None, n) => format!("{n} queued"),
+        }
+    }
+}

@@ -1,0 +1,181 @@
+//! Who gets an outbound call: the [`Audience`] of each call, `emit` (now, or held behind an
+//! unconfirmed write barrier), `deliver` to the client actors, and the system notices (join,
+//! leave, deleted). Every other part of the conversation sends through here.
+
+use std::sync::{Arc, LazyLock};
+
+use serde_json::{json, Value};
+
+use super::durable::Held;
+use super::queue::Request;
+use super::{Conversation, AGENT_SOURCE};
+use crate::client::{Deliver, GiveUp, OutboundCall};
+
+/// Text shown to the others when a client joins.
+pub const JOIN_NOTICE: &str = "[A new client has joined this conversation.]";
+/// Text shown to the others when a client leaves.
+pub const LEAVE_NOTICE: &str = "[A client has left this conversation.]";
+/// Text shown to every client when the conversation is deleted under it.
+pub const DELETED_NOTICE: &str = "[This conversation was deleted.]";
+
+/// How a client shows an `appendDisplay` (TypeAgent's `DisplayAppendMode`); spelled on the wire
+/// and in the display log as [`as_str`](DisplayMode::as_str) says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DisplayMode {
+    /// `"inline"`: continues the current line.
+    Inline,
+    /// `"block"`: a block of its own (everything the server sends today).
+    Block,
+    /// `"temporary"`: a status that the next display replaces; never logged.
+    Temporary,
+}
+
+impl DisplayMode {
+    /// The protocol's spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DisplayMode::Inline => "inline",
+            DisplayMode::Block => "block",
+            DisplayMode::Temporary => "temporary",
+        }
+    }
+}
+
+/// Who gets an outbound call.
+#[derive(Clone)]
+pub(super) enum Audience {
+    /// Every client, except filtered clients whose connection id differs from `request_conn`.
+    Broadcast(Option<String>),
+    /// Every client, ignoring `filter` (system notices).
+    Everyone,
+    /// Only this connection (the callback group).
+    Only(String),
+}
+
+impl Conversation {
+    /// A `system` status line for every client (not logged).
+    fn system_notice(text: &str) -> Arc<OutboundCall> {
+        OutboundCall::new(
+            "appendDisplay",
+            &json!([{
+                "message": {"type": "text", "content": text, "kind": "status"},
+                "requestId": {"requestId": "system"},
+                "source": "system"
+            }, DisplayMode::Block.as_str()]),
+        )
+    }
+
+    /// The join notice, built once per process (every join sends it).
+    pub(super) fn join_notice() -> Arc<OutboundCall> {
+        static NOTICE: LazyLock<Arc<OutboundCall>> =
+            LazyLock::new(|| Conversation::system_notice(JOIN_NOTICE));
+        NOTICE.clone()
+    }
+
+    /// The leave notice, built once per process (every leave sends it).
+    pub(super) fn leave_notice() -> Arc<OutboundCall> {
+        static NOTICE: LazyLock<Arc<OutboundCall>> =
+            LazyLock::new(|| Conversation::system_notice(LEAVE_NOTICE));
+        NOTICE.clone()
+    }
+
+    /// Tells every client that the conversation was deleted under it (notice, then
+    /// `conversationDeleted`).
+    pub(super) fn announce_deleted(&mut self) {
+        self.emit(Self::system_notice(DELETED_NOTICE), &Audience::Everyone);
+        let notice = OutboundCall::new(
+            "notify",
+            &json!([null, "conversationDeleted", {"conversationId": self.id_str}, "agent-server"]),
+        );
+        self.emit(notice, &Audience::Everyone);
+    }
+
+    /// Hands a call to the clients in `audience`, now or, behind an unconfirmed write barrier,
+    /// when the barrier is confirmed (see "Acknowledged means durable").
+    pub(super) fn emit(&mut self, call: Arc<OutboundCall>, audience: &Audience) {
+        let joined_below = self.next_connection_id;
+        let held = || Held::Call {
+            call: call.clone(),
+            audience: audience.clone(),
+            joined_below,
+        };
+        match &mut self.release_cursor {
+            Some(cursor) if cursor.blocked => {
+                self.held.insert(cursor.at, held());
+                cursor.at += 1;
+            }
+            None if !self.held.is_empty() => self.held.push_back(held()),
+            _ => self.deliver(&call, audience, joined_below),
+        }
+    }
+
+    /// Delivers a call to the clients in `audience` that joined below `joined_below`. A client
+    /// whose mailbox is full is told to give up (it closes its socket as a slow consumer and
+    /// leaves with `ClientLost`).
+    pub(super) fn deliver(
+        &mut self,
+        call: &Arc<OutboundCall>,
+        audience: &Audience,
+        joined_below: u64,
+    ) {
+        for (id, slot) in self
+            .clients
+            .range_mut(..joined_below)
+            .filter(|(_, s)| !s.lost)
+        {
+            let wanted = match audience {
+                Audience::Everyone => true,
+                Audience::Broadcast(conn) => {
+                    !slot.filter || conn.as_deref() == Some(id.to_string().as_str())
+                }
+                Audience::Only(conn) => conn.as_str() == id.to_string(),
+            };
+            if wanted && slot.addr.try_send(Deliver { call: call.clone() }).is_err() {
+                log::warn!(
+                    "conversation {} connection {id}: client mailbox full, closing it",
+                    self.id_str
+                );
+                slot.lost = true;
+                slot.addr.do_send(GiveUp);
+            }
+        }
+    }
+
+    /// Emits `method(args)` to every client (filtered clients: only for their own request).
+    pub(super) fn broadcast(
+        &mut self,
+        method: &'static str,
+        args: Value,
+        request_conn: Option<String>,
+    ) {
+        self.emit(
+            OutboundCall::new(method, &args),
+            &Audience::Broadcast(request_conn),
+        );
+    }
+
+    /// `appendDisplay` for a request: logged (unless temporary) and broadcast.
+    pub(super) fn display(
+        &mut self,
+        request: &Request,
+        content: Value,
+        extra: Option<Value>,
+        mode: DisplayMode,
+    ) {
+        let mut message =
+            json!({"message": content, "requestId": request.id_obj(), "source": AGENT_SOURCE});
+        if let Some(Value::Object(extra)) = extra {
+            message.as_object_mut().expect("object").extend(extra);
+        }
+        if mode != DisplayMode::Temporary {
+            self.log_entry(
+                json!({"type": "append-display", "message": message, "mode": mode.as_str()}),
+            );
+        }
+        self.broadcast(
+            "appendDisplay",
+            json!([message, mode.as_str()]),
+            Some(request.origin.clone()),
+        );
+    }
+}

@@ -1,0 +1,433 @@
+//! The `Conversation` actor's queue and lifecycle, driven by its own messages: clients are
+//! attached with an [`Outbox`] the test reads and a connection [`Recipient`] the test counts;
+//! the agent is a [`ScriptedProvider`] whose every call waits until the test answers it, so a
+//! turn runs exactly as long as the test wants.
+//!
+//! [`Outbox`]: roundtable_actors::outbox::Outbox
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix::prelude::*;
+use roundtable_actors::agent::{
+    ContentBlock, LocalBoxFuture, Provider, ProviderError, ProviderRequest, ProviderResponse,
+};
+use roundtable_actors::client::{ConversationGone, Ready};
+use roundtable_actors::conversation::{
+    Attach, Conversation, ConversationSetup, DispatcherInvoke, DispatcherReply, RuntimeConfig,
+    Shutdown, ShutdownReason, MAX_QUEUE_DEPTH,
+};
+use roundtable_actors::logwriter::LogWriter;
+use roundtable_actors::metrics::Metrics;
+use roundtable_actors::outbox::{outbox, OutboxLimits, OutboxReceiver, Outgoing};
+use roundtable_actors::protocol::Args;
+use roundtable_actors::registry::ConversationRegistry;
+use serde_json::{json, Value};
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::timeout;
+use uuid::Uuid;
+
+/// Longest wait for an expected event; reaching it means the test failed.
+const WAIT: Duration = Duration::from_secs(20);
+/// Timers the tests must never see fire (idle eviction, no-clients grace, interactions).
+const NEVER: Duration = Duration::from_secs(3600);
+
+/// One provider call waiting for the test: the user's command and where its answer goes.
+struct ProviderCall {
+    /// The command the turn runs.
+    command: String,
+    /// The assistant's text; dropping it fails the call.
+    answer: oneshot::Sender<String>,
+}
+
+/// A provider whose every call is handed to the test and waits for its answer.
+struct ScriptedProvider {
+    /// Where calls go; closed once the conversation (the only owner) is dropped.
+    calls: mpsc::UnboundedSender<ProviderCall>,
+}
+
+impl Provider for ScriptedProvider {
+    fn name(&self) -> &str {
+        "scripted"
+    }
+
+    fn complete(
+        &self,
+        request: ProviderRequest,
+    ) -> LocalBoxFuture<'static, Result<ProviderResponse, ProviderError>> {
+        let command = request
+            .messages
+            .first()
+            .map(|m| m.joined_text())
+            .unwrap_or_default();
+        let (answer, answered) = oneshot::channel();
+        let _ = self.calls.send(ProviderCall { command, answer });
+        Box::pin(async move {
+            let text = answered
+                .await
+                .map_err(|_| ProviderError::Unreachable("the test dropped the call".into()))?;
+            Ok(ProviderResponse {
+                content: vec![ContentBlock::Text { text }],
+            })
+        })
+    }
+}
+
+/// What a [`ConnectionProbe`] reports.
+#[derive(Debug, PartialEq, Eq)]
+enum ProbeEvent {
+    /// Its `started` hook ran.
+    Started,
+    /// It got a `ConversationGone`.
+    Gone,
+    /// Its `stopped` hook ran (its client, the only holder of its address, is gone).
+    Stopped,
+}
+
+/// Stands in for a socket's connection: the conversation's client holds it as a
+/// `Recipient<ConversationGone>`; it reports its hooks and messages on `events`.
+struct ConnectionProbe {
+    /// Where the events go.
+    events: mpsc::UnboundedSender<ProbeEvent>,
+}
+
+impl Actor for ConnectionProbe {
+    type Context = Context<Self>;
+
+    fn started(&mut self, _ctx: &mut Self::Context) {
+        let _ = self.events.send(ProbeEvent::Started);
+    }
+
+    fn stopped(&mut self, _ctx: &mut Self::Context) {
+        let _ = self.events.send(ProbeEvent::Stopped);
+    }
+}
+
+impl Handler<ConversationGone> for ConnectionProbe {
+    type Result = ();
+
+    fn handle(&mut self, _msg: ConversationGone, _ctx: &mut Self::Context) {
+        let _ = self.events.send(ProbeEvent::Gone);
+    }
+}
+
+/// A started conversation and what the test observes of it.
+struct Harness {
+    /// The actor under test.
+    conversation: Addr<Conversation>,
+    /// Its persist directory.
+    dir: PathBuf,
+    /// Provider calls, in the order turns made them.
+    calls: mpsc::UnboundedReceiver<ProviderCall>,
+    /// The counters it shares with its clients.
+    metrics: Arc<Metrics>,
+    /// The registry's mailbox: the conversation reports idleness and counts there; nobody
+    /// reads it here.
+    _registry: actix::dev::channel::AddressReceiver<ConversationRegistry>,
+    /// Holds the instance directory until the test ends.
+    _instance: tempfile::TempDir,
+}
+
+/// Starts a conversation on a fresh instance directory with the scripted provider.
+fn start() -> Harness {
+    let instance = tempfile::tempdir().expect("temp dir");
+    let metrics = Arc::new(Metrics::default());
+    let (calls_tx, calls) = mpsc::unbounded_channel();
+    let runtime = Arc::new(RuntimeConfig {
+        provider: Arc::new(ScriptedProvider { calls: calls_tx }),
+        tool_servers: HashMap::new(),
+        log_writer: LogWriter::start(metrics.clone(), instance.path().to_path_buf()),
+        no_clients_grace: NEVER,
+        max_iterations: 4,
+        interaction_timeout: NEVER,
+        instance_root: instance.path().to_path_buf(),
+    });
+    let id = Uuid::new_v4();
+    let dir = instance.path().join("conversations").join(id.to_string());
+    let (registry, registry_mailbox) = actix::dev::channel::channel(16);
+    let conversation = Conversation::new(ConversationSetup {
+        id,
+        name: "test".into(),
+        generation: 1,
+        dir: dir.clone(),
+        idle_timeout: NEVER,
+        registry: Addr::new(registry),
+        metrics: metrics.clone(),
+        runtime,
+        client_count: Arc::default(),
+    })
+    .start();
+    Harness {
+        conversation,
+        dir,
+        calls,
+        metrics,
+        _registry: registry_mailbox,
+        _instance: instance,
+    }
+}
+
+/// One attached client: what its socket would receive, and its connection's events.
+struct TestClient {
+    /// Its connection id in the conversation.
+    connection_id: String,
+    /// Frames queued toward its socket.
+    frames: OutboxReceiver,
+    /// Hooks and messages of its connection probe.
+    events: mpsc::UnboundedReceiver<ProbeEvent>,
+}
+
+impl Harness {
+    /// Attaches a client (not filtered) and marks it ready, as the transport does after the
+    /// join answer.
+    async fn join(&self) -> TestClient {
+        let (outbox, frames) = outbox(OutboxLimits::default());
+        let (events_tx, events) = mpsc::unbounded_channel();
+        // Only the client will hold the probe's address: the probe stops when the client does.
+        let probe = ConnectionProbe { events: events_tx }.start();
+        let (reply, attached) = oneshot::channel();
+        self.conversation.do_send(Attach {
+            outbox,
+            filter: false,
+            connection: probe.recipient(),
+            reply,
+        });
+        let attached = within(attached).await.expect("attached");
+        attached.client.do_send(Ready);
+        TestClient {
+            connection_id: attached.connection_id,
+            frames,
+            events,
+        }
+    }
+
+    /// One `dispatcher:<id>` invoke; its answer as JSON.
+    async fn invoke(&self, client: &TestClient, method: &str, args: Value) -> Value {
+        let Value::Array(args) = args else {
+            panic!("args must be an array")
+        };
+        let reply = within(self.conversation.send(DispatcherInvoke {
+            connection_id: client.connection_id.clone(),
+            method: method.into(),
+            args: Args(args),
+        }))
+        .await
+        .expect("the conversation answers")
+        .expect("the invoke succeeds");
+        match reply {
+            DispatcherReply::Value(v) => v.unwrap_or(Value::Null),
+            DispatcherReply::Raw(json) => serde_json::from_str(&json).expect("raw JSON"),
+        }
+    }
+
+    /// `submitCommand(text)` with `request_id` as the server-side id; its answer.
+    async fn submit(&self, client: &TestClient, text: &str, request_id: &str) -> Value {
+        self.invoke(
+            client,
+            "submitCommand",
+            json!([text, null, null, null, request_id]),
+        )
+        .await
+    }
+
+    /// The next provider call a turn makes.
+    async fn next_call(&mut self) -> ProviderCall {
+        within(self.calls.recv()).await.expect("a provider call")
+    }
+
+    /// `cancelCommand(request_id)`'s `kind`.
+    async fn cancel(&self, client: &TestClient, request_id: &str) -> Value {
+        let answer = self
+            .invoke(client, "cancelCommand", json!([request_id]))
+            .await;
+        assert_eq!(answer["requestId"], request_id);
+        answer["kind"].clone()
+    }
+}
+
+impl TestClient {
+    /// Skips `clientio` calls until one named `method` whose args satisfy `wanted`; its args.
+    async fn wait_for(&mut self, method: &str, wanted: impl Fn(&Value) -> bool) -> Value {
+        loop {
+            let frame = within(self.frames.next()).await.expect("a frame");
+            let Outgoing::Text(text) = frame else {
+                panic!("expected a text frame, got {frame:?}")
+            };
+            let frame: Value = serde_json::from_str(&text).expect("frame JSON");
+            let call = &frame["message"];
+            if call["name"] == method && wanted(&call["args"]) {
+                return call["args"].clone();
+            }
+        }
+    }
+
+    /// The next event of this client's connection probe.
+    async fn next_event(&mut self) -> ProbeEvent {
+        within(self.events.recv()).await.expect("a probe event")
+    }
+}
+
+/// `future`'s output, or a panic after [`WAIT`].
+async fn within<T>(future: impl std::future::Future<Output = T>) -> T {
+    timeout(WAIT, future).await.expect("timed out waiting")
+}
+
+/// `notify(requestId, "commandComplete", …)` for `request_id`.
+fn completes(request_id: &'static str) -> impl Fn(&Value) -> bool {
+    move |args| args[1] == "commandComplete" && args[0]["requestId"] == request_id
+}
+
+/// Three submits run one at a time, in the order they arrived: the provider sees the second
+/// command only once the first turn has finished, and clients see the completions in order.
+#[actix::test]
+async fn runs_one_turn_at_a_time_in_fifo_order() {
+    let mut h = start();
+    let mut client = h.join().await;
+    for (text, id) in [("first", "r1"), ("second", "r2"), ("third", "r3")] {
+        assert_eq!(h.submit(&client, text, id).await["ok"], true);
+    }
+    let first = h.next_call().await;
+    assert_eq!(first.command, "first");
+    let snapshot = h.invoke(&client, "getQueueSnapshot", json!([])).await;
+    assert_eq!(snapshot["running"]["requestId"], "r1");
+    let queued: Vec<&Value> = snapshot["queued"]
+        .as_array()
+        .expect("queued")
+        .iter()
+        .map(|e| &e["requestId"])
+        .collect();
+    assert_eq!(queued, [&json!("r2"), &json!("r3")]);
+    assert!(h.calls.try_recv().is_err(), "a second turn started");
+
+    first.answer.send("one".into()).expect("turn waits");
+    client.wait_for("notify", completes("r1")).await;
+    let second = h.next_call().await;
+    assert_eq!(second.command, "second");
+    assert!(h.calls.try_recv().is_err(), "a third turn started");
+
+    second.answer.send("two".into()).expect("turn waits");
+    client.wait_for("notify", completes("r2")).await;
+    let third = h.next_call().await;
+    assert_eq!(third.command, "third");
+    third.answer.send("three".into()).expect("turn waits");
+    client.wait_for("notify", completes("r3")).await;
+}
+
+/// With one request running, `MAX_QUEUE_DEPTH` more are queued; the next is refused with
+/// `queue_full` and the queue is unchanged.
+#[actix::test]
+async fn refuses_submits_past_the_queue_depth_limit() {
+    let mut h = start();
+    let client = h.join().await;
+    assert_eq!(h.submit(&client, "busy", "running").await["ok"], true);
+    let _running = h.next_call().await;
+    for n in 0..MAX_QUEUE_DEPTH {
+        let answer = h.submit(&client, "wait", &format!("q{n}")).await;
+        assert_eq!(answer["ok"], true, "{answer}");
+    }
+    let refused = h.submit(&client, "one too many", "over").await;
+    assert_eq!(
+        refused,
+        json!({"ok": false, "error": "queue_full", "maxDepth": MAX_QUEUE_DEPTH})
+    );
+    let snapshot = h.invoke(&client, "getQueueSnapshot", json!([])).await;
+    assert_eq!(
+        snapshot["queued"].as_array().map(Vec::len),
+        Some(MAX_QUEUE_DEPTH)
+    );
+    assert_eq!(snapshot["running"]["requestId"], "running");
+}
+
+/// `cancelCommand` removes a queued request (`cancelled_queued`) and stops the running one
+/// (`cancelled_running`: its provider call is dropped); both are announced with
+/// `requestCancelled`; asking again says `already_completed`, an unknown id `not_found`.
+#[actix::test]
+async fn cancels_a_queued_and_the_running_request() {
+    let mut h = start();
+    let mut client = h.join().await;
+    assert_eq!(h.submit(&client, "long", "a").await["ok"], true);
+    assert_eq!(h.submit(&client, "later", "b").await["ok"], true);
+    let mut running = h.next_call().await;
+    assert_eq!(running.command, "long");
+
+    assert_eq!(h.cancel(&client, "b").await, "cancelled_queued");
+    client
+        .wait_for("requestCancelled", |a| a[0] == "b" && a[1] == "cancelled")
+        .await;
+    assert_eq!(h.cancel(&client, "a").await, "cancelled_running");
+    within(running.answer.closed()).await;
+    client
+        .wait_for("requestCancelled", |a| a[0] == "a" && a[1] == "cancelled")
+        .await;
+
+    assert_eq!(h.cancel(&client, "a").await, "already_completed");
+    assert_eq!(h.cancel(&client, "nope").await, "not_found");
+    let snapshot = h.invoke(&client, "getQueueSnapshot", json!([])).await;
+    assert_eq!(snapshot["running"], Value::Null);
+    assert_eq!(snapshot["queued"], json!([]));
+    assert!(h.calls.try_recv().is_err(), "the cancelled request started");
+}
+
+/// `commandComplete` reaches clients only after its `command-result` entry and the turn's
+/// chat history are in the files: read at the moment the notification arrives, they hold them.
+#[actix::test]
+async fn announces_a_completion_only_after_its_records_are_on_disk() {
+    let mut h = start();
+    let mut client = h.join().await;
+    assert_eq!(h.submit(&client, "hello", "h1").await["ok"], true);
+    let call = h.next_call().await;
+    call.answer.send("hi there".into()).expect("turn waits");
+    client.wait_for("notify", completes("h1")).await;
+
+    let log = std::fs::read_to_string(h.dir.join("displayLog.jsonl")).expect("display log");
+    let result = log
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|l| l["e"]["type"] == "command-result" && l["e"]["requestId"]["requestId"] == "h1");
+    assert!(result.is_some(), "no command-result in the log:\n{log}");
+    let chat =
+        std::fs::read_to_string(h.dir.join("sessions/chat/history.jsonl")).expect("chat history");
+    assert!(chat.contains("hi there"), "{chat}");
+    let journal = std::fs::read_to_string(h.dir.join("requests.jsonl")).expect("journal");
+    assert!(journal.contains("h1"), "{journal}");
+}
+
+/// A delete tells every client (notice, `conversationDeleted`, `ConversationGone` to each
+/// connection exactly once), answers, and stops the actor and its clients: each connection
+/// probe is started once and stopped once, and the loaded / joined gauges return to zero.
+#[actix::test]
+async fn a_delete_tells_every_client_then_stops_everything() {
+    let mut h = start();
+    let mut clients = [h.join().await, h.join().await];
+    for c in &mut clients {
+        assert_eq!(c.next_event().await, ProbeEvent::Started);
+    }
+    assert_eq!(Metrics::gauge(&h.metrics.loaded_conversations), 1);
+
+    let (reply, stopped) = oneshot::channel();
+    h.conversation.do_send(Shutdown {
+        reason: ShutdownReason::Deleted,
+        reply,
+    });
+    within(stopped).await.expect("shutdown answered");
+    for c in &mut clients {
+        c.wait_for("notify", |a| a[1] == "conversationDeleted")
+            .await;
+        assert_eq!(c.next_event().await, ProbeEvent::Gone);
+        assert_eq!(c.next_event().await, ProbeEvent::Stopped);
+        assert!(c.events.recv().await.is_none(), "more probe events");
+    }
+    // The conversation held the only provider: its channel closes when the actor is dropped,
+    // after its `stopped` hook ran.
+    assert!(within(h.calls.recv()).await.is_none());
+    assert_eq!(Metrics::gauge(&h.metrics.loaded_conversations), 0);
+    assert_eq!(Metrics::gauge(&h.metrics.joined_clients), 0);
+    let status = h.conversation.send(DispatcherInvoke {
+        connection_id: "0".into(),
+        method: "getStatus".into(),
+        args: Args(Vec::new()),
+    });
+    assert!(within(status).await.is_err(), "a stopped actor answered");
+}
