@@ -13,6 +13,7 @@ import { isCurrent, navigate, state } from "./state.js";
 import { isMine, setQueue } from "./status.js";
 import { KINDS, requestIdOf } from "./util.js";
 
+/** rpc.js's onCall: routes a clientio call to its view, or buffers it while the view replays. */
 export function onCall(channel, name, args) {
   if (!channel.startsWith("clientio:")) return;
   const view = state.views.get(channel.slice("clientio:".length));
@@ -24,36 +25,23 @@ export function onCall(channel, name, args) {
   if (isCurrent(view)) handleLive(view, name, args);
 }
 
+/** rpc.js's onInvoke: the server's invokes to this client. */
 export function onInvoke(channel, name) {
   // Server → client invokes (agent-server mode does not use question/proposeAction here).
   if (name === "getUserContext") return null;
   throw new Error(`Unsupported client RPC method: ${name}`);
 }
 
+/** One live call on the view's clientio channel (the view is live and current). */
 export function handleLive(view, name, args) {
   switch (name) {
     case "setUserRequest":
       addLogged(view, { type: "user-request", requestId: args[0], command: String(args[1] ?? "") });
       break;
     case "appendDisplay":
-    case "setDisplay": {
-      const message = args[0];
-      const mode = name === "appendDisplay" ? args[1] ?? "block" : undefined;
-      if (!message || typeof message !== "object") break;
-      clearTemporary(view, requestIdOf(message.requestId));
-      if (requestIdOf(message.requestId) === "system") {
-        addEphemeral(view, systemNode(message));
-      } else if (mode === "temporary") {
-        showTemporary(view, message);
-      } else if (message.kind === "toast" || message.kind === "inline") {
-        addEphemeral(view, agentNode(view, { type: "append-display", message, mode: "block" }));
-      } else if (name === "setDisplay") {
-        addLogged(view, { type: "set-display", message });
-      } else {
-        addLogged(view, { type: "append-display", message, mode });
-      }
+    case "setDisplay":
+      display(view, name, args);
       break;
-    }
     case "setDisplayInfo":
       addLogged(view, {
         type: "set-display-info",
@@ -66,23 +54,9 @@ export function handleLive(view, name, args) {
     case "notify":
       handleNotify(view, args);
       break;
-    case "requestInteraction": {
-      const p = args[0];
-      if (!p || typeof p.interactionId !== "string") break;
-      view.active.add(p.interactionId);
-      addLogged(view, {
-        type: "pending-interaction",
-        interactionId: p.interactionId,
-        interactionType: p.type,
-        source: p.source,
-        requestId: p.requestId,
-        message: p.message,
-        choices: p.choices,
-        defaultId: p.defaultId,
-      });
-      updateInteraction(view, p.interactionId);
+    case "requestInteraction":
+      requestInteraction(view, args[0]);
       break;
-    }
     case "interactionResolved":
       view.active.delete(args[0]);
       addLogged(view, { type: "interaction-resolved", interactionId: args[0], response: args[1] });
@@ -123,24 +97,9 @@ export function handleLive(view, name, args) {
       });
       break;
     }
-    case "requestCancelled": {
-      const rid = String(args[0] ?? "");
-      const wasMine = isMine(view, rid);
-      setQueue(view, {
-        ...view.queue,
-        running: view.queue.running?.requestId === rid ? null : view.queue.running,
-        queued: view.queue.queued.filter((q) => q.requestId !== rid),
-        version: args[2] ?? view.queue.version,
-      });
-      for (const [choiceId, c] of view.choices) {
-        if (c.requestId === rid) closeChoice(view, choiceId, "Cancelled");
-      }
-      clearTemporary(view, rid);
-      const reason = args[1] && args[1] !== "cancelled" ? ` (${String(args[1]).replace(/_/g, " ")})` : "";
-      addLocal(view, "warning", `${wasMine ? "Your request was" : "A request was"} cancelled${reason}.`);
-      scheduleSync(view);
+    case "requestCancelled":
+      requestCancelled(view, args);
       break;
-    }
     case "queueStateChanged":
       if (args[0] && typeof args[0] === "object") setQueue(view, args[0]);
       break;
@@ -150,6 +109,61 @@ export function handleLive(view, name, args) {
     default:
       break; // exit, shutdown, dynamic displays… have no meaning in a web page
   }
+}
+
+/** appendDisplay / setDisplay: a system notice, a temporary display, or agent output. */
+function display(view, name, args) {
+  const message = args[0];
+  const mode = name === "appendDisplay" ? args[1] ?? "block" : undefined;
+  if (!message || typeof message !== "object") return;
+  clearTemporary(view, requestIdOf(message.requestId));
+  if (requestIdOf(message.requestId) === "system") {
+    addEphemeral(view, systemNode(message));
+  } else if (mode === "temporary") {
+    showTemporary(view, message);
+  } else if (message.kind === "toast" || message.kind === "inline") {
+    addEphemeral(view, agentNode(view, { type: "append-display", message, mode: "block" }));
+  } else if (name === "setDisplay") {
+    addLogged(view, { type: "set-display", message });
+  } else {
+    addLogged(view, { type: "append-display", message, mode });
+  }
+}
+
+/** requestInteraction: a question every client of the conversation may answer. */
+function requestInteraction(view, p) {
+  if (!p || typeof p.interactionId !== "string") return;
+  view.active.add(p.interactionId);
+  addLogged(view, {
+    type: "pending-interaction",
+    interactionId: p.interactionId,
+    interactionType: p.type,
+    source: p.source,
+    requestId: p.requestId,
+    message: p.message,
+    choices: p.choices,
+    defaultId: p.defaultId,
+  });
+  updateInteraction(view, p.interactionId);
+}
+
+/** requestCancelled: out of the queue, its choices and temporary display closed, a notice. */
+function requestCancelled(view, args) {
+  const rid = String(args[0] ?? "");
+  const wasMine = isMine(view, rid);
+  setQueue(view, {
+    ...view.queue,
+    running: view.queue.running?.requestId === rid ? null : view.queue.running,
+    queued: view.queue.queued.filter((q) => q.requestId !== rid),
+    version: args[2] ?? view.queue.version,
+  });
+  for (const [choiceId, c] of view.choices) {
+    if (c.requestId === rid) closeChoice(view, choiceId, "Cancelled");
+  }
+  clearTemporary(view, rid);
+  const reason = args[1] && args[1] !== "cancelled" ? ` (${String(args[1]).replace(/_/g, " ")})` : "";
+  addLocal(view, "warning", `${wasMine ? "Your request was" : "A request was"} cancelled${reason}.`);
+  scheduleSync(view);
 }
 
 function handleNotify(view, args) {
