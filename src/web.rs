@@ -29,7 +29,11 @@ const FILES: &[(&str, &str, &str)] = &[
     ("connection.js", JS, include_str!("../web/connection.js")),
     ("dialogs.js", JS, include_str!("../web/dialogs.js")),
     ("dom.js", JS, include_str!("../web/dom.js")),
-    ("interactions.js", JS, include_str!("../web/interactions.js")),
+    (
+        "interactions.js",
+        JS,
+        include_str!("../web/interactions.js"),
+    ),
     ("live.js", JS, include_str!("../web/live.js")),
     ("log.js", JS, include_str!("../web/log.js")),
     ("manage.js", JS, include_str!("../web/manage.js")),
