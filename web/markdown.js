@@ -200,6 +200,56 @@ function isBlockStart(line, next) {
 }
 
 /** Parses a list starting at lines[start]; returns [element, nextIndex]. */
+/** A fenced code block opened at lines[start] (`open`: its FENCE match) → [pre, next line]. */
+function parseFence(lines, start, open) {
+  const fence = open[1];
+  const lang = (open[2] || "").replace(/[^\w+-]/g, "");
+  const body = [];
+  let i = start + 1;
+  while (i < lines.length && !new RegExp("^ {0,3}" + fence[0] + "{" + fence.length + ",}\\s*$").test(lines[i])) {
+    body.push(lines[i]);
+    i++;
+  }
+  i++; // closing fence (or end of input)
+  const pre = el("pre");
+  const code = el("code", null, body.join("\n"));
+  if (lang) code.className = "language-" + lang;
+  pre.append(code);
+  return [pre, i];
+}
+
+/** A pipe table whose header is lines[start] (its separator the next line) → [node, next line]. */
+function parseTable(lines, start) {
+  const header = splitRow(lines[start]);
+  const table = el("table");
+  const thead = el("thead");
+  const tr = el("tr");
+  for (const cell of header) {
+    const th = el("th");
+    renderInline(cell, th);
+    tr.append(th);
+  }
+  thead.append(tr);
+  table.append(thead);
+  const tbody = el("tbody");
+  let i = start + 2;
+  while (i < lines.length && lines[i].trim() !== "" && lines[i].includes("|")) {
+    const row = el("tr");
+    const cells = splitRow(lines[i]);
+    for (let c = 0; c < header.length; c++) {
+      const td = el("td");
+      renderInline(cells[c] || "", td);
+      row.append(td);
+    }
+    tbody.append(row);
+    i++;
+  }
+  table.append(tbody);
+  const wrap = el("div", "table-wrap");
+  wrap.append(table);
+  return [wrap, i];
+}
+
 function parseList(lines, start, depth) {
   const first = ITEM.exec(lines[start]);
   const baseIndent = indentOf(first[1]);
@@ -258,20 +308,9 @@ function renderBlocks(text, parent, depth = 0) {
     }
     let m;
     if ((m = FENCE.exec(line))) {
-      const fence = m[1];
-      const lang = (m[2] || "").replace(/[^\w+-]/g, "");
-      const body = [];
-      i++;
-      while (i < lines.length && !new RegExp("^ {0,3}" + fence[0] + "{" + fence.length + ",}\\s*$").test(lines[i])) {
-        body.push(lines[i]);
-        i++;
-      }
-      i++; // closing fence (or end of input)
-      const pre = el("pre");
-      const code = el("code", null, body.join("\n"));
-      if (lang) code.className = "language-" + lang;
-      pre.append(code);
+      const [pre, next] = parseFence(lines, i, m);
       parent.append(pre);
+      i = next;
       continue;
     }
     if ((m = HEADING.exec(line))) {
@@ -306,34 +345,9 @@ function renderBlocks(text, parent, depth = 0) {
       continue;
     }
     if (line.includes("|") && i + 1 < lines.length && TABLE_SEP.test(lines[i + 1]) && lines[i + 1].includes("-")) {
-      const header = splitRow(line);
-      const table = el("table");
-      const thead = el("thead");
-      const tr = el("tr");
-      for (const cell of header) {
-        const th = el("th");
-        renderInline(cell, th);
-        tr.append(th);
-      }
-      thead.append(tr);
-      table.append(thead);
-      const tbody = el("tbody");
-      i += 2;
-      while (i < lines.length && lines[i].trim() !== "" && lines[i].includes("|")) {
-        const row = el("tr");
-        const cells = splitRow(lines[i]);
-        for (let c = 0; c < header.length; c++) {
-          const td = el("td");
-          renderInline(cells[c] || "", td);
-          row.append(td);
-        }
-        tbody.append(row);
-        i++;
-      }
-      table.append(tbody);
-      const wrap = el("div", "table-wrap");
-      wrap.append(table);
-      parent.append(wrap);
+      const [table, next] = parseTable(lines, i);
+      parent.append(table);
+      i = next;
       continue;
     }
     // Paragraph: up to a blank line or the start of another block.
