@@ -7,7 +7,7 @@ export const state = {
   conversations: [], // the last listConversations answer (sidebar.js refreshes it)
   current: null, // View of the open conversation
   views: new Map(), // conversationId → View (current and one being joined)
-  nav: Promise.resolve(),
+  nav: Promise.resolve(), // the last navigation queued by navigate()
   deleting: new Set(), // ids this page is deleting (it moves away itself)
 };
 
