@@ -1,0 +1,66 @@
+// The message box: sending a message (submitCommand), cancelling this page's request
+// (cancelCommand) and growing the box with its text. app.js wires its events.
+import { conn, dispatcherOf } from "./api.js";
+import { addLocal, stickToEnd } from "./log.js";
+import { state } from "./state.js";
+import { updateComposer } from "./status.js";
+import { ui } from "./ui.js";
+import { errText } from "./util.js";
+
+/** Numbers this page's clientRequestIds. */
+let requestCounter = 0;
+
+export async function sendMessage() {
+  const view = state.current;
+  const text = ui.input.value;
+  if (!text.trim()) return;
+  if (!view || !state.connected) {
+    addLocal(view, "error", "Not connected: the message was not sent.");
+    return;
+  }
+  const clientRequestId = `web-${Date.now().toString(36)}-${++requestCounter}`;
+  ui.input.value = "";
+  autosize();
+  stickToEnd();
+  try {
+    const r = await conn.invoke(dispatcherOf(view.id), "submitCommand", [text, null, null, clientRequestId, null]);
+    if (r && r.ok) {
+      if (r.entry?.requestId) view.mine.add(r.entry.requestId);
+      updateComposer();
+    } else if (r && r.error === "queue_full") {
+      addLocal(view, "error", `The queue is full (at most ${r.maxDepth ?? 100} requests); try again later.`);
+    } else if (r && r.error === "server_stopping") {
+      addLocal(view, "error", "The server is stopping; the message was not sent.");
+    } else {
+      addLocal(view, "error", `The message was not accepted: ${String(r?.error ?? "unknown reason")}`);
+    }
+  } catch (e) {
+    addLocal(view, "error", `Could not send: ${errText(e)}`);
+    if (!ui.input.value) {
+      ui.input.value = text;
+      autosize();
+    }
+  }
+}
+
+export async function cancelMine() {
+  const view = state.current;
+  const rid = ui.cancel.dataset.requestId;
+  if (!view || !rid) return;
+  ui.cancel.disabled = true;
+  try {
+    const r = await conn.invoke(dispatcherOf(view.id), "cancelCommand", [rid]);
+    if (r?.kind === "not_found" || r?.kind === "already_completed") {
+      addLocal(view, "info", "That request had already finished.");
+    }
+  } catch (e) {
+    addLocal(view, "error", `Could not cancel: ${errText(e)}`);
+  } finally {
+    ui.cancel.disabled = false;
+  }
+}
+
+export function autosize() {
+  ui.input.style.height = "auto";
+  ui.input.style.height = `${Math.min(ui.input.scrollHeight, 200)}px`;
+}

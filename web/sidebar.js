@@ -1,0 +1,191 @@
+// The conversation list: polling listConversations, one row per conversation (open,
+// rename, delete), the filter, the phone-sized drawer, and the create / rename / delete
+// dialogs started from it. app.js wires its buttons; many modules call refreshList().
+import { conn, createConversation, deleteConversation, listConversations, renameConversation } from "./api.js";
+import { askName, confirmDialog } from "./dialogs.js";
+import { button, el, icon } from "./dom.js";
+import { addLocal } from "./log.js";
+import { moveAway, switchTo } from "./navigation.js";
+import { navigate, state } from "./state.js";
+import { renderHeader } from "./status.js";
+import { ui } from "./ui.js";
+import { age, autoConversationName, errText, isNotFound, sortNewest } from "./util.js";
+
+/** The list has been loaded once (before that, an empty list is not "no conversations"). */
+let listLoaded = false;
+/** The listConversations call under way, shared by everyone who asks meanwhile. */
+let listInFlight = null;
+
+export async function refreshList() {
+  if (!conn.isOpen) return;
+  if (listInFlight) return listInFlight;
+  listInFlight = (async () => {
+    try {
+      const list = await listConversations(null);
+      state.conversations = Array.isArray(list) ? list : [];
+      listLoaded = true;
+      ui.listError.hidden = true;
+      renderSidebar();
+      renderHeader();
+    } catch (e) {
+      if (conn.isOpen) {
+        ui.listError.textContent = `Could not load the list: ${errText(e)}`;
+        ui.listError.hidden = false;
+      }
+    } finally {
+      listInFlight = null;
+    }
+  })();
+  return listInFlight;
+}
+
+const rows = new Map(); // conversationId → {li, name, meta, open, rename, del}
+
+export function renderSidebar() {
+  const filter = ui.filter.value.trim().toLowerCase();
+  const list = sortNewest(state.conversations).filter((c) => !filter || String(c.name).toLowerCase().includes(filter));
+  const seen = new Set();
+  list.forEach((c, index) => {
+    seen.add(c.conversationId);
+    let row = rows.get(c.conversationId);
+    if (!row) {
+      row = makeRow(c.conversationId);
+      rows.set(c.conversationId, row);
+    }
+    row.info = c;
+    const name = String(c.name);
+    if (row.name.textContent !== name) row.name.textContent = name;
+    const clients = Number(c.clientCount) || 0;
+    const msgs = Number(c.messageCount) || 0;
+    const meta = `${clients} ${clients === 1 ? "client" : "clients"} · ${msgs} ${msgs === 1 ? "message" : "messages"} · ${age(c.createdAt)}`;
+    if (row.meta.textContent !== meta) row.meta.textContent = meta;
+    row.li.dataset.clients = String(clients);
+    row.li.dataset.messages = String(msgs);
+    const current = state.current?.id === c.conversationId;
+    row.li.classList.toggle("current", current);
+    if (current) row.open.setAttribute("aria-current", "true");
+    else row.open.removeAttribute("aria-current");
+    row.open.setAttribute("aria-label", `Open ${name} (${meta})`);
+    row.rename.setAttribute("aria-label", `Rename ${name}`);
+    row.del.setAttribute("aria-label", `Delete ${name}`);
+    if (ui.list.children[index] !== row.li) ui.list.insertBefore(row.li, ui.list.children[index] || null);
+  });
+  for (const [id, row] of rows) {
+    if (!seen.has(id)) {
+      row.li.remove();
+      if (!state.conversations.some((c) => c.conversationId === id)) rows.delete(id);
+    }
+  }
+  ui.listEmpty.hidden = !(listLoaded && list.length === 0);
+  ui.listEmpty.textContent = filter ? "No conversation matches the filter." : "No conversations yet.";
+}
+
+function makeRow(id) {
+  const li = el("li", "conv");
+  li.dataset.id = id;
+  const open = el("button", "conv-open");
+  open.type = "button";
+  const name = el("span", "conv-name");
+  const meta = el("span", "conv-meta");
+  open.append(name, meta);
+  open.addEventListener("click", () => {
+    closeSidebar();
+    navigate(() => switchTo(id));
+  });
+  const actions = el("div", "conv-actions");
+  const rename = button("", "icon small rename", () => renameFromSidebar(id));
+  rename.append(icon("pencil"));
+  rename.title = "Rename";
+  const del = button("", "icon small delete", () => deleteFromSidebar(id));
+  del.append(icon("trash"));
+  del.title = "Delete";
+  actions.append(rename, del);
+  li.append(open, actions);
+  return { li, name, meta, open, rename, del, info: null };
+}
+
+export function openSidebar() {
+  ui.app.classList.add("sidebar-open");
+  ui.menu.setAttribute("aria-expanded", "true");
+  ui.scrim.hidden = false;
+  (ui.list.querySelector(".current .conv-open") || ui.filter).focus();
+}
+
+export function closeSidebar() {
+  if (!ui.app.classList.contains("sidebar-open")) return;
+  ui.app.classList.remove("sidebar-open");
+  ui.menu.setAttribute("aria-expanded", "false");
+  ui.scrim.hidden = true;
+}
+
+export function newFromSidebar() {
+  askName({
+    title: "New conversation",
+    label: "Name (optional)",
+    ok: "Create",
+    value: "",
+    required: false,
+    submit: async (value) => {
+      const name = value.trim() || autoConversationName();
+      let created;
+      try {
+        created = await createConversation(name);
+      } catch (e) {
+        return errText(e);
+      }
+      closeSidebar();
+      refreshList();
+      navigate(() => switchTo(created.conversationId));
+      return null;
+    },
+  });
+}
+
+function renameFromSidebar(id) {
+  const info = state.conversations.find((c) => c.conversationId === id);
+  askName({
+    title: "Rename conversation",
+    label: "New name",
+    ok: "Rename",
+    value: info?.name ?? "",
+    required: true,
+    submit: async (value) => {
+      const name = value.trim();
+      if (!name) return "The name cannot be empty.";
+      try {
+        await renameConversation(id, name);
+      } catch (e) {
+        return errText(e);
+      }
+      await refreshList();
+      return null;
+    },
+  });
+}
+
+async function deleteFromSidebar(id) {
+  const info = state.conversations.find((c) => c.conversationId === id);
+  const name = info?.name ?? id;
+  const isOpen = state.current?.id === id;
+  const ok = await confirmDialog({
+    title: "Delete conversation?",
+    text: `Delete “${name}” and all its messages, for every client?${isOpen ? " It is open here: you will be moved to another conversation." : ""}`,
+    ok: "Delete",
+  });
+  if (!ok) return;
+  state.deleting.add(id);
+  try {
+    try {
+      await deleteConversation(id);
+    } catch (e) {
+      if (!isNotFound(e)) {
+        if (state.current) addLocal(state.current, "error", `Could not delete “${name}”: ${errText(e)}`);
+        return;
+      }
+    }
+    if (state.current?.id === id) await navigate(() => moveAway(id, `Deleted “${name}”.`));
+  } finally {
+    state.deleting.delete(id);
+  }
+  refreshList();
+}
