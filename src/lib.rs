@@ -16,11 +16,9 @@ pub mod cli;
 pub mod client;
 pub mod config;
 pub mod openai;
-pub mod peer;
 pub mod server;
 pub mod toolserver;
 pub mod transport;
-pub mod web;
 
 pub use config::ServerConfig;
 pub use server::serve;

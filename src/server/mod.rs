@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
-use actix_web::{http::header, web, App, HttpRequest, HttpResponse, HttpServer};
+use actix_web::{http::header, App, HttpRequest, HttpResponse, HttpServer};
 use roundtable_actors::agent::builtin::BuiltinProvider;
 use roundtable_actors::agent::Provider;
 use roundtable_actors::conversation::RuntimeConfig;
@@ -28,6 +28,9 @@ use tokio::sync::watch;
 use crate::config::{ProviderChoice, ServerConfig};
 use crate::openai::{OpenAiConfig, OpenAiProvider};
 use crate::transport;
+
+pub mod peer;
+pub mod web;
 
 /// Shared by every request handler and connection.
 pub struct AppState {
@@ -142,7 +145,7 @@ pub async fn serve(config: ServerConfig) -> Result<(), StartError> {
     let port = listeners[0].local_addr()?.port();
     let (stop_tx, mut stop_rx) = watch::channel(false);
     let (closing_tx, closing_rx) = watch::channel(false);
-    let state = web::Data::new(AppState {
+    let state = actix_web::web::Data::new(AppState {
         config: config.clone(),
         registry: registry.clone(),
         metrics,
@@ -162,7 +165,7 @@ pub async fn serve(config: ServerConfig) -> Result<(), StartError> {
                 use actix_web::dev::Service as _;
                 // DNS rebinding: while bound to loopback, only loopback Host names are served.
                 let refused = req
-                    .app_data::<web::Data<AppState>>()
+                    .app_data::<actix_web::web::Data<AppState>>()
                     .is_some_and(|s| s.config.loopback_only())
                     && !host_is_loopback(req.request());
                 let fut = (!refused).then(|| srv.call(req));
@@ -173,9 +176,9 @@ pub async fn serve(config: ServerConfig) -> Result<(), StartError> {
                     }
                 }
             })
-            .route("/health", web::get().to(health))
-            .route("/metrics", web::get().to(metrics_text))
-            .default_service(web::to(upgrade))
+            .route("/health", actix_web::web::get().to(health))
+            .route("/metrics", actix_web::web::get().to(metrics_text))
+            .default_service(actix_web::web::to(upgrade))
     })
     .workers(cores)
     // Small frames must not wait ~40 ms for the peer's delayed ACK (Nagle).
@@ -298,7 +301,7 @@ const REGISTRY_HEALTH_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// `/health`: 200 with `"status":"ok"`, or 503 with `"status":"failing"` and `problems` when
 /// the registry does not answer, a storage writer has died or storage writes fail.
-async fn health(state: web::Data<AppState>) -> HttpResponse {
+async fn health(state: actix_web::web::Data<AppState>) -> HttpResponse {
     let stats = tokio::time::timeout(
         REGISTRY_HEALTH_TIMEOUT,
         state.registry.send(GetRegistryStats),
@@ -335,7 +338,7 @@ async fn health(state: web::Data<AppState>) -> HttpResponse {
     }))
 }
 
-async fn metrics_text(state: web::Data<AppState>) -> HttpResponse {
+async fn metrics_text(state: actix_web::web::Data<AppState>) -> HttpResponse {
     use std::fmt::Write;
     let m = &state.metrics;
     let stats = state.registry.send(GetRegistryStats).await.ok();
@@ -462,8 +465,12 @@ async fn metrics_text(state: web::Data<AppState>) -> HttpResponse {
 }
 
 /// Any path other than the fixed routes: a WebSocket upgrade, after the security checks.
-/// Plain requests get the web client's files ([`crate::web::respond`]) or 404.
-async fn upgrade(req: HttpRequest, body: web::Payload, state: web::Data<AppState>) -> HttpResponse {
+/// Plain requests get the web client's files ([`web::respond`]) or 404.
+async fn upgrade(
+    req: HttpRequest,
+    body: actix_web::web::Payload,
+    state: actix_web::web::Data<AppState>,
+) -> HttpResponse {
     let config = &state.config;
     let is_upgrade = req
         .headers()
@@ -471,7 +478,7 @@ async fn upgrade(req: HttpRequest, body: web::Payload, state: web::Data<AppState
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.eq_ignore_ascii_case("websocket"));
     if !is_upgrade {
-        if let Some(page) = crate::web::respond(&req) {
+        if let Some(page) = web::respond(&req) {
             return page;
         }
         return HttpResponse::NotFound()
@@ -575,8 +582,8 @@ fn same_user_only(req: &HttpRequest) -> Result<(), String> {
         return Ok(());
     }
     let local = req.app_config().local_addr();
-    let own = crate::peer::own_uid().map_err(|e| format!("cannot read this process's uid: {e}"))?;
-    match crate::peer::loopback_peer_uid(peer, local) {
+    let own = peer::own_uid().map_err(|e| format!("cannot read this process's uid: {e}"))?;
+    match peer::loopback_peer_uid(peer, local) {
         Ok(Some(uid)) if uid == own => Ok(()),
         Ok(Some(uid)) => Err(format!(
             "connection from another OS user (uid {uid}); this server serves only uid {own} \
@@ -604,7 +611,7 @@ fn token_presented(req: &HttpRequest, expected: &str) -> bool {
     if bearer.is_some_and(|b| constant_time_eq(b.as_bytes(), expected.as_bytes())) {
         return true;
     }
-    web::Query::<HashMap<String, String>>::from_query(req.query_string())
+    actix_web::web::Query::<HashMap<String, String>>::from_query(req.query_string())
         .ok()
         .and_then(|q| q.get("token").cloned())
         .is_some_and(|t| constant_time_eq(t.as_bytes(), expected.as_bytes()))
