@@ -1044,3 +1044,26 @@ mod tests {
         assert!(t.contains("id-1") && t.contains("2026-01-01"));
     }
 }
+
+/// Runs a client command on a small tokio runtime; an error is one line on stderr, and its
+/// code the exit code.
+pub fn block_on(work: impl std::future::Future<Output = CliResult>) -> std::process::ExitCode {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("roundtable: cannot start: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(work) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("roundtable: {}", terminal_safe(&e.message));
+            std::process::ExitCode::from(e.code)
+        }
+    }
+}
