@@ -102,8 +102,9 @@ impl ServerConfig {
 }
 
 /// The flags of `roundtable serve`, turned into a [`ServerConfig`] by `try_from`. The field
-/// comments are the `--help` text.
+/// comments are the `--help` text (hence plain `<ts>`, not HTML, in one of them).
 #[derive(clap::Args)]
+#[allow(rustdoc::invalid_html_tags)]
 pub struct ServeArgs {
     /// TCP port (0 picks a free one).
     #[arg(long, env = "ROUNDTABLE_PORT", default_value_t = 8999)]

@@ -5,7 +5,7 @@
 //! is the threat model these implement.
 //!
 //! Called by [`super::serve`]'s middleware ([`host_allowed`]) and by the upgrade route
-//! ([`check_upgrade`]); nothing here keeps state.
+//! ([`upgrade_refusal`]); nothing here keeps state.
 
 use std::collections::HashMap;
 
@@ -21,34 +21,36 @@ pub fn host_allowed(req: &HttpRequest, config: &ServerConfig) -> bool {
     !config.loopback_only() || host_is_loopback(req)
 }
 
-/// The refusal for a WebSocket upgrade that fails a check (logged here), or `Ok` to upgrade:
+/// The refusal for a WebSocket upgrade that fails a check (logged here), or `None` to upgrade:
 /// an `Origin` that is not allowed gets 403; with a token, a missing or wrong one gets 401;
 /// without one, a loopback peer of another OS user gets 403.
-pub fn check_upgrade(req: &HttpRequest, config: &ServerConfig) -> Result<(), HttpResponse> {
+pub fn upgrade_refusal(req: &HttpRequest, config: &ServerConfig) -> Option<HttpResponse> {
     if let Some(origin) = req.headers().get(header::ORIGIN) {
         let origin = origin.to_str().unwrap_or("");
         if !origin_allowed(origin, &config.allowed_origins) {
             log::warn!("refused WebSocket upgrade from Origin {origin:?}");
-            return Err(HttpResponse::Forbidden().body("Origin not allowed"));
+            return Some(HttpResponse::Forbidden().body("Origin not allowed"));
         }
     }
     match &config.token {
         Some(token) => {
             if !token_presented(req, token) {
                 log::warn!("refused WebSocket upgrade without a valid token");
-                return Err(HttpResponse::Unauthorized()
-                    .insert_header((header::WWW_AUTHENTICATE, "Bearer"))
-                    .body("missing or wrong token"));
+                return Some(
+                    HttpResponse::Unauthorized()
+                        .insert_header((header::WWW_AUTHENTICATE, "Bearer"))
+                        .body("missing or wrong token"),
+                );
             }
         }
         None => {
             if let Err(refusal) = same_user_only(req) {
                 log::warn!("refused WebSocket upgrade: {refusal}");
-                return Err(HttpResponse::Forbidden().body(refusal));
+                return Some(HttpResponse::Forbidden().body(refusal));
             }
         }
     }
-    Ok(())
+    None
 }
 
 /// True for `localhost`, `127.x.x.x` and `[::1]`, with any port.

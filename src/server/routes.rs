@@ -1,5 +1,5 @@
 //! The HTTP routes: `GET /health` (JSON), `GET /metrics` (Prometheus text), and on every other
-//! path a WebSocket upgrade after [`super::guards::check_upgrade`] — or, for a plain request,
+//! path a WebSocket upgrade after [`super::guards::upgrade_refusal`] — or, for a plain request,
 //! the web client's files ([`super::web::respond`]) or 404. TypeAgent clients connect to `/`;
 //! its server upgrades on any path. The conformance echo endpoint, when configured, is an
 //! upgrade path served by the same transport.
@@ -183,7 +183,7 @@ const METRICS: &[MetricSpec] = &[
     },
 ];
 
-/// `/metrics`: every metric of [`METRICS`], then `invokeError` answers by method.
+/// `/metrics`: every label-free metric of the `METRICS` table, then `invokeError` answers by method.
 pub async fn metrics_text(state: Data<AppState>) -> HttpResponse {
     let stats = state.registry.send(GetRegistryStats).await.ok();
     let sample = Sample {
@@ -236,7 +236,7 @@ pub async fn upgrade(req: HttpRequest, body: Payload, state: Data<AppState>) -> 
         return HttpResponse::NotFound()
             .body("Roundtable speaks WebSocket here; see /health and /metrics");
     }
-    if let Err(refusal) = guards::check_upgrade(&req, config) {
+    if let Some(refusal) = guards::upgrade_refusal(&req, config) {
         return refusal;
     }
     let echo = config.echo_path.as_deref() == Some(req.path());

@@ -319,7 +319,7 @@ impl Connection {
     /// A `call` (never answered) on a joined `dispatcher:<id>`: forwarded to the conversation,
     /// dropped when its mailbox is full; ignored on any other channel.
     fn on_call(&mut self, channel: &str, method: String, args: Args) {
-        match self.joined_on(&channel) {
+        match self.joined_on(channel) {
             Some(joined) => {
                 // Bounded: a conversation whose mailbox is full drops the call.
                 let call = DispatcherCall {
