@@ -1,10 +1,19 @@
-//! Server settings. Built from command-line flags by `main.rs`; tests build it directly.
+//! Server settings: [`ServerConfig`] is everything [`serve`](crate::serve) needs; [`ServeArgs`]
+//! are the flags of `roundtable serve`, and `ServerConfig::try_from(args)` validates them
+//! (durations, token or token file, tool servers) and fills in the defaults. Tests build a
+//! [`ServerConfig`] directly.
+//!
+//! `ServeArgs` lives here, in the library, rather than in `main.rs`: each flag sits next to the
+//! field it sets and the rule that checks it, the validation is unit-testable, and the binary
+//! stays clap glue that only flattens it as its `serve` subcommand. A [`ConfigError`] is a
+//! usage error: the binary prints it as `roundtable: <text>` and exits with 2.
 
+use std::io;
 use std::net::IpAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use roundtable_actors::outbox::OutboxLimits;
+use roundtable_actors::outbox::{OutboxLimits, ServerBudget, DEFAULT_SERVER_QUEUED_BYTES};
 
 /// Everything `serve` needs.
 #[derive(Debug, Clone)]
@@ -89,5 +98,254 @@ impl ServerConfig {
     /// True when every listen address is a loopback address (enables the Host check).
     pub fn loopback_only(&self) -> bool {
         self.hosts.iter().all(|h| h.is_loopback())
+    }
+}
+
+/// The flags of `roundtable serve`, turned into a [`ServerConfig`] by `try_from`. The field
+/// comments are the `--help` text (hence plain `<ts>`, not HTML, in one of them).
+#[derive(clap::Args)]
+#[allow(rustdoc::invalid_html_tags)]
+pub struct ServeArgs {
+    /// TCP port (0 picks a free one).
+    #[arg(long, env = "ROUNDTABLE_PORT", default_value_t = 8999)]
+    port: u16,
+    /// Address to listen on (repeatable). Default: both loopbacks, 127.0.0.1 and ::1.
+    #[arg(long = "host")]
+    hosts: Vec<IpAddr>,
+    /// Instance directory. Default: ~/.roundtable.
+    #[arg(long, env = "ROUNDTABLE_HOME")]
+    instance_dir: Option<PathBuf>,
+    /// Seconds a conversation with no clients stays in memory.
+    #[arg(long, default_value_t = 300.0)]
+    idle_timeout: f64,
+    /// Largest WebSocket frame / message in bytes.
+    #[arg(long, default_value_t = 16 * 1024 * 1024)]
+    max_frame_bytes: usize,
+    /// Serve a WebSocket echo endpoint on this path (conformance testing).
+    #[arg(long)]
+    echo_path: Option<String>,
+    /// Also accept WebSocket upgrades from this Origin (repeatable), e.g. chrome-extension://id.
+    #[arg(long = "allow-origin")]
+    allowed_origins: Vec<String>,
+    /// Require this token (Authorization: Bearer, or ?token=) on every upgrade. Visible to
+    /// other users in `ps`: prefer --token-file or ROUNDTABLE_TOKEN.
+    #[arg(long, env = "ROUNDTABLE_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    /// Read the token from this file (its first line; the file should be private).
+    #[arg(long, conflicts_with = "token")]
+    token_file: Option<PathBuf>,
+    /// Move an unparsable registry aside to conversations.json.corrupt-<ts> and start empty.
+    #[arg(long)]
+    repair: bool,
+    /// Seconds between heartbeat pings.
+    #[arg(long, default_value_t = 30.0, hide = true)]
+    ping_interval: f64,
+    /// Seconds a connection may take no data before it is aborted (TCP_USER_TIMEOUT).
+    #[arg(long, default_value_t = 30.0)]
+    stall_timeout: f64,
+    /// Largest outbound queue per socket, in frames.
+    #[arg(long, default_value_t = 4096)]
+    max_queued_frames: usize,
+    /// The agent's model backend (openai reads ROUNDTABLE_OPENAI_BASE_URL, _MODEL, _API_KEY).
+    #[arg(
+        long,
+        env = "ROUNDTABLE_PROVIDER",
+        value_enum,
+        default_value = "builtin"
+    )]
+    provider: ProviderChoice,
+    /// Model calls per turn before the agent loop gives up.
+    #[arg(long, default_value_t = 10)]
+    max_iterations: usize,
+    /// Seconds queued work survives after the last client leaves (then: no_clients).
+    #[arg(long, default_value_t = 30.0)]
+    no_clients_grace: f64,
+    /// An external tool server, NAME=URL (repeatable); its tools are offered as NAME__tool.
+    #[arg(long = "tool-server")]
+    tool_servers: Vec<String>,
+    /// Seconds a question to the users waits for an answer.
+    #[arg(long, default_value_t = 600.0, hide = true)]
+    interaction_timeout: f64,
+    /// Largest outbound queue per socket, in bytes.
+    #[arg(long, default_value_t = 32 * 1024 * 1024)]
+    max_queued_bytes: usize,
+    /// Largest outbound queue of all sockets together, in bytes; past it a push fails as if
+    /// that socket's queue were full (it is closed as a slow consumer).
+    #[arg(long, default_value_t = DEFAULT_SERVER_QUEUED_BYTES)]
+    max_queued_bytes_total: usize,
+}
+
+/// A `roundtable serve` flag that cannot be used; the text is what the user sees.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// No `--instance-dir` and no home directory to put `~/.roundtable` in.
+    #[error("no home directory; pass --instance-dir")]
+    NoHomeDirectory,
+    /// A duration flag that is negative, not a number or too large.
+    #[error("--{flag} must be a non-negative number of seconds")]
+    NotSeconds {
+        /// The flag, without its dashes.
+        flag: &'static str,
+    },
+    /// A duration flag that must not be zero is.
+    #[error("--{flag} must be positive")]
+    NotPositive {
+        /// The flag, without its dashes.
+        flag: &'static str,
+    },
+    /// A `--tool-server NAME=URL` that does not parse (the text names the flag's value).
+    #[error("{0}")]
+    ToolServer(String),
+    /// The `--token-file` cannot be read.
+    #[error("--token-file {}: {source}", path.display())]
+    TokenFile {
+        /// The file given.
+        path: PathBuf,
+        /// Why it cannot be read.
+        source: io::Error,
+    },
+    /// An empty token would silently turn authentication off.
+    #[error("the token is empty; give a non-empty token, or none to serve only your own user")]
+    EmptyToken,
+}
+
+impl TryFrom<ServeArgs> for ServerConfig {
+    type Error = ConfigError;
+
+    /// Checks the flags in the order the user reads them in errors: instance directory,
+    /// durations, tool servers, token. Logs the two warnings about exposure: a token on the
+    /// command line, and listening beyond loopback without one.
+    fn try_from(args: ServeArgs) -> Result<ServerConfig, ConfigError> {
+        let instance_dir = args
+            .instance_dir
+            .or_else(|| std::env::home_dir().map(|h| h.join(".roundtable")))
+            .ok_or(ConfigError::NoHomeDirectory)?;
+        let mut config = ServerConfig::new(instance_dir);
+        config.port = args.port;
+        if !args.hosts.is_empty() {
+            config.hosts = args.hosts;
+        }
+        config.idle_timeout = seconds("idle-timeout", args.idle_timeout)?;
+        config.ping_interval = positive_seconds("ping-interval", args.ping_interval)?;
+        config.stall_timeout = positive_seconds("stall-timeout", args.stall_timeout)?;
+        config.no_clients_grace = seconds("no-clients-grace", args.no_clients_grace)?;
+        config.interaction_timeout = seconds("interaction-timeout", args.interaction_timeout)?;
+        for spec in &args.tool_servers {
+            let server =
+                crate::providers::toolserver::parse_spec(spec).map_err(ConfigError::ToolServer)?;
+            config.tool_servers.push(server);
+        }
+        config.provider = args.provider;
+        config.max_iterations = args.max_iterations.max(1);
+        config.max_frame_bytes = args.max_frame_bytes.max(1024);
+        config.echo_path = args.echo_path.map(|p| {
+            if p.starts_with('/') {
+                p
+            } else {
+                format!("/{p}")
+            }
+        });
+        config.allowed_origins = args.allowed_origins;
+        config.token = token(args.token, args.token_file.as_deref())?;
+        if config.token.is_none() && !config.loopback_only() {
+            log::warn!(
+                "listening beyond loopback without a token: anyone who can reach the port can \
+                 read, change and delete every conversation (use --token-file)"
+            );
+        }
+        config.repair = args.repair;
+        config.outbox.max_frames = args.max_queued_frames.max(1);
+        config.outbox.max_bytes = args.max_queued_bytes.max(1024);
+        config.outbox.server = Some(ServerBudget::new(args.max_queued_bytes_total.max(1024)));
+        Ok(config)
+    }
+}
+
+/// `--flag` seconds as a duration.
+fn seconds(flag: &'static str, s: f64) -> Result<Duration, ConfigError> {
+    Duration::try_from_secs_f64(s).map_err(|_| ConfigError::NotSeconds { flag })
+}
+
+/// Like [`seconds`], refusing zero.
+fn positive_seconds(flag: &'static str, s: f64) -> Result<Duration, ConfigError> {
+    match seconds(flag, s)? {
+        d if d.is_zero() => Err(ConfigError::NotPositive { flag }),
+        d => Ok(d),
+    }
+}
+
+/// The token from `--token` / `ROUNDTABLE_TOKEN` or `--token-file`: an empty one is refused
+/// (it would silently turn authentication off), and a token on the command line gets a
+/// warning (other users see it in `ps`).
+fn token(flag: Option<String>, file: Option<&Path>) -> Result<Option<String>, ConfigError> {
+    let token = match (flag, file) {
+        (_, Some(path)) => {
+            let text = std::fs::read_to_string(path).map_err(|source| ConfigError::TokenFile {
+                path: path.to_path_buf(),
+                source,
+            })?;
+            Some(text.lines().next().unwrap_or("").trim().to_string())
+        }
+        (Some(t), None) => {
+            if std::env::args().any(|a| a == "--token" || a.starts_with("--token=")) {
+                log::warn!(
+                    "--token on the command line is visible to other users (ps); \
+                     prefer --token-file or ROUNDTABLE_TOKEN"
+                );
+            }
+            Some(t)
+        }
+        (None, None) => None,
+    };
+    match token {
+        Some(t) if t.trim().is_empty() => Err(ConfigError::EmptyToken),
+        other => Ok(other),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    /// `roundtable serve` as clap sees it, for these tests.
+    #[derive(Parser)]
+    struct Serve {
+        #[command(flatten)]
+        args: ServeArgs,
+    }
+
+    fn config(flags: &[&str]) -> Result<ServerConfig, ConfigError> {
+        let mut argv = vec!["serve", "--instance-dir", "/tmp/roundtable-config-test"];
+        argv.extend_from_slice(flags);
+        ServerConfig::try_from(Serve::try_parse_from(argv).expect("flags parse").args)
+    }
+
+    #[test]
+    fn durations_are_checked_in_order() {
+        let err = config(&["--idle-timeout=-1", "--ping-interval=0"]).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "--idle-timeout must be a non-negative number of seconds"
+        );
+        let err = config(&["--ping-interval=0"]).unwrap_err();
+        assert_eq!(err.to_string(), "--ping-interval must be positive");
+        let config = config(&["--stall-timeout=1.5", "--echo-path=echo"]).unwrap();
+        assert_eq!(config.stall_timeout, Duration::from_millis(1500));
+        assert_eq!(config.echo_path.as_deref(), Some("/echo"));
+    }
+
+    #[test]
+    fn tool_servers_and_tokens() {
+        let err = config(&["--tool-server=nourl"]).unwrap_err();
+        assert!(err.to_string().contains("expected NAME=URL"), "{err}");
+        let err = config(&["--token-file=/nonexistent/token"]).unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("--token-file /nonexistent/token: "),
+            "{err}"
+        );
+        let err = config(&["--token= "]).unwrap_err();
+        assert!(matches!(err, ConfigError::EmptyToken));
     }
 }

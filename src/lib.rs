@@ -1,26 +1,31 @@
 //! Roundtable: a long-running local conversation server speaking the TypeAgent agent-server
 //! WebSocket protocol. This crate is the process around the actors of `roundtable-actors`:
-//! configuration, the HTTP server, the WebSocket transport and graceful shutdown.
+//! configuration, the HTTP server, the WebSocket transport, the model and tool providers,
+//! graceful shutdown, and the client side (a Rust client library and the CLI).
 //!
 //! # Layout
-//! - [`config`]: [`ServerConfig`], built by the CLI (`main.rs`) or by tests.
-//! - [`server`]: [`serve`]: instance lock, registry start, listeners, HTTP routes (`/health`,
-//!   `/metrics`, WebSocket upgrade on any other path), origin / host / token checks, shutdown.
-//! - [`transport`]: the `Connection` actor, one per WebSocket: frame assembly, UTF-8 checks,
-//!   heartbeat, the `agent-server` / `discovery` channels and the socket writer. The only
-//!   module that touches `actix-ws`.
-//! - [`toolserver`]: external tool servers over HTTP (`--tool-server NAME=URL`).
-//! - [`web`]: the built-in web client (`web/`), served on `/` and `/app/<file>`.
+//! - [`config`]: [`ServerConfig`] and the `roundtable serve` flags ([`config::ServeArgs`])
+//!   that build it; the binary (`main.rs`) is clap glue only.
+//! - [`server`]: [`serve`]: instance lock, registry start, listeners, shutdown;
+//!   `server/routes.rs` (`/health`, table-driven `/metrics`, the upgrade route),
+//!   `server/guards.rs` (Origin, Host, token, same-user checks), `server/web.rs` (the
+//!   built-in web client, served on `/` and `/app/<file>`).
+//! - [`transport`]: the `Connection` actor, one per WebSocket, and the only module that
+//!   touches `actix-ws`: `frames.rs` (reassembly glue, UTF-8, close codes), `writer.rs` (the
+//!   socket writer task), `agent_server.rs` (the typed `agent-server` / `discovery` requests).
+//! - [`providers`]: the OpenAI-compatible model provider (`providers/openai/`) and external
+//!   tool servers over HTTP (`--tool-server NAME=URL`).
+//! - [`client`]: the Rust client library (connection and multiplexing, typed RPC calls,
+//!   errors) and TypeAgent's conversation helpers.
+//! - [`cli`]: `connect` (the interactive prompt), `conversations`, `run`, `server`, and the
+//!   CLI's state file.
 
 pub mod cli;
 pub mod client;
 pub mod config;
-pub mod openai;
-pub mod peer;
+pub mod providers;
 pub mod server;
-pub mod toolserver;
 pub mod transport;
-pub mod web;
 
 pub use config::ServerConfig;
 pub use server::serve;

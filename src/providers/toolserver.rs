@@ -13,6 +13,8 @@ use roundtable_actors::agent::turn::ToolServer;
 use roundtable_actors::agent::{valid_tool_name, LocalBoxFuture, ToolSpec};
 use serde_json::{json, Value};
 
+use super::http_client;
+
 /// Largest answer read from a tool server.
 const MAX_ANSWER_BYTES: usize = 4 * 1024 * 1024;
 
@@ -47,13 +49,6 @@ pub fn parse_spec(spec: &str) -> Result<(String, String), String> {
     Ok((name.to_string(), url.trim_end_matches('/').to_string()))
 }
 
-fn client(timeout: Duration) -> awc::Client {
-    awc::Client::builder()
-        .connector(awc::Connector::new().timeout(timeout))
-        .timeout(timeout)
-        .finish()
-}
-
 impl HttpToolServer {
     /// Reads the server's tool list (`GET <URL>/tools`). Must run inside an actix System.
     pub async fn connect(
@@ -62,7 +57,7 @@ impl HttpToolServer {
         timeout: Duration,
     ) -> Result<HttpToolServer, String> {
         let url = format!("{base}/tools");
-        let mut response = client(timeout)
+        let mut response = http_client(timeout)
             .get(&url)
             .send()
             .await
@@ -107,7 +102,7 @@ impl ToolServer for HttpToolServer {
         let timeout = self.timeout;
         let body = json!({"tool": tool, "input": input});
         Box::pin(async move {
-            let mut response = client(timeout)
+            let mut response = http_client(timeout)
                 .post(&url)
                 .send_json(&body)
                 .await

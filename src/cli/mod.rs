@@ -1,0 +1,83 @@
+//! The client side of the `roundtable` binary: `connect` (the interactive prompt),
+//! `conversations`, `run` and `server`. Everything goes through [`crate::client`] over the
+//! real protocol; nothing here reads the server's files.
+//!
+//! Files: `connect.rs` (the interactive prompt), `conversations.rs`, `run.rs`, `server.rs`
+//! (one per subcommand), `render.rs` (terminal-safe text, messages, history, the table: shared
+//! by every subcommand, so not under `connect`), `state.rs` (`cli-state.json`, the last
+//! joined conversation). The binary parses the flags and calls [`block_on`] with one of them.
+
+use crate::client::ClientError;
+
+mod connect;
+mod conversations;
+mod render;
+mod run;
+mod server;
+mod state;
+
+pub use connect::{connect, ConnectOptions};
+pub use conversations::{conversations, ConversationsCommand};
+pub use render::{
+    content_text, render_action, render_history_entry, render_message, table, terminal_safe,
+};
+pub use run::{run, RunKind};
+pub use server::{server_status, server_stop};
+pub use state::{home_dir, load_state, save_state};
+
+/// Name of the conversation the CLI uses by default (as TypeAgent's CLI does).
+pub const CLI_CONVERSATION: &str = "CLI";
+
+/// A CLI failure: one line for the user, and the exit code.
+#[derive(Debug)]
+pub struct CliError {
+    /// What to print.
+    pub message: String,
+    /// Process exit code.
+    pub code: u8,
+}
+
+impl From<ClientError> for CliError {
+    fn from(e: ClientError) -> Self {
+        CliError {
+            message: e.to_string(),
+            code: 1,
+        }
+    }
+}
+
+impl CliError {
+    /// A failure with exit code 1.
+    pub(crate) fn new(message: impl Into<String>) -> CliError {
+        CliError {
+            message: message.into(),
+            code: 1,
+        }
+    }
+}
+
+/// Result of a CLI command.
+pub type CliResult<T = ()> = Result<T, CliError>;
+
+/// Runs a client command on a small tokio runtime; an error is one line on stderr, and its
+/// code the exit code.
+pub fn block_on(work: impl std::future::Future<Output = CliResult>) -> std::process::ExitCode {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("roundtable: cannot start: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(work) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("roundtable: {}", terminal_safe(&e.message));
+            std::process::ExitCode::from(e.code)
+        }
+    }
+}

@@ -1,0 +1,245 @@
+//! How server data reads in a terminal: [`terminal_safe`] (every server-supplied string passes
+//! through it before it is printed), display content and agent messages, replayed history
+//! entries, `manage-conversation` results and the `conversations list` table. Pure functions;
+//! used by every subcommand.
+
+use roundtable_actors::commands;
+use serde_json::Value;
+
+use crate::client::conversation::ActionResult;
+use crate::client::ConversationInfo;
+
+/// `text` made safe for a terminal: C0 and C1 control characters other than newline and tab
+/// (ESC starts sequences that set the window title, write the clipboard, move the cursor…)
+/// and DEL are shown escaped (`\u{1b}`), never sent raw. Every string the server supplies
+/// (names, messages, errors, questions) passes through here before it is printed.
+pub fn terminal_safe(text: &str) -> std::borrow::Cow<'_, str> {
+    let unsafe_char =
+        |c: char| (c.is_control() && c != '\n' && c != '\t') || ('\u{80}'..='\u{9f}').contains(&c);
+    if !text.chars().any(unsafe_char) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if unsafe_char(c) {
+            out.extend(c.escape_unicode());
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// Text of a `DisplayContent`.
+pub fn content_text(content: &Value) -> String {
+    match content {
+        Value::String(s) => s.clone(),
+        Value::Array(rows) if rows.iter().all(Value::is_array) => rows
+            .iter()
+            .map(|r| {
+                r.as_array()
+                    .unwrap()
+                    .iter()
+                    .map(content_text)
+                    .collect::<Vec<_>>()
+                    .join(" | ")
+            })
+            .collect::<Vec<_>>()
+            .join("\n"),
+        Value::Array(items) => items
+            .iter()
+            .map(content_text)
+            .collect::<Vec<_>>()
+            .join("\n"),
+        Value::Object(o) => o.get("content").map(content_text).unwrap_or_default(),
+        Value::Null => String::new(),
+        other => other.to_string(),
+    }
+}
+
+/// One line (or block) for an `IAgentMessage`.
+pub fn render_message(message: &Value) -> String {
+    if message["requestId"]["requestId"] == "system" {
+        return content_text(&message["message"]);
+    }
+    if let Some(call) = message.get("toolCall") {
+        return format!(
+            "  [tool] {}({})",
+            call["name"].as_str().unwrap_or("?"),
+            call["input"]
+        );
+    }
+    if let Some(result) = message.get("toolResult") {
+        let mark = if result["isError"] == true {
+            "error"
+        } else {
+            "result"
+        };
+        return format!("  [{mark}] {}", result["content"].as_str().unwrap_or(""));
+    }
+    let text = content_text(&message["message"]);
+    match message["message"]["kind"].as_str() {
+        Some("error") => format!("error: {text}"),
+        Some("warning") => format!("warning: {text}"),
+        _ => text,
+    }
+}
+
+/// How a replayed display-log entry reads.
+pub fn render_history_entry(entry: &Value, my_connection: &str) -> Option<String> {
+    match entry["type"].as_str()? {
+        "user-request" => {
+            let who = entry["requestId"]["connectionId"].as_str().unwrap_or("");
+            let tag = if who == my_connection {
+                String::new()
+            } else {
+                format!("[client {who}] ")
+            };
+            Some(format!(
+                "> {tag}{}",
+                entry["command"].as_str().unwrap_or("")
+            ))
+        }
+        "append-display" | "set-display" => Some(render_message(&entry["message"])),
+        "pending-interaction" => Some(format!("? {}", entry["message"].as_str().unwrap_or(""))),
+        "interaction-resolved" => Some(format!("  -> answered {}", entry["response"])),
+        "interaction-cancelled" => Some("  -> question cancelled".into()),
+        _ => None,
+    }
+}
+
+/// Renders a `manage-conversation` result.
+pub fn render_action(result: &ActionResult) -> String {
+    match result {
+        ActionResult::Ok { message, .. } => message.clone(),
+        ActionResult::Warning(m) => format!("warning: {m}"),
+        ActionResult::Error(m) => format!("error: {m}"),
+        ActionResult::Cancelled(name) => format!("Kept \"{name}\"."),
+        ActionResult::Info {
+            conversation_id,
+            name,
+        } => format!("{name} ({conversation_id})"),
+        ActionResult::Help => commands::help_text().replace("**", "").replace('`', ""),
+        ActionResult::List {
+            conversations,
+            current,
+        } => table(conversations, current.as_deref()),
+        ActionResult::Matches { query, matches, .. } => {
+            if matches.is_empty() {
+                return format!("No conversation matches \"{query}\".");
+            }
+            matches
+                .iter()
+                .map(|m| {
+                    format!(
+                        "{:.2}  {}  {}",
+                        m.score, m.conversation.conversation_id, m.conversation.name
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join("\n")
+        }
+        ActionResult::ContentMatches { query, matches } => {
+            if matches.is_empty() {
+                format!("No conversation content matches \"{query}\".")
+            } else {
+                matches
+                    .iter()
+                    .map(Value::to_string)
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            }
+        }
+    }
+}
+
+/// The `conversations list` table.
+pub fn table(list: &[ConversationInfo], current: Option<&str>) -> String {
+    let headers = [
+        "CONVERSATION ID",
+        "NAME",
+        "CLIENTS",
+        "MESSAGES",
+        "CREATED AT",
+    ];
+    let rows: Vec<[String; 5]> = list
+        .iter()
+        .map(|c| {
+            let marker = if Some(c.conversation_id.as_str()) == current {
+                " *"
+            } else {
+                ""
+            };
+            [
+                c.conversation_id.clone(),
+                format!("{}{marker}", c.name),
+                c.client_count.to_string(),
+                c.message_count.to_string(),
+                c.created_at.clone(),
+            ]
+        })
+        .collect();
+    let mut widths = headers.map(|h| h.chars().count());
+    for r in &rows {
+        for (w, cell) in widths.iter_mut().zip(r) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        cells
+            .iter()
+            .zip(widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect::<Vec<_>>()
+            .join("  ")
+            .trim_end()
+            .to_string()
+    };
+    let mut out = vec![line(headers.to_vec())];
+    out.extend(
+        rows.iter()
+            .map(|r| line(r.iter().map(String::as_str).collect())),
+    );
+    out.join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn renders_content_kinds() {
+        assert_eq!(content_text(&json!("hi")), "hi");
+        assert_eq!(content_text(&json!(["a", "b"])), "a\nb");
+        assert_eq!(
+            content_text(&json!([["a", "b"], ["c", "d"]])),
+            "a | b\nc | d"
+        );
+        assert_eq!(
+            content_text(&json!({"type": "markdown", "content": "**x**"})),
+            "**x**"
+        );
+        let m = json!({"message": {"type": "text", "content": "5"}, "toolResult": {"content": "5", "isError": false}});
+        assert_eq!(render_message(&m), "  [result] 5");
+    }
+
+    #[test]
+    fn table_has_the_columns() {
+        let t = table(
+            &[ConversationInfo {
+                conversation_id: "id-1".into(),
+                name: "CLI".into(),
+                client_count: 2,
+                created_at: "2026-01-01T00:00:00.000Z".into(),
+                message_count: 3,
+            }],
+            None,
+        );
+        assert!(
+            t.starts_with("CONVERSATION ID  NAME  CLIENTS  MESSAGES  CREATED AT"),
+            "{t}"
+        );
+        assert!(t.contains("id-1") && t.contains("2026-01-01"));
+    }
+}

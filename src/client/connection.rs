@@ -1,0 +1,351 @@
+//! [`Connection`]: one WebSocket to the server, multiplexing every channel. A writer task
+//! sends frames in order; a reader task correlates `invokeResult` / `invokeError` with the
+//! waiting call by (channel, callId), forwards server → client calls as [`Event`]s, records
+//! completions for [`Connection::wait_command`] and fails every waiting call when the socket
+//! closes.
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use serde_json::{json, Value};
+use tokio::sync::{mpsc, oneshot, Notify};
+use tokio_tungstenite::tungstenite::Message;
+
+use super::{ClientError, ClientResult, CommandOutcome, Event};
+
+/// Completions remembered for `submit_and_wait` (oldest dropped first).
+const COMPLETIONS_KEPT: usize = 1024;
+
+/// Completions by request id, oldest first in `order`.
+#[derive(Default)]
+struct Completions {
+    /// requestId → outcome.
+    outcomes: HashMap<String, CommandOutcome>,
+    /// Insertion order, for the bound.
+    order: VecDeque<String>,
+}
+
+/// Where the answer to one outstanding invoke goes.
+type Waiter = oneshot::Sender<ClientResult<Value>>;
+
+/// State shared by the connection handle and its reader task.
+struct Shared {
+    /// Outstanding invokes by (channel, callId): callIds are per channel and direction.
+    pending: Mutex<HashMap<(String, u64), Waiter>>,
+    /// Next callId per channel.
+    next_call: Mutex<HashMap<String, u64>>,
+    /// Completions seen, kept until `wait_command` takes them (bounded).
+    completions: Mutex<Completions>,
+    /// Wakes `wait_command` callers when a completion arrives or the socket closes.
+    completed: Notify,
+    /// Set when the reader saw the socket close.
+    closed: AtomicBool,
+}
+
+/// One WebSocket to a Roundtable (or TypeAgent) server.
+pub struct Connection {
+    /// Waiters, callId counters and completions, shared with the reader task.
+    shared: Arc<Shared>,
+    /// Frames for the writer task (unbounded: a client sends little).
+    out: mpsc::UnboundedSender<Message>,
+    /// Server → client calls, until [`Connection::take_events`] takes them.
+    events: Mutex<Option<mpsc::UnboundedReceiver<Event>>>,
+    /// The URL connected to.
+    url: String,
+}
+
+impl Connection {
+    /// Connects (5 s timeout) and starts the reader and writer tasks on the current runtime.
+    pub async fn connect(url: &str) -> ClientResult<Connection> {
+        let unreachable = |reason: String| ClientError::Unreachable {
+            url: url.to_string(),
+            reason,
+        };
+        let (ws, _) = tokio::time::timeout(
+            Duration::from_secs(5),
+            tokio_tungstenite::connect_async(url),
+        )
+        .await
+        .map_err(|_| unreachable("no answer within 5 s".into()))?
+        .map_err(|e| unreachable(short_error(&e.to_string())))?;
+        let (mut sink, mut stream) = ws.split();
+        let (out_tx, mut out_rx) = mpsc::unbounded_channel::<Message>();
+        let (ev_tx, ev_rx) = mpsc::unbounded_channel();
+        let shared = Arc::new(Shared {
+            pending: Mutex::new(HashMap::new()),
+            next_call: Mutex::new(HashMap::new()),
+            completions: Mutex::new(Completions::default()),
+            completed: Notify::new(),
+            closed: AtomicBool::new(false),
+        });
+        tokio::spawn(async move {
+            while let Some(msg) = out_rx.recv().await {
+                let close = matches!(msg, Message::Close(_));
+                if sink.send(msg).await.is_err() || close {
+                    break;
+                }
+            }
+            let _ = sink.close().await;
+        });
+        let reader_shared = shared.clone();
+        let reply_tx = out_tx.clone();
+        tokio::spawn(async move {
+            let mut close = (None, String::new());
+            while let Some(item) = stream.next().await {
+                let text = match item {
+                    Ok(Message::Text(t)) => t.to_string(),
+                    Ok(Message::Binary(b)) => String::from_utf8_lossy(&b).to_string(),
+                    Ok(Message::Close(frame)) => {
+                        if let Some(f) = frame {
+                            close = (Some(u16::from(f.code)), f.reason.to_string());
+                        }
+                        break;
+                    }
+                    Ok(_) => continue,
+                    Err(e) => {
+                        close.1 = e.to_string();
+                        break;
+                    }
+                };
+                handle_frame(&reader_shared, &text, &ev_tx, &reply_tx);
+            }
+            reader_shared.closed.store(true, Ordering::SeqCst);
+            let pending: Vec<_> = reader_shared.pending.lock().unwrap().drain().collect();
+            for (_, tx) in pending {
+                let _ = tx.send(Err(ClientError::Disconnected));
+            }
+            reader_shared.completed.notify_waiters();
+            let _ = ev_tx.send(Event::Closed {
+                code: close.0,
+                reason: close.1,
+            });
+        });
+        Ok(Connection {
+            shared,
+            out: out_tx,
+            events: Mutex::new(Some(ev_rx)),
+            url: url.to_string(),
+        })
+    }
+
+    /// The URL connected to.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The stream of server → client calls; can be taken once.
+    pub fn take_events(&self) -> Option<mpsc::UnboundedReceiver<Event>> {
+        self.events.lock().unwrap().take()
+    }
+
+    /// True once the socket is gone.
+    pub fn is_closed(&self) -> bool {
+        self.shared.closed.load(Ordering::SeqCst)
+    }
+
+    /// The next callId on `channel` (callIds are counted per channel).
+    fn next_call_id(&self, channel: &str) -> u64 {
+        let mut ids = self.shared.next_call.lock().unwrap();
+        let id = ids.entry(channel.to_string()).or_insert(0);
+        let call_id = *id;
+        *id += 1;
+        call_id
+    }
+
+    /// Invokes `method` on `channel` and waits for its answer (`Null` for void).
+    pub async fn invoke(
+        &self,
+        channel: &str,
+        method: &str,
+        args: Vec<Value>,
+    ) -> ClientResult<Value> {
+        if self.is_closed() {
+            return Err(ClientError::Disconnected);
+        }
+        let call_id = self.next_call_id(channel);
+        let (tx, rx) = oneshot::channel();
+        self.shared
+            .pending
+            .lock()
+            .unwrap()
+            .insert((channel.to_string(), call_id), tx);
+        let frame = json!({"name": channel, "message": {"type": "invoke", "callId": call_id, "name": method, "args": args}});
+        if self.out.send(Message::text(frame.to_string())).is_err() {
+            self.shared
+                .pending
+                .lock()
+                .unwrap()
+                .remove(&(channel.to_string(), call_id));
+            return Err(ClientError::Disconnected);
+        }
+        rx.await.unwrap_or(Err(ClientError::Disconnected))
+    }
+
+    /// Waits for `commandComplete` / `requestCancelled` of `request_id` (even if it came first).
+    pub async fn wait_command(&self, request_id: &str) -> ClientResult<CommandOutcome> {
+        loop {
+            let notified = self.shared.completed.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if let Some(outcome) = self
+                .shared
+                .completions
+                .lock()
+                .unwrap()
+                .outcomes
+                .remove(request_id)
+            {
+                return Ok(outcome);
+            }
+            if self.is_closed() {
+                return Err(ClientError::Disconnected);
+            }
+            notified.await;
+        }
+    }
+
+    /// Sends a `call` (never answered).
+    pub fn call(&self, channel: &str, method: &str, args: Vec<Value>) {
+        let call_id = self.next_call_id(channel);
+        let frame = json!({"name": channel, "message": {"type": "call", "callId": call_id, "name": method, "args": args}});
+        let _ = self.out.send(Message::text(frame.to_string()));
+    }
+
+    /// Closes the socket politely.
+    pub fn close(&self) {
+        let _ = self.out.send(Message::Close(None));
+    }
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        let _ = self.out.send(Message::Close(None));
+    }
+}
+
+/// `connection refused` instead of the OS's long text.
+fn short_error(e: &str) -> String {
+    if e.contains("Connection refused") {
+        "connection refused".into()
+    } else {
+        e.to_string()
+    }
+}
+
+/// One frame from the server: an answer, a server → client call, or an invoke this client
+/// does not host.
+fn handle_frame(
+    shared: &Shared,
+    text: &str,
+    events: &mpsc::UnboundedSender<Event>,
+    replies: &mpsc::UnboundedSender<Message>,
+) {
+    let Ok(frame) = serde_json::from_str::<Value>(text) else {
+        log::debug!("client: dropped a non-JSON frame");
+        return;
+    };
+    let (Some(channel), Some(message)) = (frame["name"].as_str(), frame.get("message")) else {
+        return;
+    };
+    let call_id = message["callId"].as_u64();
+    match message["type"].as_str() {
+        Some(kind @ ("invokeResult" | "invokeError")) => {
+            let Some(call_id) = call_id else { return };
+            let Some(tx) = shared
+                .pending
+                .lock()
+                .unwrap()
+                .remove(&(channel.to_string(), call_id))
+            else {
+                log::debug!("client: answer to unknown callId {call_id} on {channel}");
+                return;
+            };
+            let result = if kind == "invokeResult" {
+                Ok(message.get("result").cloned().unwrap_or(Value::Null))
+            } else {
+                Err(ClientError::from_rpc(
+                    message["error"].as_str().unwrap_or("unknown error"),
+                ))
+            };
+            let _ = tx.send(result);
+        }
+        Some("call") => {
+            let Some(conversation_id) = channel.strip_prefix("clientio:") else {
+                return;
+            };
+            let method = message["name"].as_str().unwrap_or_default().to_string();
+            let args = message["args"].as_array().cloned().unwrap_or_default();
+            // Queue the event before recording the completion: whoever the completion wakes
+            // (the CLI's wait) drains the queued output first, so a command's last output is
+            // never printed after the prompt that follows it.
+            let completion = completion_of(&method, &args);
+            let _ = events.send(Event::Call {
+                conversation_id: conversation_id.to_string(),
+                method,
+                args,
+            });
+            if let Some((id, outcome)) = completion {
+                record_completion(shared, id, outcome);
+            }
+        }
+        Some("invoke") => {
+            // We host no client-side methods: answer like TypeAgent's Android client does.
+            if let (Some(call_id), Some(name)) = (call_id, message["name"].as_str()) {
+                let answer = json!({"name": channel, "message": {"type": "invokeError", "callId": call_id,
+                    "error": format!("Unsupported client RPC method: {name}")}});
+                let _ = replies.send(Message::text(answer.to_string()));
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The request id and outcome a clientio call reports (`commandComplete`, `requestCancelled`).
+fn completion_of(method: &str, args: &[Value]) -> Option<(String, CommandOutcome)> {
+    match method {
+        "notify" if args.get(1).and_then(Value::as_str) == Some("commandComplete") => {
+            let id = match args.first() {
+                Some(Value::String(s)) => Some(s.clone()),
+                Some(v) => v["requestId"].as_str().map(str::to_string),
+                None => None,
+            };
+            id.map(|id| {
+                (
+                    id,
+                    CommandOutcome::Completed(
+                        args.get(2).map_or(Value::Null, |d| d["result"].clone()),
+                    ),
+                )
+            })
+        }
+        "requestCancelled" => args.first().and_then(Value::as_str).map(|id| {
+            (
+                id.to_string(),
+                CommandOutcome::Cancelled(
+                    args.get(1)
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .to_string(),
+                ),
+            )
+        }),
+        _ => None,
+    }
+}
+
+/// Books a completion and wakes the waiters.
+fn record_completion(shared: &Shared, id: String, outcome: CommandOutcome) {
+    let mut book = shared.completions.lock().unwrap();
+    if book.outcomes.insert(id.clone(), outcome).is_none() {
+        book.order.push_back(id);
+    }
+    while book.order.len() > COMPLETIONS_KEPT {
+        if let Some(old) = book.order.pop_front() {
+            book.outcomes.remove(&old);
+        }
+    }
+    drop(book);
+    shared.completed.notify_waiters();
+}

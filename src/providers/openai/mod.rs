@@ -1,0 +1,50 @@
+//! The OpenAI-compatible model provider: one [`Provider`] for any server that speaks
+//! `POST /v1/chat/completions` (llama.cpp `llama-server`, Ollama, vLLM, the OpenAI API itself).
+//!
+//! This module owns:
+//! - [`OpenAiConfig`] (`config.rs`): endpoint, model, optional API key and timeout, read from
+//!   the `ROUNDTABLE_OPENAI_*` environment variables by [`OpenAiConfig::from_env`];
+//! - [`OpenAiProvider`] (`provider.rs`): the HTTP call (via `awc`), its time limit and the
+//!   mapping of transport failures to [`ProviderError`]s;
+//! - `wire.rs`: the translation between the agent's [`ChatMessage`] / [`ContentBlock`]
+//!   history and the chat-completions wire format, in both directions (pure, no I/O).
+//!
+//! Who uses it: [`crate::providers::agent_provider`] builds it for `--provider openai`; a
+//! conversation's agent turn (`roundtable_actors::agent::turn`) sees it only as a
+//! `dyn Provider`. The offline `builtin` provider of `roundtable-actors` is the alternative.
+//!
+//! Wire mapping (request):
+//! - the system prompt becomes the first message, `{"role":"system"}` (left out when empty);
+//! - a user message's `ToolResult` blocks become one `{"role":"tool","tool_call_id",
+//!   "content"}` message each (content prefixed with `ERROR: ` when the tool failed), followed
+//!   by one `{"role":"user","content"}` message with its text blocks joined by newlines;
+//! - an assistant message becomes `{"role":"assistant","content","tool_calls"}` where
+//!   `content` is the joined text or `null` when there is no text but there are tool calls,
+//!   and every `ToolUse` becomes a `function` tool call whose `arguments` is the input
+//!   serialized as a JSON string (`tool_calls` is omitted when there are none);
+//! - tools become `"tools":[{"type":"function","function":{"name","description",
+//!   "parameters"}}]` (omitted when there are none); `"stream"` is always `false`.
+//!
+//! Wire mapping (response): `choices[0].message.content` becomes a `Text` block when it is a
+//! non-empty string, and every `tool_calls[i]` becomes a `ToolUse` block. The `arguments`
+//! string is parsed as JSON; a string that does not parse to a JSON object is kept as
+//! `{"_raw": <string>}` so the agent loop can report the bad call back to the model as a tool
+//! error instead of failing the turn. A tool call without an id gets `call_<index>`.
+//!
+//! Only plain `http://` endpoints are supported: `awc` is built without a TLS feature, so an
+//! `https://` base URL fails with [`ProviderError::Unreachable`].
+
+mod config;
+mod provider;
+mod wire;
+
+pub use config::{
+    OpenAiConfig, DEFAULT_BASE_URL, DEFAULT_TIMEOUT_SECS, ENV_API_KEY, ENV_API_KEY_FALLBACK,
+    ENV_BASE_URL, ENV_MODEL, ENV_TIMEOUT_SECS,
+};
+pub use provider::OpenAiProvider;
+#[allow(unused_imports)] // for the doc links above
+use roundtable_actors::agent::{ChatMessage, ContentBlock, Provider, ProviderError};
+
+#[cfg(test)]
+mod tests;

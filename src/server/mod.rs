@@ -1,0 +1,339 @@
+//! The HTTP server: [`serve`] takes the instance lock, starts the storage writer and the
+//! registry, binds the listeners, runs actix-web until a stop request, then shuts down in
+//! order (sockets close with 1001, the registry saves, the lock is released).
+//!
+//! - [`routes`]: `/health`, `/metrics` (table-driven) and the WebSocket upgrade on every
+//!   other path, which hands the socket to [`crate::transport`].
+//! - [`guards`]: the `Host`, `Origin`, token and same-user checks; [`peer`] finds the OS
+//!   user behind a loopback connection for the last one.
+//! - [`web`]: the built-in web client's files, served to plain requests.
+//!
+//! Who talks to it: the binary (`roundtable serve`) and tests call [`serve`]; the transport
+//! reads [`AppState`] and asks for a stop through it (the `shutdown` RPC).
+
+use std::io;
+use std::net::{SocketAddr, TcpListener};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use actix::prelude::*;
+use actix_web::dev::{ServiceFactory, ServiceRequest, ServiceResponse};
+use actix_web::web::{self as web_routes, Data};
+use actix_web::{App, HttpServer};
+use roundtable_actors::conversation::RuntimeConfig;
+use roundtable_actors::frames::InboundBudget;
+use roundtable_actors::logwriter::LogWriter;
+use roundtable_actors::metrics::Metrics;
+use roundtable_actors::registry::{ConversationRegistry, RegistryConfig, ShutdownRegistry};
+use roundtable_actors::store::{InstanceLock, Layout};
+use tokio::sync::watch;
+
+use crate::config::ServerConfig;
+use crate::providers;
+
+pub mod guards;
+pub mod peer;
+pub mod routes;
+pub mod web;
+
+/// Shared by every request handler and connection.
+pub struct AppState {
+    /// Settings.
+    pub config: ServerConfig,
+    /// The registry actor.
+    pub registry: Addr<ConversationRegistry>,
+    /// Counters.
+    pub metrics: Arc<Metrics>,
+    /// Process start, for `/health` uptime.
+    pub started: Instant,
+    /// The port actually bound (answers `lookupPort`).
+    pub port: u16,
+    /// Set to true to stop the server gracefully (the `shutdown` RPC, SIGINT, SIGTERM).
+    pub stop: watch::Sender<bool>,
+    /// Becomes true when connections must close with 1001.
+    pub closing: watch::Receiver<bool>,
+    /// Sequence for connection ids in logs.
+    pub next_socket: std::sync::atomic::AtomicU64,
+    /// The conversations' append writer (its queue length for `/metrics`).
+    pub log_writer: LogWriter,
+    /// Bytes of fragmented messages in reassembly, over every connection.
+    pub inbound: Arc<InboundBudget>,
+}
+
+/// Bytes all connections together may hold in messages being reassembled from fragments;
+/// past it a connection that adds more is closed with 1013 (try again later).
+pub const INBOUND_REASSEMBLY_BUDGET: usize = 256 << 20;
+
+/// Why the server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// Storage problem (lock held, corrupt registry, I/O): the message names the file.
+    #[error(transparent)]
+    Store(#[from] roundtable_actors::store::StoreError),
+    /// Could not listen.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// The OS error.
+        source: io::Error,
+    },
+    /// A setting is missing or wrong.
+    #[error("{0}")]
+    Config(String),
+    /// Other I/O failure.
+    #[error(transparent)]
+    Io(#[from] io::Error),
+}
+
+/// The actors and threads [`serve`] starts before it listens, stopped in order at the end.
+struct Started {
+    /// The supervised registry actor.
+    registry: Addr<ConversationRegistry>,
+    /// The registry's own arbiter.
+    registry_arbiter: Arbiter,
+    /// One arbiter per core for the conversations.
+    conversation_arbiters: Vec<Arbiter>,
+    /// The shared append writer.
+    log_writer: LogWriter,
+}
+
+/// Runs the server until it is stopped (the `shutdown` RPC or a signal). Must be called inside
+/// an actix `System`. Returns after the registry has been saved and every socket closed.
+pub async fn serve(config: ServerConfig) -> Result<(), StartError> {
+    let layout = Layout::new(&config.instance_dir);
+    let lock = InstanceLock::acquire(&layout.root)?;
+    let metrics = Arc::new(Metrics::default());
+    let cores = if config.workers > 0 {
+        config.workers
+    } else {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(2)
+    };
+    let started = start_registry(&config, &layout, &metrics, cores).await?;
+
+    let listeners = bind(&config)?;
+    let port = listeners[0].local_addr()?.port();
+    let (stop_tx, mut stop_rx) = watch::channel(false);
+    let (closing_tx, closing_rx) = watch::channel(false);
+    let state = Data::new(AppState {
+        config: config.clone(),
+        registry: started.registry.clone(),
+        metrics,
+        started: Instant::now(),
+        port,
+        stop: stop_tx,
+        closing: closing_rx,
+        next_socket: Default::default(),
+        log_writer: started.log_writer.clone(),
+        inbound: InboundBudget::new(INBOUND_REASSEMBLY_BUDGET),
+    });
+    let app_state = state.clone();
+    let mut server = HttpServer::new(move || app(app_state.clone()))
+        .workers(cores)
+        // Small frames must not wait ~40 ms for the peer's delayed ACK (Nagle).
+        .tcp_nodelay(true)
+        // Close TCP as soon as a WebSocket's close handshake is done (Autobahn needs exactly 0).
+        .client_disconnect_timeout(Duration::ZERO)
+        .shutdown_timeout(5)
+        .disable_signals();
+    for l in listeners {
+        server = server.listen(l)?;
+    }
+    let server = server.run();
+    let handle = server.handle();
+    let host = match config.hosts.first() {
+        Some(h) if h.is_ipv6() => format!("[{h}]"),
+        Some(h) => h.to_string(),
+        None => "127.0.0.1".into(),
+    };
+    log::info!(
+        "roundtable {} listening on ws://{host}:{port}/ (instance dir {}, lock {})",
+        env!("CARGO_PKG_VERSION"),
+        layout.root.display(),
+        lock.path().display()
+    );
+
+    let running = actix_web::rt::spawn(server);
+    let signals = actix_web::rt::spawn(watch_signals(state.stop.clone()));
+    // Wait for a stop request.
+    while !*stop_rx.borrow_and_update() {
+        if stop_rx.changed().await.is_err() {
+            break;
+        }
+    }
+    log::info!("shutting down: closing sockets, saving the registry");
+    let _ = closing_tx.send(true);
+    handle.pause().await;
+    // Give connections a moment to queue their 1001 close frames.
+    actix_web::rt::time::sleep(Duration::from_millis(100)).await;
+    let _ = started.registry.send(ShutdownRegistry).await;
+    handle.stop(true).await;
+    let _ = running.await;
+    signals.abort();
+    for a in started.conversation_arbiters {
+        a.stop();
+    }
+    started.registry_arbiter.stop();
+    drop(lock);
+    log::info!("stopped");
+    Ok(())
+}
+
+/// Connects the tool servers, picks the provider, starts the log writer, opens the registry
+/// (migrations, recovery) and starts it, supervised, on its own arbiter.
+async fn start_registry(
+    config: &ServerConfig,
+    layout: &Layout,
+    metrics: &Arc<Metrics>,
+    cores: usize,
+) -> Result<Started, StartError> {
+    let tool_servers = providers::connect_tool_servers(&config.tool_servers)
+        .await
+        .map_err(StartError::Config)?;
+    let provider = providers::agent_provider(config.provider).map_err(StartError::Config)?;
+    let conversation_arbiters: Vec<Arbiter> = (0..cores).map(|_| Arbiter::new()).collect();
+    let log_writer = LogWriter::start(metrics.clone(), layout.root.clone());
+    let registry = ConversationRegistry::open(RegistryConfig {
+        layout: layout.clone(),
+        idle_timeout: config.idle_timeout,
+        repair: config.repair,
+        conversation_arbiters: conversation_arbiters.iter().map(|a| a.handle()).collect(),
+        metrics: metrics.clone(),
+        runtime: Arc::new(RuntimeConfig {
+            provider,
+            tool_servers,
+            log_writer: log_writer.clone(),
+            no_clients_grace: config.no_clients_grace,
+            max_iterations: config.max_iterations,
+            interaction_timeout: config.interaction_timeout,
+            instance_root: layout.root.clone(),
+        }),
+    })?;
+    let registry_arbiter = Arbiter::new();
+    let registry =
+        actix::Supervisor::start_in_arbiter(&registry_arbiter.handle(), move |_| registry);
+    Ok(Started {
+        registry,
+        registry_arbiter,
+        conversation_arbiters,
+        log_writer,
+    })
+}
+
+/// One worker's application: the `Host` check in front of every route, then the routes.
+fn app(
+    state: Data<AppState>,
+) -> App<
+    impl ServiceFactory<
+        ServiceRequest,
+        Config = (),
+        Response = ServiceResponse,
+        Error = actix_web::Error,
+        InitError = (),
+    >,
+> {
+    App::new()
+        .app_data(state)
+        .wrap_fn(|req, srv| {
+            use actix_web::dev::Service as _;
+            // DNS rebinding: while bound to loopback, only loopback Host names are served.
+            let refused = req
+                .app_data::<Data<AppState>>()
+                .is_some_and(|s| !guards::host_allowed(req.request(), &s.config));
+            let fut = (!refused).then(|| srv.call(req));
+            async move {
+                match fut {
+                    Some(f) => f.await,
+                    None => Err(actix_web::error::ErrorForbidden("Host not allowed")),
+                }
+            }
+        })
+        .route("/health", web_routes::get().to(routes::health))
+        .route("/metrics", web_routes::get().to(routes::metrics_text))
+        .default_service(web_routes::to(routes::upgrade))
+}
+
+/// Kernel send buffer of every accepted socket (Linux doubles it; accepted sockets inherit it
+/// from the listener). Bounds what a peer that stops reading can pin in the kernel before the
+/// outbox bound sees it: the default autotunes up to 4 MiB per socket.
+const SOCKET_SEND_BUFFER: usize = 128 * 1024;
+
+/// Binds one listener with the socket options accepted connections inherit: a small send
+/// buffer, no Nagle delay, and `TCP_USER_TIMEOUT` = `stall`, so a connection whose peer takes
+/// no data for that long (a stuck or dead client: its window stays at zero, or nothing is
+/// acknowledged) is aborted by the kernel, even while actix-http is blocked writing to it.
+fn listen_on(addr: SocketAddr, stall: Duration) -> io::Result<TcpListener> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    socket.set_reuse_address(true)?;
+    if addr.is_ipv6() {
+        socket.set_only_v6(true)?;
+    }
+    socket.set_send_buffer_size(SOCKET_SEND_BUFFER)?;
+    socket.set_tcp_nodelay(true)?;
+    socket.set_tcp_user_timeout(Some(stall))?;
+    socket.bind(&addr.into())?;
+    socket.listen(1024)?;
+    Ok(socket.into())
+}
+
+/// One listener per configured host, all on the same port (the first one's, with port 0).
+fn bind(config: &ServerConfig) -> Result<Vec<TcpListener>, StartError> {
+    let mut listeners = Vec::new();
+    let mut port = config.port;
+    for (i, host) in config.hosts.iter().enumerate() {
+        let addr = SocketAddr::new(*host, port);
+        match listen_on(addr, config.stall_timeout) {
+            Ok(l) => {
+                // With port 0 every address shares the port the first one got.
+                port = l.local_addr()?.port();
+                listeners.push(l);
+            }
+            Err(e) if i > 0 && host.is_ipv6() && e.kind() == io::ErrorKind::AddrNotAvailable => {
+                log::warn!("IPv6 loopback unavailable, listening on IPv4 only: {e}");
+            }
+            Err(source) => return Err(StartError::Bind { addr, source }),
+        }
+    }
+    Ok(listeners)
+}
+
+/// Turns SIGTERM / SIGINT into a stop request.
+async fn watch_signals(stop: watch::Sender<bool>) {
+    #[cfg(unix)]
+    {
+        use actix_web::rt::signal::unix::{signal, SignalKind};
+        let (Ok(mut term), Ok(mut int)) = (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+        ) else {
+            return;
+        };
+        tokio::select! {
+            _ = term.recv() => log::info!("SIGTERM"),
+            _ = int.recv() => log::info!("SIGINT"),
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = actix_web::rt::signal::ctrl_c().await;
+    }
+    let _ = stop.send(true);
+}
+
+/// The server's panic policy: a panic anywhere (an actor, a writer thread, a handler) is a bug
+/// that may have left shared state half-changed, so the process logs it and aborts at once
+/// instead of limping on (a registry whose mailbox is gone would fail every request while the
+/// port still answers). Every acknowledged change is already on disk, so nothing acknowledged
+/// is lost; the service manager (systemd's `Restart=on-failure`) starts it again, and the
+/// start-up recovery closes the requests that were running. Installed by `roundtable serve`.
+pub fn abort_on_panic() {
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        default_hook(info);
+        log::error!("panic: {info}; aborting so that the service manager restarts the server");
+        std::process::abort();
+    }));
+}

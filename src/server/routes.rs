@@ -1,0 +1,244 @@
+//! The HTTP routes: `GET /health` (JSON), `GET /metrics` (Prometheus text), and on every other
+//! path a WebSocket upgrade after [`super::guards::upgrade_refusal`] — or, for a plain request,
+//! the web client's files ([`super::web::respond`]) or 404. TypeAgent clients connect to `/`;
+//! its server upgrades on any path. The conformance echo endpoint, when configured, is an
+//! upgrade path served by the same transport.
+//!
+//! Registered by [`super::serve`]; every handler reads the shared [`AppState`].
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use actix_web::http::header;
+use actix_web::web::{Data, Payload};
+use actix_web::{HttpRequest, HttpResponse};
+use roundtable_actors::metrics::Metrics;
+use roundtable_actors::registry::{GetRegistryStats, RegistryStats};
+
+use super::{guards, web, AppState};
+use crate::transport;
+
+/// How long `/health` waits for the registry before calling it unresponsive.
+const REGISTRY_HEALTH_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// `/health`: 200 with `"status":"ok"`, or 503 with `"status":"failing"` and `problems` when
+/// the registry does not answer, a storage writer has died or storage writes fail.
+pub async fn health(state: Data<AppState>) -> HttpResponse {
+    let stats = tokio::time::timeout(
+        REGISTRY_HEALTH_TIMEOUT,
+        state.registry.send(GetRegistryStats),
+    )
+    .await
+    .ok()
+    .and_then(Result::ok);
+    let mut problems: Vec<String> = Vec::new();
+    if stats.is_none() {
+        problems.push("the conversation registry does not answer".into());
+    }
+    if Metrics::get(&state.metrics.dead_writers) > 0 {
+        problems.push("a storage writer thread has stopped".into());
+    }
+    if let Some(cause) = state.metrics.storage_failure() {
+        problems.push(format!("storage writes fail: {cause}"));
+    }
+    let mut response = if problems.is_empty() {
+        HttpResponse::Ok()
+    } else {
+        HttpResponse::ServiceUnavailable()
+    };
+    response.json(serde_json::json!({
+        "status": if problems.is_empty() { "ok" } else { "failing" },
+        "problems": problems,
+        // The web client asks for a token only when the server needs one.
+        "tokenRequired": state.config.token.is_some(),
+        "version": env!("CARGO_PKG_VERSION"),
+        "uptimeSeconds": state.started.elapsed().as_secs_f64(),
+        "conversations": stats.map(|s| s.conversations),
+        "loadedConversations": stats.map(|s| s.loaded),
+        "connectedSockets": Metrics::gauge(&state.metrics.sockets),
+        "joinedClients": Metrics::gauge(&state.metrics.joined_clients),
+    }))
+}
+
+/// What a `/metrics` reader sees: the server state and the registry's figures (`None` when
+/// the registry did not answer).
+struct Sample<'a> {
+    /// Counters, the log writer and the inbound budget.
+    state: &'a AppState,
+    /// Conversation counts from the registry.
+    stats: Option<RegistryStats>,
+}
+
+/// One Prometheus metric without labels.
+struct MetricSpec {
+    /// `roundtable_…`.
+    name: &'static str,
+    /// `# TYPE` line: `gauge` or `counter`.
+    kind: &'static str,
+    /// `# HELP` line.
+    help: &'static str,
+    /// Its current value; `i128` holds every counter (`u64`) and gauge (`i64`) unchanged.
+    read: fn(&Sample<'_>) -> i128,
+}
+
+/// Every label-free metric, in the order `/metrics` prints them. `roundtable_rpc_errors_total`
+/// (labelled by method) follows them.
+const METRICS: &[MetricSpec] = &[
+    MetricSpec {
+        name: "roundtable_sockets",
+        kind: "gauge",
+        help: "Open WebSocket connections.",
+        read: |s| Metrics::gauge(&s.state.metrics.sockets).into(),
+    },
+    MetricSpec {
+        name: "roundtable_joined_clients",
+        kind: "gauge",
+        help: "Clients joined to conversations.",
+        read: |s| Metrics::gauge(&s.state.metrics.joined_clients).into(),
+    },
+    MetricSpec {
+        name: "roundtable_loaded_conversations",
+        kind: "gauge",
+        help: "Conversations loaded in memory.",
+        read: |s| Metrics::gauge(&s.state.metrics.loaded_conversations).into(),
+    },
+    MetricSpec {
+        name: "roundtable_conversations",
+        kind: "gauge",
+        help: "Conversations in the registry.",
+        read: |s| s.stats.map_or(0, |s| s.conversations) as i128,
+    },
+    MetricSpec {
+        name: "roundtable_frames_in_total",
+        kind: "counter",
+        help: "Messages received.",
+        read: |s| Metrics::get(&s.state.metrics.frames_in).into(),
+    },
+    MetricSpec {
+        name: "roundtable_frames_out_total",
+        kind: "counter",
+        help: "Messages queued for sending.",
+        read: |s| Metrics::get(&s.state.metrics.frames_out).into(),
+    },
+    MetricSpec {
+        name: "roundtable_frames_dropped_total",
+        kind: "counter",
+        help: "Inbound frames dropped as malformed.",
+        read: |s| Metrics::get(&s.state.metrics.frames_dropped).into(),
+    },
+    MetricSpec {
+        name: "roundtable_slow_client_closes_total",
+        kind: "counter",
+        help: "Clients closed because their outbound queue was full.",
+        read: |s| Metrics::get(&s.state.metrics.slow_client_closes).into(),
+    },
+    MetricSpec {
+        name: "roundtable_evictions_total",
+        kind: "counter",
+        help: "Conversations unloaded after idling.",
+        read: |s| Metrics::get(&s.state.metrics.evictions).into(),
+    },
+    MetricSpec {
+        name: "roundtable_storage_errors_total",
+        kind: "counter",
+        help: "Storage writes (appends, fsyncs, whole-file writes) that failed.",
+        read: |s| Metrics::get(&s.state.metrics.storage_errors).into(),
+    },
+    MetricSpec {
+        name: "roundtable_storage_failing",
+        kind: "gauge",
+        help: "1 while storage writes fail (see /health for the cause).",
+        read: |s| s.state.metrics.storage_failure().is_some().into(),
+    },
+    MetricSpec {
+        name: "roundtable_log_writer_queued_bytes",
+        kind: "gauge",
+        help: "Bytes queued for the log writer and not yet written.",
+        read: |s| s.state.log_writer.queued_bytes() as i128,
+    },
+    MetricSpec {
+        name: "roundtable_inbound_reassembly_bytes",
+        kind: "gauge",
+        help: "Bytes of fragmented messages being reassembled, over every connection.",
+        read: |s| s.state.inbound.held() as i128,
+    },
+    MetricSpec {
+        name: "roundtable_log_fsyncs_total",
+        kind: "counter",
+        help: "fsyncs made by the log writer (one per touched file per batch).",
+        read: |s| Metrics::get(&s.state.metrics.log_fsyncs).into(),
+    },
+    MetricSpec {
+        name: "roundtable_log_barriers_total",
+        kind: "counter",
+        help:
+            "Write barriers confirmed by the log writer (acknowledgements waiting for durability).",
+        read: |s| Metrics::get(&s.state.metrics.log_barriers).into(),
+    },
+    MetricSpec {
+        name: "roundtable_writer_backpressure_total",
+        kind: "counter",
+        help: "Times a conversation paused because the log writer's queue was over its bound.",
+        read: |s| Metrics::get(&s.state.metrics.writer_backpressure).into(),
+    },
+];
+
+/// `/metrics`: every label-free metric of the `METRICS` table, then `invokeError` answers by method.
+pub async fn metrics_text(state: Data<AppState>) -> HttpResponse {
+    let stats = state.registry.send(GetRegistryStats).await.ok();
+    let sample = Sample {
+        state: &state,
+        stats,
+    };
+    let mut out = String::new();
+    for metric in METRICS {
+        let MetricSpec {
+            name, kind, help, ..
+        } = metric;
+        let value = (metric.read)(&sample);
+        let _ = writeln!(
+            out,
+            "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}"
+        );
+    }
+    let _ = writeln!(
+        out,
+        "# HELP roundtable_rpc_errors_total invokeError answers by method.\n# TYPE roundtable_rpc_errors_total counter"
+    );
+    for (method, n) in state.metrics.rpc_errors() {
+        let method = method
+            .replace('\\', "\\\\")
+            .replace('"', "\\\"")
+            .replace('\n', "\\n");
+        let _ = writeln!(
+            out,
+            "roundtable_rpc_errors_total{{method=\"{method}\"}} {n}"
+        );
+    }
+    HttpResponse::Ok()
+        .content_type("text/plain; version=0.0.4")
+        .body(out)
+}
+
+/// Any path other than the fixed routes: a WebSocket upgrade, after the security checks.
+/// Plain requests get the web client's files ([`web::respond`]) or 404.
+pub async fn upgrade(req: HttpRequest, body: Payload, state: Data<AppState>) -> HttpResponse {
+    let config = &state.config;
+    let is_upgrade = req
+        .headers()
+        .get(header::UPGRADE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.eq_ignore_ascii_case("websocket"));
+    if !is_upgrade {
+        if let Some(page) = web::respond(&req) {
+            return page;
+        }
+        return HttpResponse::NotFound()
+            .body("Roundtable speaks WebSocket here; see /health and /metrics");
+    }
+    if let Some(refusal) = guards::upgrade_refusal(&req, config) {
+        return refusal;
+    }
+    let echo = config.echo_path.as_deref() == Some(req.path());
+    transport::start(&req, body, state.into_inner(), echo)
+}

@@ -1,0 +1,328 @@
+//! The `agent-server` and `discovery` channels of one [`Connection`]: each invoke is parsed
+//! once from (method, args) into an [`AgentServerRequest`] — argument errors carry the exact
+//! texts of `roundtable_actors::protocol` — and then run by one function per method. The
+//! registry does the work; this side only forwards, awaits on the socket's own thread and
+//! answers through [`Connection::reply`].
+
+use actix::prelude::*;
+use roundtable_actors::client::Ready;
+use roundtable_actors::protocol::{self, Args, RpcError, RpcResult, AGENT_SERVER_CHANNEL};
+use roundtable_actors::registry::{
+    CreateConversation, DeleteConversation, FindConversations, JoinConversation, Joined,
+    LeaveConversation, ListConversations, PanicForTest, RenameConversation,
+};
+use serde_json::{json, Value};
+
+use super::{Connection, JoinedConversation};
+
+/// One `agent-server` invoke with its arguments checked.
+enum AgentServerRequest {
+    /// `joinConversation({conversationId?, filter?, clientType?})`.
+    Join {
+        /// The conversation to join; `None` joins the default one.
+        conversation_id: Option<String>,
+        /// Only this connection's own output.
+        filter: bool,
+    },
+    /// `leaveConversation(conversationId)`.
+    Leave {
+        /// The conversation id in its canonical form.
+        conversation_id: String,
+    },
+    /// `createConversation(name?, {nameCollisionBehavior?})`.
+    Create(CreateConversation),
+    /// `listConversations(filter?)`.
+    List(ListConversations),
+    /// `renameConversation(conversationId, newName?, {nameCollisionBehavior?})`.
+    Rename(RenameConversation),
+    /// `deleteConversation(conversationId)`.
+    Delete(DeleteConversation),
+    /// `findConversations(query?, maxMatches?)`.
+    Find(FindConversations),
+    /// `searchConversationContent(query?, maxMatches?)`: arguments checked, nothing indexed.
+    SearchContent,
+    /// `getUserIdentity()`.
+    GetUserIdentity,
+    /// `testPanic()`, only when the fault seam is enabled (crash tests).
+    TestPanic,
+    /// `shutdown()`.
+    Shutdown,
+}
+
+impl AgentServerRequest {
+    /// Checks `args` for `method`; an unknown method is `No handler for method: <method>`.
+    fn parse(method: &str, args: &Args) -> RpcResult<AgentServerRequest> {
+        let m = method;
+        Ok(match m {
+            "joinConversation" => {
+                let options = args.opt_object(m, 0, "options")?;
+                let conversation_id =
+                    protocol::opt_field_str(options, m, 0, "conversationId")?.map(str::to_string);
+                let filter = protocol::opt_field_bool(options, m, 0, "filter")?.unwrap_or(false);
+                protocol::opt_field_str(options, m, 0, "clientType")?;
+                AgentServerRequest::Join {
+                    conversation_id,
+                    filter,
+                }
+            }
+            "leaveConversation" => AgentServerRequest::Leave {
+                conversation_id: protocol::canonical_conversation_id(args.req_str(
+                    m,
+                    0,
+                    "conversationId",
+                )?)
+                .into_owned(),
+            },
+            "createConversation" => {
+                let name = args.opt_str(m, 0, "name")?.unwrap_or_default().to_string();
+                let options = args.opt_object(m, 1, "options")?;
+                let collision = protocol::opt_field_str(options, m, 1, "nameCollisionBehavior")?;
+                AgentServerRequest::Create(CreateConversation {
+                    name,
+                    collision: collision.map(str::to_string),
+                })
+            }
+            "listConversations" => AgentServerRequest::List(ListConversations {
+                filter: args.opt_str(m, 0, "filter")?.map(str::to_string),
+            }),
+            "renameConversation" => {
+                let id = args.req_str(m, 0, "conversationId")?.to_string();
+                let new_name = args
+                    .opt_str(m, 1, "newName")?
+                    .unwrap_or_default()
+                    .to_string();
+                let options = args.opt_object(m, 2, "options")?;
+                let collision = protocol::opt_field_str(options, m, 2, "nameCollisionBehavior")?;
+                AgentServerRequest::Rename(RenameConversation {
+                    id,
+                    new_name,
+                    collision: collision.map(str::to_string),
+                })
+            }
+            "deleteConversation" => AgentServerRequest::Delete(DeleteConversation {
+                id: args.req_str(m, 0, "conversationId")?.to_string(),
+            }),
+            "findConversations" | "searchConversationContent" => {
+                let query = args.opt_str(m, 0, "query")?.unwrap_or_default().to_string();
+                let max_matches = args.opt_count(m, 1, "maxMatches")?;
+                if m == "searchConversationContent" {
+                    AgentServerRequest::SearchContent
+                } else {
+                    AgentServerRequest::Find(FindConversations { query, max_matches })
+                }
+            }
+            "getUserIdentity" => AgentServerRequest::GetUserIdentity,
+            "testPanic" if roundtable_actors::faults::test_panic_enabled() => {
+                AgentServerRequest::TestPanic
+            }
+            "shutdown" => AgentServerRequest::Shutdown,
+            _ => return Err(RpcError::NoHandler(method.to_string())),
+        })
+    }
+}
+
+/// The error for a registry that did not take or answer a message.
+fn registry_lost(e: MailboxError) -> RpcError {
+    RpcError::Internal(format!("registry unavailable: {e}"))
+}
+
+impl Connection {
+    /// An invoke on `agent-server`: parse it, then run it.
+    pub(super) fn agent_server(
+        &mut self,
+        call_id: u64,
+        method: String,
+        args: Args,
+        ctx: &mut Context<Self>,
+    ) {
+        let request = match AgentServerRequest::parse(&method, &args) {
+            Ok(request) => request,
+            Err(e) => return self.reply(AGENT_SERVER_CHANNEL, call_id, &method, Err(e)),
+        };
+        let ch = AGENT_SERVER_CHANNEL.to_string();
+        let registry = self.state.registry.clone();
+        match request {
+            AgentServerRequest::Join {
+                conversation_id,
+                filter,
+            } => self.join(call_id, conversation_id, filter, ctx),
+            AgentServerRequest::Leave { conversation_id } => {
+                self.leave(call_id, method, conversation_id, ctx)
+            }
+            AgentServerRequest::Create(msg) => {
+                let req = registry.send(msg);
+                self.answer(ctx, ch, call_id, method, async move {
+                    let info = req.await.map_err(registry_lost)??;
+                    Ok(Some(serde_json::to_value(info).expect("info serializes")))
+                });
+            }
+            AgentServerRequest::List(msg) => {
+                let req = registry.send(msg);
+                // Serialized straight to text: a 100,000-entry list is one big frame.
+                ctx.spawn(req.into_actor(self).map(move |res, act, _| match res {
+                    Ok(json) => act.reply_raw(&ch, call_id, &json),
+                    Err(e) => act.reply(&ch, call_id, &method, Err(registry_lost(e))),
+                }));
+            }
+            AgentServerRequest::Rename(msg) => {
+                let req = registry.send(msg);
+                self.answer(ctx, ch, call_id, method, async move {
+                    req.await.map_err(registry_lost)?.map(|()| None)
+                });
+            }
+            AgentServerRequest::Delete(msg) => {
+                let req = registry.send(msg);
+                self.answer(ctx, ch, call_id, method, async move {
+                    req.await.map_err(registry_lost)?.map(|()| None)
+                });
+            }
+            AgentServerRequest::Find(msg) => {
+                let req = registry.send(msg);
+                self.answer(ctx, ch, call_id, method, async move {
+                    Ok(Some(
+                        serde_json::to_value(req.await.map_err(registry_lost)?)
+                            .expect("matches serialize"),
+                    ))
+                });
+            }
+            // No content index yet: content search finds nothing, as a lexical-only TypeAgent
+            // server does.
+            AgentServerRequest::SearchContent => {
+                self.reply(&ch, call_id, &method, Ok(Some(json!([]))))
+            }
+            AgentServerRequest::GetUserIdentity => {
+                self.reply(&ch, call_id, &method, Ok(Some(user_identity())))
+            }
+            // Never answered: the process aborts.
+            AgentServerRequest::TestPanic => {
+                log::warn!("socket {}: testPanic requested", self.socket_id);
+                registry.do_send(PanicForTest);
+            }
+            AgentServerRequest::Shutdown => {
+                log::info!("socket {}: shutdown requested", self.socket_id);
+                self.reply(&ch, call_id, &method, Ok(None));
+                let _ = self.state.stop.send(true);
+            }
+        }
+    }
+
+    /// `leaveConversation`: `Not joined to conversation` unless this socket joined it; the
+    /// lease is disarmed so the explicit leave is the only one.
+    fn leave(
+        &mut self,
+        call_id: u64,
+        method: String,
+        conversation_id: String,
+        ctx: &mut Context<Self>,
+    ) {
+        let ch = AGENT_SERVER_CHANNEL;
+        let Some(joined) = self.joined.remove(&conversation_id) else {
+            return self.reply(
+                ch,
+                call_id,
+                &method,
+                Err(RpcError::NotJoined(conversation_id)),
+            );
+        };
+        joined.lease.disarm();
+        let req = self.state.registry.send(LeaveConversation {
+            conversation_id,
+            connection_id: joined.connection_id,
+        });
+        // The registry answers with a future awaited here, on this socket's thread.
+        self.answer(ctx, ch.to_string(), call_id, method, async move {
+            req.await.map_err(registry_lost)?.await.map(|()| None)
+        });
+    }
+
+    /// `joinConversation`: the registry attaches a client (not yet ready); the join result is
+    /// queued, then the client is marked ready, so nothing reaches `clientio:<id>` before it.
+    fn join(
+        &mut self,
+        call_id: u64,
+        conversation_id: Option<String>,
+        filter: bool,
+        ctx: &mut Context<Self>,
+    ) {
+        let m = "joinConversation";
+        let ch = AGENT_SERVER_CHANNEL;
+        let req = self.state.registry.send(JoinConversation {
+            conversation_id,
+            filter,
+            already_joined: self.joined.keys().cloned().collect(),
+            outbox: self.outbox.clone(),
+            connection: ctx.address().recipient(),
+        });
+        // The registry answers with a future awaited here, on this socket's thread.
+        let joining = async move {
+            match req.await {
+                Ok(pending) => pending.await,
+                Err(e) => Err(RpcError::Internal(e.to_string())),
+            }
+        };
+        ctx.spawn(joining.into_actor(self).map(move |joined, act, _| {
+            let joined: RpcResult<Joined> = joined;
+            match joined {
+                Err(e) => act.reply(ch, call_id, m, Err(e)),
+                Ok(joined) if act.joined.contains_key(&joined.conversation_id) => {
+                    // A concurrent duplicate join finished first; this one undoes itself (its
+                    // lease leaves on drop).
+                    let channel = protocol::clientio_channel(&joined.conversation_id);
+                    act.reply(ch, call_id, m, Err(RpcError::ChannelExists(channel)));
+                }
+                Ok(Joined {
+                    conversation_id,
+                    result,
+                    connection_id,
+                    client,
+                    conversation,
+                    lease,
+                }) => {
+                    log::debug!(
+                        "socket {}: joined conversation {conversation_id} as connection {connection_id}",
+                        act.socket_id
+                    );
+                    act.joined.insert(
+                        conversation_id,
+                        JoinedConversation {
+                            connection_id,
+                            conversation,
+                            lease,
+                        },
+                    );
+                    // The result is queued before the client may send anything on clientio.
+                    act.reply(ch, call_id, m, Ok(Some(result)));
+                    client.do_send(Ready);
+                }
+            }
+        }));
+    }
+}
+
+/// The `discovery` channel's one method: `lookupPort({agentName})` answers this server's port
+/// for `agent-server`, `{"port": null}` for anything else.
+pub(super) fn lookup_port(method: &str, args: &Args, port: u16) -> RpcResult<Option<Value>> {
+    if method != "lookupPort" {
+        return Err(RpcError::NoHandler(method.to_string()));
+    }
+    let options = args.opt_object(method, 0, "options")?;
+    let agent = protocol::opt_field_str(options, method, 0, "agentName")?;
+    Ok(Some(if agent == Some("agent-server") {
+        json!({"port": port, "url": format!("ws://localhost:{port}")})
+    } else {
+        json!({"port": null})
+    }))
+}
+
+/// `getUserIdentity`: the OS user name (`$USER`, `$USERNAME`, else `user`) and its initial.
+fn user_identity() -> Value {
+    let username = std::env::var("USER")
+        .or_else(|_| std::env::var("USERNAME"))
+        .unwrap_or_else(|_| "user".to_string());
+    let initial = username
+        .chars()
+        .next()
+        .map(|c| c.to_uppercase().next().unwrap_or(c))
+        .unwrap_or('U');
+    json!({"username": username, "displayName": username, "initial": initial.to_string()})
+}

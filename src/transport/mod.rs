@@ -1,0 +1,489 @@
+//! The WebSocket transport: one `Connection` actor per socket. It is the only user of
+//! `actix-ws`, chosen over the deprecated `actix-web-actors` for backpressure, by measurement:
+//! a `WebsocketContext` actor is only polled when its socket is writable, so with a peer that
+//! stops reading it stalls — it cannot run its heartbeat or close the socket — while producers'
+//! `do_send`s pile up in its mailbox. A test server pushing 10 KB frames at 100 MB/s to a
+//! non-reading peer grew from 5 MB to 440 MB RSS in 10 s. Here the socket writer is a separate
+//! task fed by a bounded [`Outbox`]: the same non-reading peer is closed with 1008 within about
+//! a second and RSS stays flat (the load harness's `slow` scenario).
+//!
+//! Inbound: frames are reassembled (continuations, capped at `max_frame_bytes`, close 1009
+//! beyond), text is UTF-8 checked as fragments arrive (close 1007), other protocol errors close
+//! with 1002 (1009 for oversize), pings are answered, and a ping goes out every
+//! `ping_interval`; a peer that has not answered the previous one is dropped. Each complete
+//! message is one envelope: `agent-server` and `discovery` invokes are handled by this actor
+//! (the registry does the work), `dispatcher:<id>` goes to the joined conversation.
+//!
+//! Outbound: everything goes through the socket's bounded [`Outbox`]; one writer task drains
+//! it into the `Session`. A full outbox closes the socket as a slow consumer.
+//!
+//! Files: this one holds the actor (state, lifecycle, envelope routing, answers);
+//! `frames.rs` the inbound stream handler, reassembly glue and close codes; `writer.rs` the
+//! writer task; `agent_server.rs` the typed `agent-server` requests and `discovery`.
+//!
+//! # Implementation notes
+//! States: **Open** → (**Closing**: a close frame was queued; inbound is ignored) → **Stopped**
+//! when the inbound stream ends. Stopping drops every [`JoinLease`], which leaves each joined
+//! conversation.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use actix::prelude::*;
+use actix_web::{web, HttpRequest, HttpResponse};
+use roundtable_actors::client::ConversationGone;
+use roundtable_actors::conversation::{
+    Conversation, DispatcherCall, DispatcherInvoke, DispatcherReply,
+};
+use roundtable_actors::frames::Reassembler;
+use roundtable_actors::metrics::Metrics;
+use roundtable_actors::outbox::{outbox, Outbox, Outgoing, PushError};
+use roundtable_actors::protocol::{
+    self, Args, Inbound, RpcError, RpcResult, AGENT_SERVER_CHANNEL, DISCOVERY_CHANNEL,
+    DISPATCHER_PREFIX,
+};
+use roundtable_actors::registry::{ConversationExists, JoinLease};
+use serde_json::Value;
+
+use crate::server::AppState;
+use frames::CLOSE_GOING_AWAY;
+
+mod agent_server;
+mod frames;
+mod writer;
+
+/// Upgrades the request and starts a [`Connection`] (or the echo endpoint when `echo`).
+pub fn start(
+    req: &HttpRequest,
+    body: web::Payload,
+    state: Arc<AppState>,
+    echo: bool,
+) -> HttpResponse {
+    let (response, session, stream) = match actix_ws::handle(req, body) {
+        Ok(parts) => parts,
+        Err(e) => return HttpResponse::from_error(e),
+    };
+    let max = state.config.max_frame_bytes;
+    let stream = stream.max_frame_size(max);
+    let (tx, rx) = outbox(state.config.outbox.clone());
+    let inbound = state.inbound.clone();
+    let socket_id = state.next_socket.fetch_add(1, Ordering::Relaxed);
+    let peer = req.peer_addr().map(|a| a.to_string()).unwrap_or_default();
+    let connection = Connection {
+        socket_id,
+        state,
+        outbox: tx,
+        echo,
+        joined: HashMap::new(),
+        in_flight: HashSet::new(),
+        fragments: Reassembler::with_budget(max, inbound),
+        awaiting_pong: false,
+        closing: false,
+    };
+    log::debug!("socket {socket_id}: connected from {peer}");
+    Connection::create(move |ctx| {
+        ctx.add_stream(stream);
+        actix::spawn(writer::write_loop(session, rx));
+        connection
+    });
+    response
+}
+
+/// What this socket has joined.
+struct JoinedConversation {
+    /// The client's connection id in the conversation.
+    connection_id: String,
+    /// The conversation, for dispatcher calls.
+    conversation: Addr<Conversation>,
+    /// Leaves on drop.
+    lease: JoinLease,
+}
+
+/// One WebSocket.
+pub struct Connection {
+    /// Sequence number, for logs.
+    socket_id: u64,
+    /// Shared server state.
+    state: Arc<AppState>,
+    /// This socket's bounded outbound queue.
+    outbox: Outbox,
+    /// Conformance echo endpoint: echo every message, speak no protocol.
+    echo: bool,
+    /// Conversations this socket has joined, by id.
+    joined: HashMap<String, JoinedConversation>,
+    /// (channel, callId) of invokes being handled; a duplicate is dropped unanswered.
+    in_flight: HashSet<(String, u64)>,
+    /// Joins continuation frames into messages (capped at `max_frame_bytes`).
+    fragments: Reassembler,
+    /// A ping went out and no pong came back yet.
+    awaiting_pong: bool,
+    /// A close frame has been queued; everything inbound is ignored.
+    closing: bool,
+}
+
+/// Answers above this size are followed by a heap trim (see `roundtable_actors::memory`).
+const LARGE_ANSWER: usize = 1 << 20;
+
+impl Connection {
+    /// Queues a close frame once; everything inbound is ignored from now on.
+    pub(super) fn close(&mut self, code: u16, reason: &str) {
+        if !self.closing {
+            self.closing = true;
+            log::debug!("socket {}: closing with {code} {reason}", self.socket_id);
+            self.outbox.close(code, reason);
+        }
+    }
+
+    /// Queues a text frame.
+    pub(super) fn send(&mut self, frame: String) {
+        self.send_frame(Outgoing::Text(frame));
+    }
+
+    /// Queues a frame; a full queue closes the socket as a slow consumer (counted once).
+    pub(super) fn send_frame(&mut self, frame: Outgoing) {
+        match self.outbox.push_frame(frame) {
+            Ok(()) => Metrics::inc(&self.state.metrics.frames_out),
+            Err(PushError::Full) if !self.closing => {
+                Metrics::inc(&self.state.metrics.slow_client_closes);
+                log::warn!(
+                    "socket {}: outbound queue full, closing slow client",
+                    self.socket_id
+                );
+                self.closing = true;
+                self.outbox.abort(
+                    roundtable_actors::client::SLOW_CONSUMER_CLOSE_CODE,
+                    roundtable_actors::client::SLOW_CONSUMER_REASON,
+                );
+            }
+            Err(_) => {}
+        }
+    }
+
+    /// Answers an invoke (`invokeResult` or `invokeError`, counted by method) and frees its
+    /// callId.
+    pub(super) fn reply(
+        &mut self,
+        channel: &str,
+        call_id: u64,
+        method: &str,
+        result: RpcResult<Option<Value>>,
+    ) {
+        self.in_flight.remove(&(channel.to_string(), call_id));
+        let frame = match result {
+            Ok(value) => protocol::invoke_result(channel, call_id, value.as_ref()),
+            Err(e) => {
+                self.state.metrics.rpc_error(method);
+                log::debug!(
+                    "socket {}: {channel} {method} #{call_id} failed: {e}",
+                    self.socket_id
+                );
+                protocol::invoke_error(channel, call_id, &e.to_string())
+            }
+        };
+        self.send(frame);
+    }
+
+    /// Answers with ready-made JSON text as the `result` (large answers are serialized once).
+    pub(super) fn reply_raw(&mut self, channel: &str, call_id: u64, result_json: &str) {
+        self.in_flight.remove(&(channel.to_string(), call_id));
+        self.send(protocol::invoke_result_raw(channel, call_id, result_json));
+        if result_json.len() > LARGE_ANSWER {
+            roundtable_actors::memory::trim_soon();
+        }
+    }
+
+    /// Runs `work` and answers the invoke with its result.
+    pub(super) fn answer<F>(
+        &mut self,
+        ctx: &mut Context<Self>,
+        channel: String,
+        call_id: u64,
+        method: String,
+        work: F,
+    ) where
+        F: std::future::Future<Output = RpcResult<Option<Value>>> + 'static,
+    {
+        ctx.spawn(
+            work.into_actor(self)
+                .map(move |res, act, _| act.reply(&channel, call_id, &method, res)),
+        );
+    }
+
+    /// One complete inbound message: echoed on the echo endpoint, else parsed as one envelope
+    /// and routed by its kind.
+    pub(super) fn on_message(&mut self, text: &str, ctx: &mut Context<Self>) {
+        Metrics::inc(&self.state.metrics.frames_in);
+        if text.len() > LARGE_ANSWER {
+            // Its buffers (frame, reassembly, parse) are freed by now or soon: give them back.
+            roundtable_actors::memory::trim_soon();
+        }
+        if self.echo {
+            self.send(text.to_string());
+            return;
+        }
+        match Inbound::parse(text) {
+            Err(reason) => {
+                Metrics::inc(&self.state.metrics.frames_dropped);
+                log::warn!("socket {}: dropped inbound frame: {reason}", self.socket_id);
+            }
+            Ok(Inbound::Invoke {
+                channel,
+                call_id,
+                method,
+                args,
+            }) => self.on_invoke(channel, call_id, method, args, ctx),
+            Ok(Inbound::InvalidInvoke { channel, call_id }) => {
+                if self.channel_exists(&channel) || channel.starts_with(DISPATCHER_PREFIX) {
+                    self.reply(&channel, call_id, "(invalid)", Err(RpcError::InvalidInvoke));
+                }
+            }
+            Ok(Inbound::Unparsable {
+                channel,
+                call_id,
+                reason,
+            }) => {
+                Metrics::inc(&self.state.metrics.frames_dropped);
+                log::debug!(
+                    "socket {}: unparsable invoke #{call_id} on {channel}: {reason}",
+                    self.socket_id
+                );
+                if self.channel_exists(&channel) || channel.starts_with(DISPATCHER_PREFIX) {
+                    self.reply(
+                        &channel,
+                        call_id,
+                        "(invalid)",
+                        Err(RpcError::Unparsable(reason)),
+                    );
+                }
+            }
+            Ok(Inbound::Call {
+                channel,
+                method,
+                args,
+            }) => self.on_call(&channel, method, args),
+            Ok(Inbound::Response { channel }) => {
+                log::debug!(
+                    "socket {}: response on {channel} to no request, dropped",
+                    self.socket_id
+                );
+            }
+        }
+    }
+
+    /// An invoke: dropped on an unknown channel (other than `dispatcher:<id>`), refused past
+    /// [`protocol::MAX_IN_FLIGHT`], dropped when its callId is already in flight, answered
+    /// `Not joined` / `Conversation not found` on a dispatcher channel this socket has not
+    /// joined; otherwise run.
+    fn on_invoke(
+        &mut self,
+        channel: String,
+        call_id: u64,
+        method: String,
+        args: Args,
+        ctx: &mut Context<Self>,
+    ) {
+        let dispatcher = channel.starts_with(DISPATCHER_PREFIX);
+        if !dispatcher && !self.channel_exists(&channel) {
+            log::debug!(
+                "socket {}: invoke {method} on unknown channel {channel} dropped",
+                self.socket_id
+            );
+            return;
+        }
+        if self.in_flight.len() >= protocol::MAX_IN_FLIGHT {
+            let error = RpcError::TooManyInFlight(protocol::MAX_IN_FLIGHT);
+            // Not in `in_flight`: answered here, without running it.
+            self.state.metrics.rpc_error(&method);
+            self.send(protocol::invoke_error(
+                &channel,
+                call_id,
+                &error.to_string(),
+            ));
+            return;
+        }
+        if !self.in_flight.insert((channel.clone(), call_id)) {
+            log::debug!(
+                "socket {}: duplicate in-flight callId {call_id} on {channel} dropped",
+                self.socket_id
+            );
+            return;
+        }
+        if dispatcher && !self.channel_exists(&channel) {
+            self.not_joined(channel, call_id, method, ctx);
+            return;
+        }
+        self.invoke(channel, call_id, method, args, ctx);
+    }
+
+    /// A `call` (never answered) on a joined `dispatcher:<id>`: forwarded to the conversation,
+    /// dropped when its mailbox is full; ignored on any other channel.
+    fn on_call(&mut self, channel: &str, method: String, args: Args) {
+        match self.joined_on(channel) {
+            Some(joined) => {
+                // Bounded: a conversation whose mailbox is full drops the call.
+                let call = DispatcherCall {
+                    connection_id: joined.connection_id.clone(),
+                    method,
+                    args,
+                };
+                if joined.conversation.try_send(call).is_err() {
+                    log::warn!(
+                        "socket {}: conversation busy, call on {channel} dropped",
+                        self.socket_id
+                    );
+                }
+            }
+            None => log::debug!(
+                "socket {}: call {method} on {channel} ignored",
+                self.socket_id
+            ),
+        }
+    }
+
+    /// Answers an invoke on a `dispatcher:<id>` channel this socket has not joined:
+    /// `Conversation not found: <id>` when it does not exist (any more), else
+    /// `Not joined to conversation: <id>`.
+    fn not_joined(
+        &mut self,
+        channel: String,
+        call_id: u64,
+        method: String,
+        ctx: &mut Context<Self>,
+    ) {
+        let id = channel[DISPATCHER_PREFIX.len()..].to_string();
+        let exists = self
+            .state
+            .registry
+            .send(ConversationExists { id: id.clone() });
+        self.answer(ctx, channel, call_id, method, async move {
+            match exists.await {
+                Ok(true) => Err(RpcError::NotJoined(id)),
+                Ok(false) => Err(RpcError::ConversationNotFound(id)),
+                Err(e) => Err(RpcError::Internal(format!("registry unavailable: {e}"))),
+            }
+        });
+    }
+
+    /// `agent-server`, `discovery`, or a dispatcher channel this socket has joined.
+    fn channel_exists(&self, channel: &str) -> bool {
+        channel == AGENT_SERVER_CHANNEL
+            || channel == DISCOVERY_CHANNEL
+            || self.joined_on(channel).is_some()
+    }
+
+    /// The joined conversation a `dispatcher:<id>` channel names, in any id form.
+    fn joined_on(&self, channel: &str) -> Option<&JoinedConversation> {
+        let id = channel.strip_prefix(DISPATCHER_PREFIX)?;
+        self.joined
+            .get(protocol::canonical_conversation_id(id).as_ref())
+    }
+
+    /// Runs an admitted invoke: `agent-server` and `discovery` here, `dispatcher:<id>` in the
+    /// joined conversation.
+    fn invoke(
+        &mut self,
+        channel: String,
+        call_id: u64,
+        method: String,
+        args: Args,
+        ctx: &mut Context<Self>,
+    ) {
+        if channel == AGENT_SERVER_CHANNEL {
+            self.agent_server(call_id, method, args, ctx);
+        } else if channel == DISCOVERY_CHANNEL {
+            let result = agent_server::lookup_port(&method, &args, self.state.port);
+            self.reply(&channel, call_id, &method, result);
+        } else if let Some(joined) = self.joined_on(&channel) {
+            let req = joined.conversation.send(DispatcherInvoke {
+                connection_id: joined.connection_id.clone(),
+                method: method.clone(),
+                args,
+            });
+            ctx.spawn(req.into_actor(self).map(move |res, act, _| {
+                let res = res.unwrap_or_else(|_| {
+                    Err(RpcError::ConversationNotFound(
+                        channel[DISPATCHER_PREFIX.len()..].to_string(),
+                    ))
+                });
+                match res {
+                    Ok(DispatcherReply::Raw(json)) => act.reply_raw(&channel, call_id, &json),
+                    Ok(DispatcherReply::Value(v)) => act.reply(&channel, call_id, &method, Ok(v)),
+                    Err(e) => act.reply(&channel, call_id, &method, Err(e)),
+                }
+            }));
+        }
+    }
+}
+
+impl Actor for Connection {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        Metrics::add(&self.state.metrics.sockets, 1);
+        ctx.run_interval(self.state.config.ping_interval, |act, ctx| {
+            if act.closing {
+                return;
+            }
+            if act.awaiting_pong {
+                log::info!(
+                    "socket {}: no pong to the previous ping, dropping",
+                    act.socket_id
+                );
+                // Abort, not a polite close behind what is queued: the peer reads nothing.
+                act.closing = true;
+                act.outbox.abort(CLOSE_GOING_AWAY, "ping timeout");
+                ctx.stop();
+                return;
+            }
+            act.awaiting_pong = true;
+            let _ = act.outbox.push_frame(Outgoing::Ping(Vec::new()));
+        });
+        // Graceful shutdown: close with 1001.
+        let mut closing = self.state.closing.clone();
+        ctx.spawn(
+            async move {
+                while !*closing.borrow_and_update() {
+                    if closing.changed().await.is_err() {
+                        return false;
+                    }
+                }
+                true
+            }
+            .into_actor(self)
+            .map(|stop, act, _| {
+                if stop {
+                    act.close(CLOSE_GOING_AWAY, "server shutting down");
+                }
+            }),
+        );
+    }
+
+    fn stopped(&mut self, _ctx: &mut Self::Context) {
+        Metrics::add(&self.state.metrics.sockets, -1);
+        // Dropping the leases leaves every joined conversation.
+        let n = self.joined.len();
+        self.joined.clear();
+        // The writer task ends with the connection: a close already queued (the peer's close,
+        // echoed) goes out; otherwise what is still queued is dropped ahead of it.
+        if !self.closing {
+            self.outbox.abort(CLOSE_GOING_AWAY, "");
+        }
+        log::debug!("socket {}: closed (left {n} conversations)", self.socket_id);
+    }
+}
+
+impl Handler<ConversationGone> for Connection {
+    type Result = ();
+
+    fn handle(&mut self, msg: ConversationGone, _ctx: &mut Self::Context) {
+        if let Some(joined) = self.joined.remove(&msg.conversation_id) {
+            joined.lease.disarm();
+            log::info!(
+                "socket {}: conversation {} is gone; its channels are closed",
+                self.socket_id,
+                msg.conversation_id
+            );
+        }
+    }
+}
