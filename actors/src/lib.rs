@@ -3,10 +3,11 @@
 //!
 //! # Layout
 //! - [`protocol`]: envelopes, agent-rpc messages, argument rules, exact error texts.
-//! - [`naming`]: name length, uniqueness key, `appendNumber`, `findConversations` scoring.
 //! - [`store`]: instance layout, migrations, instance lock, registry file + journal writer.
 //! - [`registry`]: the [`ConversationRegistry`](registry::ConversationRegistry) actor: every
-//!   create / rename / delete / join / leave, lazy load and idle eviction.
+//!   create / rename / delete / join / leave, lazy load and idle eviction;
+//!   [`registry::naming`]: name length, uniqueness key, `appendNumber`, `findConversations`
+//!   scoring.
 //! - [`conversation`]: the [`Conversation`](conversation::Conversation) actor, one per loaded
 //!   conversation: its clients, connection ids, idle timer.
 //! - [`client`]: the [`Client`](client::Client) actor, one per joined client: its `clientio`
@@ -32,12 +33,14 @@ pub mod frames;
 pub mod logwriter;
 pub mod memory;
 pub mod metrics;
-pub mod naming;
 pub mod outbox;
 pub mod protocol;
 pub mod registry;
 pub mod requests;
 pub mod store;
+
+// shim: issue-10 merge
+pub use registry::naming;
 
 /// Now as ISO-8601 UTC with milliseconds, like JavaScript's `new Date().toISOString()`.
 pub fn now_iso() -> String {
