@@ -22,9 +22,9 @@
 //! | --- | --- | --- | --- |
 //! | **Unloaded** | on disk only | [`JoinConversation`]: a `Conversation` is started (generation + 1) and the `Attach` queued in its mailbox (loading is this one step; there is no separate Loading state) | Live |
 //! | **Live** | an actor runs; joins are forwarded as `Attach` with `do_send` (so they keep mailbox order) and counted in `attaches_sent` | the last client's [`LeaveConversation`] (or its dropped [`JoinLease`]): the conversation arms its idle timer | Live, idle |
-//! | **Live, idle** | no clients; the timer lives in the conversation, the registry still sees Live | [`ConversationEvent::IdleExpired`] whose generation and attach count match: `Shutdown{Evicted}` sent | Evicting |
+//! | **Live, idle** | no clients; the timer lives in the conversation, the registry still sees Live | a join (its `Attach` disarms the timer); or [`ConversationEvent::IdleExpired`] whose generation and attach count match: `Shutdown{Evicted}` sent | Live; Evicting |
 //! | **Evicting** | the actor flushes and stops; joins that arrive now wait in the state | the `Shutdown` reply (`evicted`): waiting joins are replayed on a freshly loaded actor | Live, or Unloaded when nobody waited |
-//! | **Deleting** (flag, any state) | joins and renames answer `Conversation not found`; the actor is shut down (clients told), the delete journaled, the directory removed | the journal acknowledgement of [`DeleteConversation`] | Deleted (entry dropped) |
+//! | **Deleting** (flag, any state) | joins and renames answer `Conversation not found`, lists skip it; the actor is shut down (clients told, waiting joins dropped), the delete journaled, the directory removed | the journal acknowledgement of [`DeleteConversation`]; a failed append clears the flag | Deleted (entry dropped); Unloaded |
 //!
 //! A stale `IdleExpired` (the conversation was rejoined since its timer fired, or a join is in
 //! flight, or it reports for an earlier actor) is ignored: the registry evicts only when the
