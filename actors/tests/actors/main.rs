@@ -1,6 +1,6 @@
-//! Actor-level tests without sockets: each module starts one actor on a temporary directory,
-//! talks to it with its messages and counts lifecycle hooks and messages the way actix's own
-//! tests do (`actix/tests/test_supervisor.rs`). Every wait is on an event with a time-out,
-//! never a sleep.
+//! Actor-level tests without sockets: the real actors, started inside an actix `System` on a
+//! temporary directory and driven by their messages, counting lifecycle hooks and messages the
+//! way actix's own tests do (`actix/tests/test_supervisor.rs`). Waits have a time-out.
 
 mod conversation;
+mod registry;

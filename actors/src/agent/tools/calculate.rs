@@ -1,156 +1,41 @@
-//! The agent's built-in tools: `calculate`, `get_current_time` and `get_weather`.
-//!
-//! This module owns the tool specs offered to the model ([`builtin_tool_specs`]), the
-//! dispatcher that runs a call by name ([`run_builtin_tool`]) and the pieces behind it: a
-//! recursive-descent arithmetic evaluator ([`calculate`], [`format_number`]), the current time
-//! in an IANA time zone (via `jiff` with its bundled tz database) and deterministic, clearly
-//! labelled sample weather.
-//!
-//! The agent loop in `actors/src/agent/` calls [`builtin_tool_specs`] when it builds a
-//! provider request and [`run_builtin_tool`] for every tool call the model makes; `None`
-//! means "not a built-in, route it elsewhere", `Err` becomes an `is_error` tool result.
-//! Nothing here panics on any input.
+//! The `calculate` tool: a recursive-descent arithmetic evaluator ([`calculate()`]) and the
+//! number formatting of its answers ([`format_number`]). Every limit has its reason next to it;
+//! errors name the problem and its position; nothing here panics on any input (the hostile
+//! nesting test below).
 
 use serde_json::{json, Value};
 
-use super::ToolSpec;
+use super::{required_str, ToolSpec};
 
 /// Name of the arithmetic tool.
 pub const CALCULATE: &str = "calculate";
-/// Name of the clock tool.
-pub const GET_CURRENT_TIME: &str = "get_current_time";
-/// Name of the sample-weather tool.
-pub const GET_WEATHER: &str = "get_weather";
 
-/// The specs of the three built-in tools, in a fixed order: `calculate`,
-/// `get_current_time`, `get_weather`.
-pub fn builtin_tool_specs() -> Vec<ToolSpec> {
-    vec![
-        ToolSpec {
-            name: CALCULATE.to_owned(),
-            description: "Evaluate an arithmetic expression and return the numeric result. \
-                Supports numbers (e.g. 42, 3.14, .5, 1e3), the operators + - * / ^ \
-                (^ is exponentiation, right-associative), unary minus and parentheses."
-                .to_owned(),
-            input_schema: json!({
-                "type": "object",
-                "properties": {
-                    "expression": {
-                        "type": "string",
-                        "description": "The expression to evaluate, e.g. \"(2 + 3) * 4 ^ 2\"."
-                    }
-                },
-                "required": ["expression"]
-            }),
-        },
-        ToolSpec {
-            name: GET_CURRENT_TIME.to_owned(),
-            description: "Get the current date and time in a time zone, with the zone's \
-                abbreviation and UTC offset."
-                .to_owned(),
-            input_schema: json!({
-                "type": "object",
-                "properties": {
-                    "timezone": {
-                        "type": "string",
-                        "description": "IANA time zone name such as \"Europe/Paris\" or \
-                            \"America/New_York\". Optional; defaults to \"UTC\"."
-                    }
-                },
-                "required": []
-            }),
-        },
-        ToolSpec {
-            name: GET_WEATHER.to_owned(),
-            description: "Get SAMPLE weather data for a location. This is NOT a real \
-                forecast: it returns made-up, clearly labelled sample data (the same \
-                location always gives the same answer). Use it only for demonstrations \
-                and tell the user the data is not real."
-                .to_owned(),
-            input_schema: json!({
-                "type": "object",
-                "properties": {
-                    "location": {
-                        "type": "string",
-                        "description": "City or place name, e.g. \"Paris\"."
-                    }
-                },
-                "required": ["location"]
-            }),
-        },
-    ]
+/// What the model is offered.
+pub(super) fn spec() -> ToolSpec {
+    ToolSpec {
+        name: CALCULATE.to_owned(),
+        description: "Evaluate an arithmetic expression and return the numeric result. \
+            Supports numbers (e.g. 42, 3.14, .5, 1e3), the operators + - * / ^ \
+            (^ is exponentiation, right-associative), unary minus and parentheses."
+            .to_owned(),
+        input_schema: json!({
+            "type": "object",
+            "properties": {
+                "expression": {
+                    "type": "string",
+                    "description": "The expression to evaluate, e.g. \"(2 + 3) * 4 ^ 2\"."
+                }
+            },
+            "required": ["expression"]
+        }),
+    }
 }
 
-/// Runs the built-in tool `name` with `input` (the model's JSON arguments).
-///
-/// Returns `None` when `name` is not a built-in tool, otherwise `Some(Ok(text))` with the
-/// result text or `Some(Err(text))` with an error message meant for an `is_error` tool
-/// result (missing or ill-typed fields, invalid expressions, unknown time zones, ...).
-pub fn run_builtin_tool(name: &str, input: &Value) -> Option<Result<String, String>> {
-    let result = match name {
-        CALCULATE => run_calculate(input),
-        GET_CURRENT_TIME => run_get_current_time(input),
-        GET_WEATHER => run_get_weather(input),
-        _ => return None,
-    };
-    Some(result)
-}
-
-fn run_calculate(input: &Value) -> Result<String, String> {
+/// Runs a call: `{"expression": string}` → the formatted result.
+pub(super) fn run(input: &Value) -> Result<String, String> {
     let expression = required_str(input, "expression")?;
     calculate(expression).map(format_number)
 }
-
-fn run_get_current_time(input: &Value) -> Result<String, String> {
-    let zone = optional_str(input, "timezone")?
-        .map(str::trim)
-        .filter(|z| !z.is_empty())
-        .unwrap_or("UTC");
-    current_time_in(jiff::Timestamp::now(), zone)
-}
-
-fn run_get_weather(input: &Value) -> Result<String, String> {
-    sample_weather(required_str(input, "location")?)
-}
-
-/// The input as a JSON object, or an error naming what was received instead.
-fn input_object(input: &Value) -> Result<&serde_json::Map<String, Value>, String> {
-    input
-        .as_object()
-        .ok_or_else(|| format!("tool input must be a JSON object, got {}", json_type(input)))
-}
-
-fn required_str<'a>(input: &'a Value, field: &str) -> Result<&'a str, String> {
-    optional_str(input, field)?
-        .ok_or_else(|| format!("missing required field \"{field}\" (a string)"))
-}
-
-/// `Ok(None)` when the field is absent or `null`; an error when it is not a string.
-fn optional_str<'a>(input: &'a Value, field: &str) -> Result<Option<&'a str>, String> {
-    match input_object(input)?.get(field) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s.as_str())),
-        Some(other) => Err(format!(
-            "field \"{field}\" must be a string, got {}",
-            json_type(other)
-        )),
-    }
-}
-
-fn json_type(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
-// calculate
-// ---------------------------------------------------------------------------------------------
 
 /// Deepest nesting of parentheses, unary signs and `^` operands [`calculate`] accepts; keeps
 /// the recursive descent far from the stack limit on hostile input.
@@ -447,76 +332,6 @@ fn trim_fraction(s: &str) -> &str {
     }
 }
 
-// ---------------------------------------------------------------------------------------------
-// get_current_time
-// ---------------------------------------------------------------------------------------------
-
-/// `now` in the IANA zone `zone`, e.g. `2026-11-30 14:05:09 CET (Europe/Paris, UTC+01:00)`.
-fn current_time_in(now: jiff::Timestamp, zone: &str) -> Result<String, String> {
-    let tz = jiff::tz::TimeZone::get(zone).map_err(|_| format!("unknown time zone: {zone}"))?;
-    let name = tz.iana_name().unwrap_or(zone).to_owned();
-    let zoned = now.to_zoned_datetime(tz);
-    let local = jiff::fmt::strtime::format("%Y-%m-%d %H:%M:%S %Z", &zoned)
-        .map_err(|e| format!("could not format the time in {name}: {e}"))?;
-    let offset = jiff::fmt::strtime::format("%:z", &zoned)
-        .map_err(|e| format!("could not format the UTC offset of {name}: {e}"))?;
-    Ok(format!("{local} ({name}, UTC{offset})"))
-}
-
-// ---------------------------------------------------------------------------------------------
-// get_weather
-// ---------------------------------------------------------------------------------------------
-
-/// Longest location name `get_weather` accepts, in characters.
-const MAX_LOCATION_CHARS: usize = 200;
-
-const CONDITIONS: [&str; 8] = [
-    "sunny",
-    "partly cloudy",
-    "cloudy",
-    "overcast",
-    "light rain",
-    "rain showers",
-    "thunderstorms",
-    "foggy",
-];
-
-/// Deterministic sample weather for `location`, derived from a stable hash (FNV-1a) of the
-/// trimmed, lower-cased name so the same place always gets the same answer.
-fn sample_weather(location: &str) -> Result<String, String> {
-    let location = location.trim();
-    if location.is_empty() {
-        return Err("location must not be empty".to_owned());
-    }
-    if location.chars().count() > MAX_LOCATION_CHARS {
-        return Err(format!(
-            "location is too long (at most {MAX_LOCATION_CHARS} characters)"
-        ));
-    }
-    let mut h = fnv1a(location.to_lowercase().as_bytes());
-    let mut next = |modulus: u64| {
-        let v = h % modulus;
-        h /= modulus;
-        v
-    };
-    let temperature = next(41) as i64 - 5; // -5..=35 °C
-    let condition = CONDITIONS[next(CONDITIONS.len() as u64) as usize];
-    let humidity = 25 + next(71); // 25..=95 %
-    let wind = next(46); // 0..=45 km/h
-    let display: String = location.chars().filter(|c| !c.is_control()).collect();
-    Ok(format!(
-        "SAMPLE DATA (not a real forecast) for {display}: {temperature}°C, {condition}, \
-         humidity {humidity}%, wind {wind} km/h"
-    ))
-}
-
-/// 64-bit FNV-1a: stable across Rust versions and runs, unlike `DefaultHasher`.
-fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -722,185 +537,5 @@ mod tests {
         assert_eq!(format_number(f64::INFINITY), "inf");
         assert_eq!(format_number(f64::NEG_INFINITY), "-inf");
         assert_eq!(format_number(f64::NAN), "NaN");
-    }
-
-    #[test]
-    fn time_zone_success() {
-        // 2026-11-30T13:05:09Z is 14:05:09 in Paris (CET, UTC+01:00).
-        let instant: jiff::Timestamp = "2026-11-30T13:05:09Z".parse().unwrap();
-        assert_eq!(
-            current_time_in(instant, "Europe/Paris").unwrap(),
-            "2026-11-30 14:05:09 CET (Europe/Paris, UTC+01:00)"
-        );
-        let summer: jiff::Timestamp = "2026-07-01T12:00:00Z".parse().unwrap();
-        assert_eq!(
-            current_time_in(summer, "America/New_York").unwrap(),
-            "2026-07-01 08:00:00 EDT (America/New_York, UTC-04:00)"
-        );
-        let out = run_builtin_tool(GET_CURRENT_TIME, &json!({"timezone": "Asia/Tokyo"}))
-            .unwrap()
-            .unwrap();
-        assert!(out.contains("(Asia/Tokyo, UTC+09:00)"), "{out}");
-    }
-
-    #[test]
-    fn time_zone_defaults_to_utc() {
-        for input in [
-            json!({}),
-            json!({"timezone": null}),
-            json!({"timezone": "  "}),
-        ] {
-            let out = run_builtin_tool(GET_CURRENT_TIME, &input).unwrap().unwrap();
-            assert!(out.ends_with("(UTC, UTC+00:00)"), "{input}: {out}");
-        }
-    }
-
-    #[test]
-    fn time_zone_failure() {
-        assert_eq!(
-            run_builtin_tool(GET_CURRENT_TIME, &json!({"timezone": "Mars/Olympus_Mons"})),
-            Some(Err("unknown time zone: Mars/Olympus_Mons".to_owned()))
-        );
-        let e = run_builtin_tool(GET_CURRENT_TIME, &json!({"timezone": 5}))
-            .unwrap()
-            .unwrap_err();
-        assert!(e.contains("must be a string"), "{e}");
-    }
-
-    #[test]
-    fn weather_is_deterministic_and_labelled() {
-        let a = run_builtin_tool(GET_WEATHER, &json!({"location": "Paris"}))
-            .unwrap()
-            .unwrap();
-        let b = run_builtin_tool(GET_WEATHER, &json!({"location": "  paris "}))
-            .unwrap()
-            .unwrap();
-        assert!(
-            a.starts_with("SAMPLE DATA (not a real forecast) for Paris: "),
-            "{a}"
-        );
-        assert!(
-            b.starts_with("SAMPLE DATA (not a real forecast) for paris: "),
-            "{b}"
-        );
-        // Same lower-cased, trimmed location → same numbers.
-        assert_eq!(a.split_once(": ").unwrap().1, b.split_once(": ").unwrap().1);
-        assert_eq!(sample_weather("Paris"), sample_weather("Paris"));
-        assert!(
-            a.contains("°C") && a.contains("humidity") && a.contains("km/h"),
-            "{a}"
-        );
-        let others: Vec<_> = ["London", "Tokyo", "Lagos", "Lima", "Oslo"]
-            .iter()
-            .map(|l| {
-                sample_weather(l)
-                    .unwrap()
-                    .split_once(": ")
-                    .unwrap()
-                    .1
-                    .to_owned()
-            })
-            .collect();
-        assert!(
-            others.iter().any(|o| o != &others[0]),
-            "all sample data identical"
-        );
-    }
-
-    #[test]
-    fn weather_errors() {
-        for input in [json!({"location": ""}), json!({"location": "   "})] {
-            let e = run_builtin_tool(GET_WEATHER, &input).unwrap().unwrap_err();
-            assert!(e.contains("must not be empty"), "{e}");
-        }
-        let e = sample_weather(&"x".repeat(MAX_LOCATION_CHARS + 1)).unwrap_err();
-        assert!(e.contains("too long"), "{e}");
-    }
-
-    #[test]
-    fn specs() {
-        let specs = builtin_tool_specs();
-        let names: Vec<_> = specs.iter().map(|s| s.name.as_str()).collect();
-        assert_eq!(names, [CALCULATE, GET_CURRENT_TIME, GET_WEATHER]);
-        for spec in &specs {
-            assert!(super::super::valid_tool_name(&spec.name));
-            assert_eq!(spec.input_schema["type"], "object");
-            assert!(spec.input_schema["properties"].is_object());
-            assert!(spec.input_schema["required"].is_array());
-        }
-        assert_eq!(specs[0].input_schema["required"], json!(["expression"]));
-        assert_eq!(specs[1].input_schema["required"], json!([]));
-        assert_eq!(specs[2].input_schema["required"], json!(["location"]));
-        assert!(specs[0].description.contains("+ - * / ^"));
-        assert!(specs[2].description.contains("SAMPLE"));
-        assert!(specs[2].description.contains("NOT a real forecast"));
-    }
-
-    #[test]
-    fn run_builtin_tool_dispatch_and_bad_input() {
-        assert_eq!(
-            run_builtin_tool(CALCULATE, &json!({"expression": "0.1 + 0.2"})),
-            Some(Ok("0.3".to_owned()))
-        );
-        assert_eq!(
-            run_builtin_tool(CALCULATE, &json!({"expression": "(2+3)*4"})),
-            Some(Ok("20".to_owned()))
-        );
-        assert_eq!(
-            run_builtin_tool(CALCULATE, &json!({"expression": "1/0"})),
-            Some(Err("division by zero at position 2".to_owned()))
-        );
-        assert_eq!(run_builtin_tool("no_such_tool", &json!({})), None);
-        assert_eq!(run_builtin_tool("", &json!({})), None);
-        assert_eq!(
-            run_builtin_tool("Calculate", &json!({"expression": "1"})),
-            None
-        );
-
-        let cases = [
-            (
-                CALCULATE,
-                json!({}),
-                "missing required field \"expression\"",
-            ),
-            (
-                CALCULATE,
-                json!({"expression": 42}),
-                "must be a string, got a number",
-            ),
-            (
-                CALCULATE,
-                json!({"expression": null}),
-                "missing required field",
-            ),
-            (CALCULATE, json!({"expression": ["1"]}), "got an array"),
-            (
-                CALCULATE,
-                json!("1+1"),
-                "must be a JSON object, got a string",
-            ),
-            (CALCULATE, Value::Null, "must be a JSON object, got null"),
-            (
-                GET_WEATHER,
-                json!({}),
-                "missing required field \"location\"",
-            ),
-            (GET_WEATHER, json!({"location": true}), "got a boolean"),
-            (
-                GET_WEATHER,
-                json!([1, 2]),
-                "must be a JSON object, got an array",
-            ),
-            (GET_CURRENT_TIME, json!({"timezone": {}}), "got an object"),
-            (
-                GET_CURRENT_TIME,
-                json!(3),
-                "must be a JSON object, got a number",
-            ),
-        ];
-        for (tool, input, expected) in cases {
-            let e = run_builtin_tool(tool, &input).unwrap().unwrap_err();
-            assert!(e.contains(expected), "{tool} {input}: {e}");
-        }
     }
 }

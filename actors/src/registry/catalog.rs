@@ -1,0 +1,369 @@
+//! The catalog of conversations: create, rename, delete, list and find, and whether an id
+//! exists. Names follow [`naming`](super::naming); every change is journaled and answered
+//! only once it is durable.
+//!
+//! Talks to: the transport's connections (the messages below) and, for a delete, the
+//! conversation being deleted (`Shutdown{Deleted}`) and the writer thread.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use actix::prelude::*;
+use tokio::sync::oneshot;
+use uuid::Uuid;
+
+use super::{naming, new_stored, storage_error, ConversationRegistry, Entry, LoadState};
+use crate::conversation::{Shutdown, ShutdownReason};
+use crate::protocol::{ConversationInfo, ConversationMatch, RpcError, RpcResult};
+use crate::store::JournalRecord;
+
+/// `createConversation(name, {nameCollisionBehavior})`.
+#[derive(Message)]
+#[rtype(result = "RpcResult<ConversationInfo>")]
+pub struct CreateConversation {
+    /// Requested name (raw).
+    pub name: String,
+    /// `error` (default) or `appendNumber`.
+    pub collision: Option<String>,
+}
+
+impl Handler<CreateConversation> for ConversationRegistry {
+    type Result = ResponseActFuture<Self, RpcResult<ConversationInfo>>;
+
+    fn handle(&mut self, msg: CreateConversation, _ctx: &mut Self::Context) -> Self::Result {
+        let prepared = (|| {
+            if self.stopping {
+                return Err(RpcError::ServerStopping);
+            }
+            naming::validate_name(&msg.name)?;
+            let collision = msg.collision.as_deref().unwrap_or("error");
+            if collision != "error" && collision != "appendNumber" {
+                return Err(RpcError::UnknownCollisionBehavior(collision.to_string()));
+            }
+            self.resolve_name(&msg.name, collision, None)
+        })();
+        let name = match prepared {
+            Ok(n) => n,
+            Err(e) => return Box::pin(fut::ready(Err(e))),
+        };
+        let (id, ack) = self.create_entry(name);
+        Box::pin(
+            async move { storage_error(ack.await) }
+                .into_actor(self)
+                .map(move |res, act, _| match res {
+                    Ok(()) => {
+                        act.maybe_fold();
+                        let entry = act
+                            .entries
+                            .get(&id)
+                            .ok_or_else(|| RpcError::ConversationNotFound(id.to_string()))?;
+                        log::info!("created conversation {id} ({:?})", entry.stored.name);
+                        Ok(act.info(entry, false))
+                    }
+                    Err(e) => {
+                        act.remove_entry(&id);
+                        Err(e)
+                    }
+                }),
+        )
+    }
+}
+
+/// `listConversations(filter)`: case-insensitive untrimmed substring, registry order. Answers
+/// the JSON array text, serialized straight from the entries (no copy of 100,000 names).
+#[derive(Message)]
+#[rtype(result = "String")]
+pub struct ListConversations {
+    /// Substring filter; `None` lists everything.
+    pub filter: Option<String>,
+}
+
+impl Handler<ListConversations> for ConversationRegistry {
+    type Result = MessageResult<ListConversations>;
+
+    fn handle(&mut self, msg: ListConversations, _ctx: &mut Self::Context) -> Self::Result {
+        let filter = msg.filter.map(|f| f.to_lowercase());
+        let mut out = Vec::with_capacity(160 * self.entries.len().min(1 << 16) + 2);
+        out.push(b'[');
+        let listed = self.in_order().filter(|e| {
+            filter
+                .as_ref()
+                .is_none_or(|f| e.stored.name.to_lowercase().contains(f.as_str()))
+        });
+        for (i, e) in listed.enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            let info = crate::protocol::ConversationInfoRef {
+                conversation_id: &e.stored.conversation_id,
+                name: &e.stored.name,
+                client_count: e.client_count.load(Ordering::Relaxed),
+                created_at: &e.stored.created_at,
+                message_count: e.message_count,
+                indexed_message_count: Some(0),
+            };
+            serde_json::to_writer(&mut out, &info).expect("info serializes");
+        }
+        out.push(b']');
+        MessageResult(String::from_utf8(out).expect("serde_json writes UTF-8"))
+    }
+}
+
+/// `findConversations(query, maxMatches)`: lexical scoring, best first.
+#[derive(Message)]
+#[rtype(result = "Vec<ConversationMatch>")]
+pub struct FindConversations {
+    /// The query (trimmed here).
+    pub query: String,
+    /// At most this many (default 10).
+    pub max_matches: Option<u64>,
+}
+
+impl Handler<FindConversations> for ConversationRegistry {
+    type Result = MessageResult<FindConversations>;
+
+    fn handle(&mut self, msg: FindConversations, _ctx: &mut Self::Context) -> Self::Result {
+        let query = naming::js_trim(&msg.query).to_lowercase();
+        if query.is_empty() {
+            return MessageResult(Vec::new());
+        }
+        let mut matches: Vec<ConversationMatch> = self
+            .in_order()
+            .filter_map(|e| {
+                let score = naming::score(&query, &e.stored.name);
+                (score > 0.0).then(|| ConversationMatch {
+                    conversation: self.info(e, true),
+                    score,
+                })
+            })
+            .collect();
+        // Stable sort keeps registry order on ties.
+        matches.sort_by(|a, b| {
+            b.score
+                .partial_cmp(&a.score)
+                .unwrap_or(std::cmp::Ordering::Equal)
+        });
+        matches.truncate(msg.max_matches.unwrap_or(10).min(usize::MAX as u64) as usize);
+        MessageResult(matches)
+    }
+}
+
+/// `renameConversation(id, newName, options)`.
+#[derive(Message)]
+#[rtype(result = "RpcResult<()>")]
+pub struct RenameConversation {
+    /// Raw id from the client.
+    pub id: String,
+    /// New name (raw).
+    pub new_name: String,
+    /// `error` (default) or `appendNumber`.
+    pub collision: Option<String>,
+}
+
+impl Handler<RenameConversation> for ConversationRegistry {
+    type Result = ResponseActFuture<Self, RpcResult<()>>;
+
+    fn handle(&mut self, msg: RenameConversation, _ctx: &mut Self::Context) -> Self::Result {
+        let prepared = (|| {
+            if self.stopping {
+                return Err(RpcError::ServerStopping);
+            }
+            naming::validate_name(&msg.new_name)?;
+            let id = self
+                .lookup(&msg.id)
+                .ok_or_else(|| RpcError::ConversationNotFound(msg.id.clone()))?;
+            let collision = msg.collision.as_deref().unwrap_or("error");
+            if collision != "error" && collision != "appendNumber" {
+                return Err(RpcError::UnknownCollisionBehavior(collision.to_string()));
+            }
+            let name = self.resolve_name(&msg.new_name, collision, Some(id))?;
+            Ok((id, name))
+        })();
+        let (id, name) = match prepared {
+            Ok(p) => p,
+            Err(e) => return Box::pin(fut::ready(Err(e))),
+        };
+        let entry = self.entries.get_mut(&id).expect("looked up");
+        let old = std::mem::replace(&mut entry.stored.name, name.clone());
+        let record = JournalRecord::Put {
+            entry: entry.stored.clone(),
+        };
+        self.unindex_name(&id, &old);
+        self.names
+            .entry(naming::normalize(&name))
+            .or_default()
+            .push(id);
+        let ack = self.journal(vec![record]);
+        Box::pin(
+            async move { storage_error(ack.await) }
+                .into_actor(self)
+                .map(move |res, act, _| {
+                    match &res {
+                        Ok(()) => {
+                            log::info!("renamed conversation {id} from {old:?} to {name:?}");
+                            act.maybe_fold();
+                        }
+                        Err(_) => {
+                            if let Some(entry) = act.entries.get_mut(&id) {
+                                entry.stored.name = old.clone();
+                            }
+                            act.unindex_name(&id, &name);
+                            act.names
+                                .entry(naming::normalize(&old))
+                                .or_default()
+                                .push(id);
+                        }
+                    }
+                    res
+                }),
+        )
+    }
+}
+
+/// `deleteConversation(id)`.
+#[derive(Message)]
+#[rtype(result = "RpcResult<()>")]
+pub struct DeleteConversation {
+    /// Raw id from the client.
+    pub id: String,
+}
+
+impl Handler<DeleteConversation> for ConversationRegistry {
+    type Result = ResponseActFuture<Self, RpcResult<()>>;
+
+    fn handle(&mut self, msg: DeleteConversation, _ctx: &mut Self::Context) -> Self::Result {
+        if self.stopping {
+            return Box::pin(fut::ready(Err(RpcError::ServerStopping)));
+        }
+        let Some(id) = self.lookup(&msg.id) else {
+            return Box::pin(fut::ready(Err(RpcError::ConversationNotFound(msg.id))));
+        };
+        let entry = self.entries.get_mut(&id).expect("looked up");
+        entry.deleting = true;
+        let stopped = match std::mem::replace(&mut entry.state, LoadState::Unloaded) {
+            LoadState::Live(addr) => {
+                let (tx, rx) = oneshot::channel();
+                addr.do_send(Shutdown {
+                    reason: ShutdownReason::Deleted,
+                    reply: tx,
+                });
+                Some(rx)
+            }
+            // Waiting joins are dropped: their joiners get `Conversation not found`.
+            LoadState::Evicting(_) | LoadState::Unloaded => None,
+        };
+        entry.client_count = Arc::default();
+        let writer = self.writer.clone();
+        self.journal_len += 1;
+        let work = async move {
+            if let Some(rx) = stopped {
+                let _ = rx.await;
+            }
+            storage_error(
+                writer
+                    .append(vec![JournalRecord::Delete {
+                        conversation_id: id.to_string(),
+                    }])
+                    .await,
+            )?;
+            if let Ok(Err(e)) = writer.remove_dir(id).await {
+                log::error!(
+                    "conversation {id}: deleted from the registry but its directory remains: {e}"
+                );
+            }
+            Ok(())
+        };
+        Box::pin(
+            work.into_actor(self)
+                .map(move |res: RpcResult<()>, act, _| {
+                    match &res {
+                        Ok(()) => {
+                            act.remove_entry(&id);
+                            act.maybe_fold();
+                            log::info!("deleted conversation {id}");
+                        }
+                        Err(e) => {
+                            log::error!("conversation {id}: delete failed: {e}");
+                            if let Some(entry) = act.entries.get_mut(&id) {
+                                entry.deleting = false;
+                            }
+                        }
+                    }
+                    res
+                }),
+        )
+    }
+}
+
+/// Whether a conversation exists (and is not being deleted), for the answer to an invoke on a
+/// `dispatcher:<id>` channel the socket has not joined.
+#[derive(Message)]
+#[rtype(result = "bool")]
+pub struct ConversationExists {
+    /// Raw id from the channel name.
+    pub id: String,
+}
+
+impl Handler<ConversationExists> for ConversationRegistry {
+    type Result = bool;
+
+    fn handle(&mut self, msg: ConversationExists, _ctx: &mut Self::Context) -> bool {
+        self.lookup(&msg.id)
+            .and_then(|id| self.entries.get(&id))
+            .is_some_and(|e| !e.deleting)
+    }
+}
+
+impl ConversationRegistry {
+    /// The existing conversation (other than `except`) whose normalized name is `key`.
+    fn name_owner(&self, key: &str, except: Option<Uuid>) -> Option<&Entry> {
+        self.names
+            .get(key)?
+            .iter()
+            .filter(|id| Some(**id) != except)
+            .filter_map(|id| self.entries.get(id))
+            .find(|e| !e.deleting)
+    }
+
+    /// Applies the naming rules: the name to store, or the collision error.
+    fn resolve_name(
+        &self,
+        requested: &str,
+        collision: &str,
+        except: Option<Uuid>,
+    ) -> RpcResult<String> {
+        let Some(owner) = self.name_owner(&naming::normalize(requested), except) else {
+            return Ok(requested.to_string());
+        };
+        match collision {
+            "appendNumber" => {
+                let except_id = except.map(|u| u.to_string());
+                let others = self
+                    .in_order()
+                    .filter(|e| Some(&e.stored.conversation_id) != except_id.as_ref())
+                    .map(|e| e.stored.name.as_str());
+                let name = naming::append_number(requested, others);
+                naming::validate_length(&name)?;
+                match self.name_owner(&naming::normalize(&name), except) {
+                    None => Ok(name),
+                    Some(o) => Err(RpcError::NameExists(o.stored.name.clone())),
+                }
+            }
+            _ => Err(RpcError::NameExists(owner.stored.name.clone())),
+        }
+    }
+
+    /// Creates an entry in memory and journals it. Answers with the journal acknowledgement.
+    pub(super) fn create_entry(
+        &mut self,
+        name: String,
+    ) -> (Uuid, oneshot::Receiver<Result<(), String>>) {
+        let id = Uuid::new_v4();
+        let stored = new_stored(id, name);
+        let ack = self.journal(vec![JournalRecord::Put {
+            entry: stored.clone(),
+        }]);
+        self.insert_entry(id, stored);
+        (id, ack)
+    }
+}

@@ -1,0 +1,330 @@
+//! How a conversation's actor comes and goes: opening the registry from disk (migrations,
+//! journal replay, sweep, startup `default`), lazy load on the first join, idle eviction
+//! guarded by generation and attach count, reload for joins that waited, the background
+//! message recount after a crash, and the server's shutdown fold.
+//!
+//! Talks to: the conversations (`Shutdown`; they report [`ConversationEvent`]s) and the server
+//! ([`ShutdownRegistry`]).
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use actix::prelude::*;
+use tokio::sync::oneshot;
+use uuid::Uuid;
+
+use super::{
+    new_stored, ConversationRegistry, LoadState, RegistryConfig, DEFAULT_CONVERSATION_NAME,
+};
+use crate::conversation::{Conversation, ConversationSetup, Shutdown, ShutdownReason};
+use crate::metrics::Metrics;
+use crate::store::{self, RegistryWriter, StoreError, StoredConversation};
+
+impl ConversationRegistry {
+    /// Loads the registry from disk (migrations, journal replay, ephemeral sweep, startup
+    /// `default`) and starts its writer thread. Fails on a corrupt registry unless
+    /// `config.repair`.
+    pub fn open(config: RegistryConfig) -> Result<ConversationRegistry, StoreError> {
+        let layout = config.layout.clone();
+        for step in store::migrate(&layout)? {
+            log::info!("migration: {step}");
+        }
+        let loaded = store::load_registry(&layout, config.repair)?;
+        let mut needs_fold = loaded.needs_fold;
+        // After a clean shutdown the stored message counts are exact; after a crash they may
+        // trail, so each conversation's log tail is read once (one small read each).
+        let clean = store::take_clean_marker(&layout)?;
+        if !clean {
+            log::info!("previous run did not shut down cleanly; recounting messages from log tails in the background");
+        }
+        let mut reg = ConversationRegistry {
+            recount_pending: !clean,
+            writer: RegistryWriter::start(layout.clone(), config.metrics.clone()),
+            config,
+            entries: HashMap::new(),
+            order: BTreeMap::new(),
+            next_order: 0,
+            names: HashMap::new(),
+            foreign: Vec::new(),
+            journal_len: 0,
+            next_arbiter: 0,
+            stopping: false,
+        };
+        let mut swept = 0;
+        for stored in loaded.entries {
+            let Ok(id) = Uuid::parse_str(&stored.conversation_id) else {
+                log::warn!(
+                    "registry entry {:?} has an id that is not a UUID; kept on disk but not served",
+                    stored.conversation_id
+                );
+                reg.foreign.push(stored);
+                continue;
+            };
+            if store::EPHEMERAL_PREFIXES
+                .iter()
+                .any(|p| stored.name.starts_with(p))
+            {
+                store::remove_conversation_dir(&layout, &id)?;
+                swept += 1;
+                needs_fold = true;
+                continue;
+            }
+            reg.insert_entry(id, stored);
+        }
+        if swept > 0 {
+            log::info!("swept {swept} ephemeral conversations left by crashed clients");
+        }
+        if reg.entries.is_empty() {
+            let id = Uuid::new_v4();
+            reg.insert_entry(id, new_stored(id, DEFAULT_CONVERSATION_NAME.to_string()));
+            needs_fold = true;
+            log::info!("empty registry: created conversation {DEFAULT_CONVERSATION_NAME:?} ({id})");
+        }
+        if needs_fold {
+            store::fold(&layout, &reg.snapshot())?;
+        }
+        log::info!("registry: {} conversations", reg.entries.len());
+        // The parse of a large registry is transient: give it back.
+        crate::memory::trim();
+        Ok(reg)
+    }
+
+    /// After a crash the stored message counts may trail the display logs: reads each
+    /// conversation's log tail on a blocking thread and takes the counts of the conversations
+    /// still unloaded (a loaded one reports its own, newer count). Started once by
+    /// `Actor::started`, so startup does not wait on one file read per conversation.
+    pub(super) fn recount_message_counts(&mut self, ctx: &mut Context<Self>) {
+        let layout = self.config.layout.clone();
+        let ids: Vec<Uuid> = self.entries.keys().copied().collect();
+        let work = tokio::task::spawn_blocking(move || {
+            ids.into_iter()
+                .map(|id| {
+                    (
+                        id,
+                        crate::displaylog::message_count_on_disk(&layout.conversation_dir(&id)),
+                    )
+                })
+                .collect::<Vec<_>>()
+        });
+        let counted = async move { work.await.unwrap_or_default() }.into_actor(self);
+        ctx.spawn(counted.map(|counts, act, _| {
+            let mut changed = 0;
+            for (id, count) in counts {
+                // A loaded conversation reports its own, newer count.
+                let unloaded = act
+                    .entries
+                    .get_mut(&id)
+                    .filter(|e| matches!(e.state, LoadState::Unloaded));
+                if let Some(e) = unloaded {
+                    if e.message_count != count {
+                        e.message_count = count;
+                        changed += 1;
+                    }
+                }
+            }
+            log::info!(
+                "recounted messages after an unclean shutdown ({changed} conversations changed)"
+            );
+        }));
+    }
+
+    fn pick_arbiter(&mut self) -> Option<ArbiterHandle> {
+        let arbiters = &self.config.conversation_arbiters;
+        if arbiters.is_empty() {
+            return None;
+        }
+        self.next_arbiter = (self.next_arbiter + 1) % arbiters.len();
+        Some(arbiters[self.next_arbiter].clone())
+    }
+
+    /// Starts the conversation actor for `id` (Unloaded → Live).
+    pub(super) fn load(&mut self, id: Uuid, ctx: &mut Context<Self>) -> Addr<Conversation> {
+        let arbiter = self.pick_arbiter();
+        let registry = ctx.address();
+        let entry = self.entries.get_mut(&id).expect("loading a known entry");
+        entry.generation += 1;
+        entry.attaches_sent = 0;
+        // A fresh counter per generation: a stopping actor cannot write into its successor's.
+        entry.client_count = Arc::default();
+        let setup = ConversationSetup {
+            id,
+            name: entry.stored.name.clone(),
+            generation: entry.generation,
+            dir: self.config.layout.conversation_dir(&id),
+            idle_timeout: self.config.idle_timeout,
+            registry,
+            metrics: self.config.metrics.clone(),
+            runtime: self.config.runtime.clone(),
+            client_count: entry.client_count.clone(),
+        };
+        let addr = match arbiter {
+            Some(a) => Conversation::start_in_arbiter(&a, move |_| Conversation::new(setup)),
+            None => Conversation::new(setup).start(),
+        };
+        entry.state = LoadState::Live(addr.clone());
+        addr
+    }
+}
+
+/// Reports from conversations.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub enum ConversationEvent {
+    /// The idle timer fired with no clients.
+    IdleExpired {
+        /// Conversation.
+        id: Uuid,
+        /// Generation of the reporting actor.
+        generation: u64,
+        /// Attaches it had handled when the timer fired.
+        attaches_seen: u64,
+    },
+    /// The message count changed.
+    MessageCount {
+        /// Conversation.
+        id: Uuid,
+        /// `user-request` entries now.
+        count: u64,
+    },
+}
+
+impl Handler<ConversationEvent> for ConversationRegistry {
+    type Result = ();
+
+    fn handle(&mut self, msg: ConversationEvent, ctx: &mut Self::Context) {
+        match msg {
+            ConversationEvent::MessageCount { id, count } => {
+                if let Some(e) = self.entries.get_mut(&id) {
+                    // Persisted with the next fold (clean shutdown at the latest); after a
+                    // crash it is recounted from the log.
+                    e.message_count = count;
+                }
+            }
+            ConversationEvent::IdleExpired {
+                id,
+                generation,
+                attaches_seen,
+            } => {
+                let Some(entry) = self.entries.get_mut(&id) else {
+                    return;
+                };
+                let current =
+                    entry.generation == generation && entry.attaches_sent == attaches_seen;
+                if !current || entry.deleting || self.stopping {
+                    log::debug!("conversation {id}: stale idle report ignored");
+                    return;
+                }
+                // Only a live conversation is evicted; an `Evicting` one keeps its waiting joins.
+                if !matches!(entry.state, LoadState::Live(_)) {
+                    return;
+                }
+                let LoadState::Live(addr) =
+                    std::mem::replace(&mut entry.state, LoadState::Evicting(Vec::new()))
+                else {
+                    unreachable!("checked above");
+                };
+                entry.client_count = Arc::default();
+                Metrics::inc(&self.config.metrics.evictions);
+                log::info!(
+                    "conversation {id}: evicting after {:?} idle",
+                    self.config.idle_timeout
+                );
+                let (tx, rx) = oneshot::channel();
+                addr.do_send(Shutdown {
+                    reason: ShutdownReason::Evicted,
+                    reply: tx,
+                });
+                ctx.spawn(
+                    async move { rx.await.ok() }
+                        .into_actor(self)
+                        .map(move |_, act, ctx| {
+                            act.evicted(id, ctx);
+                        }),
+                );
+            }
+        }
+    }
+}
+
+impl ConversationRegistry {
+    /// The evicted actor has flushed and stopped: reload for any join that waited.
+    fn evicted(&mut self, id: Uuid, ctx: &mut Context<Self>) {
+        let Some(entry) = self.entries.get_mut(&id) else {
+            return;
+        };
+        let LoadState::Evicting(waiting) = std::mem::replace(&mut entry.state, LoadState::Unloaded)
+        else {
+            return;
+        };
+        if !waiting.is_empty() && !entry.deleting {
+            log::info!(
+                "conversation {id}: {} joins arrived during eviction; reloading",
+                waiting.len()
+            );
+            for attach in waiting {
+                self.attach(id, attach, ctx);
+            }
+        }
+    }
+}
+
+/// Server stop: stop every conversation, fold the journal into `conversations.json`.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct ShutdownRegistry;
+
+impl Handler<ShutdownRegistry> for ConversationRegistry {
+    type Result = ResponseFuture<()>;
+
+    fn handle(&mut self, _msg: ShutdownRegistry, _ctx: &mut Self::Context) -> Self::Result {
+        self.stopping = true;
+        let mut stops = Vec::new();
+        for entry in self.entries.values_mut() {
+            if let LoadState::Live(addr) = std::mem::replace(&mut entry.state, LoadState::Unloaded)
+            {
+                let (tx, rx) = oneshot::channel();
+                addr.do_send(Shutdown {
+                    reason: ShutdownReason::ServerStopping,
+                    reply: tx,
+                });
+                stops.push(rx);
+            }
+        }
+        let writer = self.writer.clone();
+        let layout = self.config.layout.clone();
+        let this = _ctx.address();
+        self.journal_len = 0;
+        Box::pin(async move {
+            for rx in stops {
+                let _ = rx.await;
+            }
+            // Conversations reported their final counts before stopping; fold after them.
+            let snapshot = this.send(TakeSnapshot).await.unwrap_or_default();
+            match writer.fold(snapshot).await {
+                Ok(Ok(())) => {
+                    if let Err(e) = store::write_clean_marker(&layout) {
+                        log::error!("cannot record the clean shutdown: {e}");
+                    }
+                    log::info!("registry saved");
+                }
+                Ok(Err(e)) => log::error!(
+                    "registry fold at shutdown failed (the journal keeps every change): {e}"
+                ),
+                Err(_) => log::error!("registry writer gone at shutdown"),
+            }
+        })
+    }
+}
+
+/// The registry in order, as stored (used by the shutdown fold).
+#[derive(Message)]
+#[rtype(result = "Vec<StoredConversation>")]
+struct TakeSnapshot;
+
+impl Handler<TakeSnapshot> for ConversationRegistry {
+    type Result = MessageResult<TakeSnapshot>;
+
+    fn handle(&mut self, _msg: TakeSnapshot, _ctx: &mut Self::Context) -> Self::Result {
+        MessageResult(self.snapshot())
+    }
+}

@@ -1,0 +1,342 @@
+//! The `ConversationRegistry` actor: the single owner of the list of conversations (loaded or
+//! not) and the only one that starts or stops [`Conversation`] actors. Every create, rename,
+//! delete, join and leave passes through its mailbox, so load, eviction and delete are
+//! serialised without locks. Durable changes go through the [`RegistryWriter`] thread; an RPC
+//! is answered only once its change is on disk.
+//!
+//! Talks to: the transport's connections (every message of `catalog` and `membership`),
+//! its conversations (`Attach`, `Detach`, `Shutdown`; they answer with [`ConversationEvent`]s),
+//! and the writer thread.
+//!
+//! This file holds the actor, its entries and their states; the messages live next to their
+//! handlers:
+//! - `catalog.rs`: create / rename / delete / list / find, and whether an id exists.
+//! - `membership.rs`: join / leave and the [`JoinLease`] that leaves for a vanished socket.
+//! - `lifecycle.rs`: opening the registry from disk, lazy load, idle eviction, shutdown.
+//! - [`naming`]: the name rules (length, uniqueness key, `appendNumber`, find scoring).
+//!
+//! # Implementation notes
+//! Each entry is in one of these states (`LoadState`, plus the `deleting` flag):
+//!
+//! | state | meaning | leaves it on | to |
+//! | --- | --- | --- | --- |
+//! | **Unloaded** | on disk only | [`JoinConversation`]: a `Conversation` is started (generation + 1) and the `Attach` queued in its mailbox (loading is this one step; there is no separate Loading state) | Live |
+//! | **Live** | an actor runs; joins are forwarded as `Attach` with `do_send` (so they keep mailbox order) and counted in `attaches_sent` | the last client's [`LeaveConversation`] (or its dropped [`JoinLease`]): the conversation arms its idle timer | Live, idle |
+//! | **Live, idle** | no clients; the timer lives in the conversation, the registry still sees Live | a join (its `Attach` disarms the timer); or [`ConversationEvent::IdleExpired`] whose generation and attach count match: `Shutdown{Evicted}` sent | Live; Evicting |
+//! | **Evicting** | the actor flushes and stops; joins that arrive now wait in the state | the `Shutdown` reply (`evicted`): waiting joins are replayed on a freshly loaded actor | Live, or Unloaded when nobody waited |
+//! | **Deleting** (flag, any state) | joins and renames answer `Conversation not found`, lists skip it; the actor is shut down (clients told, waiting joins dropped), the delete journaled, the directory removed | the journal acknowledgement of [`DeleteConversation`]; a failed append clears the flag | Deleted (entry dropped); Unloaded |
+//!
+//! A stale `IdleExpired` (the conversation was rejoined since its timer fired, or a join is in
+//! flight, or it reports for an earlier actor) is ignored: the registry evicts only when the
+//! report's generation equals the entry's and its attach count equals `attaches_sent`.
+//! [`ShutdownRegistry`] stops every live conversation and folds the journal.
+
+mod catalog;
+mod lifecycle;
+mod membership;
+pub mod naming;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix::prelude::*;
+use tokio::sync::oneshot;
+use uuid::Uuid;
+
+use crate::conversation::{Attach, Conversation, RuntimeConfig};
+use crate::metrics::Metrics;
+use crate::protocol::{ConversationInfo, RpcError, RpcResult};
+use crate::store::{JournalRecord, Layout, RegistryWriter, StoredConversation};
+
+pub use catalog::{
+    ConversationExists, CreateConversation, DeleteConversation, FindConversations,
+    ListConversations, RenameConversation,
+};
+pub use lifecycle::{ConversationEvent, ShutdownRegistry};
+pub use membership::{JoinConversation, JoinLease, Joined, LeaveConversation, Pending};
+
+/// Name of the conversation created when the registry is empty.
+pub const DEFAULT_CONVERSATION_NAME: &str = "default";
+/// Journal records tolerated before folding, at minimum (the bound grows with the registry so
+/// folding stays amortised O(1) per change).
+const MIN_FOLD_THRESHOLD: usize = 1024;
+
+/// Settings of the registry.
+#[derive(Clone)]
+pub struct RegistryConfig {
+    /// Instance directory layout.
+    pub layout: Layout,
+    /// How long a conversation with no clients stays loaded.
+    pub idle_timeout: Duration,
+    /// Move an unparsable registry aside instead of refusing to start.
+    pub repair: bool,
+    /// Arbiters conversations are spread over (one per core); empty = the registry's own.
+    pub conversation_arbiters: Vec<ArbiterHandle>,
+    /// Shared counters.
+    pub metrics: Arc<Metrics>,
+    /// Agent and storage settings every conversation shares.
+    pub runtime: Arc<RuntimeConfig>,
+}
+
+/// Whether a conversation's actor runs (see the table under "Implementation notes").
+enum LoadState {
+    /// Not running: on disk only; the next join loads it.
+    Unloaded,
+    /// Running (idle or not: the idle timer lives in the conversation); joins go straight to
+    /// this address.
+    Live(Addr<Conversation>),
+    /// Stopping after idling. Joins that arrive meanwhile wait here, in order, because the
+    /// old actor must flush before a new one reads the same files.
+    Evicting(Vec<Attach>),
+}
+
+/// One conversation in the registry, loaded or not.
+struct Entry {
+    /// What is stored on disk (`messageCount` excepted: kept in `message_count`, not twice).
+    stored: StoredConversation,
+    /// Position in registry order (key of `order`), so lists keep the order of creation.
+    order: u64,
+    /// Whether and how it is loaded.
+    state: LoadState,
+    /// Bumped each time an actor is started; idle reports of an earlier actor carry an older
+    /// one and are ignored, so a stale timer never evicts a reloaded conversation.
+    generation: u64,
+    /// Attaches sent to the current actor. An idle report that has seen fewer raced with a
+    /// join still in the conversation's mailbox, so it does not evict.
+    attaches_sent: u64,
+    /// Live clients, written by the actor itself so `clientCount` needs no message per join;
+    /// a fresh counter per generation, so a stopping actor cannot write into its successor's.
+    client_count: Arc<AtomicUsize>,
+    /// `user-request` entries in the display log, reported by the actor and written back at
+    /// the next fold.
+    message_count: u64,
+    /// A delete is in progress: the entry stays (its name stays taken) until the delete is
+    /// durable, but joins, renames and lists no longer see it.
+    deleting: bool,
+}
+
+/// The registry actor. Start it with [`ConversationRegistry::open`] then `Supervisor::start*`.
+pub struct ConversationRegistry {
+    /// Settings.
+    config: RegistryConfig,
+    /// The durable writer thread: journal appends and folds happen off the actor's thread,
+    /// and an RPC is answered when its append is acknowledged.
+    writer: RegistryWriter,
+    /// All conversations by id.
+    entries: HashMap<Uuid, Entry>,
+    /// Registry order: order key → id (ids are random; lists follow creation order).
+    order: BTreeMap<u64, Uuid>,
+    /// Next order key; only grows, so a new entry always sorts last.
+    next_order: u64,
+    /// Normalized name → ids with that name, so a collision check is one lookup (more than
+    /// one id only in hand-edited files).
+    names: HashMap<String, Vec<Uuid>>,
+    /// Entries whose id is not a UUID: never served (ids touch paths), but written back.
+    foreign: Vec<StoredConversation>,
+    /// Records appended since the last fold; a fold is due past `MIN_FOLD_THRESHOLD` or the
+    /// number of entries, whichever is larger.
+    journal_len: usize,
+    /// Round-robin index into `config.conversation_arbiters`.
+    next_arbiter: usize,
+    /// Set by [`ShutdownRegistry`]: no new work, and idle reports no longer evict.
+    stopping: bool,
+    /// The last run crashed: stored message counts may trail the logs; recount them (once,
+    /// in the background, so startup does not wait on one file read per conversation).
+    recount_pending: bool,
+}
+
+impl ConversationRegistry {
+    fn insert_entry(&mut self, id: Uuid, stored: StoredConversation) {
+        let order = self.next_order;
+        self.next_order += 1;
+        self.order.insert(order, id);
+        self.names
+            .entry(naming::normalize(&stored.name))
+            .or_default()
+            .push(id);
+        // Kept in the entry only (not twice); `snapshot` writes it back into the record.
+        let mut stored = stored;
+        let message_count = stored
+            .extra
+            .remove("messageCount")
+            .and_then(|v| v.as_u64())
+            .unwrap_or(0);
+        self.entries.insert(
+            id,
+            Entry {
+                stored,
+                order,
+                state: LoadState::Unloaded,
+                generation: 0,
+                attaches_sent: 0,
+                client_count: Arc::default(),
+                message_count,
+                deleting: false,
+            },
+        );
+    }
+
+    fn remove_entry(&mut self, id: &Uuid) {
+        if let Some(entry) = self.entries.remove(id) {
+            self.order.remove(&entry.order);
+            self.unindex_name(id, &entry.stored.name);
+        }
+    }
+
+    fn unindex_name(&mut self, id: &Uuid, name: &str) {
+        let key = naming::normalize(name);
+        if let Some(ids) = self.names.get_mut(&key) {
+            ids.retain(|x| x != id);
+            if ids.is_empty() {
+                self.names.remove(&key);
+            }
+        }
+    }
+
+    fn snapshot(&self) -> Vec<StoredConversation> {
+        self.order
+            .values()
+            .filter_map(|id| self.entries.get(id))
+            .map(|e| {
+                let mut stored = e.stored.clone();
+                if e.message_count > 0 {
+                    stored
+                        .extra
+                        .insert("messageCount".into(), e.message_count.into());
+                }
+                stored
+            })
+            .chain(self.foreign.iter().cloned())
+            .collect()
+    }
+
+    fn info(&self, entry: &Entry, indexed: bool) -> ConversationInfo {
+        ConversationInfo {
+            conversation_id: entry.stored.conversation_id.clone(),
+            name: entry.stored.name.clone(),
+            client_count: entry.client_count.load(Ordering::Relaxed),
+            created_at: entry.stored.created_at.clone(),
+            message_count: entry.message_count,
+            indexed_message_count: indexed.then_some(0),
+        }
+    }
+
+    fn in_order(&self) -> impl Iterator<Item = &Entry> {
+        self.order
+            .values()
+            .filter_map(|id| self.entries.get(id))
+            .filter(|e| !e.deleting)
+    }
+
+    /// Looks up a client-supplied id: parsed as a UUID before anything else.
+    fn lookup(&self, raw: &str) -> Option<Uuid> {
+        let id = Uuid::parse_str(raw).ok()?;
+        self.entries.get(&id).filter(|e| !e.deleting).map(|_| id)
+    }
+
+    /// Queues records on the writer; the receiver resolves when they are durable.
+    fn journal(&mut self, records: Vec<JournalRecord>) -> oneshot::Receiver<Result<(), String>> {
+        self.journal_len += records.len();
+        self.writer.append(records)
+    }
+
+    /// Folds the journal into `conversations.json` once it outgrows the registry.
+    fn maybe_fold(&mut self) {
+        if self.journal_len > MIN_FOLD_THRESHOLD.max(self.entries.len()) {
+            self.journal_len = 0;
+            let done = self.writer.fold(self.snapshot());
+            actix::spawn(async move {
+                if let Ok(Err(e)) = done.await {
+                    log::error!("registry fold failed (the journal keeps every change): {e}");
+                }
+            });
+        }
+    }
+}
+
+fn new_stored(id: Uuid, name: String) -> StoredConversation {
+    StoredConversation {
+        conversation_id: id.to_string(),
+        name,
+        created_at: crate::now_iso(),
+        extra: serde_json::Map::new(),
+    }
+}
+
+fn storage_error(result: Result<Result<(), String>, oneshot::error::RecvError>) -> RpcResult<()> {
+    match result {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(RpcError::Storage(e)),
+        Err(_) => Err(RpcError::Storage("registry writer stopped".into())),
+    }
+}
+
+impl Actor for ConversationRegistry {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        // Every connection sends here; a deep mailbox keeps `send` from parking senders.
+        ctx.set_mailbox_capacity(1 << 16);
+        if std::mem::take(&mut self.recount_pending) {
+            self.recount_message_counts(ctx);
+        }
+    }
+}
+
+impl actix::Supervised for ConversationRegistry {
+    /// Keeps the entries on purpose: they mirror what is on disk and the conversations they
+    /// point at still run; only `stopping` is cleared. The server binary aborts on any panic
+    /// (its panic policy), so this runs only where that hook is not installed.
+    fn restarting(&mut self, _ctx: &mut Self::Context) {
+        // The same value is reused: entries and running conversations are still valid.
+        log::warn!(
+            "conversation registry restarting; keeping {} entries",
+            self.entries.len()
+        );
+        self.stopping = false;
+    }
+}
+
+/// Makes the registry panic (test seam, see [`crate::faults`]); the panic policy applies.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct PanicForTest;
+
+impl Handler<PanicForTest> for ConversationRegistry {
+    type Result = ();
+
+    fn handle(&mut self, _msg: PanicForTest, _ctx: &mut Self::Context) {
+        panic!("test panic requested through testPanic");
+    }
+}
+
+/// Figures for `/health` and `/metrics`.
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+pub struct RegistryStats {
+    /// Conversations in the registry.
+    pub conversations: usize,
+    /// Conversations loaded in memory.
+    pub loaded: usize,
+}
+
+/// Asks for [`RegistryStats`].
+#[derive(Message)]
+#[rtype(result = "RegistryStats")]
+pub struct GetRegistryStats;
+
+impl Handler<GetRegistryStats> for ConversationRegistry {
+    type Result = MessageResult<GetRegistryStats>;
+
+    fn handle(&mut self, _msg: GetRegistryStats, _ctx: &mut Self::Context) -> Self::Result {
+        MessageResult(RegistryStats {
+            conversations: self.entries.len(),
+            loaded: self
+                .entries
+                .values()
+                .filter(|e| matches!(e.state, LoadState::Live(_)))
+                .count(),
+        })
+    }
+}

@@ -1,0 +1,494 @@
+//! The `ConversationRegistry` lifecycle, driven by its messages: the catalog (create, rename,
+//! delete, list, find), lazy load on join, idle eviction and reload, the generation guard
+//! against stale idle reports, delete with a joined client, and shutdown.
+//!
+//! Conversation actors are counted through `Metrics::loaded_conversations`, the gauge their
+//! `started` / `stopped` hooks move (as `actix/tests/test_supervisor.rs` counts hooks).
+//! Everything waits on an event with a deadline (an answer, a channel, a gauge reaching a
+//! value); nothing sleeps for a fixed time.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix::prelude::*;
+use roundtable_actors::agent::builtin::BuiltinProvider;
+use roundtable_actors::client::ConversationGone;
+use roundtable_actors::conversation::RuntimeConfig;
+use roundtable_actors::logwriter::LogWriter;
+use roundtable_actors::metrics::Metrics;
+use roundtable_actors::outbox::{outbox, OutboxLimits, OutboxReceiver};
+use roundtable_actors::protocol::{ConversationInfo, RpcError, RpcResult};
+use roundtable_actors::registry::{
+    ConversationEvent, ConversationExists, ConversationRegistry, CreateConversation,
+    DeleteConversation, FindConversations, GetRegistryStats, JoinConversation, Joined,
+    LeaveConversation, ListConversations, RegistryConfig, RegistryStats, RenameConversation,
+    ShutdownRegistry,
+};
+use roundtable_actors::store::{self, Layout};
+use serde_json::Value;
+use tempfile::TempDir;
+use tokio::sync::mpsc;
+use uuid::Uuid;
+
+/// How long any awaited event may take before the test fails.
+const WAIT: Duration = Duration::from_secs(10);
+/// An idle timeout no test reaches: eviction happens only when a test asks for it.
+const NEVER_IDLE: Duration = Duration::from_secs(3600);
+
+/// A registry on its own temporary instance directory.
+struct Instance {
+    /// Deleted when the test ends.
+    _dir: TempDir,
+    layout: Layout,
+    metrics: Arc<Metrics>,
+    registry: Addr<ConversationRegistry>,
+}
+
+/// Opens and starts a registry the way `src/server.rs` does, with conversations on the
+/// registry's own arbiter. Call inside a `System`.
+fn start(idle_timeout: Duration) -> Instance {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let layout = Layout::new(dir.path());
+    let metrics = Arc::new(Metrics::default());
+    let registry = ConversationRegistry::open(RegistryConfig {
+        layout: layout.clone(),
+        idle_timeout,
+        repair: false,
+        conversation_arbiters: Vec::new(),
+        metrics: metrics.clone(),
+        runtime: Arc::new(RuntimeConfig {
+            provider: Arc::new(BuiltinProvider),
+            tool_servers: HashMap::new(),
+            log_writer: LogWriter::start(metrics.clone(), layout.root.clone()),
+            no_clients_grace: Duration::from_secs(30),
+            max_iterations: 10,
+            interaction_timeout: Duration::from_secs(60),
+            instance_root: layout.root.clone(),
+        }),
+    })
+    .expect("open the registry");
+    Instance {
+        _dir: dir,
+        layout,
+        metrics,
+        registry: Supervisor::start(move |_| registry),
+    }
+}
+
+/// Runs one test's body inside its own actix `System`.
+fn run<F: Future<Output = ()>>(body: impl FnOnce() -> F) {
+    System::new().block_on(async move { body().await });
+}
+
+/// Awaits `f`, failing the test after [`WAIT`].
+async fn within<T>(what: &str, f: impl Future<Output = T>) -> T {
+    tokio::time::timeout(WAIT, f)
+        .await
+        .unwrap_or_else(|_| panic!("timed out waiting for {what}"))
+}
+
+/// The socket side of a join: receives `ConversationGone` into a channel.
+struct Socket {
+    gone: mpsc::UnboundedSender<String>,
+}
+
+impl Actor for Socket {
+    type Context = Context<Self>;
+}
+
+impl Handler<ConversationGone> for Socket {
+    type Result = ();
+
+    fn handle(&mut self, msg: ConversationGone, _ctx: &mut Self::Context) {
+        let _ = self.gone.send(msg.conversation_id);
+    }
+}
+
+/// One joined client: the join's answer, and what its socket holds.
+struct Member {
+    joined: Joined,
+    /// Kept open: a dropped queue would close the client as a slow consumer.
+    _frames: OutboxReceiver,
+    /// Conversation ids the registry's side said went away under this socket.
+    gone: mpsc::UnboundedReceiver<String>,
+}
+
+/// `joinConversation` from a fresh socket: `None` joins the default conversation.
+async fn try_join(inst: &Instance, conversation_id: Option<&str>) -> RpcResult<Member> {
+    let (queue, frames) = outbox(OutboxLimits::default());
+    let (gone_tx, gone) = mpsc::unbounded_channel();
+    let socket = Socket { gone: gone_tx }.start();
+    let pending = inst
+        .registry
+        .send(JoinConversation {
+            conversation_id: conversation_id.map(str::to_owned),
+            filter: false,
+            already_joined: Vec::new(),
+            outbox: queue,
+            connection: socket.recipient(),
+        })
+        .await
+        .expect("registry answers");
+    let joined = within("the join", pending).await?;
+    Ok(Member {
+        joined,
+        _frames: frames,
+        gone,
+    })
+}
+
+async fn join(inst: &Instance, conversation_id: Option<&str>) -> Member {
+    try_join(inst, conversation_id).await.expect("join")
+}
+
+/// `leaveConversation` for `member`, as the transport sends it (the lease disarmed).
+async fn leave(inst: &Instance, member: Member) -> RpcResult<()> {
+    let Joined {
+        conversation_id,
+        connection_id,
+        lease,
+        ..
+    } = member.joined;
+    lease.disarm();
+    let pending = inst
+        .registry
+        .send(LeaveConversation {
+            conversation_id,
+            connection_id,
+        })
+        .await
+        .expect("registry answers");
+    within("the leave", pending).await
+}
+
+async fn create(
+    inst: &Instance,
+    name: &str,
+    collision: Option<&str>,
+) -> RpcResult<ConversationInfo> {
+    inst.registry
+        .send(CreateConversation {
+            name: name.to_owned(),
+            collision: collision.map(str::to_owned),
+        })
+        .await
+        .expect("registry answers")
+}
+
+async fn rename(inst: &Instance, id: &str, new_name: &str) -> RpcResult<()> {
+    inst.registry
+        .send(RenameConversation {
+            id: id.to_owned(),
+            new_name: new_name.to_owned(),
+            collision: None,
+        })
+        .await
+        .expect("registry answers")
+}
+
+async fn delete(inst: &Instance, id: &str) -> RpcResult<()> {
+    let answer = inst.registry.send(DeleteConversation { id: id.to_owned() });
+    within("the delete", answer)
+        .await
+        .expect("registry answers")
+}
+
+/// Names from `listConversations(filter)`, in registry order.
+async fn list(inst: &Instance, filter: Option<&str>) -> Vec<String> {
+    let text = inst
+        .registry
+        .send(ListConversations {
+            filter: filter.map(str::to_owned),
+        })
+        .await
+        .expect("registry answers");
+    let listed: Vec<Value> = serde_json::from_str(&text).expect("a JSON array");
+    listed
+        .iter()
+        .map(|c| c["name"].as_str().expect("a name").to_owned())
+        .collect()
+}
+
+async fn stats(inst: &Instance) -> RegistryStats {
+    inst.registry
+        .send(GetRegistryStats)
+        .await
+        .expect("registry answers")
+}
+
+/// Conversation actors alive: started minus stopped.
+fn alive(inst: &Instance) -> i64 {
+    Metrics::gauge(&inst.metrics.loaded_conversations)
+}
+
+fn evictions(inst: &Instance) -> u64 {
+    Metrics::get(&inst.metrics.evictions)
+}
+
+/// Waits until `probe` holds. For what has no event of its own (a `stopped` hook runs just
+/// after the actor's last answer, an idle timer fires inside the conversation): re-checks
+/// every millisecond, fails after [`WAIT`].
+async fn until(what: &str, mut probe: impl FnMut() -> bool) {
+    within(what, async {
+        while !probe() {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    })
+    .await;
+}
+
+/// Waits until the registry counts `loaded` live conversations and `loaded` actors are alive.
+async fn until_loaded(inst: &Instance, loaded: usize) {
+    within("the registry's loaded count", async {
+        while stats(inst).await.loaded != loaded {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    })
+    .await;
+    until("the conversation actors' hooks", || {
+        alive(inst) == loaded as i64
+    })
+    .await;
+}
+
+/// A fresh instance has `default`; create, rename, find, list and delete change the catalog
+/// (and only it: nothing is loaded), with TypeAgent's collision rules and error texts.
+#[test]
+fn catalog_create_rename_find_list_delete() {
+    run(|| async {
+        let inst = start(NEVER_IDLE);
+        assert_eq!(list(&inst, None).await, ["default"]);
+
+        let alpha = create(&inst, "Alpha", None).await.expect("create Alpha");
+        assert_eq!(alpha.name, "Alpha");
+        assert_eq!(alpha.client_count, 0);
+        assert_eq!(
+            create(&inst, " alpha ", None).await.unwrap_err(),
+            RpcError::NameExists("Alpha".into())
+        );
+        let numbered = create(&inst, "alpha", Some("appendNumber"))
+            .await
+            .expect("numbered");
+        assert_eq!(numbered.name, "alpha (1)");
+        assert_eq!(
+            create(&inst, "x", Some("overwrite")).await.unwrap_err(),
+            RpcError::UnknownCollisionBehavior("overwrite".into())
+        );
+        assert_eq!(list(&inst, None).await, ["default", "Alpha", "alpha (1)"]);
+        assert_eq!(list(&inst, Some("ALP")).await, ["Alpha", "alpha (1)"]);
+
+        rename(&inst, &alpha.conversation_id, "Beta")
+            .await
+            .expect("rename");
+        assert_eq!(
+            rename(&inst, &alpha.conversation_id, "DEFAULT")
+                .await
+                .unwrap_err(),
+            RpcError::NameExists("default".into())
+        );
+        let unknown = Uuid::new_v4().to_string();
+        assert_eq!(
+            rename(&inst, &unknown, "Gamma").await.unwrap_err(),
+            RpcError::ConversationNotFound(unknown.clone())
+        );
+        let found = inst
+            .registry
+            .send(FindConversations {
+                query: "  beta ".into(),
+                max_matches: None,
+            })
+            .await
+            .expect("registry answers");
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].conversation.name, "Beta");
+        assert_eq!(found[0].score, 1.0);
+
+        delete(&inst, &alpha.conversation_id).await.expect("delete");
+        assert_eq!(list(&inst, None).await, ["default", "alpha (1)"]);
+        let exists = inst.registry.send(ConversationExists {
+            id: alpha.conversation_id.clone(),
+        });
+        assert!(!exists.await.expect("registry answers"));
+        assert_eq!(
+            delete(&inst, &alpha.conversation_id).await.unwrap_err(),
+            RpcError::ConversationNotFound(alpha.conversation_id.clone())
+        );
+        // The name is free again.
+        create(&inst, "Beta", None).await.expect("Beta again");
+
+        let figures = stats(&inst).await;
+        assert_eq!((figures.conversations, figures.loaded), (3, 0));
+        assert_eq!(alive(&inst), 0, "the catalog loads nothing");
+    });
+}
+
+/// A join starts the conversation's actor (lazily, once: a second client joins the same actor);
+/// leaving keeps it loaded until the idle timeout.
+#[test]
+fn join_loads_the_conversation_once() {
+    run(|| async {
+        let inst = start(NEVER_IDLE);
+        assert_eq!(stats(&inst).await.loaded, 0);
+        assert_eq!(alive(&inst), 0);
+
+        let first = join(&inst, None).await;
+        assert_eq!(first.joined.result["name"], "default");
+        assert_eq!(stats(&inst).await.loaded, 1);
+        assert_eq!(alive(&inst), 1, "one actor started by the join");
+
+        let id = first.joined.conversation_id.clone();
+        let second = join(&inst, Some(&id)).await;
+        assert_eq!(second.joined.conversation_id, id);
+        assert_ne!(second.joined.connection_id, first.joined.connection_id);
+        assert_eq!(alive(&inst), 1, "the second join reuses the actor");
+        assert_eq!(list(&inst, None).await, ["default"]);
+
+        let unknown = Uuid::new_v4().to_string();
+        assert_eq!(
+            try_join(&inst, Some(&unknown)).await.err(),
+            Some(RpcError::ConversationNotFound(unknown))
+        );
+
+        leave(&inst, first).await.expect("first leaves");
+        leave(&inst, second).await.expect("second leaves");
+        assert_eq!(
+            stats(&inst).await.loaded,
+            1,
+            "idle, but not past the timeout"
+        );
+        assert_eq!(alive(&inst), 1);
+        assert_eq!(evictions(&inst), 0);
+    });
+}
+
+/// With a tiny idle timeout, the last leave lets the conversation's actor stop (evicted); a
+/// rejoin starts a fresh one.
+#[test]
+fn idle_eviction_then_rejoin_reloads() {
+    run(|| async {
+        let inst = start(Duration::from_millis(20));
+        let member = join(&inst, None).await;
+        let id = member.joined.conversation_id.clone();
+        assert_eq!(alive(&inst), 1);
+        leave(&inst, member).await.expect("leave");
+
+        until_loaded(&inst, 0).await;
+        assert_eq!(evictions(&inst), 1);
+
+        let again = join(&inst, Some(&id)).await;
+        assert_eq!(again.joined.conversation_id, id);
+        assert_eq!(stats(&inst).await.loaded, 1);
+        assert_eq!(alive(&inst), 1, "a fresh actor for the rejoin");
+        // Joined again: it is not evicted while the client stays.
+        assert_eq!(evictions(&inst), 1);
+        leave(&inst, again).await.expect("leave again");
+        until_loaded(&inst, 0).await;
+        assert_eq!(evictions(&inst), 2);
+    });
+}
+
+/// Idle reports are trusted only when their generation and attach count are the entry's: a
+/// join that arrives while the conversation stops waits and reloads it (generation 2), and
+/// late reports about generation 1, or about fewer attaches than were sent, evict nothing.
+#[test]
+fn stale_idle_report_after_a_rejoin_does_not_evict() {
+    run(|| async {
+        let inst = start(NEVER_IDLE);
+        let member = join(&inst, None).await;
+        let id_text = member.joined.conversation_id.clone();
+        let id = Uuid::parse_str(&id_text).expect("a UUID");
+        leave(&inst, member).await.expect("leave");
+
+        // The idle report of the first actor (generation 1, one attach): evicts.
+        inst.registry.do_send(ConversationEvent::IdleExpired {
+            id,
+            generation: 1,
+            attaches_seen: 1,
+        });
+        assert_eq!(stats(&inst).await.loaded, 0, "evicting");
+        assert_eq!(evictions(&inst), 1);
+
+        // This join waits for the old actor to flush, then a new one (generation 2) takes it.
+        let member = join(&inst, Some(&id_text)).await;
+        until_loaded(&inst, 1).await;
+
+        for (generation, attaches_seen) in [(1, 1), (2, 0)] {
+            inst.registry.do_send(ConversationEvent::IdleExpired {
+                id,
+                generation,
+                attaches_seen,
+            });
+        }
+        let figures = stats(&inst).await;
+        assert_eq!(figures.loaded, 1, "stale reports are ignored");
+        assert_eq!(evictions(&inst), 1);
+        assert_eq!(alive(&inst), 1);
+        leave(&inst, member).await.expect("still joined");
+    });
+}
+
+/// Deleting a conversation with a joined client stops its actor, tells the client's socket
+/// that the conversation went away, and removes it: joins now answer `Conversation not found`.
+#[test]
+fn delete_with_a_joined_client_closes_it() {
+    run(|| async {
+        let inst = start(NEVER_IDLE);
+        let info = create(&inst, "doomed", None).await.expect("create");
+        let id = info.conversation_id.clone();
+        let mut member = join(&inst, Some(&id)).await;
+        assert_eq!(alive(&inst), 1);
+
+        delete(&inst, &id).await.expect("delete");
+        let gone = within("ConversationGone", member.gone.recv()).await;
+        assert_eq!(gone.as_deref(), Some(id.as_str()));
+        member.joined.lease.disarm();
+
+        until_loaded(&inst, 0).await;
+        assert_eq!(evictions(&inst), 0, "a delete is not an eviction");
+        assert_eq!(list(&inst, None).await, ["default"]);
+        assert!(!inst
+            .layout
+            .conversation_dir(&Uuid::parse_str(&id).unwrap())
+            .exists());
+        assert_eq!(
+            try_join(&inst, Some(&id)).await.err(),
+            Some(RpcError::ConversationNotFound(id))
+        );
+    });
+}
+
+/// Shutdown stops every loaded conversation, folds the registry into `conversations.json`,
+/// records the clean shutdown, and refuses new work.
+#[test]
+fn shutdown_stops_conversations_and_saves_the_registry() {
+    run(|| async {
+        let inst = start(NEVER_IDLE);
+        create(&inst, "kept", None).await.expect("create");
+        let member = join(&inst, None).await;
+        assert_eq!(alive(&inst), 1);
+
+        let stopped = inst.registry.send(ShutdownRegistry);
+        within("the shutdown", stopped)
+            .await
+            .expect("registry answers");
+        until_loaded(&inst, 0).await;
+
+        let saved = store::load_registry(&inst.layout, false).expect("a readable registry");
+        let names: Vec<_> = saved.entries.iter().map(|e| e.name.as_str()).collect();
+        assert_eq!(names, ["default", "kept"]);
+        assert!(!saved.needs_fold, "the journal was folded");
+        assert!(store::take_clean_marker(&inst.layout).expect("marker readable"));
+
+        assert_eq!(
+            create(&inst, "late", None).await.unwrap_err(),
+            RpcError::ServerStopping
+        );
+        assert_eq!(
+            try_join(&inst, None).await.err(),
+            Some(RpcError::ServerStopping)
+        );
+        member.joined.lease.disarm();
+    });
+}
