@@ -7,7 +7,7 @@ use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc as std_mpsc;
 
-use roundtable_actors::commands::{self, Command};
+use roundtable_actors::conversation::commands::{self, Command};
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
@@ -265,7 +265,7 @@ fn ui_loop(
 fn save_history(editor: &mut rustyline::DefaultEditor, file: &Path) {
     use std::os::unix::fs::PermissionsExt;
     if let Some(dir) = file.parent() {
-        let _ = roundtable_actors::store::private_dir_builder()
+        let _ = roundtable_actors::storage::durable::private_dir_builder()
             .recursive(true)
             .create(dir);
     }

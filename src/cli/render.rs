@@ -3,7 +3,7 @@
 //! entries, `manage-conversation` results and the `conversations list` table. Pure functions;
 //! used by every subcommand.
 
-use roundtable_actors::commands;
+use roundtable_actors::conversation::commands;
 use serde_json::Value;
 
 use crate::client::conversation::ActionResult;

@@ -23,13 +23,14 @@ pub fn load_state() -> Option<String> {
 /// Saves the joined conversation (durably: temp file + rename).
 pub fn save_state(conversation_id: &str) {
     let dir = home_dir();
-    let _ = roundtable_actors::store::private_dir_builder()
+    let _ = roundtable_actors::storage::durable::private_dir_builder()
         .recursive(true)
         .create(&dir);
     let body = json!({"conversationId": conversation_id}).to_string();
-    if let Err(e) =
-        roundtable_actors::store::write_atomic(&dir.join("cli-state.json"), body.as_bytes())
-    {
+    if let Err(e) = roundtable_actors::storage::durable::write_atomic(
+        &dir.join("cli-state.json"),
+        body.as_bytes(),
+    ) {
         log::warn!("cannot save the CLI state: {e}");
     }
 }

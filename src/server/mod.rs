@@ -21,11 +21,12 @@ use actix_web::dev::{ServiceFactory, ServiceRequest, ServiceResponse};
 use actix_web::web::{self as web_routes, Data};
 use actix_web::{App, HttpServer};
 use roundtable_actors::conversation::RuntimeConfig;
-use roundtable_actors::frames::InboundBudget;
-use roundtable_actors::logwriter::LogWriter;
 use roundtable_actors::metrics::Metrics;
+use roundtable_actors::protocol::frames::InboundBudget;
 use roundtable_actors::registry::{ConversationRegistry, RegistryConfig, ShutdownRegistry};
-use roundtable_actors::store::{InstanceLock, Layout};
+use roundtable_actors::storage::layout::Layout;
+use roundtable_actors::storage::lock::InstanceLock;
+use roundtable_actors::storage::log_writer::LogWriter;
 use tokio::sync::watch;
 
 use crate::config::ServerConfig;
@@ -69,7 +70,7 @@ pub const INBOUND_REASSEMBLY_BUDGET: usize = 256 << 20;
 pub enum StartError {
     /// Storage problem (lock held, corrupt registry, I/O): the message names the file.
     #[error(transparent)]
-    Store(#[from] roundtable_actors::store::StoreError),
+    Store(#[from] roundtable_actors::storage::StoreError),
     /// Could not listen.
     #[error("cannot listen on {addr}: {source}")]
     Bind {

@@ -18,43 +18,37 @@ const HTML: &str = "text/html; charset=utf-8";
 const JS: &str = "text/javascript; charset=utf-8";
 const CSS: &str = "text/css; charset=utf-8";
 
-// shim: issue-10 merge. The paths in `FILES` are written relative to `src/`; this
-// `include_str!` resolves them from there wherever this file lives, so the move to
-// `src/server/` and the web client's new table lines merge without touching the table. After
-// the merge: write the paths as `../../web/...` and delete this macro.
-macro_rules! include_str {
-    ($path:literal) => {
-        std::include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/src/", $path))
+/// `(name, content type, body)` for each file of `web/`, embedded from the crate root so the
+/// table reads as a list of names.
+macro_rules! web_files {
+    ($($name:literal => $kind:expr),* $(,)?) => {
+        &[$(($name, $kind, include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/web/", $name)))),*]
     };
 }
 
 /// The files under `/app/`: name, content type, body.
-const FILES: &[(&str, &str, &str)] = &[
-    ("index.html", HTML, include_str!("../web/index.html")),
-    ("app.js", JS, include_str!("../web/app.js")),
-    ("rpc.js", JS, include_str!("../web/rpc.js")),
-    ("markdown.js", JS, include_str!("../web/markdown.js")),
-    ("api.js", JS, include_str!("../web/api.js")),
-    ("composer.js", JS, include_str!("../web/composer.js")),
-    ("connection.js", JS, include_str!("../web/connection.js")),
-    ("dialogs.js", JS, include_str!("../web/dialogs.js")),
-    ("dom.js", JS, include_str!("../web/dom.js")),
-    (
-        "interactions.js",
-        JS,
-        include_str!("../web/interactions.js"),
-    ),
-    ("live.js", JS, include_str!("../web/live.js")),
-    ("log.js", JS, include_str!("../web/log.js")),
-    ("manage.js", JS, include_str!("../web/manage.js")),
-    ("navigation.js", JS, include_str!("../web/navigation.js")),
-    ("render.js", JS, include_str!("../web/render.js")),
-    ("sidebar.js", JS, include_str!("../web/sidebar.js")),
-    ("state.js", JS, include_str!("../web/state.js")),
-    ("status.js", JS, include_str!("../web/status.js")),
-    ("ui.js", JS, include_str!("../web/ui.js")),
-    ("util.js", JS, include_str!("../web/util.js")),
-    ("style.css", CSS, include_str!("../web/style.css")),
+const FILES: &[(&str, &str, &str)] = web_files![
+    "index.html" => HTML,
+    "app.js" => JS,
+    "rpc.js" => JS,
+    "markdown.js" => JS,
+    "api.js" => JS,
+    "composer.js" => JS,
+    "connection.js" => JS,
+    "dialogs.js" => JS,
+    "dom.js" => JS,
+    "interactions.js" => JS,
+    "live.js" => JS,
+    "log.js" => JS,
+    "manage.js" => JS,
+    "navigation.js" => JS,
+    "render.js" => JS,
+    "sidebar.js" => JS,
+    "state.js" => JS,
+    "status.js" => JS,
+    "ui.js" => JS,
+    "util.js" => JS,
+    "style.css" => CSS,
 ];
 
 /// The asset served at `path`, as (content type, body): `/` is the page, `/app/<file>` one of
@@ -123,6 +117,38 @@ mod tests {
             "//",
         ] {
             assert!(asset(missing).is_none(), "{missing}");
+        }
+    }
+
+    /// Every file in `web/` is served, with the content type its extension says, and every
+    /// module an ES module imports is one of them: a new module left out of [`FILES`] would
+    /// load in a test checkout and fail in the browser.
+    #[test]
+    fn every_web_file_and_every_import_is_served() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("web");
+        for file in std::fs::read_dir(&dir).expect("web/ exists") {
+            let name = file.unwrap().file_name().into_string().unwrap();
+            let kind = match name.rsplit('.').next() {
+                Some("js") => JS,
+                Some("css") => CSS,
+                Some("html") => HTML,
+                _ => continue,
+            };
+            let served =
+                asset(&format!("/app/{name}")).unwrap_or_else(|| panic!("{name} not served"));
+            assert_eq!(served.0, kind, "{name}");
+        }
+        for (name, kind, body) in FILES {
+            if *kind != JS {
+                continue;
+            }
+            for import in body.split("from \"./").skip(1) {
+                let target = &import[..import.find('"').expect("closed import")];
+                assert!(
+                    asset(&format!("/app/{target}")).is_some(),
+                    "{name} imports {target}"
+                );
+            }
         }
     }
 

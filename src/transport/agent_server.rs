@@ -112,7 +112,7 @@ impl AgentServerRequest {
                 }
             }
             "getUserIdentity" => AgentServerRequest::GetUserIdentity,
-            "testPanic" if roundtable_actors::faults::test_panic_enabled() => {
+            "testPanic" if roundtable_actors::storage::faults::test_panic_enabled() => {
                 AgentServerRequest::TestPanic
             }
             "shutdown" => AgentServerRequest::Shutdown,

@@ -36,9 +36,9 @@ use roundtable_actors::client::ConversationGone;
 use roundtable_actors::conversation::{
     Conversation, DispatcherCall, DispatcherInvoke, DispatcherReply,
 };
-use roundtable_actors::frames::Reassembler;
 use roundtable_actors::metrics::Metrics;
 use roundtable_actors::outbox::{outbox, Outbox, Outgoing, PushError};
+use roundtable_actors::protocol::frames::Reassembler;
 use roundtable_actors::protocol::{
     self, Args, Inbound, RpcError, RpcResult, AGENT_SERVER_CHANNEL, DISCOVERY_CHANNEL,
     DISPATCHER_PREFIX,

@@ -3,7 +3,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use roundtable_actors::frames::{Piece, Reassembled, Reassembler};
+use roundtable_actors::protocol::frames::{Piece, Reassembled, Reassembler};
 
 const MAX: usize = 512;
 

@@ -12,8 +12,8 @@ use uuid::Uuid;
 use super::commands;
 use super::queue::{CancelReason, Request, STORAGE_ERROR};
 use super::Conversation;
-use crate::displaylog::{self, HistoryRead};
 use crate::protocol::{invalid, Args, RpcError, RpcResult};
+use crate::storage::display_log::{self, HistoryRead};
 
 /// A `dispatcher:<id>` answer: a JSON value (`None` = void) or ready-made JSON text (history).
 pub enum DispatcherReply {
@@ -159,7 +159,7 @@ fn parse_request(m: &str, args: &Args, origin: &str, with_id: bool) -> RpcResult
         text,
         attachments,
         options,
-        submitted_at: crate::now_millis(),
+        submitted_at: crate::clock::now_millis(),
         started_at: None,
     })
 }
@@ -269,7 +269,7 @@ impl Conversation {
         };
         match log.read_after(after_seq) {
             HistoryRead::Ready(entries) => {
-                let json = displaylog::history_json(entries);
+                let json = display_log::history_json(entries);
                 Box::pin(async move { Ok(DispatcherReply::Raw(json)) })
             }
             HistoryRead::Disk {
@@ -279,7 +279,7 @@ impl Conversation {
                 from_memory,
             } => Box::pin(async move {
                 let older =
-                    tokio::task::spawn_blocking(move || displaylog::read_range(&path, from, below))
+                    tokio::task::spawn_blocking(move || display_log::read_range(&path, from, below))
                         .await
                         .map_err(|e| RpcError::Internal(e.to_string()))?
                         .map_err(|e| RpcError::Internal(format!("reading the display log: {e}")))?;
@@ -287,7 +287,7 @@ impl Conversation {
                     .iter()
                     .map(String::as_str)
                     .chain(from_memory.iter().map(|e| &e[..]));
-                Ok(DispatcherReply::Raw(displaylog::history_json(all)))
+                Ok(DispatcherReply::Raw(display_log::history_json(all)))
             }),
         }
     }

@@ -4,7 +4,7 @@
 //! recovery of requests a crash left open, and closing the files on [`Shutdown`].
 //!
 //! Who talks to it: every other part of the conversation (through `after_durable`,
-//! `journal`, `log_entry`); the [`LogWriter`](crate::logwriter::LogWriter) answers the barriers.
+//! `journal`, `log_entry`); the [`LogWriter`](crate::storage::log_writer::LogWriter) answers the barriers.
 //!
 //! [`Shutdown`]: super::Shutdown
 
@@ -18,10 +18,10 @@ use super::queue::{request_id_obj, STOPPED_BEFORE_FINISHING};
 use super::routing::{Audience, DisplayMode};
 use super::Conversation;
 use crate::client::{OutboundCall, StopClient};
-use crate::displaylog;
 use crate::metrics::Metrics;
 use crate::registry::ConversationEvent;
-use crate::requests::{self, OpenRequest, Record};
+use crate::storage::display_log;
+use crate::storage::requests::{self, OpenRequest, Record};
 
 /// What runs when a write barrier is confirmed (or failed): it may emit, write and queue work;
 /// its calls go out at the barrier's place in the order.
@@ -165,7 +165,7 @@ impl Conversation {
     }
 
     /// [`journal`](Self::journal) for the `closed` record of a request whose result is
-    /// already durable (see [`LogWriter::append_unreported`](crate::logwriter::LogWriter::append_unreported)).
+    /// already durable (see [`LogWriter::append_unreported`](crate::storage::log_writer::LogWriter::append_unreported)).
     pub(super) fn journal_closed_after_durable(&mut self, request_id: String) {
         self.journal_record(Record::Closed { request_id }, true);
     }
@@ -323,7 +323,7 @@ impl Conversation {
     /// Whether the display log holds a `command-result` for `request_id` at or after `seq`.
     fn log_has_result(&self, seq: u64, request_id: &str) -> bool {
         let Ok(log) = &self.log else { return false };
-        displaylog::read_range(log.path(), seq, log.next_seq())
+        display_log::read_range(log.path(), seq, log.next_seq())
             .unwrap_or_default()
             .iter()
             .filter_map(|e| serde_json::from_str::<Value>(e).ok())

@@ -84,7 +84,7 @@ impl Conversation {
         let id = Uuid::new_v4().to_string();
         running.blocked_on = Some(id.clone());
         let request = running.request.clone();
-        let created = crate::now_millis();
+        let created = crate::clock::now_millis();
         let default_id =
             (choices.len() == 2 && choices[1].eq_ignore_ascii_case("no")).then_some(1usize);
         let mut pending = json!({

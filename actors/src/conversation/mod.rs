@@ -78,12 +78,12 @@ use uuid::Uuid;
 use crate::agent::turn::ToolServer;
 use crate::agent::{ChatMessage, Provider};
 use crate::client::{Client, ClientLost, ConversationGone, StopClient, CLIENT_MAILBOX};
-use crate::displaylog::DisplayLog;
-use crate::logwriter::LogWriter;
 use crate::metrics::Metrics;
 use crate::outbox::Outbox;
 use crate::registry::{ConversationEvent, ConversationRegistry};
-use crate::requests::{self, OpenRequest};
+use crate::storage::display_log::DisplayLog;
+use crate::storage::log_writer::LogWriter;
+use crate::storage::requests::{self, OpenRequest};
 
 use durable::{Held, PendingStop, ReleaseCursor};
 use interactions::{Choice, Interaction};

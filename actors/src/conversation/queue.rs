@@ -13,7 +13,7 @@ use tokio::sync::oneshot;
 use super::routing::DisplayMode;
 use super::Conversation;
 use crate::agent::{ChatMessage, Role};
-use crate::requests::{AcceptedRequest, Record};
+use crate::storage::requests::{AcceptedRequest, Record};
 
 /// Queue cap (`MAX_QUEUE_DEPTH` in TypeAgent).
 pub const MAX_QUEUE_DEPTH: usize = 100;
@@ -269,7 +269,7 @@ impl Conversation {
             self.queue_changed();
             return;
         };
-        request.started_at = Some(crate::now_millis());
+        request.started_at = Some(crate::clock::now_millis());
         self.turns += 1;
         let turn = self.turns;
         self.version += 1;

@@ -15,7 +15,7 @@ use uuid::Uuid;
 use super::{naming, new_stored, storage_error, ConversationRegistry, Entry, LoadState};
 use crate::conversation::{Shutdown, ShutdownReason};
 use crate::protocol::{ConversationInfo, ConversationMatch, RpcError, RpcResult};
-use crate::store::JournalRecord;
+use crate::storage::journal::JournalRecord;
 
 /// `createConversation(name, {nameCollisionBehavior})`.
 #[derive(Message)]

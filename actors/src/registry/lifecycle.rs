@@ -18,7 +18,10 @@ use super::{
 };
 use crate::conversation::{Conversation, ConversationSetup, Shutdown, ShutdownReason};
 use crate::metrics::Metrics;
-use crate::store::{self, RegistryWriter, StoreError, StoredConversation};
+use crate::storage::journal::RegistryWriter;
+use crate::storage::registry_file::StoredConversation;
+use crate::storage::StoreError;
+use crate::storage::{layout, migrate, registry_file};
 
 impl ConversationRegistry {
     /// Loads the registry from disk (migrations, journal replay, ephemeral sweep, startup
@@ -26,14 +29,14 @@ impl ConversationRegistry {
     /// `config.repair`.
     pub fn open(config: RegistryConfig) -> Result<ConversationRegistry, StoreError> {
         let layout = config.layout.clone();
-        for step in store::migrate(&layout)? {
+        for step in migrate::migrate(&layout)? {
             log::info!("migration: {step}");
         }
-        let loaded = store::load_registry(&layout, config.repair)?;
+        let loaded = registry_file::load_registry(&layout, config.repair)?;
         let mut needs_fold = loaded.needs_fold;
         // After a clean shutdown the stored message counts are exact; after a crash they may
         // trail, so each conversation's log tail is read once (one small read each).
-        let clean = store::take_clean_marker(&layout)?;
+        let clean = registry_file::take_clean_marker(&layout)?;
         if !clean {
             log::info!("previous run did not shut down cleanly; recounting messages from log tails in the background");
         }
@@ -60,11 +63,11 @@ impl ConversationRegistry {
                 reg.foreign.push(stored);
                 continue;
             };
-            if store::EPHEMERAL_PREFIXES
+            if layout::EPHEMERAL_PREFIXES
                 .iter()
                 .any(|p| stored.name.starts_with(p))
             {
-                store::remove_conversation_dir(&layout, &id)?;
+                layout::remove_conversation_dir(&layout, &id)?;
                 swept += 1;
                 needs_fold = true;
                 continue;
@@ -81,7 +84,7 @@ impl ConversationRegistry {
             log::info!("empty registry: created conversation {DEFAULT_CONVERSATION_NAME:?} ({id})");
         }
         if needs_fold {
-            store::fold(&layout, &reg.snapshot())?;
+            registry_file::fold(&layout, &reg.snapshot())?;
         }
         log::info!("registry: {} conversations", reg.entries.len());
         // The parse of a large registry is transient: give it back.
@@ -101,7 +104,9 @@ impl ConversationRegistry {
                 .map(|id| {
                     (
                         id,
-                        crate::displaylog::message_count_on_disk(&layout.conversation_dir(&id)),
+                        crate::storage::display_log::message_count_on_disk(
+                            &layout.conversation_dir(&id),
+                        ),
                     )
                 })
                 .collect::<Vec<_>>()
@@ -302,7 +307,7 @@ impl Handler<ShutdownRegistry> for ConversationRegistry {
             let snapshot = this.send(TakeSnapshot).await.unwrap_or_default();
             match writer.fold(snapshot).await {
                 Ok(Ok(())) => {
-                    if let Err(e) = store::write_clean_marker(&layout) {
+                    if let Err(e) = registry_file::write_clean_marker(&layout) {
                         log::error!("cannot record the clean shutdown: {e}");
                     }
                     log::info!("registry saved");

@@ -48,7 +48,10 @@ use uuid::Uuid;
 use crate::conversation::{Attach, Conversation, RuntimeConfig};
 use crate::metrics::Metrics;
 use crate::protocol::{ConversationInfo, RpcError, RpcResult};
-use crate::store::{JournalRecord, Layout, RegistryWriter, StoredConversation};
+use crate::storage::journal::JournalRecord;
+use crate::storage::journal::RegistryWriter;
+use crate::storage::layout::Layout;
+use crate::storage::registry_file::StoredConversation;
 
 pub use catalog::{
     ConversationExists, CreateConversation, DeleteConversation, FindConversations,
@@ -260,7 +263,7 @@ fn new_stored(id: Uuid, name: String) -> StoredConversation {
     StoredConversation {
         conversation_id: id.to_string(),
         name,
-        created_at: crate::now_iso(),
+        created_at: crate::clock::now_iso(),
         extra: serde_json::Map::new(),
     }
 }
@@ -299,7 +302,7 @@ impl actix::Supervised for ConversationRegistry {
     }
 }
 
-/// Makes the registry panic (test seam, see [`crate::faults`]); the panic policy applies.
+/// Makes the registry panic (test seam, see [`crate::storage::faults`]); the panic policy applies.
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct PanicForTest;

@@ -98,7 +98,7 @@ impl DisplayLog {
         entry.insert("seq".into(), seq.into());
         entry
             .entry("timestamp")
-            .or_insert_with(|| crate::now_millis().into());
+            .or_insert_with(|| crate::clock::now_millis().into());
         let json: Arc<str> = serde_json::to_string(&entry)
             .expect("entry serializes")
             .into();

@@ -82,7 +82,7 @@ pub fn load_registry(layout: &Layout, repair: bool) -> Result<LoadedRegistry, St
             Err(e) if repair => {
                 let aside = path.with_file_name(format!(
                     "conversations.json.corrupt-{}",
-                    crate::now_millis()
+                    crate::clock::now_millis()
                 ));
                 fs::rename(&path, &aside).map_err(io_err(&path))?;
                 fsync_dir(&layout.conversations_dir())?;
@@ -136,7 +136,7 @@ pub(super) fn entry_from_value(raw: &Value) -> Option<(StoredConversation, bool)
         Some(t) => t.to_string(),
         None => {
             legacy = true;
-            crate::now_iso()
+            crate::clock::now_iso()
         }
     };
     let extra = obj

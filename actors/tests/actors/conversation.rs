@@ -19,11 +19,11 @@ use roundtable_actors::conversation::{
     Attach, Conversation, ConversationSetup, DispatcherInvoke, DispatcherReply, RuntimeConfig,
     Shutdown, ShutdownReason, MAX_QUEUE_DEPTH,
 };
-use roundtable_actors::logwriter::LogWriter;
 use roundtable_actors::metrics::Metrics;
 use roundtable_actors::outbox::{outbox, OutboxLimits, OutboxReceiver, Outgoing};
 use roundtable_actors::protocol::Args;
 use roundtable_actors::registry::ConversationRegistry;
+use roundtable_actors::storage::log_writer::LogWriter;
 use serde_json::{json, Value};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::timeout;

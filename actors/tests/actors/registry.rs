@@ -16,7 +16,6 @@ use actix::prelude::*;
 use roundtable_actors::agent::builtin::BuiltinProvider;
 use roundtable_actors::client::ConversationGone;
 use roundtable_actors::conversation::RuntimeConfig;
-use roundtable_actors::logwriter::LogWriter;
 use roundtable_actors::metrics::Metrics;
 use roundtable_actors::outbox::{outbox, OutboxLimits, OutboxReceiver};
 use roundtable_actors::protocol::{ConversationInfo, RpcError, RpcResult};
@@ -26,7 +25,9 @@ use roundtable_actors::registry::{
     LeaveConversation, ListConversations, RegistryConfig, RegistryStats, RenameConversation,
     ShutdownRegistry,
 };
-use roundtable_actors::store::{self, Layout};
+use roundtable_actors::storage::layout::Layout;
+use roundtable_actors::storage::log_writer::LogWriter;
+use roundtable_actors::storage::registry_file;
 use serde_json::Value;
 use tempfile::TempDir;
 use tokio::sync::mpsc;
@@ -475,11 +476,11 @@ fn shutdown_stops_conversations_and_saves_the_registry() {
             .expect("registry answers");
         until_loaded(&inst, 0).await;
 
-        let saved = store::load_registry(&inst.layout, false).expect("a readable registry");
+        let saved = registry_file::load_registry(&inst.layout, false).expect("a readable registry");
         let names: Vec<_> = saved.entries.iter().map(|e| e.name.as_str()).collect();
         assert_eq!(names, ["default", "kept"]);
         assert!(!saved.needs_fold, "the journal was folded");
-        assert!(store::take_clean_marker(&inst.layout).expect("marker readable"));
+        assert!(registry_file::take_clean_marker(&inst.layout).expect("marker readable"));
 
         assert_eq!(
             create(&inst, "late", None).await.unwrap_err(),
