@@ -2,6 +2,9 @@
 //! temporary instance directory and talks to it over real WebSockets (one test binary, many
 //! modules, to keep linking cheap).
 
+#[path = "../support/mod.rs"]
+mod support;
+
 mod harness;
 
 mod agent_server;

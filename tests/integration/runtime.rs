@@ -1,18 +1,11 @@
 //! The conversation runtime: command queue, completion protocol, routing, display log,
 //! interactions, the agent loop with both providers, and slow readers.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpListener;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{json, Value};
 
 use crate::harness::*;
-
-fn dispatcher(id: &str) -> String {
-    format!("dispatcher:{id}")
-}
 
 /// Two clients in one conversation both see a turn of the builtin agent: the echo of the
 /// request, the tool call, its result, the answer and `commandComplete` with the ack's id.
@@ -26,7 +19,7 @@ fn two_clients_share_a_turn_with_the_tool_loop() {
     b.join(&id);
     let ack = a.submit(&id, "what is 2+3");
     assert_eq!(ack["ok"], true);
-    let rid = ack["entry"]["requestId"].as_str().unwrap().to_string();
+    let rid = Client::request_id(&ack);
     assert_eq!(ack["entry"]["originatorConnectionId"], "0");
     assert_eq!(ack["entry"]["text"], "what is 2+3");
     assert_eq!(ack["entry"]["attachmentCount"], 0);
@@ -70,7 +63,7 @@ fn two_clients_share_a_turn_with_the_tool_loop() {
     let ack = b
         .invoke(&dispatcher(&id), "submitCommand", json!(["hello"]))
         .unwrap();
-    let rid = ack["entry"]["requestId"].as_str().unwrap().to_string();
+    let rid = Client::request_id(&ack);
     let calls = b.until_complete(&id, &rid);
     assert!(Client::texts(&calls).contains(&"echo: hello".to_string()));
 }
@@ -88,10 +81,9 @@ fn filtered_client_sees_only_its_own() {
         json!([{"conversationId": id, "filter": true}]),
     )
     .unwrap();
-    let ack = a.submit(&id, "hello from a");
-    a.until_complete(&id, ack["entry"]["requestId"].as_str().unwrap());
+    a.run_turn(&id, "hello from a");
     let ack = f.submit(&id, "hello from f");
-    let rid = ack["entry"]["requestId"].as_str().unwrap().to_string();
+    let rid = Client::request_id(&ack);
     let calls = f.until_complete(&id, &rid);
     assert_eq!(Client::texts(&calls), ["echo: hello from f"]);
     for (m, args) in &calls {
@@ -137,12 +129,7 @@ fn fifo_across_clients_while_another_conversation_runs() {
                     })
                     .collect();
                 ids.into_iter()
-                    .map(|cid| {
-                        c.wait_answer(&dispatcher(&id), cid).unwrap()["entry"]["requestId"]
-                            .as_str()
-                            .unwrap()
-                            .to_string()
-                    })
+                    .map(|cid| Client::request_id(&c.wait_answer(&dispatcher(&id), cid).unwrap()))
                     .collect::<Vec<_>>()
             })
         })
@@ -150,7 +137,7 @@ fn fifo_across_clients_while_another_conversation_runs() {
     let mut side = server.connect();
     side.join(&other);
     let side_ack = side.submit(&other, "what is 6*7");
-    let side_calls = side.until_complete(&other, side_ack["entry"]["requestId"].as_str().unwrap());
+    let side_calls = side.until_complete(&other, &Client::request_id(&side_ack));
     assert!(Client::texts(&side_calls).contains(&"42".to_string()));
     let all: Vec<String> = threads
         .into_iter()
@@ -223,9 +210,9 @@ fn interactions_answered_by_another_client() {
     let id = a.create("asking");
     a.join(&id);
     b.join(&id);
-    let clientio = format!("clientio:{id}");
+    let clientio = clientio(&id);
     let ack = a.submit(&id, "ask me Shall we proceed?");
-    let asking = ack["entry"]["requestId"].as_str().unwrap().to_string();
+    let asking = Client::request_id(&ack);
     let q = b.expect_call(&clientio, "requestInteraction");
     let interaction = q[0]["interactionId"].as_str().unwrap().to_string();
     assert_eq!(q[0]["type"], "question");
@@ -270,7 +257,7 @@ fn interactions_answered_by_another_client() {
 
     // cancelInteraction: the question has defaultId 1 ("No"), so the turn goes on with it.
     let ack = a.submit(&id, "ask me Really?");
-    let rid = ack["entry"]["requestId"].as_str().unwrap().to_string();
+    let rid = Client::request_id(&ack);
     let q = b.expect_call(&clientio, "requestInteraction");
     assert_eq!(q[0]["defaultId"], 1);
     b.send_call(
@@ -287,10 +274,10 @@ fn interactions_answered_by_another_client() {
 
     // A new submit supersedes a stalled turn.
     let ack = a.submit(&id, "ask me Stalled?");
-    let stalled = ack["entry"]["requestId"].as_str().unwrap().to_string();
+    let stalled = Client::request_id(&ack);
     let q = b.expect_call(&clientio, "requestInteraction");
     let ack = b.submit(&id, "hello again");
-    let next = ack["entry"]["requestId"].as_str().unwrap().to_string();
+    let next = Client::request_id(&ack);
     let calls = a.until_complete(&id, &stalled);
     assert_eq!(calls.last().unwrap().1[1], "superseded");
     assert!(calls
@@ -328,10 +315,10 @@ fn private_choice_for_the_originator_only() {
     let id = a.create("private");
     a.join(&id);
     b.join(&id);
-    let clientio = format!("clientio:{id}");
+    let clientio = clientio(&id);
     // The builtin provider maps "ask me privately …" to ask_user with private: true.
     let ack = a.submit(&id, "ask me privately Delete it?");
-    let rid = ack["entry"]["requestId"].as_str().unwrap().to_string();
+    let rid = Client::request_id(&ack);
     let choice = a.expect_call(&clientio, "requestChoice");
     assert_eq!(choice[2], "yesNo");
     assert_eq!(choice[3], "Delete it?");
@@ -361,87 +348,6 @@ fn private_choice_for_the_originator_only() {
     );
 }
 
-/// A scripted OpenAI-compatible endpoint: records request bodies, answers with `script`.
-pub(crate) struct Scripted {
-    pub(crate) url: String,
-    pub(crate) bodies: Arc<Mutex<Vec<Value>>>,
-}
-
-pub(crate) fn scripted(
-    script: impl Fn(usize, &Value) -> (u16, String) + Send + Sync + 'static,
-) -> Scripted {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!(
-        "http://127.0.0.1:{}/v1",
-        listener.local_addr().unwrap().port()
-    );
-    let bodies = Arc::new(Mutex::new(Vec::new()));
-    let recorded = bodies.clone();
-    let script = Arc::new(script);
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(stream) = stream else { break };
-            let recorded = recorded.clone();
-            let script = script.clone();
-            std::thread::spawn(move || {
-                let mut reader = BufReader::new(stream.try_clone().unwrap());
-                let mut stream = stream;
-                loop {
-                    let mut len = 0usize;
-                    let mut line = String::new();
-                    loop {
-                        line.clear();
-                        if reader.read_line(&mut line).unwrap_or(0) == 0 {
-                            return;
-                        }
-                        if line == "\r\n" {
-                            break;
-                        }
-                        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                            len = v.trim().parse().unwrap();
-                        }
-                    }
-                    let mut body = vec![0; len];
-                    reader.read_exact(&mut body).unwrap();
-                    let body: Value = if body.is_empty() {
-                        Value::Null
-                    } else {
-                        serde_json::from_slice(&body).unwrap()
-                    };
-                    let n = {
-                        let mut r = recorded.lock().unwrap();
-                        r.push(body.clone());
-                        r.len() - 1
-                    };
-                    let (status, answer) = script(n, &body);
-                    let resp = format!(
-                        "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{answer}",
-                        answer.len()
-                    );
-                    if stream.write_all(resp.as_bytes()).is_err() {
-                        return;
-                    }
-                }
-            });
-        }
-    });
-    Scripted { url, bodies }
-}
-
-fn openai_server(s: &Scripted) -> Server {
-    Server::start_env(
-        &["--provider", "openai"],
-        &[
-            ("ROUNDTABLE_OPENAI_BASE_URL", &s.url),
-            ("ROUNDTABLE_OPENAI_MODEL", "test-model"),
-        ],
-    )
-}
-
-pub(crate) fn completion(message: Value) -> String {
-    json!({"choices": [{"index": 0, "message": message, "finish_reason": "stop"}]}).to_string()
-}
-
 /// The agent loop against a scripted OpenAI-compatible server: a tool call, its result sent
 /// back, then the final answer; a 500 becomes the command's error.
 #[test]
@@ -464,15 +370,14 @@ fn openai_provider_runs_the_tool_loop() {
         }
         _ => (500, "{\"error\":\"boom\"}".to_string()),
     });
-    let server = openai_server(&s);
+    let server = Server::with_model(&s, "test-model", &[]);
     // instanceStorage of the chat agent: a system prompt shared by all conversations.
     std::fs::create_dir_all(server.dir.join("chat")).unwrap();
     std::fs::write(server.dir.join("chat/system-prompt.md"), "You are terse.").unwrap();
     let mut a = server.connect();
     let id = a.create("llm");
     a.join(&id);
-    let ack = a.submit(&id, "what is six times seven?");
-    let calls = a.until_complete(&id, ack["entry"]["requestId"].as_str().unwrap());
+    let calls = a.run_turn(&id, "what is six times seven?");
     let texts = Client::texts(&calls);
     assert!(texts.contains(&"42".to_string()), "{texts:?}");
     assert!(
@@ -495,8 +400,7 @@ fn openai_provider_runs_the_tool_loop() {
         "42"
     );
 
-    let ack = a.submit(&id, "and now?");
-    let calls = a.until_complete(&id, ack["entry"]["requestId"].as_str().unwrap());
+    let calls = a.run_turn(&id, "and now?");
     let done = &calls.last().unwrap().1;
     assert!(
         done[2]["result"]["lastError"]
@@ -514,22 +418,20 @@ fn openai_provider_runs_the_tool_loop() {
 /// cancelling queued and running work answers the right kinds and events.
 #[test]
 fn queue_full_and_cancel() {
-    let gate = Arc::new(Mutex::new(()));
-    let hold = gate.lock().unwrap();
-    let gate2 = gate.clone();
+    let gate = Gate::closed();
+    let held = gate.clone();
     let s = scripted(move |_, _| {
-        let _wait = gate2.lock().unwrap();
+        held.pass();
         (
             200,
             completion(json!({"role": "assistant", "content": "done"})),
         )
     });
-    let server = openai_server(&s);
+    let server = Server::with_model(&s, "test-model", &[]);
     let mut a = server.connect();
     let id = a.create("slow");
     a.join(&id);
-    let first = a.submit(&id, "slow one");
-    let running = first["entry"]["requestId"].as_str().unwrap().to_string();
+    let running = Client::request_id(&a.submit(&id, "slow one"));
     let mut queued = Vec::new();
     for i in 0..100 {
         let ack = a
@@ -585,7 +487,7 @@ fn queue_full_and_cancel() {
         .unwrap();
     assert_eq!(r["kind"], "not_found");
     // Release the model: everything left completes, in order.
-    drop(hold);
+    gate.open();
     let calls = a.until_complete(&id, "rid-99");
     assert_eq!(calls.last().unwrap().1[1], "commandComplete");
 }
@@ -594,30 +496,20 @@ fn queue_full_and_cancel() {
 /// with `no_clients`; the running turn is left alone.
 #[test]
 fn no_clients_grace_cancels_queued_work() {
-    let gate = Arc::new(Mutex::new(()));
-    let hold = gate.lock().unwrap();
-    let gate2 = gate.clone();
+    let gate = Gate::closed();
+    let held = gate.clone();
     let s = scripted(move |_, _| {
-        let _wait = gate2.lock().unwrap();
+        held.pass();
         (
             200,
             completion(json!({"role": "assistant", "content": "done"})),
         )
     });
-    let server = Server::start_env(
-        &["--provider", "openai", "--no-clients-grace", "0.3"],
-        &[
-            ("ROUNDTABLE_OPENAI_BASE_URL", &s.url),
-            ("ROUNDTABLE_OPENAI_MODEL", "m"),
-        ],
-    );
+    let server = Server::with_model(&s, "m", &["--no-clients-grace", "0.3"]);
     let mut a = server.connect();
     let id = a.create("abandoned");
     a.join(&id);
-    let running = a.submit(&id, "first")["entry"]["requestId"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let running = Client::request_id(&a.submit(&id, "first"));
     a.submit(&id, "second");
     a.submit(&id, "third");
     drop(a);
@@ -629,7 +521,7 @@ fn no_clients_grace_cancels_queued_work() {
         running.as_str()
     );
     assert_eq!(joined["queueSnapshot"]["queued"], json!([]));
-    drop(hold);
+    gate.open();
     b.until_complete(&id, &running);
 }
 
@@ -642,7 +534,7 @@ fn interaction_timeout_and_grace_supersede() {
     let id = a.create("timeouts");
     a.join(&id);
     let ack = a.submit(&id, "ask me Anyone there?");
-    let rid = ack["entry"]["requestId"].as_str().unwrap().to_string();
+    let rid = Client::request_id(&ack);
     let calls = a.until_complete(&id, &rid);
     assert!(calls.iter().all(|(m, _)| m != "interactionCancelled"));
     assert!(
@@ -651,7 +543,7 @@ fn interaction_timeout_and_grace_supersede() {
     );
 
     a.submit(&id, "ask me Still there?");
-    a.expect_call(&format!("clientio:{id}"), "requestInteraction");
+    a.expect_call(&clientio(&id), "requestInteraction");
     drop(a);
     std::thread::sleep(Duration::from_millis(700));
     let mut b = server.connect();
@@ -669,8 +561,7 @@ fn history_after_restart_eviction_and_after_seq() {
     let id = a.create("durable");
     a.join(&id);
     for text in ["one", "two"] {
-        let ack = a.submit(&id, text);
-        a.until_complete(&id, ack["entry"]["requestId"].as_str().unwrap());
+        a.run_turn(&id, text);
     }
     let before = a
         .invoke(&dispatcher(&id), "getDisplayHistory", json!([]))
@@ -704,8 +595,7 @@ fn history_after_restart_eviction_and_after_seq() {
             .unwrap(),
         before
     );
-    let ack = a.submit(&id, "three");
-    a.until_complete(&id, ack["entry"]["requestId"].as_str().unwrap());
+    a.run_turn(&id, "three");
     let after = a
         .invoke(&dispatcher(&id), "getDisplayHistory", json!([n as i64 - 1]))
         .unwrap();
@@ -728,8 +618,7 @@ fn history_after_restart_eviction_and_after_seq() {
         after[0]["seq"].as_u64().unwrap() as usize + after.as_array().unwrap().len()
     );
     // A crash (kill) loses nothing that was answered, and the count is recounted.
-    let ack = b.submit(&id, "four");
-    b.until_complete(&id, ack["entry"]["requestId"].as_str().unwrap());
+    b.run_turn(&id, "four");
     std::thread::sleep(Duration::from_millis(100));
     server.kill();
     let server = Server::start_in(temp.path(), &[]);
@@ -751,7 +640,7 @@ fn at_commands_and_small_methods() {
     a.join(&id);
     b.join(&id);
     let ack = a.submit(&id, "@conversation switch research");
-    let rid = ack["entry"]["requestId"].as_str().unwrap().to_string();
+    let rid = Client::request_id(&ack);
     let calls = a.until_complete(&id, &rid);
     let action = calls
         .iter()
@@ -766,8 +655,7 @@ fn at_commands_and_small_methods() {
     let calls = b.until_complete(&id, &rid);
     assert!(calls.iter().all(|(m, _)| m != "takeAction"));
 
-    let ack = a.submit(&id, "@help");
-    let calls = a.until_complete(&id, ack["entry"]["requestId"].as_str().unwrap());
+    let calls = a.run_turn(&id, "@help");
     assert!(Client::texts(&calls)[0].contains("@conversation"));
 
     let d = dispatcher(&id);
@@ -809,8 +697,7 @@ fn compact_summarizes_history() {
     let id = a.create("compact me");
     a.join(&id);
     for t in ["first question", "second question"] {
-        let ack = a.submit(&id, t);
-        a.until_complete(&id, ack["entry"]["requestId"].as_str().unwrap());
+        a.run_turn(&id, t);
     }
     let before = a
         .invoke(&dispatcher(&id), "getDisplayHistory", json!([]))
@@ -818,8 +705,7 @@ fn compact_summarizes_history() {
         .as_array()
         .unwrap()
         .len();
-    let ack = a.submit(&id, "@compact");
-    let calls = a.until_complete(&id, ack["entry"]["requestId"].as_str().unwrap());
+    let calls = a.run_turn(&id, "@compact");
     let texts = Client::texts(&calls);
     assert!(
         texts[0].contains("Conversation compacted") && texts[0].contains("first question"),
@@ -871,8 +757,7 @@ fn slow_reader_in_a_busy_conversation() {
     let big = "x".repeat(50_000);
     let mut done = 0;
     for i in 0..200 {
-        let ack = a.submit(&id, &format!("{i} {big}"));
-        let calls = a.until_complete(&id, ack["entry"]["requestId"].as_str().unwrap());
+        let calls = a.run_turn(&id, &format!("{i} {big}"));
         assert_eq!(Client::texts(&calls).len(), 1);
         done += 1;
         if server.metric("roundtable_slow_client_closes_total") >= 1.0 {
@@ -884,8 +769,7 @@ fn slow_reader_in_a_busy_conversation() {
         "never closed after {done} turns"
     );
     // The fast client goes on at full speed.
-    let ack = a.submit(&id, "still here");
-    let calls = a.until_complete(&id, ack["entry"]["requestId"].as_str().unwrap());
+    let calls = a.run_turn(&id, "still here");
     assert_eq!(Client::texts(&calls), ["echo: still here"]);
     assert_eq!(stuck.wait_close(), 1008);
     let list = a.agent("listConversations", json!(["busy"])).unwrap();
@@ -934,18 +818,11 @@ fn external_tool_server_is_routed_by_prefix() {
         }
     });
     let tool_arg = format!("echo={}", tools.url);
-    let server = Server::start_env(
-        &["--provider", "openai", "--tool-server", &tool_arg],
-        &[
-            ("ROUNDTABLE_OPENAI_BASE_URL", &model.url),
-            ("ROUNDTABLE_OPENAI_MODEL", "m"),
-        ],
-    );
+    let server = Server::with_model(&model, "m", &["--tool-server", &tool_arg]);
     let mut a = server.connect();
     let id = a.create("tools");
     a.join(&id);
-    let ack = a.submit(&id, "shout hello");
-    let calls = a.until_complete(&id, ack["entry"]["requestId"].as_str().unwrap());
+    let calls = a.run_turn(&id, "shout hello");
     let texts = Client::texts(&calls);
     assert!(texts.contains(&"HELLO".to_string()), "{texts:?}");
     assert!(
