@@ -127,7 +127,7 @@ async fn run_turn(client: &mut Client, id: &str, text: &str) -> Result<String, S
     };
     let ack = client
         .invoke(
-            &protocol::dispatcher(&id),
+            &protocol::dispatcher(id),
             "submitCommand",
             json!([text, null, null, text, null]),
             &mut note,

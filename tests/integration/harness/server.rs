@@ -8,7 +8,7 @@ use std::process::ExitStatus;
 
 use serde_json::json;
 
-use super::{Client, WAIT};
+use super::{eventually, Client, WAIT};
 use crate::support::server::{self as child, ChildServer, Stderr};
 
 /// A running server process.
@@ -83,6 +83,15 @@ impl Server {
     /// The server's log so far.
     pub fn log(&self) -> String {
         self.process.log()
+    }
+
+    /// Waits until the server logs a line containing `what`: for an event it reports only
+    /// in its log (a grace timer firing). The harness runs it at `info` unless
+    /// `ROUNDTABLE_TEST_RUST_LOG` says otherwise.
+    pub fn wait_log(&self, what: &str) {
+        eventually(&format!("the server to log {what:?}"), || {
+            self.log().contains(what)
+        });
     }
 
     /// `ws://127.0.0.1:<port>/`.
