@@ -370,16 +370,7 @@ fn resume_and_memory() {
 #[test]
 fn ctrl_c_cancels_the_running_command() {
     let gate = Gate::closed();
-    let held = gate.clone();
-    let model = scripted(move |_, body| {
-        if body.to_string().contains("slow please") {
-            held.pass();
-        }
-        (
-            200,
-            completion(json!({"role": "assistant", "content": "done"})),
-        )
-    });
+    let model = model_held_by(&gate, |body| body.to_string().contains("slow please"));
     let server = Server::with_model(&model, "m", &[]);
     let home = tempfile::tempdir().unwrap();
     let mut p = pty(server.port, home.path(), &[]);

@@ -92,9 +92,7 @@ fn acknowledged_turns_survive_kill_9() {
 fn unfinished_requests_are_closed_after_a_crash() {
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start_in(dir.path(), &[]);
-    let mut c = server.connect();
-    let id = c.create("unfinished");
-    c.join(&id);
+    let (mut c, id) = server.joined("unfinished");
     let running = Client::request_id(&c.submit(&id, "ask me privately are you there?"));
     c.expect_call(&clientio(&id), "requestChoice");
     let queued_ack = c.submit(&id, "what is 2 + 3");
@@ -137,10 +135,8 @@ fn unfinished_requests_are_closed_after_a_crash() {
 #[test]
 fn delete_waits_for_the_writer() {
     let server = Server::start_env(&[], &[("ROUNDTABLE_TEST_WRITER_DELAY_MS", "300")]);
-    let mut a = server.connect();
+    let (mut a, id) = server.joined("doomed");
     let mut b = server.connect();
-    let id = a.create("doomed");
-    a.join(&id);
     b.join(&id);
     let dir = server.dir.join("conversations").join(&id);
     // Queue writes without waiting for them: the submit's answer waits on the slow writer.
@@ -386,9 +382,7 @@ fn disk_faults_are_reported_and_recovered_from() {
         &[("ROUNDTABLE_TEST_FAULT_FILE", switch_str)],
     )
     .unwrap();
-    let mut c = server.connect();
-    let id = c.create("faulty");
-    c.join(&id);
+    let (mut c, id) = server.joined("faulty");
     let first = Client::request_id(&c.submit(&id, "what is 2 + 2"));
     c.until_complete(&id, &first);
     assert_eq!(server.http_get("/health").0, 200);
@@ -457,9 +451,7 @@ fn a_full_tmpfs_is_reported_and_recovered_from() {
     let _unmount = Unmount(mount_point.path());
     let instance = mount_point.path().join("instance");
     let server = Server::start_in(&instance, &[]);
-    let mut c = server.connect();
-    let id = c.create("small disk");
-    c.join(&id);
+    let (mut c, id) = server.joined("small disk");
     let first = Client::request_id(&c.submit(&id, "what is 5 + 5"));
     c.until_complete(&id, &first);
     // Fill the file system.

@@ -13,10 +13,8 @@ use crate::harness::*;
 #[test]
 fn interactions_answered_by_another_client() {
     let server = Server::start(&[]);
-    let mut a = server.connect();
+    let (mut a, id) = server.joined("asking");
     let mut b = server.connect();
-    let id = a.create("asking");
-    a.join(&id);
     b.join(&id);
     let clientio = clientio(&id);
     let ack = a.submit(&id, "ask me Shall we proceed?");
@@ -118,10 +116,8 @@ fn interactions_answered_by_another_client() {
 #[test]
 fn private_choice_for_the_originator_only() {
     let server = Server::start(&[]);
-    let mut a = server.connect();
+    let (mut a, id) = server.joined("private");
     let mut b = server.connect();
-    let id = a.create("private");
-    a.join(&id);
     b.join(&id);
     let clientio = clientio(&id);
     // The builtin provider maps "ask me privately …" to ask_user with private: true.
@@ -161,9 +157,7 @@ fn private_choice_for_the_originator_only() {
 #[test]
 fn interaction_timeout_and_grace_supersede() {
     let server = Server::start(&["--interaction-timeout", "0.3", "--no-clients-grace", "0.2"]);
-    let mut a = server.connect();
-    let id = a.create("timeouts");
-    a.join(&id);
+    let (mut a, id) = server.joined("timeouts");
     let ack = a.submit(&id, "ask me Anyone there?");
     let rid = Client::request_id(&ack);
     let calls = a.until_complete(&id, &rid);

@@ -116,9 +116,7 @@ fn default_falls_back_to_first_in_registry_order() {
 #[test]
 fn idle_eviction_and_join_during_eviction() {
     let server = Server::start(&["--idle-timeout", "0.2"]);
-    let mut c = server.connect();
-    let id = c.create("evictable");
-    c.join(&id);
+    let (mut c, id) = server.joined("evictable");
     assert_eq!(server.metric("roundtable_loaded_conversations"), 1.0);
     c.agent("leaveConversation", json!([id])).unwrap();
     eventually("evicted", || {

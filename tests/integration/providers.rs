@@ -32,9 +32,7 @@ fn openai_provider_runs_the_tool_loop() {
     // instanceStorage of the chat agent: a system prompt shared by all conversations.
     std::fs::create_dir_all(server.dir.join("chat")).unwrap();
     std::fs::write(server.dir.join("chat/system-prompt.md"), "You are terse.").unwrap();
-    let mut a = server.connect();
-    let id = a.create("llm");
-    a.join(&id);
+    let (mut a, id) = server.joined("llm");
     let calls = a.run_turn(&id, "what is six times seven?");
     let texts = Client::texts(&calls);
     assert!(texts.contains(&"42".to_string()), "{texts:?}");
@@ -77,18 +75,9 @@ fn openai_provider_runs_the_tool_loop() {
 #[test]
 fn queue_full_and_cancel() {
     let gate = Gate::closed();
-    let held = gate.clone();
-    let s = scripted(move |_, _| {
-        held.pass();
-        (
-            200,
-            completion(json!({"role": "assistant", "content": "done"})),
-        )
-    });
+    let s = model_held_by(&gate, |_| true);
     let server = Server::with_model(&s, "test-model", &[]);
-    let mut a = server.connect();
-    let id = a.create("slow");
-    a.join(&id);
+    let (mut a, id) = server.joined("slow");
     let running = Client::request_id(&a.submit(&id, "slow one"));
     let mut queued = Vec::new();
     for i in 0..100 {
@@ -155,18 +144,9 @@ fn queue_full_and_cancel() {
 #[test]
 fn no_clients_grace_cancels_queued_work() {
     let gate = Gate::closed();
-    let held = gate.clone();
-    let s = scripted(move |_, _| {
-        held.pass();
-        (
-            200,
-            completion(json!({"role": "assistant", "content": "done"})),
-        )
-    });
+    let s = model_held_by(&gate, |_| true);
     let server = Server::with_model(&s, "m", &["--no-clients-grace", "0.3"]);
-    let mut a = server.connect();
-    let id = a.create("abandoned");
-    a.join(&id);
+    let (mut a, id) = server.joined("abandoned");
     let running = Client::request_id(&a.submit(&id, "first"));
     a.submit(&id, "second");
     a.submit(&id, "third");
@@ -228,9 +208,7 @@ fn external_tool_server_is_routed_by_prefix() {
     });
     let tool_arg = format!("echo={}", tools.url);
     let server = Server::with_model(&model, "m", &["--tool-server", &tool_arg]);
-    let mut a = server.connect();
-    let id = a.create("tools");
-    a.join(&id);
+    let (mut a, id) = server.joined("tools");
     let calls = a.run_turn(&id, "shout hello");
     let texts = Client::texts(&calls);
     assert!(texts.contains(&"HELLO".to_string()), "{texts:?}");

@@ -12,10 +12,8 @@ use crate::harness::*;
 #[test]
 fn two_clients_share_a_turn_with_the_tool_loop() {
     let server = Server::start(&[]);
-    let mut a = server.connect();
+    let (mut a, id) = server.joined("shared");
     let mut b = server.connect();
-    let id = a.create("shared");
-    a.join(&id);
     b.join(&id);
     let ack = a.submit(&id, "what is 2+3");
     assert_eq!(ack["ok"], true);
@@ -204,9 +202,7 @@ fn fifo_across_clients_while_another_conversation_runs() {
 fn history_after_restart_eviction_and_after_seq() {
     let temp = tempfile::tempdir().unwrap();
     let server = Server::start_in(temp.path(), &["--idle-timeout", "0.2"]);
-    let mut a = server.connect();
-    let id = a.create("durable");
-    a.join(&id);
+    let (mut a, id) = server.joined("durable");
     for text in ["one", "two"] {
         a.run_turn(&id, text);
     }
@@ -280,10 +276,8 @@ fn history_after_restart_eviction_and_after_seq() {
 #[test]
 fn at_commands_and_small_methods() {
     let server = Server::start(&[]);
-    let mut a = server.connect();
+    let (mut a, id) = server.joined("commands");
     let mut b = server.connect();
-    let id = a.create("commands");
-    a.join(&id);
     b.join(&id);
     let ack = a.submit(&id, "@conversation switch research");
     let rid = Client::request_id(&ack);
@@ -339,9 +333,7 @@ fn at_commands_and_small_methods() {
 #[test]
 fn compact_summarizes_history() {
     let server = Server::start(&[]);
-    let mut a = server.connect();
-    let id = a.create("compact me");
-    a.join(&id);
+    let (mut a, id) = server.joined("compact me");
     for t in ["first question", "second question"] {
         a.run_turn(&id, t);
     }
@@ -395,9 +387,7 @@ fn slow_reader_in_a_busy_conversation() {
     // once when its write barrier is confirmed: the budget holds a few turns, so the reading
     // client is never closed on a loaded machine, and the stuck one soon is.
     let server = Server::start(&["--max-queued-frames", "64", "--max-queued-bytes", "1048576"]);
-    let mut a = server.connect();
-    let id = a.create("busy");
-    a.join(&id);
+    let (mut a, id) = server.joined("busy");
     let mut stuck = server.connect();
     stuck.join(&id);
     let big = "x".repeat(50_000);

@@ -172,9 +172,7 @@ fn instance_files_are_private() {
     let parent = tempfile::tempdir().unwrap();
     let instance = parent.path().join("instance");
     let server = Server::start_in(&instance, &[]);
-    let mut c = server.connect();
-    let id = c.create("private");
-    c.join(&id);
+    let (mut c, id) = server.joined("private");
     let ack = c.submit(&id, "what is 1 + 2");
     let rid = Client::request_id(&ack);
     c.until_complete(&id, &rid);

@@ -36,6 +36,7 @@ pub fn try_upgrade(port: u16, path: &str, headers: &[(&str, &str)]) -> Result<Cl
 
 /// A blocking protocol client.
 pub struct Client {
+    /// The socket, public for tests that write raw frames or close it their own way.
     pub ws: WebSocket<MaybeTlsStream<TcpStream>>,
     /// The next callId per channel.
     call_ids: CallIds,
@@ -49,11 +50,13 @@ pub struct Client {
 pub type Rpc = Result<Value, String>;
 
 impl Client {
+    /// Connects to `url` (panics if the upgrade fails; see [`try_upgrade`] for refusals).
     pub fn connect(url: &str) -> Client {
         let (ws, _) = tungstenite::connect(url).expect("connect");
         Client::from_ws(ws)
     }
 
+    /// Reads time out every 100 ms so every wait can check its deadline; no Nagle delay.
     fn from_ws(ws: WebSocket<MaybeTlsStream<TcpStream>>) -> Client {
         if let MaybeTlsStream::Plain(s) = ws.get_ref() {
             s.set_read_timeout(Some(Duration::from_millis(100)))
@@ -68,6 +71,7 @@ impl Client {
         }
     }
 
+    /// Sends one text frame as is (tests of malformed input write their own).
     pub fn send_text(&mut self, text: &str) {
         self.ws.send(Message::text(text)).expect("send");
     }
@@ -209,6 +213,7 @@ impl Client {
             .unwrap_or_else(|| panic!("no {method} call on {channel}; inbox: {:?}", self.inbox))
     }
 
+    /// Like [`Client::expect_call`], but `None` when no such call arrives within `timeout`.
     pub fn try_expect_call(
         &mut self,
         channel: &str,

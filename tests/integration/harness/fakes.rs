@@ -133,6 +133,25 @@ impl Gate {
     }
 }
 
+/// A model that answers every request with the text `done`, but holds back the answer to a
+/// request whose body `holds` picks until `gate` opens: a turn that runs as long as the test
+/// needs.
+pub fn model_held_by(
+    gate: &Gate,
+    holds: impl Fn(&Value) -> bool + Send + Sync + 'static,
+) -> ScriptedHttp {
+    let gate = gate.clone();
+    scripted(move |_, body| {
+        if holds(body) {
+            gate.pass();
+        }
+        (
+            200,
+            completion(json!({"role": "assistant", "content": "done"})),
+        )
+    })
+}
+
 impl Server {
     /// A server whose agent is the OpenAI provider talking to `model` (a [`ScriptedHttp`]) as
     /// `model_name`, started with `extra` flags besides `--provider openai`.

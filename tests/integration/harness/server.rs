@@ -104,6 +104,14 @@ impl Server {
         Client::connect(&self.url())
     }
 
+    /// A client joined to a conversation it just created as `name`; with the new id.
+    pub fn joined(&self, name: &str) -> (Client, String) {
+        let mut client = self.connect();
+        let id = client.create(name);
+        client.join(&id);
+        (client, id)
+    }
+
     /// Sends `shutdown` and waits for the process to exit.
     pub fn shutdown(mut self) -> ExitStatus {
         let mut c = self.connect();
