@@ -24,6 +24,8 @@ use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::tungstenite::Message;
 
+use crate::support::protocol;
+
 /// One joined socket in a room.
 struct Member {
     socket: u64,
@@ -162,7 +164,7 @@ fn on_text(
             json!({"name": channel, "message": msg}).to_string(),
         ));
     };
-    if channel == "agent-server" {
+    if channel == protocol::AGENT_SERVER {
         match method {
             "createConversation" => {
                 let id = uuid::Uuid::new_v4().to_string();
@@ -202,7 +204,7 @@ fn on_text(
         }
         return;
     }
-    let Some(id) = channel.strip_prefix("dispatcher:") else {
+    let Some(id) = channel.strip_prefix(protocol::DISPATCHER_PREFIX) else {
         return;
     };
     if !joined.iter().any(|j| j == id) {
@@ -317,7 +319,7 @@ fn submit(state: &State, socket: u64, id: &str, text: &str, client_request_id: &
 
 /// Sends each call to every member, splicing the member's callId into the shared text.
 fn broadcast(room: &mut Room, id: &str, calls: &[(&str, String)]) {
-    let channel = format!("clientio:{id}");
+    let channel = protocol::clientio(id);
     for m in &mut room.members {
         for (method, args) in calls {
             let frame = format!(

@@ -6,6 +6,8 @@
 //!
 //! `src/client` is the full client library; the harness bypasses it because its two tasks and
 //! full JSON parse per frame would make the harness, not the server, the bottleneck on 2 cores.
+//! Frame text, callIds and answer recognition come from `tests/support/protocol.rs`, shared
+//! with the integration tests' blocking client.
 
 use std::time::Duration;
 
@@ -19,8 +21,8 @@ use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 /// How long one RPC may take before the harness calls it failed.
 pub const RPC_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// The `agent-server` control channel.
-pub const AGENT_SERVER: &str = "agent-server";
+pub use crate::support::protocol::AGENT_SERVER;
+use crate::support::protocol::{self, CallIds};
 
 /// What arrived on the socket.
 #[derive(Debug)]
@@ -43,8 +45,8 @@ pub enum Incoming {
 /// One WebSocket to the server under test.
 pub struct Client {
     ws: WebSocketStream<MaybeTlsStream<TcpStream>>,
-    /// Next callId per channel (a handful of channels, so a small vector).
-    next_ids: Vec<(String, u64)>,
+    /// Next callId per channel.
+    call_ids: CallIds,
 }
 
 impl Client {
@@ -100,18 +102,8 @@ impl Client {
         .map_err(|e| format!("WebSocket handshake with {url}: {e}"))?;
         Ok(Client {
             ws,
-            next_ids: Vec::with_capacity(2),
+            call_ids: CallIds::default(),
         })
-    }
-
-    fn next_id(&mut self, channel: &str) -> u64 {
-        if let Some((_, n)) = self.next_ids.iter_mut().find(|(c, _)| c == channel) {
-            *n += 1;
-            *n - 1
-        } else {
-            self.next_ids.push((channel.to_string(), 1));
-            0
-        }
     }
 
     /// Sends an invoke without waiting for its answer; returns its callId.
@@ -121,10 +113,11 @@ impl Client {
         method: &str,
         args: Value,
     ) -> Result<u64, String> {
-        let call_id = self.next_id(channel);
-        let frame = json!({"name": channel, "message": {"type": "invoke", "callId": call_id, "name": method, "args": args}});
+        let call_id = self.call_ids.next(channel);
         self.ws
-            .send(Message::text(frame.to_string()))
+            .send(Message::text(protocol::invoke_frame(
+                channel, call_id, method, args,
+            )))
             .await
             .map_err(|e| format!("send {method}: {e}"))?;
         Ok(call_id)
@@ -260,20 +253,13 @@ fn classify(text: Utf8Bytes) -> Incoming {
     let Ok(v) = serde_json::from_str::<Value>(text.as_str()) else {
         return Incoming::Call(text);
     };
-    let message = &v["message"];
-    let call_id = message["callId"].as_u64();
-    let result = match message["type"].as_str() {
-        Some("invokeResult") => Ok(message.get("result").cloned().unwrap_or(Value::Null)),
-        Some("invokeError") => Err(message["error"].as_str().unwrap_or("?").to_string()),
-        _ => return Incoming::Call(text),
-    };
-    match (v["name"].as_str(), call_id) {
-        (Some(channel), Some(call_id)) => Incoming::Answer {
+    match protocol::answer_id(&v) {
+        Some((channel, call_id)) => Incoming::Answer {
             channel: channel.to_string(),
             call_id,
-            result,
+            result: protocol::answer_result(&v),
         },
-        _ => Incoming::Call(text),
+        None => Incoming::Call(text),
     }
 }
 

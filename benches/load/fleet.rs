@@ -16,6 +16,7 @@ use tokio::task::JoinHandle;
 
 use crate::client::{completed_turn, Client, Incoming};
 use crate::report::{self, latency_histogram};
+use crate::support::protocol;
 
 /// The text every load turn submits: plain text, so the builtin agent echoes it (one
 /// `appendDisplay`, no tool call).
@@ -178,7 +179,7 @@ pub async fn start_member(
     client.join(conversation, |_| {}).await?;
     let join = t0.elapsed();
     let (tx, rx) = mpsc::unbounded_channel();
-    let dispatcher = format!("dispatcher:{conversation}");
+    let dispatcher = protocol::dispatcher(conversation);
     let task = tokio::spawn(member_loop(client, dispatcher, stats, rx, mode));
     Ok((Member { cmds: tx, task }, join))
 }

@@ -8,8 +8,12 @@
 //!
 //! Modules: [`scenarios`] (the eight scenarios), [`fleet`] (many joined clients and their
 //! turns), [`client`] (one lean protocol client), [`server`] (child processes, RSS, metrics,
-//! the loopback rule), [`fixtures`] (instance directories written straight to disk),
+//! the loopback rule), [`support`] (spawning and stopping a server, frame building: shared with
+//! the integration tests), [`fixtures`] (instance directories written straight to disk),
 //! [`report`] (figures, percentiles, targets, table, JSON, progress bars).
+
+#[path = "../../tests/support/mod.rs"]
+mod support;
 
 mod baseline;
 mod client;

@@ -1,22 +1,24 @@
 //! The servers under test as child processes: the real `roundtable serve` on a temporary
-//! instance directory, or the baseline (this bench executable re-run as `__baseline`). Owns
-//! spawning, reading the port from the `listening on ws://127.0.0.1:<port>/` line on stderr,
-//! the server's RSS from `/proc/<pid>/status`, `/metrics` counters, and stopping (SIGTERM, then
-//! SIGKILL). Also owns the loopback-only rule for `--url`.
+//! instance directory, or the baseline (this bench executable re-run as `__baseline`).
+//! Spawning, reading the port from the `listening on ws://127.0.0.1:<port>/` line on stderr and
+//! stopping (SIGTERM, then SIGKILL) are `tests/support/server.rs`, shared with the integration
+//! tests; this module adds the two kinds of server, the server's RSS and CPU time from `/proc`,
+//! `/metrics` counters, and the loopback-only rule for `--url`.
 
-use std::collections::VecDeque;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{IpAddr, TcpStream};
+use std::net::IpAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+use crate::support::server::{self as child, rss_kb, ChildServer, Stderr};
 
 /// Stderr lines kept for error messages.
 const LOG_LINES_KEPT: usize = 200;
 /// How long a server may take to print its listening line.
 const START_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a stopped server may take to save and exit before it is killed.
+const STOP_GRACE: Duration = Duration::from_secs(10);
 
 /// Which server a process is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,16 +48,16 @@ pub struct Launch {
     pub log_filter: Option<String>,
 }
 
-/// A running server child process.
+/// A running server child process, stopped (SIGTERM, then SIGKILL) when dropped.
 pub struct ServerProcess {
-    child: Child,
+    /// The child, its port, its start times and its stderr tail.
+    process: ChildServer,
     /// Its port on 127.0.0.1.
     pub port: u16,
     /// When `exec` was called.
     pub spawned_at: Instant,
     /// When the listening line was read.
     pub listening_at: Instant,
-    log: Arc<Mutex<VecDeque<String>>>,
 }
 
 impl ServerProcess {
@@ -65,20 +67,7 @@ impl ServerProcess {
         instance_dir: &Path,
         extra: &[&str],
     ) -> Result<ServerProcess, String> {
-        let mut cmd = Command::new(&launch.bin);
-        cmd.args([
-            "serve",
-            "--port",
-            "0",
-            "--host",
-            "127.0.0.1",
-            "--instance-dir",
-        ])
-        .arg(instance_dir)
-        .args(extra)
-        .env_remove("ROUNDTABLE_TOKEN")
-        .env_remove("ROUNDTABLE_PORT")
-        .env_remove("ROUNDTABLE_PROVIDER");
+        let mut cmd = child::serve_command(&launch.bin, instance_dir, extra);
         if let Some(filter) = &launch.log_filter {
             cmd.env("RUST_LOG", filter);
         }
@@ -93,68 +82,29 @@ impl ServerProcess {
         ServerProcess::spawn(cmd, Kind::Baseline)
     }
 
-    fn spawn(mut cmd: Command, kind: Kind) -> Result<ServerProcess, String> {
-        let spawned_at = Instant::now();
-        let mut child = cmd
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|e| format!("cannot start the {} server: {e}", kind.name()))?;
-        let stderr = child.stderr.take().expect("piped stderr");
-        let log = Arc::new(Mutex::new(VecDeque::new()));
-        let (port_tx, port_rx) = mpsc::channel();
-        let log2 = log.clone();
-        // Keep draining stderr for the server's whole life: a full pipe would stall it.
-        std::thread::spawn(move || {
-            let mut port_tx = Some(port_tx);
-            for line in BufReader::new(stderr).lines() {
-                let Ok(line) = line else { break };
-                if let Some(rest) = line.split("listening on ws://127.0.0.1:").nth(1) {
-                    if let (Some(tx), Some(port)) = (
-                        port_tx.as_ref(),
-                        rest.split('/').next().and_then(|p| p.parse::<u16>().ok()),
-                    ) {
-                        let _ = tx.send((port, Instant::now()));
-                        port_tx = None;
-                    }
-                }
-                let mut log = log2.lock().expect("log lock");
-                if log.len() == LOG_LINES_KEPT {
-                    log.pop_front();
-                }
-                log.push_back(line);
-            }
-        });
-        match port_rx.recv_timeout(START_TIMEOUT) {
-            Ok((port, listening_at)) => Ok(ServerProcess {
-                child,
-                port,
-                spawned_at,
-                listening_at,
-                log,
-            }),
-            Err(_) => {
-                let _ = child.kill();
-                let _ = child.wait();
-                let log = log.lock().expect("log lock");
-                Err(format!(
-                    "the {} server did not start:\n{}",
-                    kind.name(),
-                    log.iter().cloned().collect::<Vec<_>>().join("\n")
-                ))
-            }
-        }
+    fn spawn(cmd: Command, kind: Kind) -> Result<ServerProcess, String> {
+        let stderr = Stderr {
+            keep: Some(LOG_LINES_KEPT),
+            echo: false,
+        };
+        let what = format!("{} server", kind.name());
+        let process = ChildServer::spawn(cmd, &what, START_TIMEOUT, stderr)?;
+        Ok(ServerProcess {
+            port: process.port,
+            spawned_at: process.spawned_at,
+            listening_at: process.listening_at,
+            process,
+        })
     }
 
     /// `ws://127.0.0.1:<port>/`.
     pub fn url(&self) -> String {
-        format!("ws://127.0.0.1:{}/", self.port)
+        self.process.url()
     }
 
     /// Its process id.
     pub fn pid(&self) -> u32 {
-        self.child.id()
+        self.process.pid()
     }
 
     /// Resident set size in KB, while it runs.
@@ -164,60 +114,24 @@ impl ServerProcess {
 
     /// The last stderr lines, for error messages.
     pub fn log_tail(&self, n: usize) -> String {
-        let log = self.log.lock().expect("log lock");
-        let skip = log.len().saturating_sub(n);
-        log.iter()
-            .skip(skip)
-            .cloned()
-            .collect::<Vec<_>>()
-            .join("\n")
+        self.process.log_tail(n)
     }
 
     /// Crashes it: SIGKILL, no chance to save anything (the `crash` scenario).
     pub fn kill_9(mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.process.kill();
     }
 
-    /// Stops it: SIGTERM (Roundtable saves its registry), SIGKILL after 10 s.
+    /// Stops it: SIGTERM (Roundtable saves its registry), SIGKILL after [`STOP_GRACE`].
     pub fn stop(mut self) {
-        self.terminate();
-    }
-
-    fn terminate(&mut self) {
-        if let Ok(Some(_)) = self.child.try_wait() {
-            return;
-        }
-        // SAFETY: kill(2) on our own child's pid; no memory is touched.
-        unsafe {
-            libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM);
-        }
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.process.terminate(STOP_GRACE);
     }
 }
 
 impl Drop for ServerProcess {
     fn drop(&mut self) {
-        self.terminate();
+        self.process.terminate(STOP_GRACE);
     }
-}
-
-/// `VmRSS` of a process in KB.
-pub fn rss_kb(pid: u32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
 }
 
 /// CPU time (user + system) a process has used so far, in seconds.
@@ -273,17 +187,8 @@ impl RssSampler {
 
 /// One counter from the server's Prometheus `/metrics` (blocking; loopback only).
 pub fn metric(port: u16, name: &str) -> Option<f64> {
-    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
-    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    stream
-        .write_all(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
-        .ok()?;
-    let mut body = String::new();
-    stream.read_to_string(&mut body).ok()?;
-    body.lines()
-        .filter(|l| !l.starts_with('#'))
-        .find_map(|l| l.strip_prefix(name).and_then(|rest| rest.strip_prefix(' ')))
-        .and_then(|v| v.trim().parse().ok())
+    let (_, body) = child::http_get(port, "/metrics", Duration::from_secs(5)).ok()?;
+    child::metric_value(&body, name)
 }
 
 /// Checks that `url` is `ws://` to a loopback address (127.0.0.0/8, `localhost`, `[::1]`) and

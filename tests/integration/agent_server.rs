@@ -167,7 +167,7 @@ fn rename_rules() {
         Value::Null
     );
     let id = c.send_invoke(
-        "agent-server",
+        AGENT_SERVER,
         "renameConversation",
         json!([a, "Renamed", null]),
     );
@@ -261,18 +261,18 @@ fn rpc_edges() {
     // Malformed invoke with a valid callId: answered.
     c.send_text(r#"{"name":"agent-server","message":{"type":"invoke","callId":41,"name":"listConversations","args":"nope"}}"#);
     assert_eq!(
-        c.wait_answer("agent-server", 41).unwrap_err(),
+        c.wait_answer(AGENT_SERVER, 41).unwrap_err(),
         "Invalid invoke message"
     );
     c.send_text(r#"{"name":"agent-server","message":{"type":"invoke","callId":42,"args":[]}}"#);
     assert_eq!(
-        c.wait_answer("agent-server", 42).unwrap_err(),
+        c.wait_answer(AGENT_SERVER, 42).unwrap_err(),
         "Invalid invoke message"
     );
     // Invalid callId, unknown channel, a call: never answered; the socket keeps working.
     c.send_text(r#"{"name":"agent-server","message":{"type":"invoke","callId":-1,"name":"listConversations","args":[]}}"#);
     c.send_text(r#"{"name":"nowhere","message":{"type":"invoke","callId":0,"name":"listConversations","args":[]}}"#);
-    c.send_call("agent-server", "listConversations", json!([]));
+    c.send_call(AGENT_SERVER, "listConversations", json!([]));
     assert!(c
         .read_frame(std::time::Duration::from_millis(300))
         .is_none());

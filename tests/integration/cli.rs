@@ -277,8 +277,7 @@ fn interactive_prompt_in_a_pty() {
         .unwrap()
         .to_string();
     other.join(&id);
-    let ack = other.submit(&id, "hello from elsewhere");
-    other.until_complete(&id, ack["entry"]["requestId"].as_str().unwrap());
+    other.run_turn(&id, "hello from elsewhere");
     p.exp_string("[client 1] hello from elsewhere").unwrap();
     p.exp_string("echo: hello from elsewhere").unwrap();
 
@@ -370,26 +369,9 @@ fn resume_and_memory() {
 /// the prompt comes back and the session goes on.
 #[test]
 fn ctrl_c_cancels_the_running_command() {
-    use std::sync::{Arc, Mutex};
-    let gate = Arc::new(Mutex::new(()));
-    let hold = gate.lock().unwrap();
-    let gate2 = gate.clone();
-    let model = crate::runtime::scripted(move |_, body| {
-        if body.to_string().contains("slow please") {
-            let _wait = gate2.lock().unwrap();
-        }
-        (
-            200,
-            crate::runtime::completion(json!({"role": "assistant", "content": "done"})),
-        )
-    });
-    let server = Server::start_env(
-        &["--provider", "openai"],
-        &[
-            ("ROUNDTABLE_OPENAI_BASE_URL", &model.url),
-            ("ROUNDTABLE_OPENAI_MODEL", "m"),
-        ],
-    );
+    let gate = Gate::closed();
+    let model = model_held_by(&gate, |body| body.to_string().contains("slow please"));
+    let server = Server::with_model(&model, "m", &[]);
     let home = tempfile::tempdir().unwrap();
     let mut p = pty(server.port, home.path(), &[]);
     p.exp_string("CLI> ").unwrap();
@@ -400,7 +382,7 @@ fn ctrl_c_cancels_the_running_command() {
     p.send_control('c').unwrap();
     p.exp_string("(request cancelled: cancelled)").unwrap();
     p.exp_string("CLI> ").unwrap();
-    drop(hold);
+    gate.open();
     p.send_line("quick one").unwrap();
     p.exp_string("done").unwrap();
     p.exp_string("CLI> ").unwrap();

@@ -11,14 +11,6 @@ use crate::harness::*;
 /// The history text of a request the server stopped before it finished.
 const STOPPED: &str = "The server stopped before this request finished; it did not complete.";
 
-fn dispatcher(id: &str) -> String {
-    format!("dispatcher:{id}")
-}
-
-fn clientio(id: &str) -> String {
-    format!("clientio:{id}")
-}
-
 fn history(c: &mut Client, id: &str) -> Vec<Value> {
     c.invoke(&dispatcher(id), "getDisplayHistory", json!([]))
         .unwrap()
@@ -40,11 +32,6 @@ fn entries_of<'a>(history: &'a [Value], kind: &str, request_id: &str) -> Vec<&'a
         .collect()
 }
 
-fn request_id(ack: &Value) -> String {
-    assert_eq!(ack["ok"], true, "submit refused: {ack}");
-    ack["entry"]["requestId"].as_str().unwrap().to_string()
-}
-
 /// Issue finding 1: five `kill -9` cycles of five acknowledged turns each; every turn whose
 /// `commandComplete` arrived is in the history after the last restart, complete and once.
 #[test]
@@ -60,7 +47,7 @@ fn acknowledged_turns_survive_kill_9() {
             .clone();
         c.join(&id);
         for turn in 0..5 {
-            let rid = request_id(&c.submit(&id, &format!("what is {cycle} + {turn}")));
+            let rid = Client::request_id(&c.submit(&id, &format!("what is {cycle} + {turn}")));
             let calls = c.until_complete(&id, &rid);
             let (method, args) = calls.last().unwrap();
             assert_eq!(method, "notify", "turn was cancelled: {calls:?}");
@@ -105,14 +92,12 @@ fn acknowledged_turns_survive_kill_9() {
 fn unfinished_requests_are_closed_after_a_crash() {
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start_in(dir.path(), &[]);
-    let mut c = server.connect();
-    let id = c.create("unfinished");
-    c.join(&id);
-    let running = request_id(&c.submit(&id, "ask me privately are you there?"));
+    let (mut c, id) = server.joined("unfinished");
+    let running = Client::request_id(&c.submit(&id, "ask me privately are you there?"));
     c.expect_call(&clientio(&id), "requestChoice");
     let queued_ack = c.submit(&id, "what is 2 + 3");
     assert_eq!(queued_ack["entry"]["state"], "queued");
-    let queued = request_id(&queued_ack);
+    let queued = Client::request_id(&queued_ack);
     server.kill();
 
     for restart in 0..2 {
@@ -150,10 +135,8 @@ fn unfinished_requests_are_closed_after_a_crash() {
 #[test]
 fn delete_waits_for_the_writer() {
     let server = Server::start_env(&[], &[("ROUNDTABLE_TEST_WRITER_DELAY_MS", "300")]);
-    let mut a = server.connect();
+    let (mut a, id) = server.joined("doomed");
     let mut b = server.connect();
-    let id = a.create("doomed");
-    a.join(&id);
     b.join(&id);
     let dir = server.dir.join("conversations").join(&id);
     // Queue writes without waiting for them: the submit's answer waits on the slow writer.
@@ -172,7 +155,7 @@ fn delete_waits_for_the_writer() {
     // everything queued before it, including any late append into the deleted directory.
     let other = b.create("survivor");
     b.join(&other);
-    let rid = request_id(&b.submit(&other, "hello"));
+    let rid = Client::request_id(&b.submit(&other, "hello"));
     b.until_complete(&other, &rid);
     assert!(
         !dir.exists(),
@@ -221,7 +204,7 @@ fn registry_storm_killed_midway_keeps_every_acknowledged_change() {
                 ("createConversation", json!([name]), Op::Create(name))
             }
         };
-        ops.insert(c.send_invoke("agent-server", method, args), op);
+        ops.insert(c.send_invoke(AGENT_SERVER, method, args), op);
     }
     // Read answers until half are in, then crash.
     let mut acked: Vec<(u64, Value)> = Vec::new();
@@ -314,7 +297,7 @@ fn hostile_volumes_stay_bounded() {
         for batch in 0..n / 1000 {
             for i in 0..1000 {
                 let method = format!("no-such-method-{:x}", (from + batch * 1000 + i) * 7919);
-                c.send_invoke("agent-server", &method, json!([]));
+                c.send_invoke(AGENT_SERVER, &method, json!([]));
             }
             let mut answered = 0;
             while answered < 1000 {
@@ -399,10 +382,8 @@ fn disk_faults_are_reported_and_recovered_from() {
         &[("ROUNDTABLE_TEST_FAULT_FILE", switch_str)],
     )
     .unwrap();
-    let mut c = server.connect();
-    let id = c.create("faulty");
-    c.join(&id);
-    let first = request_id(&c.submit(&id, "what is 2 + 2"));
+    let (mut c, id) = server.joined("faulty");
+    let first = Client::request_id(&c.submit(&id, "what is 2 + 2"));
     c.until_complete(&id, &first);
     assert_eq!(server.http_get("/health").0, 200);
 
@@ -435,7 +416,7 @@ fn disk_faults_are_reported_and_recovered_from() {
 
     std::fs::remove_file(&switch).unwrap();
     eventually("health recovers", || server.http_get("/health").0 == 200);
-    let again = request_id(&c.submit(&id, "what is 4 + 4"));
+    let again = Client::request_id(&c.submit(&id, "what is 4 + 4"));
     c.until_complete(&id, &again);
     let conversation_dir = server.dir.join("conversations").join(&id);
     assert!(server.shutdown().success());
@@ -470,10 +451,8 @@ fn a_full_tmpfs_is_reported_and_recovered_from() {
     let _unmount = Unmount(mount_point.path());
     let instance = mount_point.path().join("instance");
     let server = Server::start_in(&instance, &[]);
-    let mut c = server.connect();
-    let id = c.create("small disk");
-    c.join(&id);
-    let first = request_id(&c.submit(&id, "what is 5 + 5"));
+    let (mut c, id) = server.joined("small disk");
+    let first = Client::request_id(&c.submit(&id, "what is 5 + 5"));
     c.until_complete(&id, &first);
     // Fill the file system.
     let filler = mount_point.path().join("filler");
@@ -488,7 +467,7 @@ fn a_full_tmpfs_is_reported_and_recovered_from() {
             refused = Some(ack);
             break;
         }
-        let rid = request_id(&ack);
+        let rid = Client::request_id(&ack);
         c.until_complete(&id, &rid);
     }
     let refused = refused.expect("a full disk refuses a submit");
@@ -505,7 +484,7 @@ fn a_full_tmpfs_is_reported_and_recovered_from() {
     assert!(server.metric("roundtable_storage_errors_total") >= 1.0);
     std::fs::remove_file(&filler).unwrap();
     eventually("health recovers", || server.http_get("/health").0 == 200);
-    let again = request_id(&c.submit(&id, "what is 6 + 6"));
+    let again = Client::request_id(&c.submit(&id, "what is 6 + 6"));
     c.until_complete(&id, &again);
     let h = history(&mut c, &id);
     assert_eq!(entries_of(&h, "command-result", &first).len(), 1);
@@ -521,7 +500,7 @@ fn a_panic_aborts_and_a_restart_serves_the_data() {
         Server::try_start_env(dir.path(), &[], &[("ROUNDTABLE_TEST_PANIC", "1")]).unwrap();
     let mut c = server.connect();
     let id = c.create("survives a panic");
-    c.send_invoke("agent-server", "testPanic", json!([]));
+    c.send_invoke(AGENT_SERVER, "testPanic", json!([]));
     let status = server.wait_exit();
     assert!(!status.success(), "exited with {status:?}");
     assert!(

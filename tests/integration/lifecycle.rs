@@ -6,10 +6,6 @@ use serde_json::{json, Value};
 
 use crate::harness::*;
 
-fn clientio(id: &str) -> String {
-    format!("clientio:{id}")
-}
-
 fn notice_text(args: &Value) -> String {
     args[0]["message"]["content"]
         .as_str()
@@ -120,9 +116,7 @@ fn default_falls_back_to_first_in_registry_order() {
 #[test]
 fn idle_eviction_and_join_during_eviction() {
     let server = Server::start(&["--idle-timeout", "0.2"]);
-    let mut c = server.connect();
-    let id = c.create("evictable");
-    c.join(&id);
+    let (mut c, id) = server.joined("evictable");
     assert_eq!(server.metric("roundtable_loaded_conversations"), 1.0);
     c.agent("leaveConversation", json!([id])).unwrap();
     eventually("evicted", || {
@@ -181,8 +175,8 @@ fn delete_while_two_clients_are_joined() {
     // b's join notice, then some content on disk.
     a.expect_call(&clientio(&id), "appendDisplay");
     let ack = a.submit(&id, "remember me");
-    a.until_complete(&id, ack["entry"]["requestId"].as_str().unwrap());
-    b.until_complete(&id, ack["entry"]["requestId"].as_str().unwrap());
+    a.until_complete(&id, &Client::request_id(&ack));
+    b.until_complete(&id, &Client::request_id(&ack));
     let dir = server.dir.join("conversations").join(&id);
     eventually("log written", || dir.join("displayLog.jsonl").is_file());
     assert_eq!(

@@ -2,12 +2,17 @@
 //! temporary instance directory and talks to it over real WebSockets (one test binary, many
 //! modules, to keep linking cheap).
 
+#[path = "../support/mod.rs"]
+mod support;
+
 mod harness;
 
 mod agent_server;
 mod cli;
 mod durability;
+mod interactions;
 mod lifecycle;
+mod providers;
 mod runtime;
 mod security;
 mod storage;

@@ -1,32 +1,23 @@
-//! The conversation runtime: command queue, completion protocol, routing, display log,
-//! interactions, the agent loop with both providers, and slow readers.
-
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpListener;
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+//! The conversation runtime with the builtin agent: a turn seen by every client, filtered
+//! clients, FIFO order across clients, `@` commands and small methods, the display log across
+//! eviction and restart, `@compact`, and slow readers. Questions and choices are in
+//! `interactions.rs`; turns driven by a scripted model in `providers.rs`.
 
 use serde_json::{json, Value};
 
 use crate::harness::*;
-
-fn dispatcher(id: &str) -> String {
-    format!("dispatcher:{id}")
-}
 
 /// Two clients in one conversation both see a turn of the builtin agent: the echo of the
 /// request, the tool call, its result, the answer and `commandComplete` with the ack's id.
 #[test]
 fn two_clients_share_a_turn_with_the_tool_loop() {
     let server = Server::start(&[]);
-    let mut a = server.connect();
+    let (mut a, id) = server.joined("shared");
     let mut b = server.connect();
-    let id = a.create("shared");
-    a.join(&id);
     b.join(&id);
     let ack = a.submit(&id, "what is 2+3");
     assert_eq!(ack["ok"], true);
-    let rid = ack["entry"]["requestId"].as_str().unwrap().to_string();
+    let rid = Client::request_id(&ack);
     assert_eq!(ack["entry"]["originatorConnectionId"], "0");
     assert_eq!(ack["entry"]["text"], "what is 2+3");
     assert_eq!(ack["entry"]["attachmentCount"], 0);
@@ -70,7 +61,7 @@ fn two_clients_share_a_turn_with_the_tool_loop() {
     let ack = b
         .invoke(&dispatcher(&id), "submitCommand", json!(["hello"]))
         .unwrap();
-    let rid = ack["entry"]["requestId"].as_str().unwrap().to_string();
+    let rid = Client::request_id(&ack);
     let calls = b.until_complete(&id, &rid);
     assert!(Client::texts(&calls).contains(&"echo: hello".to_string()));
 }
@@ -88,10 +79,9 @@ fn filtered_client_sees_only_its_own() {
         json!([{"conversationId": id, "filter": true}]),
     )
     .unwrap();
-    let ack = a.submit(&id, "hello from a");
-    a.until_complete(&id, ack["entry"]["requestId"].as_str().unwrap());
+    a.run_turn(&id, "hello from a");
     let ack = f.submit(&id, "hello from f");
-    let rid = ack["entry"]["requestId"].as_str().unwrap().to_string();
+    let rid = Client::request_id(&ack);
     let calls = f.until_complete(&id, &rid);
     assert_eq!(Client::texts(&calls), ["echo: hello from f"]);
     for (m, args) in &calls {
@@ -137,12 +127,7 @@ fn fifo_across_clients_while_another_conversation_runs() {
                     })
                     .collect();
                 ids.into_iter()
-                    .map(|cid| {
-                        c.wait_answer(&dispatcher(&id), cid).unwrap()["entry"]["requestId"]
-                            .as_str()
-                            .unwrap()
-                            .to_string()
-                    })
+                    .map(|cid| Client::request_id(&c.wait_answer(&dispatcher(&id), cid).unwrap()))
                     .collect::<Vec<_>>()
             })
         })
@@ -150,7 +135,7 @@ fn fifo_across_clients_while_another_conversation_runs() {
     let mut side = server.connect();
     side.join(&other);
     let side_ack = side.submit(&other, "what is 6*7");
-    let side_calls = side.until_complete(&other, side_ack["entry"]["requestId"].as_str().unwrap());
+    let side_calls = side.until_complete(&other, &Client::request_id(&side_ack));
     assert!(Client::texts(&side_calls).contains(&"42".to_string()));
     let all: Vec<String> = threads
         .into_iter()
@@ -212,465 +197,14 @@ fn fifo_across_clients_while_another_conversation_runs() {
     assert_eq!(sorted_all, sorted_done);
 }
 
-/// A turn stalled on a question: a client joining meanwhile gets the pending interaction and
-/// the busy queue, another client answers it, `cancelInteraction` falls back to the default,
-/// and a new submit supersedes a stalled turn.
-#[test]
-fn interactions_answered_by_another_client() {
-    let server = Server::start(&[]);
-    let mut a = server.connect();
-    let mut b = server.connect();
-    let id = a.create("asking");
-    a.join(&id);
-    b.join(&id);
-    let clientio = format!("clientio:{id}");
-    let ack = a.submit(&id, "ask me Shall we proceed?");
-    let asking = ack["entry"]["requestId"].as_str().unwrap().to_string();
-    let q = b.expect_call(&clientio, "requestInteraction");
-    let interaction = q[0]["interactionId"].as_str().unwrap().to_string();
-    assert_eq!(q[0]["type"], "question");
-    assert_eq!(q[0]["message"], "Shall we proceed?");
-    assert_eq!(q[0]["choices"], json!(["Yes", "No"]));
-    assert_eq!(q[0]["requestId"]["requestId"], asking.as_str());
-
-    let mut c = server.connect();
-    let joined = c.join(&id);
-    assert_eq!(
-        joined["pendingInteractions"][0]["interactionId"],
-        interaction.as_str()
-    );
-    assert_eq!(
-        joined["queueSnapshot"]["running"]["requestId"],
-        asking.as_str()
-    );
-
-    b.invoke(
-        &dispatcher(&id),
-        "respondToInteraction",
-        json!([{"interactionId": interaction, "type": "question", "value": 0}]),
-    )
-    .unwrap();
-    let calls = a.until_complete(&id, &asking);
-    assert!(calls.iter().any(|(m, args)| m == "interactionResolved"
-        && args[0] == interaction.as_str()
-        && args[1] == 0));
-    assert!(
-        Client::texts(&calls).contains(&"You answered Yes.".to_string()),
-        "{calls:?}"
-    );
-    assert_eq!(
-        b.invoke(
-            &dispatcher(&id),
-            "respondToInteraction",
-            json!([{"interactionId": "nope", "type": "question", "value": 1}])
-        )
-        .unwrap(),
-        Value::Null
-    );
-
-    // cancelInteraction: the question has defaultId 1 ("No"), so the turn goes on with it.
-    let ack = a.submit(&id, "ask me Really?");
-    let rid = ack["entry"]["requestId"].as_str().unwrap().to_string();
-    let q = b.expect_call(&clientio, "requestInteraction");
-    assert_eq!(q[0]["defaultId"], 1);
-    b.send_call(
-        &dispatcher(&id),
-        "cancelInteraction",
-        json!([q[0]["interactionId"]]),
-    );
-    let calls = a.until_complete(&id, &rid);
-    assert!(calls.iter().any(|(m, _)| m == "interactionCancelled"));
-    assert!(
-        Client::texts(&calls).contains(&"You answered No.".to_string()),
-        "{calls:?}"
-    );
-
-    // A new submit supersedes a stalled turn.
-    let ack = a.submit(&id, "ask me Stalled?");
-    let stalled = ack["entry"]["requestId"].as_str().unwrap().to_string();
-    let q = b.expect_call(&clientio, "requestInteraction");
-    let ack = b.submit(&id, "hello again");
-    let next = ack["entry"]["requestId"].as_str().unwrap().to_string();
-    let calls = a.until_complete(&id, &stalled);
-    assert_eq!(calls.last().unwrap().1[1], "superseded");
-    assert!(calls
-        .iter()
-        .any(|(m, args)| m == "interactionCancelled" && args[0] == q[0]["interactionId"]));
-    let calls = a.until_complete(&id, &next);
-    assert!(Client::texts(&calls).contains(&"echo: hello again".to_string()));
-
-    // The history records the interactions.
-    let history = c
-        .invoke(&dispatcher(&id), "getDisplayHistory", json!([]))
-        .unwrap();
-    let kinds: Vec<&str> = history
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["type"].as_str().unwrap())
-        .collect();
-    for k in [
-        "pending-interaction",
-        "interaction-resolved",
-        "interaction-cancelled",
-    ] {
-        assert!(kinds.contains(&k), "{k} missing in {kinds:?}");
-    }
-}
-
-/// A private question goes to the originator only, as `requestChoice`, answered with
-/// `respondToChoice`; others cannot answer it.
-#[test]
-fn private_choice_for_the_originator_only() {
-    let server = Server::start(&[]);
-    let mut a = server.connect();
-    let mut b = server.connect();
-    let id = a.create("private");
-    a.join(&id);
-    b.join(&id);
-    let clientio = format!("clientio:{id}");
-    // The builtin provider maps "ask me privately …" to ask_user with private: true.
-    let ack = a.submit(&id, "ask me privately Delete it?");
-    let rid = ack["entry"]["requestId"].as_str().unwrap().to_string();
-    let choice = a.expect_call(&clientio, "requestChoice");
-    assert_eq!(choice[2], "yesNo");
-    assert_eq!(choice[3], "Delete it?");
-    assert!(b
-        .try_expect_call(&clientio, "requestChoice", Duration::from_millis(300))
-        .is_none());
-    let choice_id = choice[1].as_str().unwrap().to_string();
-    assert_eq!(
-        b.invoke(
-            &dispatcher(&id),
-            "respondToChoice",
-            json!([choice_id, true])
-        )
-        .unwrap_err(),
-        "Choice not found or expired"
-    );
-    a.invoke(
-        &dispatcher(&id),
-        "respondToChoice",
-        json!([choice_id, false]),
-    )
-    .unwrap();
-    let calls = a.until_complete(&id, &rid);
-    assert!(
-        Client::texts(&calls).contains(&"You answered No.".to_string()),
-        "{calls:?}"
-    );
-}
-
-/// A scripted OpenAI-compatible endpoint: records request bodies, answers with `script`.
-pub(crate) struct Scripted {
-    pub(crate) url: String,
-    pub(crate) bodies: Arc<Mutex<Vec<Value>>>,
-}
-
-pub(crate) fn scripted(
-    script: impl Fn(usize, &Value) -> (u16, String) + Send + Sync + 'static,
-) -> Scripted {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!(
-        "http://127.0.0.1:{}/v1",
-        listener.local_addr().unwrap().port()
-    );
-    let bodies = Arc::new(Mutex::new(Vec::new()));
-    let recorded = bodies.clone();
-    let script = Arc::new(script);
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(stream) = stream else { break };
-            let recorded = recorded.clone();
-            let script = script.clone();
-            std::thread::spawn(move || {
-                let mut reader = BufReader::new(stream.try_clone().unwrap());
-                let mut stream = stream;
-                loop {
-                    let mut len = 0usize;
-                    let mut line = String::new();
-                    loop {
-                        line.clear();
-                        if reader.read_line(&mut line).unwrap_or(0) == 0 {
-                            return;
-                        }
-                        if line == "\r\n" {
-                            break;
-                        }
-                        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                            len = v.trim().parse().unwrap();
-                        }
-                    }
-                    let mut body = vec![0; len];
-                    reader.read_exact(&mut body).unwrap();
-                    let body: Value = if body.is_empty() {
-                        Value::Null
-                    } else {
-                        serde_json::from_slice(&body).unwrap()
-                    };
-                    let n = {
-                        let mut r = recorded.lock().unwrap();
-                        r.push(body.clone());
-                        r.len() - 1
-                    };
-                    let (status, answer) = script(n, &body);
-                    let resp = format!(
-                        "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{answer}",
-                        answer.len()
-                    );
-                    if stream.write_all(resp.as_bytes()).is_err() {
-                        return;
-                    }
-                }
-            });
-        }
-    });
-    Scripted { url, bodies }
-}
-
-fn openai_server(s: &Scripted) -> Server {
-    Server::start_env(
-        &["--provider", "openai"],
-        &[
-            ("ROUNDTABLE_OPENAI_BASE_URL", &s.url),
-            ("ROUNDTABLE_OPENAI_MODEL", "test-model"),
-        ],
-    )
-}
-
-pub(crate) fn completion(message: Value) -> String {
-    json!({"choices": [{"index": 0, "message": message, "finish_reason": "stop"}]}).to_string()
-}
-
-/// The agent loop against a scripted OpenAI-compatible server: a tool call, its result sent
-/// back, then the final answer; a 500 becomes the command's error.
-#[test]
-fn openai_provider_runs_the_tool_loop() {
-    let s = scripted(|n, body| match n {
-        0 => (
-            200,
-            completion(json!({"role": "assistant", "content": null, "tool_calls": [
-            {"id": "call_a", "type": "function", "function": {"name": "calculate", "arguments": "{\"expression\":\"6*7\"}"}}]})),
-        ),
-        1 => {
-            let last = body["messages"].as_array().unwrap().last().unwrap().clone();
-            assert_eq!(last["role"], "tool");
-            (
-                200,
-                completion(
-                    json!({"role": "assistant", "content": format!("The answer is {}.", last["content"].as_str().unwrap())}),
-                ),
-            )
-        }
-        _ => (500, "{\"error\":\"boom\"}".to_string()),
-    });
-    let server = openai_server(&s);
-    // instanceStorage of the chat agent: a system prompt shared by all conversations.
-    std::fs::create_dir_all(server.dir.join("chat")).unwrap();
-    std::fs::write(server.dir.join("chat/system-prompt.md"), "You are terse.").unwrap();
-    let mut a = server.connect();
-    let id = a.create("llm");
-    a.join(&id);
-    let ack = a.submit(&id, "what is six times seven?");
-    let calls = a.until_complete(&id, ack["entry"]["requestId"].as_str().unwrap());
-    let texts = Client::texts(&calls);
-    assert!(texts.contains(&"42".to_string()), "{texts:?}");
-    assert!(
-        texts.contains(&"The answer is 42.".to_string()),
-        "{texts:?}"
-    );
-    let bodies = s.bodies.lock().unwrap().clone();
-    assert_eq!(bodies[0]["model"], "test-model");
-    assert_eq!(
-        bodies[0]["messages"][0],
-        json!({"role": "system", "content": "You are terse."})
-    );
-    assert!(bodies[0]["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .any(|t| t["function"]["name"] == "calculate"));
-    assert_eq!(
-        bodies[1]["messages"].as_array().unwrap().last().unwrap()["content"],
-        "42"
-    );
-
-    let ack = a.submit(&id, "and now?");
-    let calls = a.until_complete(&id, ack["entry"]["requestId"].as_str().unwrap());
-    let done = &calls.last().unwrap().1;
-    assert!(
-        done[2]["result"]["lastError"]
-            .as_str()
-            .unwrap()
-            .contains("HTTP 500"),
-        "{done}"
-    );
-    // The failed turn did not lose the history: the next request carries every earlier message.
-    let bodies = s.bodies.lock().unwrap().clone();
-    assert!(bodies[2]["messages"].as_array().unwrap().len() >= 5);
-}
-
-/// With a slow model the queue fills: 100 queued requests fit, the 101st gets `queue_full`;
-/// cancelling queued and running work answers the right kinds and events.
-#[test]
-fn queue_full_and_cancel() {
-    let gate = Arc::new(Mutex::new(()));
-    let hold = gate.lock().unwrap();
-    let gate2 = gate.clone();
-    let s = scripted(move |_, _| {
-        let _wait = gate2.lock().unwrap();
-        (
-            200,
-            completion(json!({"role": "assistant", "content": "done"})),
-        )
-    });
-    let server = openai_server(&s);
-    let mut a = server.connect();
-    let id = a.create("slow");
-    a.join(&id);
-    let first = a.submit(&id, "slow one");
-    let running = first["entry"]["requestId"].as_str().unwrap().to_string();
-    let mut queued = Vec::new();
-    for i in 0..100 {
-        let ack = a
-            .invoke(
-                &dispatcher(&id),
-                "submitCommand",
-                json!([
-                    format!("q{i}"),
-                    null,
-                    null,
-                    format!("c{i}"),
-                    format!("rid-{i}")
-                ]),
-            )
-            .unwrap();
-        assert_eq!(ack["ok"], true, "{i}: {ack}");
-        assert_eq!(ack["entry"]["requestId"], format!("rid-{i}"));
-        queued.push(format!("rid-{i}"));
-    }
-    let full = a
-        .invoke(&dispatcher(&id), "submitCommand", json!(["one too many"]))
-        .unwrap();
-    assert_eq!(
-        full,
-        json!({"ok": false, "error": "queue_full", "maxDepth": 100})
-    );
-    let snap = a
-        .invoke(&dispatcher(&id), "getQueueSnapshot", json!([]))
-        .unwrap();
-    assert_eq!(snap["running"]["requestId"], running.as_str());
-    assert_eq!(snap["queued"].as_array().unwrap().len(), 100);
-
-    let r = a
-        .invoke(&dispatcher(&id), "cancelCommand", json!(["rid-5"]))
-        .unwrap();
-    assert_eq!(r, json!({"kind": "cancelled_queued", "requestId": "rid-5"}));
-    let calls = a.until_complete(&id, "rid-5");
-    assert_eq!(calls.last().unwrap().1[1], "cancelled");
-    a.send_call(&dispatcher(&id), "cancelCommandByClientId", json!(["c6"]));
-    let calls = a.until_complete(&id, "rid-6");
-    assert_eq!(calls.last().unwrap().0, "requestCancelled");
-    let r = a
-        .invoke(&dispatcher(&id), "cancelCommand", json!([running]))
-        .unwrap();
-    assert_eq!(r["kind"], "cancelled_running");
-    a.until_complete(&id, &running);
-    let r = a
-        .invoke(&dispatcher(&id), "cancelCommand", json!(["rid-5"]))
-        .unwrap();
-    assert_eq!(r["kind"], "already_completed");
-    let r = a
-        .invoke(&dispatcher(&id), "cancelCommand", json!(["never"]))
-        .unwrap();
-    assert_eq!(r["kind"], "not_found");
-    // Release the model: everything left completes, in order.
-    drop(hold);
-    let calls = a.until_complete(&id, "rid-99");
-    assert_eq!(calls.last().unwrap().1[1], "commandComplete");
-}
-
-/// After the last client leaves, queued work waits out the grace period, then is cancelled
-/// with `no_clients`; the running turn is left alone.
-#[test]
-fn no_clients_grace_cancels_queued_work() {
-    let gate = Arc::new(Mutex::new(()));
-    let hold = gate.lock().unwrap();
-    let gate2 = gate.clone();
-    let s = scripted(move |_, _| {
-        let _wait = gate2.lock().unwrap();
-        (
-            200,
-            completion(json!({"role": "assistant", "content": "done"})),
-        )
-    });
-    let server = Server::start_env(
-        &["--provider", "openai", "--no-clients-grace", "0.3"],
-        &[
-            ("ROUNDTABLE_OPENAI_BASE_URL", &s.url),
-            ("ROUNDTABLE_OPENAI_MODEL", "m"),
-        ],
-    );
-    let mut a = server.connect();
-    let id = a.create("abandoned");
-    a.join(&id);
-    let running = a.submit(&id, "first")["entry"]["requestId"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    a.submit(&id, "second");
-    a.submit(&id, "third");
-    drop(a);
-    std::thread::sleep(Duration::from_millis(900));
-    let mut b = server.connect();
-    let joined = b.join(&id);
-    assert_eq!(
-        joined["queueSnapshot"]["running"]["requestId"],
-        running.as_str()
-    );
-    assert_eq!(joined["queueSnapshot"]["queued"], json!([]));
-    drop(hold);
-    b.until_complete(&id, &running);
-}
-
-/// A question nobody answers times out to its default, without an `interactionCancelled`
-/// broadcast; the stalled turn going away with its last client is superseded after the grace.
-#[test]
-fn interaction_timeout_and_grace_supersede() {
-    let server = Server::start(&["--interaction-timeout", "0.3", "--no-clients-grace", "0.2"]);
-    let mut a = server.connect();
-    let id = a.create("timeouts");
-    a.join(&id);
-    let ack = a.submit(&id, "ask me Anyone there?");
-    let rid = ack["entry"]["requestId"].as_str().unwrap().to_string();
-    let calls = a.until_complete(&id, &rid);
-    assert!(calls.iter().all(|(m, _)| m != "interactionCancelled"));
-    assert!(
-        Client::texts(&calls).contains(&"You answered No.".to_string()),
-        "{calls:?}"
-    );
-
-    a.submit(&id, "ask me Still there?");
-    a.expect_call(&format!("clientio:{id}"), "requestInteraction");
-    drop(a);
-    std::thread::sleep(Duration::from_millis(700));
-    let mut b = server.connect();
-    let joined = b.join(&id);
-    assert!(joined.get("queueSnapshot").is_none(), "{joined}");
-    assert_eq!(joined["pendingInteractions"], json!([]));
-}
-
 /// History survives a restart and an eviction, seq continues, afterSeq returns only the tail.
 #[test]
 fn history_after_restart_eviction_and_after_seq() {
     let temp = tempfile::tempdir().unwrap();
     let server = Server::start_in(temp.path(), &["--idle-timeout", "0.2"]);
-    let mut a = server.connect();
-    let id = a.create("durable");
-    a.join(&id);
+    let (mut a, id) = server.joined("durable");
     for text in ["one", "two"] {
-        let ack = a.submit(&id, text);
-        a.until_complete(&id, ack["entry"]["requestId"].as_str().unwrap());
+        a.run_turn(&id, text);
     }
     let before = a
         .invoke(&dispatcher(&id), "getDisplayHistory", json!([]))
@@ -704,8 +238,7 @@ fn history_after_restart_eviction_and_after_seq() {
             .unwrap(),
         before
     );
-    let ack = a.submit(&id, "three");
-    a.until_complete(&id, ack["entry"]["requestId"].as_str().unwrap());
+    a.run_turn(&id, "three");
     let after = a
         .invoke(&dispatcher(&id), "getDisplayHistory", json!([n as i64 - 1]))
         .unwrap();
@@ -728,9 +261,7 @@ fn history_after_restart_eviction_and_after_seq() {
         after[0]["seq"].as_u64().unwrap() as usize + after.as_array().unwrap().len()
     );
     // A crash (kill) loses nothing that was answered, and the count is recounted.
-    let ack = b.submit(&id, "four");
-    b.until_complete(&id, ack["entry"]["requestId"].as_str().unwrap());
-    std::thread::sleep(Duration::from_millis(100));
+    b.run_turn(&id, "four");
     server.kill();
     let server = Server::start_in(temp.path(), &[]);
     let mut c = server.connect();
@@ -745,13 +276,11 @@ fn history_after_restart_eviction_and_after_seq() {
 #[test]
 fn at_commands_and_small_methods() {
     let server = Server::start(&[]);
-    let mut a = server.connect();
+    let (mut a, id) = server.joined("commands");
     let mut b = server.connect();
-    let id = a.create("commands");
-    a.join(&id);
     b.join(&id);
     let ack = a.submit(&id, "@conversation switch research");
-    let rid = ack["entry"]["requestId"].as_str().unwrap().to_string();
+    let rid = Client::request_id(&ack);
     let calls = a.until_complete(&id, &rid);
     let action = calls
         .iter()
@@ -766,8 +295,7 @@ fn at_commands_and_small_methods() {
     let calls = b.until_complete(&id, &rid);
     assert!(calls.iter().all(|(m, _)| m != "takeAction"));
 
-    let ack = a.submit(&id, "@help");
-    let calls = a.until_complete(&id, ack["entry"]["requestId"].as_str().unwrap());
+    let calls = a.run_turn(&id, "@help");
     assert!(Client::texts(&calls)[0].contains("@conversation"));
 
     let d = dispatcher(&id);
@@ -805,12 +333,9 @@ fn at_commands_and_small_methods() {
 #[test]
 fn compact_summarizes_history() {
     let server = Server::start(&[]);
-    let mut a = server.connect();
-    let id = a.create("compact me");
-    a.join(&id);
+    let (mut a, id) = server.joined("compact me");
     for t in ["first question", "second question"] {
-        let ack = a.submit(&id, t);
-        a.until_complete(&id, ack["entry"]["requestId"].as_str().unwrap());
+        a.run_turn(&id, t);
     }
     let before = a
         .invoke(&dispatcher(&id), "getDisplayHistory", json!([]))
@@ -818,8 +343,7 @@ fn compact_summarizes_history() {
         .as_array()
         .unwrap()
         .len();
-    let ack = a.submit(&id, "@compact");
-    let calls = a.until_complete(&id, ack["entry"]["requestId"].as_str().unwrap());
+    let calls = a.run_turn(&id, "@compact");
     let texts = Client::texts(&calls);
     assert!(
         texts[0].contains("Conversation compacted") && texts[0].contains("first question"),
@@ -863,16 +387,13 @@ fn slow_reader_in_a_busy_conversation() {
     // once when its write barrier is confirmed: the budget holds a few turns, so the reading
     // client is never closed on a loaded machine, and the stuck one soon is.
     let server = Server::start(&["--max-queued-frames", "64", "--max-queued-bytes", "1048576"]);
-    let mut a = server.connect();
-    let id = a.create("busy");
-    a.join(&id);
+    let (mut a, id) = server.joined("busy");
     let mut stuck = server.connect();
     stuck.join(&id);
     let big = "x".repeat(50_000);
     let mut done = 0;
     for i in 0..200 {
-        let ack = a.submit(&id, &format!("{i} {big}"));
-        let calls = a.until_complete(&id, ack["entry"]["requestId"].as_str().unwrap());
+        let calls = a.run_turn(&id, &format!("{i} {big}"));
         assert_eq!(Client::texts(&calls).len(), 1);
         done += 1;
         if server.metric("roundtable_slow_client_closes_total") >= 1.0 {
@@ -884,73 +405,9 @@ fn slow_reader_in_a_busy_conversation() {
         "never closed after {done} turns"
     );
     // The fast client goes on at full speed.
-    let ack = a.submit(&id, "still here");
-    let calls = a.until_complete(&id, ack["entry"]["requestId"].as_str().unwrap());
+    let calls = a.run_turn(&id, "still here");
     assert_eq!(Client::texts(&calls), ["echo: still here"]);
     assert_eq!(stuck.wait_close(), 1008);
     let list = a.agent("listConversations", json!(["busy"])).unwrap();
     assert_eq!(list[0]["clientCount"], 1);
-}
-
-/// An external tool server (`--tool-server echo=URL`): its tools are offered to the model as
-/// `echo__<tool>`, a call is routed to it by that prefix, and its answer goes back to the model.
-#[test]
-fn external_tool_server_is_routed_by_prefix() {
-    let tools = scripted(|_, body| {
-        if body.is_null() {
-            // GET /tools
-            let list = json!([{"name": "shout", "description": "Upper-cases text",
-                               "input_schema": {"type": "object", "properties": {"text": {"type": "string"}}}}]);
-            (200, list.to_string())
-        } else {
-            assert_eq!(body["tool"], "shout");
-            let text = body["input"]["text"].as_str().unwrap().to_uppercase();
-            (200, json!({"content": text}).to_string())
-        }
-    });
-    let model = scripted(|n, body| match n {
-        0 => {
-            let offered: Vec<&str> = body["tools"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|t| t["function"]["name"].as_str().unwrap())
-                .collect();
-            assert!(offered.contains(&"echo__shout"), "{offered:?}");
-            (
-                200,
-                completion(json!({"role": "assistant", "content": null, "tool_calls": [
-                {"id": "c1", "type": "function", "function": {"name": "echo__shout", "arguments": "{\"text\":\"hello\"}"}}]})),
-            )
-        }
-        _ => {
-            let last = body["messages"].as_array().unwrap().last().unwrap().clone();
-            (
-                200,
-                completion(
-                    json!({"role": "assistant", "content": format!("The server said {}", last["content"].as_str().unwrap())}),
-                ),
-            )
-        }
-    });
-    let tool_arg = format!("echo={}", tools.url);
-    let server = Server::start_env(
-        &["--provider", "openai", "--tool-server", &tool_arg],
-        &[
-            ("ROUNDTABLE_OPENAI_BASE_URL", &model.url),
-            ("ROUNDTABLE_OPENAI_MODEL", "m"),
-        ],
-    );
-    let mut a = server.connect();
-    let id = a.create("tools");
-    a.join(&id);
-    let ack = a.submit(&id, "shout hello");
-    let calls = a.until_complete(&id, ack["entry"]["requestId"].as_str().unwrap());
-    let texts = Client::texts(&calls);
-    assert!(texts.contains(&"HELLO".to_string()), "{texts:?}");
-    assert!(
-        texts.contains(&"The server said HELLO".to_string()),
-        "{texts:?}"
-    );
-    assert_eq!(tools.bodies.lock().unwrap().len(), 2);
 }

@@ -33,7 +33,7 @@ fn unparsable_invokes_are_answered_and_ids_are_canonical() {
         "[".repeat(130) + &"]".repeat(130)
     );
     c.send_text(&deep);
-    let answer = answer_to(&mut c, "agent-server", 41);
+    let answer = answer_to(&mut c, AGENT_SERVER, 41);
     assert_eq!(answer["type"], "invokeError");
     assert!(
         answer["error"]
@@ -43,7 +43,7 @@ fn unparsable_invokes_are_answered_and_ids_are_canonical() {
         "{answer}"
     );
     c.send_text(r#"{"name":"agent-server","message":{"type":"invoke","callId":42,"name":"createConversation","args":["\ud800"]}}"#);
-    let answer = answer_to(&mut c, "agent-server", 42);
+    let answer = answer_to(&mut c, AGENT_SERVER, 42);
     assert!(
         answer["error"]
             .as_str()
@@ -172,11 +172,9 @@ fn instance_files_are_private() {
     let parent = tempfile::tempdir().unwrap();
     let instance = parent.path().join("instance");
     let server = Server::start_in(&instance, &[]);
-    let mut c = server.connect();
-    let id = c.create("private");
-    c.join(&id);
+    let (mut c, id) = server.joined("private");
     let ack = c.submit(&id, "what is 1 + 2");
-    let rid = ack["entry"]["requestId"].as_str().unwrap().to_string();
+    let rid = Client::request_id(&ack);
     c.until_complete(&id, &rid);
     assert!(server.shutdown().success());
     let mut modes = vec![(
@@ -353,7 +351,7 @@ fn a_peer_that_stops_reading_is_aborted() {
     assert!(established(client_end, server_end));
     // About 75 MB of answers asked for; nothing is ever read.
     for _ in 0..3000 {
-        stuck.send_invoke("agent-server", "listConversations", json!([null]));
+        stuck.send_invoke(AGENT_SERVER, "listConversations", json!([null]));
     }
     eventually("the stuck socket is gone from the server", || {
         server.metric("roundtable_sockets") <= 1.0
@@ -392,7 +390,7 @@ fn parse_amplification_is_refused() {
     let mut peak = 0;
     for _ in 0..5 {
         c.send_text(&bomb);
-        let answer = answer_to(&mut c, "agent-server", 77);
+        let answer = answer_to(&mut c, AGENT_SERVER, 77);
         assert!(
             answer["error"]
                 .as_str()
@@ -429,7 +427,7 @@ fn the_server_wide_outbound_budget_holds() {
     let mut stuck: Vec<Client> = (0..5).map(|_| server.connect()).collect();
     for c in &mut stuck {
         for _ in 0..400 {
-            c.send_invoke("agent-server", "listConversations", json!([null]));
+            c.send_invoke(AGENT_SERVER, "listConversations", json!([null]));
         }
     }
     // None is over its own budget: only the server-wide one can close them, and it does

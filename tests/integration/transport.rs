@@ -36,7 +36,7 @@ fn malformed_frames_do_not_disturb_anyone() {
                 .into_bytes(),
         ))
         .unwrap();
-    assert!(bad.wait_answer("agent-server", 99).is_ok());
+    assert!(bad.wait_answer(AGENT_SERVER, 99).is_ok());
     assert!(server.metric("roundtable_frames_dropped_total") >= 5.0);
 }
 
@@ -67,7 +67,7 @@ fn fragmented_messages_are_reassembled() {
         true,
     )))
     .unwrap();
-    let info = c.wait_answer("agent-server", 7).unwrap();
+    let info = c.wait_answer(AGENT_SERVER, 7).unwrap();
     assert_eq!(info["name"], "Grüße 😀");
 }
 

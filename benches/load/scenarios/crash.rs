@@ -13,6 +13,7 @@ use crate::client::{Client, Incoming};
 use crate::report::{self, latency_histogram, Figure, ScenarioReport};
 use crate::scenarios::Ctx;
 use crate::server::ServerProcess;
+use crate::support::protocol;
 
 /// Turns acknowledged in each cycle before the kill.
 const TURNS_PER_CYCLE: usize = 5;
@@ -62,7 +63,7 @@ pub async fn run(ctx: &Ctx) -> Result<ScenarioReport, String> {
     client.join(&id, |_| {}).await?;
     let history = client
         .invoke(
-            &format!("dispatcher:{id}"),
+            &protocol::dispatcher(&id),
             "getDisplayHistory",
             json!([]),
             |_| {},
@@ -126,7 +127,7 @@ async fn run_turn(client: &mut Client, id: &str, text: &str) -> Result<String, S
     };
     let ack = client
         .invoke(
-            &format!("dispatcher:{id}"),
+            &protocol::dispatcher(id),
             "submitCommand",
             json!([text, null, null, text, null]),
             &mut note,

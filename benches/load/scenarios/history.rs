@@ -13,6 +13,7 @@ use crate::fixtures::{write_display_log, write_registry, FixtureConversation};
 use crate::report::{self, latency_histogram, Figure, ScenarioReport};
 use crate::scenarios::{Ctx, Running};
 use crate::server::Kind;
+use crate::support::protocol;
 
 /// Entries read from the tail.
 const TAIL: u64 = 10;
@@ -99,7 +100,7 @@ async fn measure(
             t0.elapsed().as_secs_f64() * 1000.0,
             "ms",
         ));
-        let channel = format!("dispatcher:{}", conversation.id);
+        let channel = protocol::dispatcher(&conversation.id);
         let after = (*n - TAIL - 1) as i64;
         let bar = report::progress(reads as u64, format!("history {n}: tail reads"));
         let mut hist = latency_histogram();

@@ -1,14 +1,10 @@
-//! Test harness: starts the real server process and speaks the protocol with a blocking
-//! WebSocket client.
+//! The blocking protocol client the tests drive the server with: one tungstenite socket, reads
+//! with a short timeout so every wait has a deadline, and an inbox that keeps frames that
+//! arrived while the test waited for something else. Frame text, callIds and answer
+//! recognition come from `tests/support/protocol.rs`, shared with the load harness's client.
 
-#![allow(dead_code)]
-
-use std::collections::{HashMap, VecDeque};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::collections::VecDeque;
 use std::net::TcpStream;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
@@ -17,243 +13,8 @@ use tungstenite::protocol::frame::coding::CloseCode;
 use tungstenite::stream::MaybeTlsStream;
 use tungstenite::{Message, WebSocket};
 
-/// How long any single wait in a test may take before it fails.
-pub const WAIT: Duration = Duration::from_secs(15);
-
-/// A running server process.
-pub struct Server {
-    child: Option<Child>,
-    pub port: u16,
-    pub dir: PathBuf,
-    log: Arc<Mutex<Vec<String>>>,
-    _temp: Option<tempfile::TempDir>,
-}
-
-/// Path of the binary under test.
-pub fn binary() -> &'static str {
-    env!("CARGO_BIN_EXE_roundtable")
-}
-
-fn spawn(
-    dir: &Path,
-    extra: &[&str],
-    envs: &[(&str, &str)],
-) -> (Child, mpsc::Receiver<String>, Arc<Mutex<Vec<String>>>) {
-    let mut child = Command::new(binary())
-        .envs(envs.iter().copied())
-        .args([
-            "serve",
-            "--port",
-            "0",
-            "--host",
-            "127.0.0.1",
-            "--instance-dir",
-        ])
-        .arg(dir)
-        .args(extra)
-        .env(
-            "RUST_LOG",
-            std::env::var("ROUNDTABLE_TEST_RUST_LOG").unwrap_or_else(|_| "info".into()),
-        )
-        .env_remove("ROUNDTABLE_TOKEN")
-        .env_remove("ROUNDTABLE_PORT")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start roundtable");
-    let stderr = child.stderr.take().unwrap();
-    let log = Arc::new(Mutex::new(Vec::new()));
-    let (tx, rx) = mpsc::channel();
-    let log2 = log.clone();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines() {
-            let Ok(line) = line else { break };
-            if std::env::var_os("ROUNDTABLE_TEST_LOG").is_some() {
-                eprintln!("server: {line}");
-            }
-            log2.lock().unwrap().push(line.clone());
-            let _ = tx.send(line);
-        }
-    });
-    (child, rx, log)
-}
-
-impl Server {
-    /// Starts a server on a fresh temporary instance directory.
-    pub fn start(extra: &[&str]) -> Server {
-        let temp = tempfile::tempdir().unwrap();
-        let mut s = Server::start_in(temp.path(), extra);
-        s._temp = Some(temp);
-        s
-    }
-
-    /// Starts a server on `dir` and waits for its startup line.
-    pub fn start_in(dir: &Path, extra: &[&str]) -> Server {
-        match Server::try_start_in(dir, extra) {
-            Ok(s) => s,
-            Err(log) => panic!("server did not start:\n{log}"),
-        }
-    }
-
-    /// Like `start_in`, but returns the server's output when it exits instead of listening.
-    pub fn try_start_in(dir: &Path, extra: &[&str]) -> Result<Server, String> {
-        Server::try_start_env(dir, extra, &[])
-    }
-
-    /// Starts a server on a fresh temporary directory with extra environment variables.
-    pub fn start_env(extra: &[&str], envs: &[(&str, &str)]) -> Server {
-        let temp = tempfile::tempdir().unwrap();
-        let mut s = Server::try_start_env(temp.path(), extra, envs)
-            .unwrap_or_else(|log| panic!("server did not start:\n{log}"));
-        s._temp = Some(temp);
-        s
-    }
-
-    /// Like `try_start_in`, with extra environment variables for the server process.
-    pub fn try_start_env(
-        dir: &Path,
-        extra: &[&str],
-        envs: &[(&str, &str)],
-    ) -> Result<Server, String> {
-        let (mut child, rx, log) = spawn(dir, extra, envs);
-        let deadline = Instant::now() + WAIT;
-        loop {
-            match rx.recv_timeout(Duration::from_millis(100)) {
-                Ok(line) => {
-                    if let Some(rest) = line.split("listening on ws://127.0.0.1:").nth(1) {
-                        let port = rest.split('/').next().unwrap().parse().unwrap();
-                        return Ok(Server {
-                            child: Some(child),
-                            port,
-                            dir: dir.to_path_buf(),
-                            log,
-                            _temp: None,
-                        });
-                    }
-                }
-                Err(mpsc::RecvTimeoutError::Disconnected) => {
-                    let _ = child.wait();
-                    return Err(log.lock().unwrap().join("\n"));
-                }
-                Err(mpsc::RecvTimeoutError::Timeout) => {
-                    if Instant::now() > deadline {
-                        let _ = child.kill();
-                        return Err(format!("timeout; log:\n{}", log.lock().unwrap().join("\n")));
-                    }
-                }
-            }
-        }
-    }
-
-    /// The server's log so far.
-    pub fn log(&self) -> String {
-        self.log.lock().unwrap().join("\n")
-    }
-
-    pub fn url(&self) -> String {
-        format!("ws://127.0.0.1:{}/", self.port)
-    }
-
-    /// A connected protocol client.
-    pub fn connect(&self) -> Client {
-        Client::connect(&self.url())
-    }
-
-    /// Sends `shutdown` and waits for the process to exit.
-    pub fn shutdown(mut self) -> ExitStatus {
-        let mut c = self.connect();
-        let _ = c.agent("shutdown", json!([]));
-        self.wait_exit()
-    }
-
-    /// Waits for the process to exit on its own.
-    pub fn wait_exit(&mut self) -> ExitStatus {
-        let mut child = self.child.take().expect("running");
-        let deadline = Instant::now() + WAIT;
-        loop {
-            if let Some(status) = child.try_wait().unwrap() {
-                return status;
-            }
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                panic!("server did not exit; log:\n{}", self.log());
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    /// Kills the process without any shutdown (a crash).
-    pub fn kill(mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-
-    /// The server's process id.
-    pub fn pid(&self) -> u32 {
-        self.child.as_ref().expect("running").id()
-    }
-
-    /// The server's resident set size in KiB (from `/proc/<pid>/status`).
-    pub fn rss_kb(&self) -> u64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap();
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-            .expect("VmRSS")
-    }
-
-    /// A plain HTTP GET; returns (status, body).
-    pub fn http_get(&self, path: &str) -> (u16, String) {
-        http_request(
-            self.port,
-            &format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"),
-        )
-    }
-
-    /// Reads one Prometheus figure from /metrics.
-    pub fn metric(&self, name: &str) -> f64 {
-        let (_, body) = self.http_get("/metrics");
-        body.lines()
-            .find_map(|l| l.strip_prefix(name).and_then(|r| r.strip_prefix(' ')))
-            .unwrap_or_else(|| panic!("metric {name} missing in\n{body}"))
-            .trim()
-            .parse()
-            .unwrap()
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-/// Sends a raw HTTP request and returns (status, body).
-pub fn http_request(port: u16, request: &str) -> (u16, String) {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    s.set_read_timeout(Some(WAIT)).unwrap();
-    s.write_all(request.as_bytes()).unwrap();
-    let mut out = Vec::new();
-    let _ = s.read_to_end(&mut out);
-    let text = String::from_utf8_lossy(&out).to_string();
-    let status = text
-        .split(' ')
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    let body = text
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default();
-    (status, body)
-}
+use super::WAIT;
+use crate::support::protocol::{self, CallIds, AGENT_SERVER};
 
 /// What a WebSocket upgrade attempt got.
 pub fn try_upgrade(port: u16, path: &str, headers: &[(&str, &str)]) -> Result<Client, u16> {
@@ -275,8 +36,10 @@ pub fn try_upgrade(port: u16, path: &str, headers: &[(&str, &str)]) -> Result<Cl
 
 /// A blocking protocol client.
 pub struct Client {
+    /// The socket, public for tests that write raw frames or close it their own way.
     pub ws: WebSocket<MaybeTlsStream<TcpStream>>,
-    next_call: HashMap<String, u64>,
+    /// The next callId per channel.
+    call_ids: CallIds,
     /// Frames received while waiting for something else.
     pub inbox: VecDeque<Value>,
     /// Set when the server closed the socket: (code, reason).
@@ -287,11 +50,13 @@ pub struct Client {
 pub type Rpc = Result<Value, String>;
 
 impl Client {
+    /// Connects to `url` (panics if the upgrade fails; see [`try_upgrade`] for refusals).
     pub fn connect(url: &str) -> Client {
         let (ws, _) = tungstenite::connect(url).expect("connect");
         Client::from_ws(ws)
     }
 
+    /// Reads time out every 100 ms so every wait can check its deadline; no Nagle delay.
     fn from_ws(ws: WebSocket<MaybeTlsStream<TcpStream>>) -> Client {
         if let MaybeTlsStream::Plain(s) = ws.get_ref() {
             s.set_read_timeout(Some(Duration::from_millis(100)))
@@ -300,33 +65,28 @@ impl Client {
         }
         Client {
             ws,
-            next_call: HashMap::new(),
+            call_ids: CallIds::default(),
             inbox: VecDeque::new(),
             closed: None,
         }
     }
 
+    /// Sends one text frame as is (tests of malformed input write their own).
     pub fn send_text(&mut self, text: &str) {
         self.ws.send(Message::text(text)).expect("send");
     }
 
     /// Sends an invoke and returns its callId.
     pub fn send_invoke(&mut self, channel: &str, method: &str, args: Value) -> u64 {
-        let id = self.next_call.entry(channel.to_string()).or_insert(0);
-        let call_id = *id;
-        *id += 1;
-        let frame = json!({"name": channel, "message": {"type": "invoke", "callId": call_id, "name": method, "args": args}});
-        self.send_text(&frame.to_string());
+        let call_id = self.call_ids.next(channel);
+        self.send_text(&protocol::invoke_frame(channel, call_id, method, args));
         call_id
     }
 
     /// Sends a call (never answered).
     pub fn send_call(&mut self, channel: &str, method: &str, args: Value) {
-        let id = self.next_call.entry(channel.to_string()).or_insert(0);
-        let call_id = *id;
-        *id += 1;
-        let frame = json!({"name": channel, "message": {"type": "call", "callId": call_id, "name": method, "args": args}});
-        self.send_text(&frame.to_string());
+        let call_id = self.call_ids.next(channel);
+        self.send_text(&protocol::call_frame(channel, call_id, method, args));
     }
 
     /// Reads one frame, or None after `timeout` (or when closed).
@@ -388,12 +148,12 @@ impl Client {
             if let Some(pos) = self
                 .inbox
                 .iter()
-                .position(|f| is_answer(f, channel, call_id))
+                .position(|f| is_answer_to(f, channel, call_id))
             {
                 break self.inbox.remove(pos);
             }
             match self.read_socket(Duration::from_millis(200)) {
-                Some(f) if is_answer(&f, channel, call_id) => break Some(f),
+                Some(f) if is_answer_to(&f, channel, call_id) => break Some(f),
                 Some(f) => skipped.push_back(f),
                 None if self.closed.is_some() => break None,
                 None if Instant::now() > deadline => break None,
@@ -407,12 +167,7 @@ impl Client {
                 self.closed
             )
         });
-        let m = &f["message"];
-        if m["type"] == "invokeError" {
-            Err(m["error"].as_str().unwrap().to_string())
-        } else {
-            Ok(m.get("result").cloned().unwrap_or(Value::Null))
-        }
+        protocol::answer_result(&f)
     }
 
     /// invoke + wait.
@@ -423,7 +178,7 @@ impl Client {
 
     /// invoke on `agent-server`.
     pub fn agent(&mut self, method: &str, args: Value) -> Rpc {
-        self.invoke("agent-server", method, args)
+        self.invoke(AGENT_SERVER, method, args)
     }
 
     /// createConversation(name) → id.
@@ -458,6 +213,7 @@ impl Client {
             .unwrap_or_else(|| panic!("no {method} call on {channel}; inbox: {:?}", self.inbox))
     }
 
+    /// Like [`Client::expect_call`], but `None` when no such call arrives within `timeout`.
     pub fn try_expect_call(
         &mut self,
         channel: &str,
@@ -509,43 +265,6 @@ impl Client {
     }
 }
 
-fn is_answer(f: &Value, channel: &str, call_id: u64) -> bool {
-    f["name"] == channel
-        && (f["message"]["type"] == "invokeResult" || f["message"]["type"] == "invokeError")
-        && f["message"]["callId"] == call_id
-}
-
-/// Runs a setup command a test needs from the machine (mount, useradd…). `false` after
-/// printing `skipped: cannot <what> (<why>)` when the machine refuses: the test then returns.
-pub fn machine_allows(command: &mut Command, what: &str) -> bool {
-    match command.output() {
-        Ok(out) if out.status.success() => true,
-        Ok(out) => {
-            eprintln!(
-                "skipped: cannot {what} ({})",
-                String::from_utf8_lossy(&out.stderr).trim()
-            );
-            false
-        }
-        Err(e) => {
-            eprintln!("skipped: cannot {what} ({e})");
-            false
-        }
-    }
-}
-
-/// Polls `f` until it returns true or the wait runs out.
-pub fn eventually(what: &str, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + WAIT;
-    while Instant::now() < deadline {
-        if f() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(25));
-    }
-    panic!("timed out waiting for: {what}");
-}
-
 /// A clientio call: (method, args).
 pub type Call = (String, Value);
 
@@ -553,17 +272,30 @@ impl Client {
     /// submitCommand(text, null, null, clientRequestId, null) on `dispatcher:<id>`; the ack.
     pub fn submit(&mut self, conversation: &str, text: &str) -> Value {
         self.invoke(
-            &format!("dispatcher:{conversation}"),
+            &protocol::dispatcher(conversation),
             "submitCommand",
             json!([text, null, null, format!("cr-{}", text.len()), null]),
         )
         .expect("submitCommand")
     }
 
+    /// The `requestId` the server gave the submit that `ack` answers.
+    pub fn request_id(ack: &Value) -> String {
+        assert_eq!(ack["ok"], true, "submit refused: {ack}");
+        ack["entry"]["requestId"].as_str().unwrap().to_string()
+    }
+
+    /// One whole turn: [`Client::submit`] `text`, then [`Client::until_complete`] on its
+    /// requestId; the clientio calls it produced, in order.
+    pub fn run_turn(&mut self, conversation: &str, text: &str) -> Vec<Call> {
+        let ack = self.submit(conversation, text);
+        self.until_complete(conversation, &Client::request_id(&ack))
+    }
+
     /// Collects clientio calls of `conversation` until `commandComplete` (or
     /// `requestCancelled`) for `request_id`; returns them in order.
     pub fn until_complete(&mut self, conversation: &str, request_id: &str) -> Vec<Call> {
-        let channel = format!("clientio:{conversation}");
+        let channel = protocol::clientio(conversation);
         let deadline = Instant::now() + WAIT;
         let mut calls = Vec::new();
         let mut keep = VecDeque::new();
@@ -609,4 +341,9 @@ impl Client {
             .filter_map(|(_, a)| a[0]["message"]["content"].as_str().map(str::to_string))
             .collect()
     }
+}
+
+/// Whether `frame` answers the invoke `call_id` on `channel`.
+fn is_answer_to(frame: &Value, channel: &str, call_id: u64) -> bool {
+    protocol::answer_id(frame) == Some((channel, call_id))
 }

@@ -1,0 +1,55 @@
+//! Test harness: [`server`] starts the real `roundtable` binary on a temporary instance
+//! directory, [`client`] speaks the protocol over a blocking WebSocket, [`fakes`] stands in for
+//! the HTTP services the server calls (a model, a tool server). The process plumbing and the
+//! frame building shared with the load harness live in `tests/support/`.
+
+// Every test module takes what it needs from here; no one module uses all of it.
+#![allow(dead_code)]
+
+mod client;
+mod fakes;
+mod server;
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+pub use client::*;
+pub use fakes::*;
+pub use server::*;
+
+pub use crate::support::protocol::{clientio, dispatcher, AGENT_SERVER};
+
+/// How long any single wait in a test may take before it fails.
+pub const WAIT: Duration = Duration::from_secs(15);
+
+/// Runs a setup command a test needs from the machine (mount, useradd…). `false` after
+/// printing `skipped: cannot <what> (<why>)` when the machine refuses: the test then returns.
+pub fn machine_allows(command: &mut Command, what: &str) -> bool {
+    match command.output() {
+        Ok(out) if out.status.success() => true,
+        Ok(out) => {
+            eprintln!(
+                "skipped: cannot {what} ({})",
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+            false
+        }
+        Err(e) => {
+            eprintln!("skipped: cannot {what} ({e})");
+            false
+        }
+    }
+}
+
+/// Polls `f` until it returns true or the wait runs out: for state the server exposes only
+/// by being asked (metrics, files, listings), with no event to wait on.
+pub fn eventually(what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + WAIT;
+    while Instant::now() < deadline {
+        if f() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    panic!("timed out waiting for: {what}");
+}
