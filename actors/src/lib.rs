@@ -3,9 +3,9 @@
 //!
 //! # Layout
 //! - [`registry`]: the [`ConversationRegistry`](registry::ConversationRegistry) actor: every
-//!   create / rename / delete / list / find ([`registry::catalog`]), join / leave
-//!   ([`registry::membership`]), lazy load, idle eviction and shutdown
-//!   ([`registry::lifecycle`]); [`registry::naming`]: name length, uniqueness key,
+//!   create / rename / delete / list / find (`registry/catalog.rs`), join / leave
+//!   (`registry/membership.rs`), lazy load, idle eviction and shutdown
+//!   (`registry/lifecycle.rs`); [`registry::naming`]: name length, uniqueness key,
 //!   `appendNumber`, `findConversations` scoring.
 //! - [`conversation`]: the [`Conversation`](conversation::Conversation) actor, one per loaded
 //!   conversation, one file per concern: membership and timers (`mod.rs`), routing, write

@@ -278,11 +278,12 @@ impl Conversation {
                 below,
                 from_memory,
             } => Box::pin(async move {
-                let older =
-                    tokio::task::spawn_blocking(move || display_log::read_range(&path, from, below))
-                        .await
-                        .map_err(|e| RpcError::Internal(e.to_string()))?
-                        .map_err(|e| RpcError::Internal(format!("reading the display log: {e}")))?;
+                let older = tokio::task::spawn_blocking(move || {
+                    display_log::read_range(&path, from, below)
+                })
+                .await
+                .map_err(|e| RpcError::Internal(e.to_string()))?
+                .map_err(|e| RpcError::Internal(format!("reading the display log: {e}")))?;
                 let all = older
                     .iter()
                     .map(String::as_str)
