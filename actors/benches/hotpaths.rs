@@ -101,7 +101,7 @@ fn routing(c: &mut Criterion) {
                     let (tx, rx) = outbox(OutboxLimits::default());
                     let client = Client::new(
                         CONVERSATION.to_string(),
-                        i.to_string(),
+                        roundtable_actors::ids::ConnectionId(i as u64),
                         tx,
                         parent.clone().recipient(),
                         parent.clone().recipient(),

@@ -17,6 +17,7 @@ use std::sync::Arc;
 
 use actix::prelude::*;
 
+use crate::ids::ConnectionId;
 use crate::metrics::Metrics;
 use crate::outbox::{Outbox, PushError};
 
@@ -70,7 +71,7 @@ impl OutboundCall {
 #[rtype(result = "()")]
 pub struct ClientLost {
     /// The client's connection id within the conversation.
-    pub connection_id: String,
+    pub connection_id: ConnectionId,
 }
 
 /// Sent to the socket's connection when a conversation it joined goes away under it (deleted,
@@ -89,7 +90,7 @@ pub struct Client {
     /// Conversation id, for logs.
     conversation_id: String,
     /// Connection id within the conversation (a decimal string).
-    connection_id: String,
+    connection_id: ConnectionId,
     /// Next callId on this client's `clientio` channel (per channel and direction).
     next_call_id: u64,
     /// The socket's bounded queue.
@@ -112,7 +113,7 @@ impl Client {
     /// A new, not-yet-ready client.
     pub fn new(
         conversation_id: String,
-        connection_id: String,
+        connection_id: ConnectionId,
         outbox: Outbox,
         conversation: Recipient<ClientLost>,
         connection: Recipient<ConversationGone>,
@@ -152,7 +153,7 @@ impl Client {
                 // The socket is gone: leave now rather than linger as a phantom client.
                 self.lost = true;
                 self.conversation.do_send(ClientLost {
-                    connection_id: self.connection_id.clone(),
+                    connection_id: self.connection_id,
                 });
                 ctx.stop();
             }
@@ -171,7 +172,7 @@ impl Client {
         self.outbox
             .abort(SLOW_CONSUMER_CLOSE_CODE, SLOW_CONSUMER_REASON);
         self.conversation.do_send(ClientLost {
-            connection_id: self.connection_id.clone(),
+            connection_id: self.connection_id,
         });
         self.connection.do_send(ConversationGone {
             conversation_id: self.conversation_id.clone(),

@@ -8,8 +8,8 @@ use actix::prelude::*;
 use roundtable_actors::client::Ready;
 use roundtable_actors::protocol::{self, Args, RpcError, RpcResult, AGENT_SERVER_CHANNEL};
 use roundtable_actors::registry::{
-    CreateConversation, DeleteConversation, FindConversations, JoinConversation, Joined,
-    LeaveConversation, ListConversations, PanicForTest, RenameConversation,
+    CollisionBehavior, CreateConversation, DeleteConversation, FindConversations, JoinConversation,
+    Joined, LeaveConversation, ListConversations, PanicForTest, RenameConversation,
 };
 use serde_json::{json, Value};
 
@@ -79,7 +79,7 @@ impl AgentServerRequest {
                 let collision = protocol::opt_field_str(options, m, 1, "nameCollisionBehavior")?;
                 AgentServerRequest::Create(CreateConversation {
                     name,
-                    collision: collision.map(str::to_string),
+                    collision: CollisionBehavior::from_option(collision),
                 })
             }
             "listConversations" => AgentServerRequest::List(ListConversations {
@@ -96,7 +96,7 @@ impl AgentServerRequest {
                 AgentServerRequest::Rename(RenameConversation {
                     id,
                     new_name,
-                    collision: collision.map(str::to_string),
+                    collision: CollisionBehavior::from_option(collision),
                 })
             }
             "deleteConversation" => AgentServerRequest::Delete(DeleteConversation {

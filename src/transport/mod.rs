@@ -36,6 +36,7 @@ use roundtable_actors::client::ConversationGone;
 use roundtable_actors::conversation::{
     Conversation, DispatcherCall, DispatcherInvoke, DispatcherReply,
 };
+use roundtable_actors::ids::ConnectionId;
 use roundtable_actors::metrics::Metrics;
 use roundtable_actors::outbox::{outbox, Outbox, Outgoing, PushError};
 use roundtable_actors::protocol::frames::Reassembler;
@@ -93,7 +94,7 @@ pub fn start(
 /// What this socket has joined.
 struct JoinedConversation {
     /// The client's connection id in the conversation.
-    connection_id: String,
+    connection_id: ConnectionId,
     /// The conversation, for dispatcher calls.
     conversation: Addr<Conversation>,
     /// Leaves on drop.
@@ -323,7 +324,7 @@ impl Connection {
             Some(joined) => {
                 // Bounded: a conversation whose mailbox is full drops the call.
                 let call = DispatcherCall {
-                    connection_id: joined.connection_id.clone(),
+                    connection_id: joined.connection_id,
                     method,
                     args,
                 };
@@ -396,7 +397,7 @@ impl Connection {
             self.reply(&channel, call_id, &method, result);
         } else if let Some(joined) = self.joined_on(&channel) {
             let req = joined.conversation.send(DispatcherInvoke {
-                connection_id: joined.connection_id.clone(),
+                connection_id: joined.connection_id,
                 method: method.clone(),
                 args,
             });

@@ -184,7 +184,7 @@ impl Conversation {
                     "takeAction",
                     &json!([request.id_obj(), "manage-conversation", payload]),
                 );
-                self.emit(call, &Audience::Only(request.origin.clone()));
+                self.emit(call, &Audience::Only(request.origin));
                 self.finish(turn, None, ctx);
             }
             Some(Command::Help) => {

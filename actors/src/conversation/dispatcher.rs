@@ -12,6 +12,7 @@ use uuid::Uuid;
 use super::commands;
 use super::queue::{CancelReason, Request, STORAGE_ERROR};
 use super::Conversation;
+use crate::ids::ConnectionId;
 use crate::protocol::{invalid, Args, RpcError, RpcResult};
 use crate::storage::display_log::{self, HistoryRead};
 
@@ -28,7 +29,7 @@ pub enum DispatcherReply {
 #[rtype(result = "RpcResult<DispatcherReply>")]
 pub struct DispatcherInvoke {
     /// The caller's connection id in this conversation.
-    pub connection_id: String,
+    pub connection_id: ConnectionId,
     /// Method.
     pub method: String,
     /// Arguments.
@@ -91,7 +92,11 @@ enum DispatcherRequest {
 impl DispatcherRequest {
     /// Checks `method`'s arguments; `connection_id` is the caller (the originator of a
     /// submitted request).
-    fn parse(method: &str, args: &Args, connection_id: &str) -> RpcResult<DispatcherRequest> {
+    fn parse(
+        method: &str,
+        args: &Args,
+        connection_id: ConnectionId,
+    ) -> RpcResult<DispatcherRequest> {
         let m = method;
         Ok(match m {
             "submitCommand" => Self::Submit(parse_request(m, args, connection_id, true)?),
@@ -136,7 +141,7 @@ impl DispatcherRequest {
 
 /// The request of a `submitCommand` (`with_id`: it may name its own `requestId`) or an
 /// `interrupt`.
-fn parse_request(m: &str, args: &Args, origin: &str, with_id: bool) -> RpcResult<Request> {
+fn parse_request(m: &str, args: &Args, origin: ConnectionId, with_id: bool) -> RpcResult<Request> {
     let text = args.req_str(m, 0, "command")?.to_string();
     let attachments = match args.get(1) {
         None => Vec::new(),
@@ -154,7 +159,7 @@ fn parse_request(m: &str, args: &Args, origin: &str, with_id: bool) -> RpcResult
     };
     Ok(Request {
         request_id: request_id.unwrap_or_else(|| Uuid::new_v4().to_string()),
-        origin: origin.to_string(),
+        origin,
         client_request_id,
         text,
         attachments,
@@ -183,8 +188,8 @@ impl Handler<DispatcherInvoke> for Conversation {
     type Result = Answer;
 
     fn handle(&mut self, msg: DispatcherInvoke, ctx: &mut Self::Context) -> Self::Result {
-        let answer = match DispatcherRequest::parse(&msg.method, &msg.args, &msg.connection_id) {
-            Ok(request) => self.dispatch(request, &msg.connection_id, ctx),
+        let answer = match DispatcherRequest::parse(&msg.method, &msg.args, msg.connection_id) {
+            Ok(request) => self.dispatch(request, msg.connection_id, ctx),
             Err(e) => fail(e),
         };
         self.throttle(ctx);
@@ -197,7 +202,7 @@ impl Conversation {
     fn dispatch(
         &mut self,
         request: DispatcherRequest,
-        connection_id: &str,
+        connection_id: ConnectionId,
         ctx: &mut Context<Self>,
     ) -> Answer {
         match request {
@@ -304,11 +309,9 @@ impl Conversation {
     }
 
     /// `close`: the client leaves; its connection is told its conversation went away.
-    fn close_connection(&mut self, connection_id: &str, ctx: &mut Context<Self>) {
-        if let Ok(id) = connection_id.parse::<u64>() {
-            if self.drop_client(id, true) {
-                self.after_leave(ctx);
-            }
+    fn close_connection(&mut self, connection_id: ConnectionId, ctx: &mut Context<Self>) {
+        if self.drop_client(connection_id, true) {
+            self.after_leave(ctx);
         }
     }
 }
@@ -318,7 +321,7 @@ impl Conversation {
 #[rtype(result = "()")]
 pub struct DispatcherCall {
     /// The caller's connection id in this conversation.
-    pub connection_id: String,
+    pub connection_id: ConnectionId,
     /// Method.
     pub method: String,
     /// Arguments.

@@ -279,7 +279,7 @@ impl Conversation {
                 }
             }
             closed += 1;
-            let id = request_id_obj(&a.connection_id, &a.request_id, &a.client_request_id);
+            let id = request_id_obj(a.connection_id, &a.request_id, &a.client_request_id);
             if request.started_seq.is_none() {
                 self.log_entry(
                     json!({"type": "user-request", "requestId": id, "command": a.command}),

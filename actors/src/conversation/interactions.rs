@@ -14,6 +14,7 @@ use uuid::Uuid;
 use super::routing::Audience;
 use super::{Conversation, AGENT_SOURCE};
 use crate::client::OutboundCall;
+use crate::ids::ConnectionId;
 use crate::protocol::{RpcError, RpcResult};
 
 /// Where a turn's question gets its answer (a choice index, or why there is none).
@@ -24,7 +25,7 @@ pub(super) struct Interaction {
     /// The `PendingInteractionRequest` sent to clients.
     request: Value,
     /// Originating connection (filtered clients only see their own).
-    connection_id: Option<String>,
+    connection_id: Option<ConnectionId>,
     /// `defaultId`, used when the interaction is cancelled or times out.
     default_id: Option<usize>,
     /// Resolves the waiting tool call.
@@ -36,7 +37,7 @@ pub(super) struct Interaction {
 /// A private `requestChoice` waiting for `respondToChoice`.
 pub(super) struct Choice {
     /// Connection asked.
-    connection_id: String,
+    connection_id: ConnectionId,
     /// Resolves the waiting tool call.
     reply: AnswerSender,
     /// The time-out timer.
@@ -113,11 +114,7 @@ impl Conversation {
             entry["defaultId"] = d.into();
         }
         self.log_entry(entry);
-        self.broadcast(
-            "requestInteraction",
-            json!([pending]),
-            Some(request.origin.clone()),
-        );
+        self.broadcast("requestInteraction", json!([pending]), Some(request.origin));
         let timer_id = id.clone();
         let timer = ctx.run_later(self.setup.runtime.interaction_timeout, move |act, ctx| {
             log::info!(
@@ -225,7 +222,7 @@ impl Conversation {
             "requestChoice",
             &json!([request.id_obj(), id, kind, question, choices, AGENT_SOURCE]),
         );
-        self.emit(call, &Audience::Only(request.origin.clone()));
+        self.emit(call, &Audience::Only(request.origin));
         let timer_id = id.clone();
         let timer = ctx.run_later(self.setup.runtime.interaction_timeout, move |act, _| {
             if let Some(c) = act.choices.remove(&timer_id) {
@@ -246,7 +243,7 @@ impl Conversation {
     pub(super) fn respond_to_choice(
         &mut self,
         id: String,
-        connection_id: &str,
+        connection_id: ConnectionId,
         response: &Value,
         ctx: &mut Context<Self>,
     ) -> RpcResult<()> {
@@ -264,11 +261,10 @@ impl Conversation {
     }
 
     /// Pending interactions a joining client sees (a filtered client: only its own).
-    pub(super) fn pending_for(&self, connection: u64, filter: bool) -> Vec<Value> {
-        let me = connection.to_string();
+    pub(super) fn pending_for(&self, connection: ConnectionId, filter: bool) -> Vec<Value> {
         self.interactions
             .values()
-            .filter(|i| !filter || i.connection_id.as_deref() == Some(me.as_str()))
+            .filter(|i| !filter || i.connection_id == Some(connection))
             .map(|i| i.request.clone())
             .collect()
     }

@@ -78,6 +78,7 @@ use uuid::Uuid;
 use crate::agent::turn::ToolServer;
 use crate::agent::{ChatMessage, Provider};
 use crate::client::{Client, ClientLost, ConversationGone, StopClient, CLIENT_MAILBOX};
+use crate::ids::ConnectionId;
 use crate::metrics::Metrics;
 use crate::outbox::Outbox;
 use crate::registry::{ConversationEvent, ConversationRegistry};
@@ -167,7 +168,7 @@ pub struct Conversation {
     /// `setup.id` as a string, used in every frame and log line.
     id_str: String,
     /// Joined clients by connection id number (in join order).
-    clients: BTreeMap<u64, ClientSlot>,
+    clients: BTreeMap<ConnectionId, ClientSlot>,
     /// Next connection id ("0", "1", …); restarts when the conversation is reloaded.
     next_connection_id: u64,
     /// `Attach` messages handled so far (echoed in `IdleExpired`).
@@ -266,7 +267,7 @@ impl Conversation {
     }
 
     /// Removes a client and stops its actor; false when it was not joined.
-    fn drop_client(&mut self, connection_id: u64, notify_connection: bool) -> bool {
+    fn drop_client(&mut self, connection_id: ConnectionId, notify_connection: bool) -> bool {
         let Some(slot) = self.clients.remove(&connection_id) else {
             return false;
         };
@@ -381,7 +382,7 @@ impl Actor for Conversation {
 /// What a successful [`Attach`] returns to the joining connection (through the registry).
 pub struct Attached {
     /// The client's connection id (decimal string).
-    pub connection_id: String,
+    pub connection_id: ConnectionId,
     /// The client actor; the connection sends it [`Ready`](crate::client::Ready).
     pub client: Addr<Client>,
     /// The conversation, for dispatcher calls and leave.
@@ -413,12 +414,11 @@ impl Handler<Attach> for Conversation {
     fn handle(&mut self, msg: Attach, ctx: &mut Self::Context) {
         self.attaches_seen += 1;
         self.disarm_timers(ctx);
-        let number = self.next_connection_id;
+        let connection_id = ConnectionId(self.next_connection_id);
         self.next_connection_id += 1;
-        let connection_id = number.to_string();
         let client = Client::new(
             self.id_str.clone(),
-            connection_id.clone(),
+            connection_id,
             msg.outbox,
             ctx.address().recipient(),
             msg.connection,
@@ -433,7 +433,7 @@ impl Handler<Attach> for Conversation {
         // Others only: the joiner is not in `clients` yet.
         self.emit(Self::join_notice(), &routing::Audience::Everyone);
         self.clients.insert(
-            number,
+            connection_id,
             ClientSlot {
                 addr: client.clone(),
                 lost: false,
@@ -450,12 +450,12 @@ impl Handler<Attach> for Conversation {
             connection_id,
             client,
             conversation: ctx.address(),
-            pending_interactions: self.pending_for(number, msg.filter),
+            pending_interactions: self.pending_for(connection_id, msg.filter),
             queue_snapshot: self.busy().then(|| self.snapshot()),
         };
         if msg.reply.send(attached).is_err() {
             // The joiner vanished before the answer: undo the join.
-            self.drop_client(number, false);
+            self.drop_client(connection_id, false);
             self.after_leave(ctx);
         }
     }
@@ -467,7 +467,7 @@ impl Handler<Attach> for Conversation {
 #[rtype(result = "()")]
 pub struct Detach {
     /// The client's connection id.
-    pub connection_id: String,
+    pub connection_id: ConnectionId,
     /// Whether the client was joined (absent when nobody waits).
     pub reply: Option<oneshot::Sender<bool>>,
 }
@@ -476,10 +476,7 @@ impl Handler<Detach> for Conversation {
     type Result = ();
 
     fn handle(&mut self, msg: Detach, ctx: &mut Self::Context) {
-        let joined = msg
-            .connection_id
-            .parse::<u64>()
-            .is_ok_and(|id| self.drop_client(id, false));
+        let joined = self.drop_client(msg.connection_id, false);
         if joined {
             log::debug!(
                 "conversation {} connection {}: left ({} clients)",
@@ -499,10 +496,8 @@ impl Handler<ClientLost> for Conversation {
     type Result = ();
 
     fn handle(&mut self, msg: ClientLost, ctx: &mut Self::Context) {
-        if let Ok(id) = msg.connection_id.parse::<u64>() {
-            if self.clients.remove(&id).is_some() {
-                self.after_leave(ctx);
-            }
+        if self.clients.remove(&msg.connection_id).is_some() {
+            self.after_leave(ctx);
         }
     }
 }

@@ -13,6 +13,7 @@ use tokio::sync::oneshot;
 use super::routing::DisplayMode;
 use super::Conversation;
 use crate::agent::{ChatMessage, Role};
+use crate::ids::ConnectionId;
 use crate::storage::requests::{AcceptedRequest, Record};
 
 /// Queue cap (`MAX_QUEUE_DEPTH` in TypeAgent).
@@ -92,7 +93,7 @@ impl fmt::Display for CancelReason {
 
 /// `RequestId` as the protocol spells it.
 pub(super) fn request_id_obj(
-    connection_id: &str,
+    connection_id: ConnectionId,
     request_id: &str,
     client_request_id: &Option<Value>,
 ) -> Value {
@@ -109,7 +110,7 @@ pub(super) struct Request {
     /// Server-side id (the client's `requestId` argument, or a fresh UUID).
     pub(super) request_id: String,
     /// Connection id of the client that submitted it.
-    pub(super) origin: String,
+    pub(super) origin: ConnectionId,
     /// The client's opaque id, echoed back.
     pub(super) client_request_id: Option<Value>,
     /// The command text.
@@ -127,7 +128,7 @@ pub(super) struct Request {
 impl Request {
     /// `RequestId` as the protocol spells it.
     pub(super) fn id_obj(&self) -> Value {
-        request_id_obj(&self.origin, &self.request_id, &self.client_request_id)
+        request_id_obj(self.origin, &self.request_id, &self.client_request_id)
     }
 
     /// `QueuedRequest` without attachments.
@@ -213,7 +214,7 @@ impl Conversation {
         }
         self.journal(Record::Accepted(AcceptedRequest {
             request_id: request.request_id.clone(),
-            connection_id: request.origin.clone(),
+            connection_id: request.origin,
             client_request_id: request.client_request_id.clone(),
             command: request.text.clone(),
             submitted_at: request.submitted_at,
@@ -301,7 +302,7 @@ impl Conversation {
         self.broadcast(
             "setUserRequest",
             json!([request.id_obj(), request.text]),
-            Some(request.origin.clone()),
+            Some(request.origin),
         );
         self.run_request(turn, &request, ctx);
     }
@@ -345,7 +346,7 @@ impl Conversation {
                     null,
                     null
                 ]),
-                Some(request.origin.clone()),
+                Some(request.origin),
             );
         });
         self.version += 1;

@@ -10,6 +10,7 @@ use super::durable::Held;
 use super::queue::Request;
 use super::{Conversation, AGENT_SOURCE};
 use crate::client::{Deliver, GiveUp, OutboundCall};
+use crate::ids::ConnectionId;
 
 /// Text shown to the others when a client joins.
 pub const JOIN_NOTICE: &str = "[A new client has joined this conversation.]";
@@ -45,11 +46,11 @@ impl DisplayMode {
 #[derive(Clone)]
 pub(super) enum Audience {
     /// Every client, except filtered clients whose connection id differs from `request_conn`.
-    Broadcast(Option<String>),
+    Broadcast(Option<ConnectionId>),
     /// Every client, ignoring `filter` (system notices).
     Everyone,
     /// Only this connection (the callback group).
-    Only(String),
+    Only(ConnectionId),
 }
 
 impl Conversation {
@@ -120,15 +121,13 @@ impl Conversation {
     ) {
         for (id, slot) in self
             .clients
-            .range_mut(..joined_below)
+            .range_mut(..ConnectionId(joined_below))
             .filter(|(_, s)| !s.lost)
         {
             let wanted = match audience {
                 Audience::Everyone => true,
-                Audience::Broadcast(conn) => {
-                    !slot.filter || conn.as_deref() == Some(id.to_string().as_str())
-                }
-                Audience::Only(conn) => conn.as_str() == id.to_string(),
+                Audience::Broadcast(conn) => !slot.filter || *conn == Some(*id),
+                Audience::Only(conn) => conn == id,
             };
             if wanted && slot.addr.try_send(Deliver { call: call.clone() }).is_err() {
                 log::warn!(
@@ -146,7 +145,7 @@ impl Conversation {
         &mut self,
         method: &'static str,
         args: Value,
-        request_conn: Option<String>,
+        request_conn: Option<ConnectionId>,
     ) {
         self.emit(
             OutboundCall::new(method, &args),
@@ -175,7 +174,7 @@ impl Conversation {
         self.broadcast(
             "appendDisplay",
             json!([message, mode.as_str()]),
-            Some(request.origin.clone()),
+            Some(request.origin),
         );
     }
 }

@@ -17,14 +17,49 @@ use crate::conversation::{Shutdown, ShutdownReason};
 use crate::protocol::{ConversationInfo, ConversationMatch, RpcError, RpcResult};
 use crate::storage::journal::JournalRecord;
 
+/// `nameCollisionBehavior` of `createConversation` / `renameConversation`, read once from the
+/// options object by the transport. An unknown spelling is kept (not refused at the edge) so
+/// the registry answers it at the same point as before: after the name's own checks.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum CollisionBehavior {
+    /// `error` (and absent): a taken name is refused with `NameExists`.
+    #[default]
+    Error,
+    /// `appendNumber`: a taken name becomes `name (2)`, `name (3)`, …
+    AppendNumber,
+    /// Any other text: answered with `Unknown name collision behavior: <text>`.
+    Unknown(String),
+}
+
+impl CollisionBehavior {
+    /// The option as the client sent it (`None`: absent or `null`).
+    pub fn from_option(option: Option<&str>) -> CollisionBehavior {
+        match option {
+            None | Some("error") => CollisionBehavior::Error,
+            Some("appendNumber") => CollisionBehavior::AppendNumber,
+            Some(other) => CollisionBehavior::Unknown(other.to_string()),
+        }
+    }
+
+    /// `self`, or the protocol's error for an unknown spelling.
+    fn checked(&self) -> RpcResult<&CollisionBehavior> {
+        match self {
+            CollisionBehavior::Unknown(text) => {
+                Err(RpcError::UnknownCollisionBehavior(text.clone()))
+            }
+            known => Ok(known),
+        }
+    }
+}
+
 /// `createConversation(name, {nameCollisionBehavior})`.
 #[derive(Message)]
 #[rtype(result = "RpcResult<ConversationInfo>")]
 pub struct CreateConversation {
     /// Requested name (raw).
     pub name: String,
-    /// `error` (default) or `appendNumber`.
-    pub collision: Option<String>,
+    /// What to do when the name is taken.
+    pub collision: CollisionBehavior,
 }
 
 impl Handler<CreateConversation> for ConversationRegistry {
@@ -36,10 +71,7 @@ impl Handler<CreateConversation> for ConversationRegistry {
                 return Err(RpcError::ServerStopping);
             }
             naming::validate_name(&msg.name)?;
-            let collision = msg.collision.as_deref().unwrap_or("error");
-            if collision != "error" && collision != "appendNumber" {
-                return Err(RpcError::UnknownCollisionBehavior(collision.to_string()));
-            }
+            let collision = msg.collision.checked()?;
             self.resolve_name(&msg.name, collision, None)
         })();
         let name = match prepared {
@@ -156,8 +188,8 @@ pub struct RenameConversation {
     pub id: String,
     /// New name (raw).
     pub new_name: String,
-    /// `error` (default) or `appendNumber`.
-    pub collision: Option<String>,
+    /// What to do when the name is taken.
+    pub collision: CollisionBehavior,
 }
 
 impl Handler<RenameConversation> for ConversationRegistry {
@@ -172,10 +204,7 @@ impl Handler<RenameConversation> for ConversationRegistry {
             let id = self
                 .lookup(&msg.id)
                 .ok_or_else(|| RpcError::ConversationNotFound(msg.id.clone()))?;
-            let collision = msg.collision.as_deref().unwrap_or("error");
-            if collision != "error" && collision != "appendNumber" {
-                return Err(RpcError::UnknownCollisionBehavior(collision.to_string()));
-            }
+            let collision = msg.collision.checked()?;
             let name = self.resolve_name(&msg.new_name, collision, Some(id))?;
             Ok((id, name))
         })();
@@ -329,14 +358,14 @@ impl ConversationRegistry {
     fn resolve_name(
         &self,
         requested: &str,
-        collision: &str,
+        collision: &CollisionBehavior,
         except: Option<Uuid>,
     ) -> RpcResult<String> {
         let Some(owner) = self.name_owner(&naming::normalize(requested), except) else {
             return Ok(requested.to_string());
         };
         match collision {
-            "appendNumber" => {
+            CollisionBehavior::AppendNumber => {
                 let except_id = except.map(|u| u.to_string());
                 let others = self
                     .in_order()

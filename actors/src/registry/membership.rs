@@ -14,6 +14,7 @@ use uuid::Uuid;
 use super::{storage_error, ConversationRegistry, Entry, LoadState, DEFAULT_CONVERSATION_NAME};
 use crate::client::{Client, ConversationGone};
 use crate::conversation::{Attach, Attached, Conversation, Detach};
+use crate::ids::ConnectionId;
 use crate::outbox::Outbox;
 use crate::protocol::{RpcError, RpcResult};
 
@@ -24,7 +25,7 @@ pub struct Joined {
     /// The `JoinConversationResult` to send.
     pub result: Value,
     /// The client's connection id.
-    pub connection_id: String,
+    pub connection_id: ConnectionId,
     /// The client actor (send it `Ready` after the result is queued).
     pub client: Addr<Client>,
     /// The conversation actor (dispatcher calls).
@@ -41,7 +42,7 @@ pub struct JoinLease {
     /// The joined conversation.
     conversation_id: String,
     /// The client's connection id in it.
-    connection_id: String,
+    connection_id: ConnectionId,
     /// `false` once disarmed: the leave was explicit or the conversation is gone.
     armed: bool,
 }
@@ -58,7 +59,7 @@ impl Drop for JoinLease {
         if self.armed {
             self.registry.do_send(LeaveConversation {
                 conversation_id: std::mem::take(&mut self.conversation_id),
-                connection_id: std::mem::take(&mut self.connection_id),
+                connection_id: self.connection_id,
             });
         }
     }
@@ -189,7 +190,7 @@ impl Handler<JoinConversation> for ConversationRegistry {
             let lease = JoinLease {
                 registry,
                 conversation_id: id_str.clone(),
-                connection_id: connection_id.clone(),
+                connection_id,
                 armed: true,
             };
             Ok(Joined {
@@ -212,7 +213,7 @@ pub struct LeaveConversation {
     /// The conversation.
     pub conversation_id: String,
     /// The client's connection id in it.
-    pub connection_id: String,
+    pub connection_id: ConnectionId,
 }
 
 impl Handler<LeaveConversation> for ConversationRegistry {

@@ -54,8 +54,8 @@ use crate::storage::layout::Layout;
 use crate::storage::registry_file::StoredConversation;
 
 pub use catalog::{
-    ConversationExists, CreateConversation, DeleteConversation, FindConversations,
-    ListConversations, RenameConversation,
+    CollisionBehavior, ConversationExists, CreateConversation, DeleteConversation,
+    FindConversations, ListConversations, RenameConversation,
 };
 pub use lifecycle::{ConversationEvent, ShutdownRegistry};
 pub use membership::{JoinConversation, JoinLease, Joined, LeaveConversation, Pending};

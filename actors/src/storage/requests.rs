@@ -17,6 +17,7 @@
 use std::io::{self, BufRead, BufReader};
 use std::path::Path;
 
+use crate::ids::ConnectionId;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -32,7 +33,7 @@ pub struct AcceptedRequest {
     /// Server-side request id.
     pub request_id: String,
     /// Originator's connection id.
-    pub connection_id: String,
+    pub connection_id: ConnectionId,
     /// The client's opaque id, echoed in `RequestId`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_request_id: Option<Value>,
@@ -157,7 +158,7 @@ mod tests {
     fn accepted(id: &str) -> Record {
         Record::Accepted(AcceptedRequest {
             request_id: id.into(),
-            connection_id: "0".into(),
+            connection_id: ConnectionId(0),
             client_request_id: Some("c".into()),
             command: format!("cmd {id}"),
             submitted_at: 1,

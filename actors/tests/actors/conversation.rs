@@ -19,6 +19,7 @@ use roundtable_actors::conversation::{
     Attach, Conversation, ConversationSetup, DispatcherInvoke, DispatcherReply, RuntimeConfig,
     Shutdown, ShutdownReason, MAX_QUEUE_DEPTH,
 };
+use roundtable_actors::ids::ConnectionId;
 use roundtable_actors::metrics::Metrics;
 use roundtable_actors::outbox::{outbox, OutboxLimits, OutboxReceiver, Outgoing};
 use roundtable_actors::protocol::Args;
@@ -172,7 +173,7 @@ fn start() -> Harness {
 /// One attached client: what its socket would receive, and its connection's events.
 struct TestClient {
     /// Its connection id in the conversation.
-    connection_id: String,
+    connection_id: ConnectionId,
     /// Frames queued toward its socket.
     frames: OutboxReceiver,
     /// Hooks and messages of its connection probe.
@@ -209,7 +210,7 @@ impl Harness {
             panic!("args must be an array")
         };
         let reply = within(self.conversation.send(DispatcherInvoke {
-            connection_id: client.connection_id.clone(),
+            connection_id: client.connection_id,
             method: method.into(),
             args: Args(args),
         }))
@@ -425,7 +426,7 @@ async fn a_delete_tells_every_client_then_stops_everything() {
     assert_eq!(Metrics::gauge(&h.metrics.loaded_conversations), 0);
     assert_eq!(Metrics::gauge(&h.metrics.joined_clients), 0);
     let status = h.conversation.send(DispatcherInvoke {
-        connection_id: "0".into(),
+        connection_id: ConnectionId(0),
         method: "getStatus".into(),
         args: Args(Vec::new()),
     });

@@ -20,10 +20,10 @@ use roundtable_actors::metrics::Metrics;
 use roundtable_actors::outbox::{outbox, OutboxLimits, OutboxReceiver};
 use roundtable_actors::protocol::{ConversationInfo, RpcError, RpcResult};
 use roundtable_actors::registry::{
-    ConversationEvent, ConversationExists, ConversationRegistry, CreateConversation,
-    DeleteConversation, FindConversations, GetRegistryStats, JoinConversation, Joined,
-    LeaveConversation, ListConversations, RegistryConfig, RegistryStats, RenameConversation,
-    ShutdownRegistry,
+    CollisionBehavior, ConversationEvent, ConversationExists, ConversationRegistry,
+    CreateConversation, DeleteConversation, FindConversations, GetRegistryStats, JoinConversation,
+    Joined, LeaveConversation, ListConversations, RegistryConfig, RegistryStats,
+    RenameConversation, ShutdownRegistry,
 };
 use roundtable_actors::storage::layout::Layout;
 use roundtable_actors::storage::log_writer::LogWriter;
@@ -172,7 +172,7 @@ async fn create(
     inst.registry
         .send(CreateConversation {
             name: name.to_owned(),
-            collision: collision.map(str::to_owned),
+            collision: CollisionBehavior::from_option(collision),
         })
         .await
         .expect("registry answers")
@@ -183,7 +183,7 @@ async fn rename(inst: &Instance, id: &str, new_name: &str) -> RpcResult<()> {
         .send(RenameConversation {
             id: id.to_owned(),
             new_name: new_name.to_owned(),
-            collision: None,
+            collision: CollisionBehavior::Error,
         })
         .await
         .expect("registry answers")
