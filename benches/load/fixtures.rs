@@ -1,8 +1,8 @@
 //! Instance directories written straight to disk before a server starts, in the server's own
-//! formats (`actors/src/store.rs`, `actors/src/displaylog.rs`): a registry of N conversations
-//! (`conversations/conversations.json` plus the clean-shutdown marker, so the server trusts the
-//! stored message counts as it would after a normal restart) and display logs of N entries
-//! (`conversations/<id>/displayLog.jsonl`). Creating 100,000 conversations or a 1,000,000-entry
+//! formats (`actors/src/storage/registry_file.rs`, `actors/src/storage/display_log.rs`): a
+//! registry of N conversations (`conversations/conversations.json` plus the clean-shutdown
+//! marker, so the server trusts the stored message counts as it would after a normal restart)
+//! and display logs of N entries (`conversations/<id>/displayLog.jsonl`). Creating 100,000 conversations or a 1,000,000-entry
 //! log through the protocol would take minutes; this takes seconds.
 
 use std::fs::{self, File};

@@ -2,7 +2,7 @@
 //! argument rules (`null` means absent, trailing arguments may be missing) and every error text
 //! that clients parse.
 //!
-//! Owned by nobody: the transport (`src/transport.rs`) decodes inbound frames with
+//! Owned by nobody: the transport (`src/transport/`) decodes inbound frames with
 //! [`Inbound::parse`], the actors build outbound frames with [`invoke_result`], [`invoke_error`]
 //! and [`call_frame`]. The reference is `shared/reference/typeagent-protocol.md`, sections 2–4.
 //!

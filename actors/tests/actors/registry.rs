@@ -47,7 +47,7 @@ struct Instance {
     registry: Addr<ConversationRegistry>,
 }
 
-/// Opens and starts a registry the way `src/server.rs` does, with conversations on the
+/// Opens and starts a registry the way `src/server/mod.rs` does, with conversations on the
 /// registry's own arbiter. Call inside a `System`.
 fn start(idle_timeout: Duration) -> Instance {
     let dir = tempfile::tempdir().expect("temp dir");
