@@ -1,6 +1,7 @@
 //! The chat history the agent reads: loaded from `sessions/chat/history.jsonl` at the first
 //! turn, shared with running turns as an `Arc` (never copied), extended by each finished turn
-//! and replaced by `@compact`. Writes go through the shared log writer like every other file.
+//! and replaced by `@compact`. Writes go through the shared log writer like every other file;
+//! the file's format is [`crate::storage::chat_history`]'s.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -9,41 +10,16 @@ use tokio::sync::oneshot;
 
 use super::{Conversation, AGENT_SOURCE};
 use crate::agent::{ChatMessage, Role};
+use crate::storage::chat_history::{self, encode};
 
 /// The chat agent's history file under a conversation's directory.
 pub(super) fn history_path(dir: &Path) -> Arc<Path> {
-    dir.join("sessions")
-        .join(AGENT_SOURCE)
-        .join("history.jsonl")
-        .into()
+    chat_history::path(dir, AGENT_SOURCE).into()
 }
 
-/// Messages as history lines (one JSON object each).
-fn encode(messages: &[ChatMessage]) -> Vec<u8> {
-    let mut bytes = Vec::new();
-    for m in messages {
-        serde_json::to_writer(&mut bytes, m).expect("message serializes");
-        bytes.push(b'\n');
-    }
-    bytes
-}
-
-/// Reads the chat history file: every line a `ChatMessage`; bad lines are skipped.
+/// Reads the chat history file (see [`chat_history::load`]).
 pub(super) fn load_chat(path: &Path) -> Vec<ChatMessage> {
-    match std::fs::read_to_string(path) {
-        Ok(text) => text
-            .lines()
-            .filter(|l| !l.trim().is_empty())
-            .filter_map(|l| match serde_json::from_str(l) {
-                Ok(m) => Some(m),
-                Err(e) => {
-                    log::warn!("{}: skipping an unreadable line: {e}", path.display());
-                    None
-                }
-            })
-            .collect(),
-        Err(_) => Vec::new(),
-    }
+    chat_history::load(path)
 }
 
 impl Conversation {

@@ -53,6 +53,7 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
+pub mod chat_history;
 pub mod display_log;
 pub mod durable;
 pub mod faults;
