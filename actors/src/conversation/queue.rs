@@ -423,6 +423,10 @@ impl Conversation {
                     act.id_str
                 );
             }
+            log::info!(
+                "conversation {}: {request_id} cancelled ({reason}), saved and announced",
+                act.id_str
+            );
             act.broadcast(
                 "requestCancelled",
                 json!([request_id, reason.as_str(), version]),
