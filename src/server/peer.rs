@@ -7,7 +7,7 @@
 //! `inet_diag` lookup by address and port): constant cost per upgrade. Reading
 //! `/proc/net/tcp{,6}` instead costs a line per open TCP socket, so 10,000 joined clients made
 //! each new upgrade parse 20,000 lines (the `rooms` load scenario fell from ~8,000 to 48
-//! joins/s); the table is only read when netlink is unavailable or does not know the socket.
+//! joins/s); the table is only read when netlink is unavailable.
 
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -29,8 +29,9 @@ pub fn own_uid() -> io::Result<u32> {
 pub fn loopback_peer_uid(peer: SocketAddr, local: SocketAddr) -> io::Result<Option<u32>> {
     let peer = unmap(peer);
     let local = unmap(local);
-    if let Ok(Some(uid)) = diag::socket_uid(peer, local) {
-        return Ok(Some(uid));
+    match diag::socket_uid(peer, local) {
+        Ok(found) => return Ok(found),
+        Err(e) => log::debug!("sock_diag unavailable ({e}); reading the /proc table"),
     }
     let table = match peer.ip() {
         IpAddr::V4(_) => "/proc/net/tcp",
