@@ -100,7 +100,8 @@ fn routing(c: &mut Criterion) {
                 for i in 0..n {
                     let (tx, rx) = outbox(OutboxLimits::default());
                     let client = Client::new(
-                        CONVERSATION.to_string(),
+                        roundtable_actors::ids::ConversationId::parse(CONVERSATION)
+                            .expect("a UUID"),
                         roundtable_actors::ids::ConnectionId(i as u64),
                         tx,
                         parent.clone().recipient(),

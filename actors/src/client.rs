@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use actix::prelude::*;
 
-use crate::ids::ConnectionId;
+use crate::ids::{ConnectionId, ConversationId};
 use crate::metrics::Metrics;
 use crate::outbox::{Outbox, PushError};
 
@@ -80,7 +80,7 @@ pub struct ClientLost {
 #[rtype(result = "()")]
 pub struct ConversationGone {
     /// The conversation.
-    pub conversation_id: String,
+    pub conversation_id: ConversationId,
 }
 
 /// One client of one conversation.
@@ -88,7 +88,7 @@ pub struct Client {
     /// The start of every frame on this client's `clientio:<id>` channel, up to the callId.
     call_prefix: String,
     /// Conversation id, for logs.
-    conversation_id: String,
+    conversation_id: ConversationId,
     /// Connection id within the conversation (a decimal string).
     connection_id: ConnectionId,
     /// Next callId on this client's `clientio` channel (per channel and direction).
@@ -112,7 +112,7 @@ pub struct Client {
 impl Client {
     /// A new, not-yet-ready client.
     pub fn new(
-        conversation_id: String,
+        conversation_id: ConversationId,
         connection_id: ConnectionId,
         outbox: Outbox,
         conversation: Recipient<ClientLost>,
@@ -121,7 +121,7 @@ impl Client {
     ) -> Client {
         Client {
             call_prefix: crate::protocol::call_prefix(&crate::protocol::clientio_channel(
-                &conversation_id,
+                conversation_id,
             )),
             conversation_id,
             connection_id,
@@ -175,7 +175,7 @@ impl Client {
             connection_id: self.connection_id,
         });
         self.connection.do_send(ConversationGone {
-            conversation_id: self.conversation_id.clone(),
+            conversation_id: self.conversation_id,
         });
         ctx.stop();
     }
@@ -250,7 +250,7 @@ impl Handler<StopClient> for Client {
     fn handle(&mut self, msg: StopClient, ctx: &mut Self::Context) {
         if msg.notify_connection {
             self.connection.do_send(ConversationGone {
-                conversation_id: self.conversation_id.clone(),
+                conversation_id: self.conversation_id,
             });
         }
         ctx.stop();

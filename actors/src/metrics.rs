@@ -44,12 +44,22 @@ pub struct Metrics {
     pub log_fsyncs: AtomicU64,
     /// Write barriers the log writer confirmed; barriers ÷ fsyncs is what group commit buys.
     pub log_barriers: AtomicU64,
+    /// Bumped each time a conversation actor starts or stops and each time the registry
+    /// changes a conversation's load state (loaded, evicting, unloaded). Nothing in the server
+    /// waits on it: it lets a watcher (the actor-level tests) await a lifecycle change instead
+    /// of polling the counts. Cheap when nobody watches (a lock and a version bump).
+    pub lifecycle: tokio::sync::watch::Sender<u64>,
 }
 
 /// The `rpc_errors` label of every method name the server does not implement.
 pub const OTHER_METHOD: &str = "other";
 
 impl Metrics {
+    /// Announces a lifecycle change to whoever watches [`Metrics::lifecycle`].
+    pub fn lifecycle_changed(&self) {
+        self.lifecycle.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
     /// Counts one invokeError answer for `method` (a known name, or [`OTHER_METHOD`]).
     pub fn rpc_error(&self, method: &str) {
         let label = crate::protocol::known_method(method).unwrap_or(OTHER_METHOD);

@@ -6,6 +6,7 @@
 
 use actix::prelude::*;
 use roundtable_actors::client::Ready;
+use roundtable_actors::ids::ConversationRef;
 use roundtable_actors::protocol::{self, Args, RpcError, RpcResult, AGENT_SERVER_CHANNEL};
 use roundtable_actors::registry::{
     CollisionBehavior, CreateConversation, DeleteConversation, FindConversations, JoinConversation,
@@ -20,14 +21,14 @@ enum AgentServerRequest {
     /// `joinConversation({conversationId?, filter?, clientType?})`.
     Join {
         /// The conversation to join; `None` joins the default one.
-        conversation_id: Option<String>,
+        conversation: Option<ConversationRef>,
         /// Only this connection's own output.
         filter: bool,
     },
     /// `leaveConversation(conversationId)`.
     Leave {
-        /// The conversation id in its canonical form.
-        conversation_id: String,
+        /// The conversation to leave.
+        conversation: ConversationRef,
     },
     /// `createConversation(name?, {nameCollisionBehavior?})`.
     Create(CreateConversation),
@@ -56,22 +57,17 @@ impl AgentServerRequest {
         Ok(match m {
             "joinConversation" => {
                 let options = args.opt_object(m, 0, "options")?;
-                let conversation_id =
-                    protocol::opt_field_str(options, m, 0, "conversationId")?.map(str::to_string);
+                let conversation = protocol::opt_field_str(options, m, 0, "conversationId")?
+                    .map(ConversationRef::parse);
                 let filter = protocol::opt_field_bool(options, m, 0, "filter")?.unwrap_or(false);
                 protocol::opt_field_str(options, m, 0, "clientType")?;
                 AgentServerRequest::Join {
-                    conversation_id,
+                    conversation,
                     filter,
                 }
             }
             "leaveConversation" => AgentServerRequest::Leave {
-                conversation_id: protocol::canonical_conversation_id(args.req_str(
-                    m,
-                    0,
-                    "conversationId",
-                )?)
-                .into_owned(),
+                conversation: ConversationRef::parse(args.req_str(m, 0, "conversationId")?),
             },
             "createConversation" => {
                 let name = args.opt_str(m, 0, "name")?.unwrap_or_default().to_string();
@@ -86,7 +82,7 @@ impl AgentServerRequest {
                 filter: args.opt_str(m, 0, "filter")?.map(str::to_string),
             }),
             "renameConversation" => {
-                let id = args.req_str(m, 0, "conversationId")?.to_string();
+                let id = ConversationRef::parse(args.req_str(m, 0, "conversationId")?);
                 let new_name = args
                     .opt_str(m, 1, "newName")?
                     .unwrap_or_default()
@@ -100,7 +96,7 @@ impl AgentServerRequest {
                 })
             }
             "deleteConversation" => AgentServerRequest::Delete(DeleteConversation {
-                id: args.req_str(m, 0, "conversationId")?.to_string(),
+                id: ConversationRef::parse(args.req_str(m, 0, "conversationId")?),
             }),
             "findConversations" | "searchConversationContent" => {
                 let query = args.opt_str(m, 0, "query")?.unwrap_or_default().to_string();
@@ -143,11 +139,11 @@ impl Connection {
         let registry = self.state.registry.clone();
         match request {
             AgentServerRequest::Join {
-                conversation_id,
+                conversation,
                 filter,
-            } => self.join(call_id, conversation_id, filter, ctx),
-            AgentServerRequest::Leave { conversation_id } => {
-                self.leave(call_id, method, conversation_id, ctx)
+            } => self.join(call_id, conversation, filter, ctx),
+            AgentServerRequest::Leave { conversation } => {
+                self.leave(call_id, method, conversation, ctx)
             }
             AgentServerRequest::Create(msg) => {
                 let req = registry.send(msg);
@@ -212,17 +208,16 @@ impl Connection {
         &mut self,
         call_id: u64,
         method: String,
-        conversation_id: String,
+        conversation: ConversationRef,
         ctx: &mut Context<Self>,
     ) {
         let ch = AGENT_SERVER_CHANNEL;
-        let Some(joined) = self.joined.remove(&conversation_id) else {
-            return self.reply(
-                ch,
-                call_id,
-                &method,
-                Err(RpcError::NotJoined(conversation_id)),
-            );
+        let id = conversation.id();
+        let Some((conversation_id, joined)) = id.and_then(|id| self.joined.remove_entry(&id))
+        else {
+            // A UUID is quoted in its canonical form, anything else as sent.
+            let quoted = id.map_or_else(|| conversation.into_raw(), |id| id.to_string());
+            return self.reply(ch, call_id, &method, Err(RpcError::NotJoined(quoted)));
         };
         joined.lease.disarm();
         let req = self.state.registry.send(LeaveConversation {
@@ -240,16 +235,16 @@ impl Connection {
     fn join(
         &mut self,
         call_id: u64,
-        conversation_id: Option<String>,
+        conversation: Option<ConversationRef>,
         filter: bool,
         ctx: &mut Context<Self>,
     ) {
         let m = "joinConversation";
         let ch = AGENT_SERVER_CHANNEL;
         let req = self.state.registry.send(JoinConversation {
-            conversation_id,
+            conversation_id: conversation,
             filter,
-            already_joined: self.joined.keys().cloned().collect(),
+            already_joined: self.joined.keys().copied().collect(),
             outbox: self.outbox.clone(),
             connection: ctx.address().recipient(),
         });
@@ -267,7 +262,7 @@ impl Connection {
                 Ok(joined) if act.joined.contains_key(&joined.conversation_id) => {
                     // A concurrent duplicate join finished first; this one undoes itself (its
                     // lease leaves on drop).
-                    let channel = protocol::clientio_channel(&joined.conversation_id);
+                    let channel = protocol::clientio_channel(joined.conversation_id);
                     act.reply(ch, call_id, m, Err(RpcError::ChannelExists(channel)));
                 }
                 Ok(Joined {

@@ -36,7 +36,7 @@ use roundtable_actors::client::ConversationGone;
 use roundtable_actors::conversation::{
     Conversation, DispatcherCall, DispatcherInvoke, DispatcherReply,
 };
-use roundtable_actors::ids::ConnectionId;
+use roundtable_actors::ids::{ConnectionId, ConversationId, ConversationRef};
 use roundtable_actors::metrics::Metrics;
 use roundtable_actors::outbox::{outbox, Outbox, Outgoing, PushError};
 use roundtable_actors::protocol::frames::Reassembler;
@@ -112,7 +112,7 @@ pub struct Connection {
     /// Conformance echo endpoint: echo every message, speak no protocol.
     echo: bool,
     /// Conversations this socket has joined, by id.
-    joined: HashMap<String, JoinedConversation>,
+    joined: HashMap<ConversationId, JoinedConversation>,
     /// (channel, callId) of invokes being handled; a duplicate is dropped unanswered.
     in_flight: HashSet<(String, u64)>,
     /// Joins continuation frames into messages (capped at `max_frame_bytes`).
@@ -352,11 +352,9 @@ impl Connection {
         method: String,
         ctx: &mut Context<Self>,
     ) {
-        let id = channel[DISPATCHER_PREFIX.len()..].to_string();
-        let exists = self
-            .state
-            .registry
-            .send(ConversationExists { id: id.clone() });
+        let named = ConversationRef::parse(&channel[DISPATCHER_PREFIX.len()..]);
+        let id = named.raw().to_string();
+        let exists = self.state.registry.send(ConversationExists { id: named });
         self.answer(ctx, channel, call_id, method, async move {
             match exists.await {
                 Ok(true) => Err(RpcError::NotJoined(id)),
@@ -375,9 +373,8 @@ impl Connection {
 
     /// The joined conversation a `dispatcher:<id>` channel names, in any id form.
     fn joined_on(&self, channel: &str) -> Option<&JoinedConversation> {
-        let id = channel.strip_prefix(DISPATCHER_PREFIX)?;
-        self.joined
-            .get(protocol::canonical_conversation_id(id).as_ref())
+        let id = ConversationId::parse(channel.strip_prefix(DISPATCHER_PREFIX)?)?;
+        self.joined.get(&id)
     }
 
     /// Runs an admitted invoke: `agent-server` and `discovery` here, `dispatcher:<id>` in the

@@ -7,12 +7,11 @@
 
 use actix::prelude::*;
 use serde_json::{json, Value};
-use uuid::Uuid;
 
 use super::commands;
 use super::queue::{CancelReason, Request, STORAGE_ERROR};
 use super::Conversation;
-use crate::ids::ConnectionId;
+use crate::ids::{ConnectionId, RequestId};
 use crate::protocol::{invalid, Args, RpcError, RpcResult};
 use crate::storage::display_log::{self, HistoryRead};
 
@@ -57,12 +56,12 @@ enum DispatcherRequest {
     /// `cancelCommand(requestId)`.
     CancelCommand {
         /// The server-side request id.
-        request_id: String,
+        request_id: RequestId,
     },
     /// `promoteCommand(requestId)`.
     PromoteCommand {
         /// The server-side request id.
-        request_id: String,
+        request_id: RequestId,
     },
     /// `respondToInteraction({interactionId, value})`.
     RespondToInteraction {
@@ -106,10 +105,10 @@ impl DispatcherRequest {
             },
             "getQueueSnapshot" => Self::GetQueueSnapshot,
             "cancelCommand" => Self::CancelCommand {
-                request_id: args.req_str(m, 0, "requestId")?.to_string(),
+                request_id: args.req_str(m, 0, "requestId")?.into(),
             },
             "promoteCommand" => Self::PromoteCommand {
-                request_id: args.req_str(m, 0, "requestId")?.to_string(),
+                request_id: args.req_str(m, 0, "requestId")?.into(),
             },
             "respondToInteraction" => {
                 let response = args
@@ -153,12 +152,12 @@ fn parse_request(m: &str, args: &Args, origin: ConnectionId, with_id: bool) -> R
         .map(|o| Value::Object(o.clone()));
     let client_request_id = args.get(3).cloned();
     let request_id = if with_id {
-        args.opt_str(m, 4, "requestId")?.map(str::to_string)
+        args.opt_str(m, 4, "requestId")?.map(RequestId::from)
     } else {
         None
     };
     Ok(Request {
-        request_id: request_id.unwrap_or_else(|| Uuid::new_v4().to_string()),
+        request_id: request_id.unwrap_or_else(RequestId::new_random),
         origin,
         client_request_id,
         text,
@@ -370,7 +369,11 @@ impl Handler<DispatcherCall> for Conversation {
             Some(DispatcherNotice::CancelInteraction { interaction_id }) => {
                 self.cancel_interaction(&interaction_id, true, ctx);
             }
-            None => log::debug!("conversation {}: call {} ignored", self.id_str, msg.method),
+            None => log::debug!(
+                "conversation {}: call {} ignored",
+                self.setup.id,
+                msg.method
+            ),
         }
     }
 }

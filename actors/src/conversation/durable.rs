@@ -18,6 +18,7 @@ use super::queue::{request_id_obj, STOPPED_BEFORE_FINISHING};
 use super::routing::{Audience, DisplayMode};
 use super::Conversation;
 use crate::client::{OutboundCall, StopClient};
+use crate::ids::RequestId;
 use crate::metrics::Metrics;
 use crate::registry::ConversationEvent;
 use crate::storage::display_log;
@@ -166,7 +167,7 @@ impl Conversation {
 
     /// [`journal`](Self::journal) for the `closed` record of a request whose result is
     /// already durable (see [`LogWriter::append_unreported`](crate::storage::log_writer::LogWriter::append_unreported)).
-    pub(super) fn journal_closed_after_durable(&mut self, request_id: String) {
+    pub(super) fn journal_closed_after_durable(&mut self, request_id: RequestId) {
         self.journal_record(Record::Closed { request_id }, true);
     }
 
@@ -243,7 +244,7 @@ impl Conversation {
             Metrics::inc(&self.setup.metrics.writer_backpressure);
             log::warn!(
                 "conversation {}: log writer backlog ({} bytes); pausing",
-                self.id_str,
+                self.setup.id,
                 writer.queued_bytes()
             );
             let writer = writer.clone();
@@ -260,7 +261,7 @@ impl Conversation {
             Err(e) => {
                 log::error!(
                     "conversation {}: cannot read {}: {e}",
-                    self.id_str,
+                    self.setup.id,
                     self.requests_path.display()
                 );
                 return;
@@ -303,10 +304,10 @@ impl Conversation {
         if closed > 0 {
             log::warn!(
                 "conversation {}: {closed} acknowledged requests never finished before the server stopped; their history now says so",
-                self.id_str
+                self.setup.id
             );
         }
-        let ids: Vec<String> = open.into_iter().map(|o| o.accepted.request_id).collect();
+        let ids: Vec<RequestId> = open.into_iter().map(|o| o.accepted.request_id).collect();
         self.after_durable(ctx, move |act, written, _| match written {
             Ok(()) => {
                 for request_id in ids {
@@ -315,19 +316,21 @@ impl Conversation {
             }
             Err(e) => log::error!(
                 "conversation {}: could not record the recovery of unfinished requests: {e}",
-                act.id_str
+                act.setup.id
             ),
         });
     }
 
     /// Whether the display log holds a `command-result` for `request_id` at or after `seq`.
-    fn log_has_result(&self, seq: u64, request_id: &str) -> bool {
+    fn log_has_result(&self, seq: u64, request_id: &RequestId) -> bool {
         let Ok(log) = &self.log else { return false };
         display_log::read_range(log.path(), seq, log.next_seq())
             .unwrap_or_default()
             .iter()
             .filter_map(|e| serde_json::from_str::<Value>(e).ok())
-            .any(|e| e["type"] == "command-result" && e["requestId"]["requestId"] == request_id)
+            .any(|e| {
+                e["type"] == "command-result" && e["requestId"]["requestId"] == request_id.as_str()
+            })
     }
 
     /// Stops writing and hands the files to the writer to close (`delete`: retire the whole

@@ -14,7 +14,7 @@ use uuid::Uuid;
 use super::routing::Audience;
 use super::{Conversation, AGENT_SOURCE};
 use crate::client::OutboundCall;
-use crate::ids::ConnectionId;
+use crate::ids::{ConnectionId, RequestId};
 use crate::protocol::{RpcError, RpcResult};
 
 /// Where a turn's question gets its answer (a choice index, or why there is none).
@@ -119,7 +119,7 @@ impl Conversation {
         let timer = ctx.run_later(self.setup.runtime.interaction_timeout, move |act, ctx| {
             log::info!(
                 "conversation {}: interaction {timer_id} timed out",
-                act.id_str
+                act.setup.id
             );
             act.cancel_interaction(&timer_id, false, ctx);
         });
@@ -182,11 +182,11 @@ impl Conversation {
 
     /// A cancelled request's questions go with it: its interactions are cancelled (and
     /// announced), every pending choice fails.
-    pub(super) fn cancel_questions_of(&mut self, request_id: &str, ctx: &mut Context<Self>) {
+    pub(super) fn cancel_questions_of(&mut self, request_id: &RequestId, ctx: &mut Context<Self>) {
         let stale: Vec<String> = self
             .interactions
             .iter()
-            .filter(|(_, i)| i.request["requestId"]["requestId"] == request_id)
+            .filter(|(_, i)| i.request["requestId"]["requestId"] == request_id.as_str())
             .map(|(id, _)| id.clone())
             .collect();
         for id in stale {

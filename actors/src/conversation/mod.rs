@@ -73,12 +73,11 @@ use std::time::Duration;
 use actix::prelude::*;
 use serde_json::Value;
 use tokio::sync::oneshot;
-use uuid::Uuid;
 
 use crate::agent::turn::ToolServer;
 use crate::agent::{ChatMessage, Provider};
 use crate::client::{Client, ClientLost, ConversationGone, StopClient, CLIENT_MAILBOX};
-use crate::ids::ConnectionId;
+use crate::ids::{ConnectionId, ConversationId, RequestId};
 use crate::metrics::Metrics;
 use crate::outbox::Outbox;
 use crate::registry::{ConversationEvent, ConversationRegistry};
@@ -132,7 +131,7 @@ pub struct RuntimeConfig {
 /// Everything a conversation needs at start.
 pub struct ConversationSetup {
     /// The id.
-    pub id: Uuid,
+    pub id: ConversationId,
     /// Name at load time, for logs.
     pub name: String,
     /// Incremented by the registry each time it loads this conversation.
@@ -165,8 +164,6 @@ struct ClientSlot {
 pub struct Conversation {
     /// Fixed at start.
     setup: ConversationSetup,
-    /// `setup.id` as a string, used in every frame and log line.
-    id_str: String,
     /// Joined clients by connection id number (in join order).
     clients: BTreeMap<ConnectionId, ClientSlot>,
     /// Next connection id ("0", "1", …); restarts when the conversation is reloaded.
@@ -188,7 +185,7 @@ pub struct Conversation {
     /// Bumped on every queue change (`version` of queue events).
     version: u64,
     /// Ids of recently finished requests.
-    finished: VecDeque<String>,
+    finished: VecDeque<RequestId>,
     /// Turn counter.
     turns: u64,
     /// Pending interactions by id.
@@ -221,17 +218,16 @@ impl Conversation {
     /// A conversation ready to start; the display log is opened here (lazy load: only
     /// conversations someone joins are opened).
     pub fn new(setup: ConversationSetup) -> Conversation {
-        let id_str = setup.id.to_string();
+        let id = setup.id;
         // The directory is created by the log writer with the first entry, off this thread.
         let log = DisplayLog::open(&setup.dir, setup.runtime.log_writer.clone()).map_err(|e| {
-            log::error!("conversation {id_str}: cannot open display log: {e}");
+            log::error!("conversation {id}: cannot open display log: {e}");
             format!("display log unavailable: {e}")
         });
         let chat_path = chat::history_path(&setup.dir);
         let requests_path: Arc<Path> = setup.dir.join(requests::FILE_NAME).into();
         Conversation {
             setup,
-            id_str,
             clients: BTreeMap::new(),
             next_connection_id: 0,
             attaches_seen: 0,
@@ -344,7 +340,7 @@ impl Conversation {
                 if cancelled > 0 {
                     log::info!(
                         "conversation {}: no clients; cancelling {cancelled} queued requests",
-                        act.id_str,
+                        act.setup.id,
                     );
                 }
                 // A running turn stalled on an interaction nobody can answer is superseded.
@@ -363,10 +359,11 @@ impl Actor for Conversation {
         // Registry → conversation messages use do_send to keep order; connections use send.
         ctx.set_mailbox_capacity(1 << 16);
         Metrics::add(&self.setup.metrics.loaded_conversations, 1);
+        self.setup.metrics.lifecycle_changed();
         self.recover_requests(ctx);
         log::debug!(
             "conversation {} ({:?}): loaded, generation {}, next seq {}",
-            self.id_str,
+            self.setup.id,
             self.setup.name,
             self.setup.generation,
             self.log.as_ref().map_or(0, DisplayLog::next_seq)
@@ -375,7 +372,8 @@ impl Actor for Conversation {
 
     fn stopped(&mut self, _ctx: &mut Self::Context) {
         Metrics::add(&self.setup.metrics.loaded_conversations, -1);
-        log::debug!("conversation {}: unloaded", self.id_str);
+        self.setup.metrics.lifecycle_changed();
+        log::debug!("conversation {}: unloaded", self.setup.id);
     }
 }
 
@@ -417,7 +415,7 @@ impl Handler<Attach> for Conversation {
         let connection_id = ConnectionId(self.next_connection_id);
         self.next_connection_id += 1;
         let client = Client::new(
-            self.id_str.clone(),
+            self.setup.id,
             connection_id,
             msg.outbox,
             ctx.address().recipient(),
@@ -442,7 +440,7 @@ impl Handler<Attach> for Conversation {
         );
         log::debug!(
             "conversation {} connection {connection_id}: joined ({} clients)",
-            self.id_str,
+            self.setup.id,
             self.clients.len()
         );
         self.report_count();
@@ -480,7 +478,7 @@ impl Handler<Detach> for Conversation {
         if joined {
             log::debug!(
                 "conversation {} connection {}: left ({} clients)",
-                self.id_str,
+                self.setup.id,
                 msg.connection_id,
                 self.clients.len()
             );
@@ -524,7 +522,7 @@ impl Handler<Shutdown> for Conversation {
             ShutdownReason::Evicted if !self.clients.is_empty() => {
                 log::error!(
                     "conversation {}: evicted with {} clients (registry bug)",
-                    self.id_str,
+                    self.setup.id,
                     self.clients.len()
                 );
             }
@@ -537,7 +535,11 @@ impl Handler<Shutdown> for Conversation {
         };
         self.cancel_all_queued(reason, ctx);
         self.cancel_running(reason, ctx);
-        log::debug!("conversation {}: stopping ({:?})", self.id_str, msg.reason);
+        log::debug!(
+            "conversation {}: stopping ({:?})",
+            self.setup.id,
+            msg.reason
+        );
         self.close_files(msg.reason == ShutdownReason::Deleted, msg.reply, ctx);
     }
 }

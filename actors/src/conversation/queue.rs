@@ -13,7 +13,7 @@ use tokio::sync::oneshot;
 use super::routing::DisplayMode;
 use super::Conversation;
 use crate::agent::{ChatMessage, Role};
-use crate::ids::ConnectionId;
+use crate::ids::{ConnectionId, RequestId};
 use crate::storage::requests::{AcceptedRequest, Record};
 
 /// Queue cap (`MAX_QUEUE_DEPTH` in TypeAgent).
@@ -94,7 +94,7 @@ impl fmt::Display for CancelReason {
 /// `RequestId` as the protocol spells it.
 pub(super) fn request_id_obj(
     connection_id: ConnectionId,
-    request_id: &str,
+    request_id: &RequestId,
     client_request_id: &Option<Value>,
 ) -> Value {
     let mut v = json!({"connectionId": connection_id, "requestId": request_id});
@@ -108,7 +108,7 @@ pub(super) fn request_id_obj(
 #[derive(Debug, Clone)]
 pub(super) struct Request {
     /// Server-side id (the client's `requestId` argument, or a fresh UUID).
-    pub(super) request_id: String,
+    pub(super) request_id: RequestId,
     /// Connection id of the client that submitted it.
     pub(super) origin: ConnectionId,
     /// The client's opaque id, echoed back.
@@ -225,7 +225,7 @@ impl Conversation {
             if let Err(e) = &written {
                 log::error!(
                     "conversation {}: request {request_id} could not be recorded: {e}",
-                    act.id_str
+                    act.setup.id
                 );
                 act.cancel_by_id(&request_id, CancelReason::StorageError, ctx);
             }
@@ -288,7 +288,7 @@ impl Conversation {
         self.queue_changed();
         log::debug!(
             "conversation {}: request {} started",
-            self.id_str,
+            self.setup.id,
             request.request_id
         );
         if let Some(seq) = self.log_entry(
@@ -325,7 +325,7 @@ impl Conversation {
                 (error, Err(w)) => {
                     log::error!(
                         "conversation {}: result of {} not saved: {w}",
-                        act.id_str,
+                        act.setup.id,
                         request.request_id
                     );
                     let saved = format!("the result could not be saved: {w}");
@@ -367,7 +367,7 @@ impl Conversation {
     }
 
     /// Remembers a finished id for `already_completed` (the last [`FINISHED_MEMORY`]).
-    fn remember_finished(&mut self, id: String) {
+    fn remember_finished(&mut self, id: RequestId) {
         self.finished.push_back(id);
         if self.finished.len() > FINISHED_MEMORY {
             self.finished.pop_front();
@@ -377,11 +377,11 @@ impl Conversation {
     /// Cancels a queued request; false when it is not queued.
     fn cancel_queued(
         &mut self,
-        request_id: &str,
+        request_id: &RequestId,
         reason: CancelReason,
         ctx: &mut Context<Self>,
     ) -> bool {
-        let Some(pos) = self.queue.iter().position(|r| r.request_id == request_id) else {
+        let Some(pos) = self.queue.iter().position(|r| &r.request_id == request_id) else {
             return false;
         };
         let request = self.queue.remove(pos).expect("position is valid");
@@ -401,7 +401,7 @@ impl Conversation {
         reason: CancelReason,
         ctx: &mut Context<Self>,
     ) -> usize {
-        let queued: Vec<String> = self.queue.iter().map(|r| r.request_id.clone()).collect();
+        let queued: Vec<RequestId> = self.queue.iter().map(|r| r.request_id.clone()).collect();
         for id in &queued {
             self.cancel_queued(id, reason, ctx);
         }
@@ -411,7 +411,7 @@ impl Conversation {
     /// `requestCancelled`, once the cancellation is on disk.
     fn announce_cancel(
         &mut self,
-        request_id: String,
+        request_id: RequestId,
         reason: CancelReason,
         ctx: &mut Context<Self>,
     ) {
@@ -420,12 +420,12 @@ impl Conversation {
             if let Err(e) = written {
                 log::error!(
                     "conversation {}: cancellation of {request_id} not saved: {e}",
-                    act.id_str
+                    act.setup.id
                 );
             }
             log::info!(
                 "conversation {}: {request_id} cancelled ({reason}), saved and announced",
-                act.id_str
+                act.setup.id
             );
             act.broadcast(
                 "requestCancelled",
@@ -458,7 +458,7 @@ impl Conversation {
         self.remember_finished(running.request.request_id);
         log::info!(
             "conversation {}: running request cancelled ({reason})",
-            self.id_str
+            self.setup.id
         );
         self.start_next(ctx);
     }
@@ -466,7 +466,7 @@ impl Conversation {
     /// Cancels a request wherever it is.
     pub(super) fn cancel_by_id(
         &mut self,
-        request_id: &str,
+        request_id: &RequestId,
         reason: CancelReason,
         ctx: &mut Context<Self>,
     ) -> CancelOutcome {
@@ -475,7 +475,7 @@ impl Conversation {
         } else if self
             .running
             .as_ref()
-            .is_some_and(|r| r.request.request_id == request_id)
+            .is_some_and(|r| &r.request.request_id == request_id)
         {
             self.cancel_running(reason, ctx);
             CancelOutcome::CancelledRunning
@@ -488,7 +488,7 @@ impl Conversation {
 
     /// The server id of the running or queued request with this `clientRequestId` (running
     /// first).
-    pub(super) fn find_by_client_id(&self, client_id: &Value) -> Option<String> {
+    pub(super) fn find_by_client_id(&self, client_id: &Value) -> Option<RequestId> {
         let running = self
             .running
             .as_ref()
@@ -503,8 +503,8 @@ impl Conversation {
     }
 
     /// Moves a queued request to the front; false when it is not queued.
-    pub(super) fn promote(&mut self, request_id: &str) -> bool {
-        let Some(pos) = self.queue.iter().position(|r| r.request_id == request_id) else {
+    pub(super) fn promote(&mut self, request_id: &RequestId) -> bool {
+        let Some(pos) = self.queue.iter().position(|r| &r.request_id == request_id) else {
             return false;
         };
         let r = self.queue.remove(pos).expect("valid position");

@@ -86,7 +86,7 @@ impl Conversation {
         self.emit(Self::system_notice(DELETED_NOTICE), &Audience::Everyone);
         let notice = OutboundCall::new(
             "notify",
-            &json!([null, "conversationDeleted", {"conversationId": self.id_str}, "agent-server"]),
+            &json!([null, "conversationDeleted", {"conversationId": self.setup.id}, "agent-server"]),
         );
         self.emit(notice, &Audience::Everyone);
     }
@@ -132,7 +132,7 @@ impl Conversation {
             if wanted && slot.addr.try_send(Deliver { call: call.clone() }).is_err() {
                 log::warn!(
                     "conversation {} connection {id}: client mailbox full, closing it",
-                    self.id_str
+                    self.setup.id
                 );
                 slot.lost = true;
                 slot.addr.do_send(GiveUp);

@@ -178,24 +178,6 @@ pub fn count_values(text: &str) -> usize {
     count
 }
 
-/// A conversation id in its one canonical form (lower-case, hyphenated UUID), whatever form
-/// the client sent (upper case, braces, `urn:uuid:`, no hyphens): every method and channel
-/// name accepts what `joinConversation` accepts. Other strings are returned as they are (they
-/// name no conversation; errors echo them).
-pub fn canonical_conversation_id(raw: &str) -> std::borrow::Cow<'_, str> {
-    match uuid::Uuid::parse_str(raw) {
-        Ok(id) => {
-            let canonical = id.to_string();
-            if canonical == raw {
-                std::borrow::Cow::Borrowed(raw)
-            } else {
-                std::borrow::Cow::Owned(canonical)
-            }
-        }
-        Err(_) => std::borrow::Cow::Borrowed(raw),
-    }
-}
-
 fn valid_call_id(v: &Value) -> Option<u64> {
     v.as_u64().filter(|n| *n <= MAX_SAFE_INTEGER)
 }

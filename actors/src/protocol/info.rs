@@ -3,12 +3,14 @@
 
 use serde::Serialize;
 
+use crate::ids::ConversationId;
+
 /// One conversation as listed to clients (`ConversationInfo` in the reference).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ConversationInfo {
-    /// UUIDv4, lower-case hyphenated.
-    pub conversation_id: String,
+    /// Written lower-case hyphenated.
+    pub conversation_id: ConversationId,
     /// The name exactly as stored (untrimmed).
     pub name: String,
     /// Clients joined right now (0 when not loaded).
@@ -26,8 +28,8 @@ pub struct ConversationInfo {
 #[derive(Debug, Clone, Copy, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ConversationInfoRef<'a> {
-    /// UUIDv4.
-    pub conversation_id: &'a str,
+    /// Written lower-case hyphenated.
+    pub conversation_id: ConversationId,
     /// Name as stored.
     pub name: &'a str,
     /// Clients joined right now.

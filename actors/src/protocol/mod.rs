@@ -8,7 +8,7 @@
 //!
 //! # Layout
 //! - [`errors`]: [`RpcError`], every error text.
-//! - [`inbound`]: [`Inbound::parse`], the value budget, canonical ids; [`salvage`] reads the
+//! - [`inbound`]: [`Inbound::parse`] and the value budget; [`salvage`] reads the
 //!   callId of an invoke that does not parse.
 //! - [`args`]: [`Args`] and the argument rules.
 //! - [`outbound`]: answers and `call` frames, with callId splicing.
@@ -30,6 +30,8 @@ pub use info::*;
 pub use outbound::*;
 pub use salvage::salvage_invoke;
 
+use crate::ids::ConversationId;
+
 /// The control channel every connection has from the start.
 pub const AGENT_SERVER_CHANNEL: &str = "agent-server";
 /// The read-only port lookup channel.
@@ -42,13 +44,8 @@ pub const DISPATCHER_PREFIX: &str = "dispatcher:";
 pub const MAX_SAFE_INTEGER: u64 = (1 << 53) - 1;
 
 /// Name of the `clientio` channel of one conversation.
-pub fn clientio_channel(conversation_id: &str) -> String {
+pub fn clientio_channel(conversation_id: ConversationId) -> String {
     format!("{CLIENTIO_PREFIX}{conversation_id}")
-}
-
-/// Name of the `dispatcher` channel of one conversation.
-pub fn dispatcher_channel(conversation_id: &str) -> String {
-    format!("{DISPATCHER_PREFIX}{conversation_id}")
 }
 
 /// Invokes one socket may have unanswered at once; the next gets

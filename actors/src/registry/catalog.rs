@@ -8,9 +8,9 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use crate::ids::{ConversationId, ConversationRef};
 use actix::prelude::*;
 use tokio::sync::oneshot;
-use uuid::Uuid;
 
 use super::{naming, new_stored, storage_error, ConversationRegistry, Entry, LoadState};
 use crate::conversation::{Shutdown, ShutdownReason};
@@ -90,7 +90,7 @@ impl Handler<CreateConversation> for ConversationRegistry {
                             .get(&id)
                             .ok_or_else(|| RpcError::ConversationNotFound(id.to_string()))?;
                         log::info!("created conversation {id} ({:?})", entry.stored.name);
-                        Ok(act.info(entry, false))
+                        Ok(act.info(id, entry, false))
                     }
                     Err(e) => {
                         act.remove_entry(&id);
@@ -117,17 +117,17 @@ impl Handler<ListConversations> for ConversationRegistry {
         let filter = msg.filter.map(|f| f.to_lowercase());
         let mut out = Vec::with_capacity(160 * self.entries.len().min(1 << 16) + 2);
         out.push(b'[');
-        let listed = self.in_order().filter(|e| {
+        let listed = self.in_order().filter(|(_, e)| {
             filter
                 .as_ref()
                 .is_none_or(|f| e.stored.name.to_lowercase().contains(f.as_str()))
         });
-        for (i, e) in listed.enumerate() {
+        for (i, (id, e)) in listed.enumerate() {
             if i > 0 {
                 out.push(b',');
             }
             let info = crate::protocol::ConversationInfoRef {
-                conversation_id: &e.stored.conversation_id,
+                conversation_id: id,
                 name: &e.stored.name,
                 client_count: e.client_count.load(Ordering::Relaxed),
                 created_at: &e.stored.created_at,
@@ -161,10 +161,10 @@ impl Handler<FindConversations> for ConversationRegistry {
         }
         let mut matches: Vec<ConversationMatch> = self
             .in_order()
-            .filter_map(|e| {
+            .filter_map(|(id, e)| {
                 let score = naming::score(&query, &e.stored.name);
                 (score > 0.0).then(|| ConversationMatch {
-                    conversation: self.info(e, true),
+                    conversation: self.info(id, e, true),
                     score,
                 })
             })
@@ -184,8 +184,8 @@ impl Handler<FindConversations> for ConversationRegistry {
 #[derive(Message)]
 #[rtype(result = "RpcResult<()>")]
 pub struct RenameConversation {
-    /// Raw id from the client.
-    pub id: String,
+    /// The conversation the client named.
+    pub id: ConversationRef,
     /// New name (raw).
     pub new_name: String,
     /// What to do when the name is taken.
@@ -203,7 +203,7 @@ impl Handler<RenameConversation> for ConversationRegistry {
             naming::validate_name(&msg.new_name)?;
             let id = self
                 .lookup(&msg.id)
-                .ok_or_else(|| RpcError::ConversationNotFound(msg.id.clone()))?;
+                .ok_or_else(|| RpcError::ConversationNotFound(msg.id.raw().to_string()))?;
             let collision = msg.collision.checked()?;
             let name = self.resolve_name(&msg.new_name, collision, Some(id))?;
             Ok((id, name))
@@ -253,8 +253,8 @@ impl Handler<RenameConversation> for ConversationRegistry {
 #[derive(Message)]
 #[rtype(result = "RpcResult<()>")]
 pub struct DeleteConversation {
-    /// Raw id from the client.
-    pub id: String,
+    /// The conversation the client named.
+    pub id: ConversationRef,
 }
 
 impl Handler<DeleteConversation> for ConversationRegistry {
@@ -265,7 +265,9 @@ impl Handler<DeleteConversation> for ConversationRegistry {
             return Box::pin(fut::ready(Err(RpcError::ServerStopping)));
         }
         let Some(id) = self.lookup(&msg.id) else {
-            return Box::pin(fut::ready(Err(RpcError::ConversationNotFound(msg.id))));
+            return Box::pin(fut::ready(Err(RpcError::ConversationNotFound(
+                msg.id.into_raw(),
+            ))));
         };
         let entry = self.entries.get_mut(&id).expect("looked up");
         entry.deleting = true;
@@ -281,6 +283,7 @@ impl Handler<DeleteConversation> for ConversationRegistry {
             // Waiting joins are dropped: their joiners get `Conversation not found`.
             LoadState::Evicting(_) | LoadState::Unloaded => None,
         };
+        self.config.metrics.lifecycle_changed();
         entry.client_count = Arc::default();
         let writer = self.writer.clone();
         self.journal_len += 1;
@@ -329,8 +332,8 @@ impl Handler<DeleteConversation> for ConversationRegistry {
 #[derive(Message)]
 #[rtype(result = "bool")]
 pub struct ConversationExists {
-    /// Raw id from the channel name.
-    pub id: String,
+    /// The conversation the channel name names.
+    pub id: ConversationRef,
 }
 
 impl Handler<ConversationExists> for ConversationRegistry {
@@ -345,7 +348,7 @@ impl Handler<ConversationExists> for ConversationRegistry {
 
 impl ConversationRegistry {
     /// The existing conversation (other than `except`) whose normalized name is `key`.
-    fn name_owner(&self, key: &str, except: Option<Uuid>) -> Option<&Entry> {
+    fn name_owner(&self, key: &str, except: Option<ConversationId>) -> Option<&Entry> {
         self.names
             .get(key)?
             .iter()
@@ -359,18 +362,17 @@ impl ConversationRegistry {
         &self,
         requested: &str,
         collision: &CollisionBehavior,
-        except: Option<Uuid>,
+        except: Option<ConversationId>,
     ) -> RpcResult<String> {
         let Some(owner) = self.name_owner(&naming::normalize(requested), except) else {
             return Ok(requested.to_string());
         };
         match collision {
             CollisionBehavior::AppendNumber => {
-                let except_id = except.map(|u| u.to_string());
                 let others = self
                     .in_order()
-                    .filter(|e| Some(&e.stored.conversation_id) != except_id.as_ref())
-                    .map(|e| e.stored.name.as_str());
+                    .filter(|(id, _)| Some(*id) != except)
+                    .map(|(_, e)| e.stored.name.as_str());
                 let name = naming::append_number(requested, others);
                 naming::validate_length(&name)?;
                 match self.name_owner(&naming::normalize(&name), except) {
@@ -386,8 +388,8 @@ impl ConversationRegistry {
     pub(super) fn create_entry(
         &mut self,
         name: String,
-    ) -> (Uuid, oneshot::Receiver<Result<(), String>>) {
-        let id = Uuid::new_v4();
+    ) -> (ConversationId, oneshot::Receiver<Result<(), String>>) {
+        let id = ConversationId::new_random();
         let stored = new_stored(id, name);
         let ack = self.journal(vec![JournalRecord::Put {
             entry: stored.clone(),

@@ -9,9 +9,9 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
+use crate::ids::ConversationId;
 use actix::prelude::*;
 use tokio::sync::oneshot;
-use uuid::Uuid;
 
 use super::{
     new_stored, ConversationRegistry, LoadState, RegistryConfig, DEFAULT_CONVERSATION_NAME,
@@ -55,7 +55,7 @@ impl ConversationRegistry {
         };
         let mut swept = 0;
         for stored in loaded.entries {
-            let Ok(id) = Uuid::parse_str(&stored.conversation_id) else {
+            let Some(id) = ConversationId::parse(&stored.conversation_id) else {
                 log::warn!(
                     "registry entry {:?} has an id that is not a UUID; kept on disk but not served",
                     stored.conversation_id
@@ -78,7 +78,7 @@ impl ConversationRegistry {
             log::info!("swept {swept} ephemeral conversations left by crashed clients");
         }
         if reg.entries.is_empty() {
-            let id = Uuid::new_v4();
+            let id = ConversationId::new_random();
             reg.insert_entry(id, new_stored(id, DEFAULT_CONVERSATION_NAME.to_string()));
             needs_fold = true;
             log::info!("empty registry: created conversation {DEFAULT_CONVERSATION_NAME:?} ({id})");
@@ -98,7 +98,7 @@ impl ConversationRegistry {
     /// `Actor::started`, so startup does not wait on one file read per conversation.
     pub(super) fn recount_message_counts(&mut self, ctx: &mut Context<Self>) {
         let layout = self.config.layout.clone();
-        let ids: Vec<Uuid> = self.entries.keys().copied().collect();
+        let ids: Vec<ConversationId> = self.entries.keys().copied().collect();
         let work = tokio::task::spawn_blocking(move || {
             ids.into_iter()
                 .map(|id| {
@@ -143,7 +143,11 @@ impl ConversationRegistry {
     }
 
     /// Starts the conversation actor for `id` (Unloaded → Live).
-    pub(super) fn load(&mut self, id: Uuid, ctx: &mut Context<Self>) -> Addr<Conversation> {
+    pub(super) fn load(
+        &mut self,
+        id: ConversationId,
+        ctx: &mut Context<Self>,
+    ) -> Addr<Conversation> {
         let arbiter = self.pick_arbiter();
         let registry = ctx.address();
         let entry = self.entries.get_mut(&id).expect("loading a known entry");
@@ -167,6 +171,7 @@ impl ConversationRegistry {
             None => Conversation::new(setup).start(),
         };
         entry.state = LoadState::Live(addr.clone());
+        self.config.metrics.lifecycle_changed();
         addr
     }
 }
@@ -178,7 +183,7 @@ pub enum ConversationEvent {
     /// The idle timer fired with no clients.
     IdleExpired {
         /// Conversation.
-        id: Uuid,
+        id: ConversationId,
         /// Generation of the reporting actor.
         generation: u64,
         /// Attaches it had handled when the timer fired.
@@ -187,7 +192,7 @@ pub enum ConversationEvent {
     /// The message count changed.
     MessageCount {
         /// Conversation.
-        id: Uuid,
+        id: ConversationId,
         /// `user-request` entries now.
         count: u64,
     },
@@ -230,6 +235,7 @@ impl Handler<ConversationEvent> for ConversationRegistry {
                 };
                 entry.client_count = Arc::default();
                 Metrics::inc(&self.config.metrics.evictions);
+                self.config.metrics.lifecycle_changed();
                 log::info!(
                     "conversation {id}: evicting after {:?} idle",
                     self.config.idle_timeout
@@ -253,7 +259,7 @@ impl Handler<ConversationEvent> for ConversationRegistry {
 
 impl ConversationRegistry {
     /// The evicted actor has flushed and stopped: reload for any join that waited.
-    fn evicted(&mut self, id: Uuid, ctx: &mut Context<Self>) {
+    fn evicted(&mut self, id: ConversationId, ctx: &mut Context<Self>) {
         let Some(entry) = self.entries.get_mut(&id) else {
             return;
         };
@@ -261,6 +267,7 @@ impl ConversationRegistry {
         else {
             return;
         };
+        self.config.metrics.lifecycle_changed();
         if !waiting.is_empty() && !entry.deleting {
             log::info!(
                 "conversation {id}: {} joins arrived during eviction; reloading",
@@ -295,6 +302,7 @@ impl Handler<ShutdownRegistry> for ConversationRegistry {
                 stops.push(rx);
             }
         }
+        self.config.metrics.lifecycle_changed();
         let writer = self.writer.clone();
         let layout = self.config.layout.clone();
         let this = _ctx.address();

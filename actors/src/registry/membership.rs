@@ -9,19 +9,18 @@
 use actix::prelude::*;
 use serde_json::{json, Value};
 use tokio::sync::oneshot;
-use uuid::Uuid;
 
 use super::{storage_error, ConversationRegistry, Entry, LoadState, DEFAULT_CONVERSATION_NAME};
 use crate::client::{Client, ConversationGone};
 use crate::conversation::{Attach, Attached, Conversation, Detach};
-use crate::ids::ConnectionId;
+use crate::ids::{ConnectionId, ConversationId, ConversationRef};
 use crate::outbox::Outbox;
 use crate::protocol::{RpcError, RpcResult};
 
 /// A successful join, handed back to the connection.
 pub struct Joined {
     /// The resolved conversation id.
-    pub conversation_id: String,
+    pub conversation_id: ConversationId,
     /// The `JoinConversationResult` to send.
     pub result: Value,
     /// The client's connection id.
@@ -40,7 +39,7 @@ pub struct JoinLease {
     /// Where the automatic leave goes.
     registry: Addr<ConversationRegistry>,
     /// The joined conversation.
-    conversation_id: String,
+    conversation_id: ConversationId,
     /// The client's connection id in it.
     connection_id: ConnectionId,
     /// `false` once disarmed: the leave was explicit or the conversation is gone.
@@ -58,7 +57,7 @@ impl Drop for JoinLease {
     fn drop(&mut self) {
         if self.armed {
             self.registry.do_send(LeaveConversation {
-                conversation_id: std::mem::take(&mut self.conversation_id),
+                conversation_id: self.conversation_id,
                 connection_id: self.connection_id,
             });
         }
@@ -79,12 +78,12 @@ fn ready<T: Send + 'static>(result: RpcResult<T>) -> Pending<T> {
 #[derive(Message)]
 #[rtype(result = "Pending<Joined>")]
 pub struct JoinConversation {
-    /// Raw id, or `None` for the default conversation.
-    pub conversation_id: Option<String>,
+    /// The conversation the client named, or `None` for the default conversation.
+    pub conversation_id: Option<ConversationRef>,
     /// `filter` option.
     pub filter: bool,
     /// Conversations this socket has already joined (for the "Already joined" error).
-    pub already_joined: Vec<String>,
+    pub already_joined: Vec<ConversationId>,
     /// The socket's bounded queue.
     pub outbox: Outbox,
     /// The socket's connection.
@@ -93,15 +92,15 @@ pub struct JoinConversation {
 
 impl ConversationRegistry {
     /// The default conversation: named `default`, else the first, else none (create one).
-    fn default_conversation(&self) -> Option<Uuid> {
+    fn default_conversation(&self) -> Option<ConversationId> {
         self.in_order()
-            .find(|e| e.stored.name.to_lowercase() == DEFAULT_CONVERSATION_NAME)
+            .find(|(_, e)| e.stored.name.to_lowercase() == DEFAULT_CONVERSATION_NAME)
             .or_else(|| self.in_order().next())
-            .and_then(|e| Uuid::parse_str(&e.stored.conversation_id).ok())
+            .map(|(id, _)| id)
     }
 
     /// Hands an `Attach` to the conversation, loading it first if needed.
-    pub(super) fn attach(&mut self, id: Uuid, attach: Attach, ctx: &mut Context<Self>) {
+    pub(super) fn attach(&mut self, id: ConversationId, attach: Attach, ctx: &mut Context<Self>) {
         let entry = self
             .entries
             .get_mut(&id)
@@ -131,10 +130,10 @@ impl Handler<JoinConversation> for ConversationRegistry {
         }
         let mut created = None;
         let id = match &msg.conversation_id {
-            Some(raw) => match self.lookup(raw) {
+            Some(named) => match self.lookup(named) {
                 Some(id) => id,
                 None => {
-                    let raw = raw.clone();
+                    let raw = named.raw().to_string();
                     return MessageResult(ready(Err(RpcError::ConversationNotFound(raw))));
                 }
             },
@@ -148,9 +147,8 @@ impl Handler<JoinConversation> for ConversationRegistry {
                 }
             },
         };
-        let id_str = id.to_string();
-        if msg.already_joined.contains(&id_str) {
-            return MessageResult(ready(Err(RpcError::AlreadyJoined(id_str))));
+        if msg.already_joined.contains(&id) {
+            return MessageResult(ready(Err(RpcError::AlreadyJoined(id.to_string()))));
         }
         let name = self.entries[&id].stored.name.clone();
         let registry = ctx.address();
@@ -177,10 +175,10 @@ impl Handler<JoinConversation> for ConversationRegistry {
                 queue_snapshot,
             } = rx
                 .await
-                .map_err(|_| RpcError::ConversationNotFound(id_str.clone()))?;
+                .map_err(|_| RpcError::ConversationNotFound(id.to_string()))?;
             let mut result = json!({
                 "connectionId": connection_id,
-                "conversationId": id_str,
+                "conversationId": id,
                 "name": name,
                 "pendingInteractions": pending_interactions,
             });
@@ -189,12 +187,12 @@ impl Handler<JoinConversation> for ConversationRegistry {
             }
             let lease = JoinLease {
                 registry,
-                conversation_id: id_str.clone(),
+                conversation_id: id,
                 connection_id,
                 armed: true,
             };
             Ok(Joined {
-                conversation_id: id_str,
+                conversation_id: id,
                 result,
                 connection_id,
                 client,
@@ -211,7 +209,7 @@ impl Handler<JoinConversation> for ConversationRegistry {
 #[rtype(result = "Pending<()>")]
 pub struct LeaveConversation {
     /// The conversation.
-    pub conversation_id: String,
+    pub conversation_id: ConversationId,
     /// The client's connection id in it.
     pub connection_id: ConnectionId,
 }
@@ -220,10 +218,11 @@ impl Handler<LeaveConversation> for ConversationRegistry {
     type Result = MessageResult<LeaveConversation>;
 
     fn handle(&mut self, msg: LeaveConversation, _ctx: &mut Self::Context) -> Self::Result {
-        let not_found = RpcError::ConversationNotFound(msg.conversation_id.clone());
+        let not_found = RpcError::ConversationNotFound(msg.conversation_id.to_string());
         let addr = match self
-            .lookup(&msg.conversation_id)
-            .and_then(|id| self.entries.get(&id))
+            .entries
+            .get(&msg.conversation_id)
+            .filter(|e| !e.deleting)
         {
             Some(Entry {
                 state: LoadState::Live(addr),

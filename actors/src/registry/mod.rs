@@ -41,9 +41,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::ids::{ConversationId, ConversationRef};
 use actix::prelude::*;
 use tokio::sync::oneshot;
-use uuid::Uuid;
 
 use crate::conversation::{Attach, Conversation, RuntimeConfig};
 use crate::metrics::Metrics;
@@ -128,14 +128,14 @@ pub struct ConversationRegistry {
     /// and an RPC is answered when its append is acknowledged.
     writer: RegistryWriter,
     /// All conversations by id.
-    entries: HashMap<Uuid, Entry>,
+    entries: HashMap<ConversationId, Entry>,
     /// Registry order: order key → id (ids are random; lists follow creation order).
-    order: BTreeMap<u64, Uuid>,
+    order: BTreeMap<u64, ConversationId>,
     /// Next order key; only grows, so a new entry always sorts last.
     next_order: u64,
     /// Normalized name → ids with that name, so a collision check is one lookup (more than
     /// one id only in hand-edited files).
-    names: HashMap<String, Vec<Uuid>>,
+    names: HashMap<String, Vec<ConversationId>>,
     /// Entries whose id is not a UUID: never served (ids touch paths), but written back.
     foreign: Vec<StoredConversation>,
     /// Records appended since the last fold; a fold is due past `MIN_FOLD_THRESHOLD` or the
@@ -151,7 +151,7 @@ pub struct ConversationRegistry {
 }
 
 impl ConversationRegistry {
-    fn insert_entry(&mut self, id: Uuid, stored: StoredConversation) {
+    fn insert_entry(&mut self, id: ConversationId, stored: StoredConversation) {
         let order = self.next_order;
         self.next_order += 1;
         self.order.insert(order, id);
@@ -181,14 +181,14 @@ impl ConversationRegistry {
         );
     }
 
-    fn remove_entry(&mut self, id: &Uuid) {
+    fn remove_entry(&mut self, id: &ConversationId) {
         if let Some(entry) = self.entries.remove(id) {
             self.order.remove(&entry.order);
             self.unindex_name(id, &entry.stored.name);
         }
     }
 
-    fn unindex_name(&mut self, id: &Uuid, name: &str) {
+    fn unindex_name(&mut self, id: &ConversationId, name: &str) {
         let key = naming::normalize(name);
         if let Some(ids) = self.names.get_mut(&key) {
             ids.retain(|x| x != id);
@@ -215,9 +215,9 @@ impl ConversationRegistry {
             .collect()
     }
 
-    fn info(&self, entry: &Entry, indexed: bool) -> ConversationInfo {
+    fn info(&self, id: ConversationId, entry: &Entry, indexed: bool) -> ConversationInfo {
         ConversationInfo {
-            conversation_id: entry.stored.conversation_id.clone(),
+            conversation_id: id,
             name: entry.stored.name.clone(),
             client_count: entry.client_count.load(Ordering::Relaxed),
             created_at: entry.stored.created_at.clone(),
@@ -226,16 +226,17 @@ impl ConversationRegistry {
         }
     }
 
-    fn in_order(&self) -> impl Iterator<Item = &Entry> {
+    /// The conversations not being deleted, in registry order, with their ids.
+    fn in_order(&self) -> impl Iterator<Item = (ConversationId, &Entry)> {
         self.order
             .values()
-            .filter_map(|id| self.entries.get(id))
-            .filter(|e| !e.deleting)
+            .filter_map(|id| self.entries.get(id).map(|e| (*id, e)))
+            .filter(|(_, e)| !e.deleting)
     }
 
-    /// Looks up a client-supplied id: parsed as a UUID before anything else.
-    fn lookup(&self, raw: &str) -> Option<Uuid> {
-        let id = Uuid::parse_str(raw).ok()?;
+    /// The conversation a client named, if it exists and is not being deleted.
+    fn lookup(&self, named: &ConversationRef) -> Option<ConversationId> {
+        let id = named.id()?;
         self.entries.get(&id).filter(|e| !e.deleting).map(|_| id)
     }
 
@@ -259,7 +260,7 @@ impl ConversationRegistry {
     }
 }
 
-fn new_stored(id: Uuid, name: String) -> StoredConversation {
+fn new_stored(id: ConversationId, name: String) -> StoredConversation {
     StoredConversation {
         conversation_id: id.to_string(),
         name,

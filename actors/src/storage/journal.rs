@@ -18,9 +18,9 @@ use std::io::{self, BufRead, BufReader, Write};
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use crate::ids::ConversationId;
 use serde::{Deserialize, Serialize};
 use tokio::sync::oneshot;
-use uuid::Uuid;
 
 use super::durable::private_file_options;
 use super::group_commit::{Committer, GroupCommit};
@@ -132,7 +132,7 @@ enum WriteJob {
     /// Rewrite `conversations.json` from this snapshot and drop the journal.
     Fold(Vec<StoredConversation>, Ack),
     /// Remove a conversation's directory (after its delete record is durable).
-    RemoveDir(Uuid, Ack),
+    RemoveDir(ConversationId, Ack),
 }
 
 impl WriteJob {
@@ -189,7 +189,7 @@ impl RegistryWriter {
     }
 
     /// Removes a conversation directory.
-    pub fn remove_dir(&self, id: Uuid) -> oneshot::Receiver<Result<(), String>> {
+    pub fn remove_dir(&self, id: ConversationId) -> oneshot::Receiver<Result<(), String>> {
         self.submit(|ack| WriteJob::RemoveDir(id, ack))
     }
 }

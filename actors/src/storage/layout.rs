@@ -5,7 +5,7 @@
 use std::fs;
 use std::path::PathBuf;
 
-use uuid::Uuid;
+use crate::ids::ConversationId;
 
 use super::durable::remove_durable;
 use super::StoreError;
@@ -38,7 +38,7 @@ impl Layout {
         self.conversations_dir().join("conversations.journal")
     }
     /// A conversation's persist directory. Only ever built from a parsed UUID.
-    pub fn conversation_dir(&self, id: &Uuid) -> PathBuf {
+    pub fn conversation_dir(&self, id: &ConversationId) -> PathBuf {
         self.conversations_dir().join(id.to_string())
     }
     /// Instance storage of one agent, shared by all conversations.
@@ -48,6 +48,6 @@ impl Layout {
 }
 
 /// Removes a conversation's persist directory (if any) and makes the removal durable.
-pub fn remove_conversation_dir(layout: &Layout, id: &Uuid) -> Result<(), StoreError> {
+pub fn remove_conversation_dir(layout: &Layout, id: &ConversationId) -> Result<(), StoreError> {
     remove_durable(&layout.conversation_dir(id), |dir| fs::remove_dir_all(dir)).map(drop)
 }

@@ -17,7 +17,7 @@
 use std::io::{self, BufRead, BufReader};
 use std::path::Path;
 
-use crate::ids::ConnectionId;
+use crate::ids::{ConnectionId, RequestId};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -31,7 +31,7 @@ pub const COMPACT_AFTER_BYTES: u64 = 64 * 1024;
 #[serde(rename_all = "camelCase")]
 pub struct AcceptedRequest {
     /// Server-side request id.
-    pub request_id: String,
+    pub request_id: RequestId,
     /// Originator's connection id.
     pub connection_id: ConnectionId,
     /// The client's opaque id, echoed in `RequestId`.
@@ -53,7 +53,7 @@ pub enum Record {
     #[serde(rename_all = "camelCase")]
     Started {
         /// The request.
-        request_id: String,
+        request_id: RequestId,
         /// Seq of its `user-request` entry.
         seq: u64,
     },
@@ -61,7 +61,7 @@ pub enum Record {
     #[serde(rename_all = "camelCase")]
     Closed {
         /// The request.
-        request_id: String,
+        request_id: RequestId,
     },
 }
 

@@ -19,7 +19,7 @@ use roundtable_actors::conversation::{
     Attach, Conversation, ConversationSetup, DispatcherInvoke, DispatcherReply, RuntimeConfig,
     Shutdown, ShutdownReason, MAX_QUEUE_DEPTH,
 };
-use roundtable_actors::ids::ConnectionId;
+use roundtable_actors::ids::{ConnectionId, ConversationId};
 use roundtable_actors::metrics::Metrics;
 use roundtable_actors::outbox::{outbox, OutboxLimits, OutboxReceiver, Outgoing};
 use roundtable_actors::protocol::Args;
@@ -28,7 +28,6 @@ use roundtable_actors::storage::log_writer::LogWriter;
 use serde_json::{json, Value};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::timeout;
-use uuid::Uuid;
 
 /// Longest wait for an expected event; reaching it means the test failed.
 const WAIT: Duration = Duration::from_secs(20);
@@ -145,7 +144,7 @@ fn start() -> Harness {
         interaction_timeout: NEVER,
         instance_root: instance.path().to_path_buf(),
     });
-    let id = Uuid::new_v4();
+    let id = ConversationId::new_random();
     let dir = instance.path().join("conversations").join(id.to_string());
     let (registry, registry_mailbox) = actix::dev::channel::channel(16);
     let conversation = Conversation::new(ConversationSetup {

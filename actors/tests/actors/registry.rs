@@ -4,8 +4,9 @@
 //!
 //! Conversation actors are counted through `Metrics::loaded_conversations`, the gauge their
 //! `started` / `stopped` hooks move (as `actix/tests/test_supervisor.rs` counts hooks).
-//! Everything waits on an event with a deadline (an answer, a channel, a gauge reaching a
-//! value); nothing sleeps for a fixed time.
+//! Everything waits on an event with a deadline (an answer, a channel, or
+//! `Metrics::lifecycle`, which the hooks and the registry's load-state changes bump); nothing
+//! sleeps or polls.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -16,6 +17,7 @@ use actix::prelude::*;
 use roundtable_actors::agent::builtin::BuiltinProvider;
 use roundtable_actors::client::ConversationGone;
 use roundtable_actors::conversation::RuntimeConfig;
+use roundtable_actors::ids::{ConversationId, ConversationRef};
 use roundtable_actors::metrics::Metrics;
 use roundtable_actors::outbox::{outbox, OutboxLimits, OutboxReceiver};
 use roundtable_actors::protocol::{ConversationInfo, RpcError, RpcResult};
@@ -31,7 +33,6 @@ use roundtable_actors::storage::registry_file;
 use serde_json::Value;
 use tempfile::TempDir;
 use tokio::sync::mpsc;
-use uuid::Uuid;
 
 /// How long any awaited event may take before the test fails.
 const WAIT: Duration = Duration::from_secs(10);
@@ -92,7 +93,7 @@ async fn within<T>(what: &str, f: impl Future<Output = T>) -> T {
 
 /// The socket side of a join: receives `ConversationGone` into a channel.
 struct Socket {
-    gone: mpsc::UnboundedSender<String>,
+    gone: mpsc::UnboundedSender<ConversationId>,
 }
 
 impl Actor for Socket {
@@ -113,18 +114,23 @@ struct Member {
     /// Kept open: a dropped queue would close the client as a slow consumer.
     _frames: OutboxReceiver,
     /// Conversation ids the registry's side said went away under this socket.
-    gone: mpsc::UnboundedReceiver<String>,
+    gone: mpsc::UnboundedReceiver<ConversationId>,
 }
 
 /// `joinConversation` from a fresh socket: `None` joins the default conversation.
 async fn try_join(inst: &Instance, conversation_id: Option<&str>) -> RpcResult<Member> {
+    try_join_ref(inst, conversation_id.map(ConversationRef::parse)).await
+}
+
+/// [`try_join`] naming the conversation as the transport does, parsed.
+async fn try_join_ref(inst: &Instance, conversation: Option<ConversationRef>) -> RpcResult<Member> {
     let (queue, frames) = outbox(OutboxLimits::default());
     let (gone_tx, gone) = mpsc::unbounded_channel();
     let socket = Socket { gone: gone_tx }.start();
     let pending = inst
         .registry
         .send(JoinConversation {
-            conversation_id: conversation_id.map(str::to_owned),
+            conversation_id: conversation,
             filter: false,
             already_joined: Vec::new(),
             outbox: queue,
@@ -140,8 +146,9 @@ async fn try_join(inst: &Instance, conversation_id: Option<&str>) -> RpcResult<M
     })
 }
 
-async fn join(inst: &Instance, conversation_id: Option<&str>) -> Member {
-    try_join(inst, conversation_id).await.expect("join")
+async fn join(inst: &Instance, conversation_id: Option<ConversationId>) -> Member {
+    let named = conversation_id.map(|id| ConversationRef::parse(id.to_string()));
+    try_join_ref(inst, named).await.expect("join")
 }
 
 /// `leaveConversation` for `member`, as the transport sends it (the lease disarmed).
@@ -181,7 +188,7 @@ async fn create(
 async fn rename(inst: &Instance, id: &str, new_name: &str) -> RpcResult<()> {
     inst.registry
         .send(RenameConversation {
-            id: id.to_owned(),
+            id: ConversationRef::parse(id),
             new_name: new_name.to_owned(),
             collision: CollisionBehavior::Error,
         })
@@ -190,7 +197,9 @@ async fn rename(inst: &Instance, id: &str, new_name: &str) -> RpcResult<()> {
 }
 
 async fn delete(inst: &Instance, id: &str) -> RpcResult<()> {
-    let answer = inst.registry.send(DeleteConversation { id: id.to_owned() });
+    let answer = inst.registry.send(DeleteConversation {
+        id: ConversationRef::parse(id),
+    });
     within("the delete", answer)
         .await
         .expect("registry answers")
@@ -228,28 +237,24 @@ fn evictions(inst: &Instance) -> u64 {
     Metrics::get(&inst.metrics.evictions)
 }
 
-/// Waits until `probe` holds. For what has no event of its own (a `stopped` hook runs just
-/// after the actor's last answer, an idle timer fires inside the conversation): re-checks
-/// every millisecond, fails after [`WAIT`].
-async fn until(what: &str, mut probe: impl FnMut() -> bool) {
-    within(what, async {
-        while !probe() {
-            tokio::time::sleep(Duration::from_millis(1)).await;
-        }
-    })
-    .await;
-}
-
 /// Waits until the registry counts `loaded` live conversations and `loaded` actors are alive.
+/// Both change only with a lifecycle event (a `started` / `stopped` hook, a registry load-state
+/// change: an idle timer fires inside the conversation, a `stopped` hook runs just after the
+/// actor's last answer), so the counts are read again after each one; fails after [`WAIT`].
 async fn until_loaded(inst: &Instance, loaded: usize) {
-    within("the registry's loaded count", async {
-        while stats(inst).await.loaded != loaded {
-            tokio::time::sleep(Duration::from_millis(1)).await;
+    let mut changes = inst.metrics.lifecycle.subscribe();
+    within("the loaded counts", async {
+        loop {
+            // Marked seen before reading, so a change during the read wakes the next wait.
+            changes.borrow_and_update();
+            if stats(inst).await.loaded == loaded && alive(inst) == loaded as i64 {
+                return;
+            }
+            changes
+                .changed()
+                .await
+                .expect("the metrics outlive the test");
         }
-    })
-    .await;
-    until("the conversation actors' hooks", || {
-        alive(inst) == loaded as i64
     })
     .await;
 }
@@ -280,19 +285,21 @@ fn catalog_create_rename_find_list_delete() {
         assert_eq!(list(&inst, None).await, ["default", "Alpha", "alpha (1)"]);
         assert_eq!(list(&inst, Some("ALP")).await, ["Alpha", "alpha (1)"]);
 
-        rename(&inst, &alpha.conversation_id, "Beta")
-            .await
-            .expect("rename");
+        let alpha_id = alpha.conversation_id.to_string();
+        rename(&inst, &alpha_id, "Beta").await.expect("rename");
         assert_eq!(
-            rename(&inst, &alpha.conversation_id, "DEFAULT")
-                .await
-                .unwrap_err(),
+            rename(&inst, &alpha_id, "DEFAULT").await.unwrap_err(),
             RpcError::NameExists("default".into())
         );
-        let unknown = Uuid::new_v4().to_string();
+        // An unknown id, in upper case and braces, is quoted as sent.
+        let unknown = format!("{{{}}}", ConversationId::new_random()).to_uppercase();
         assert_eq!(
             rename(&inst, &unknown, "Gamma").await.unwrap_err(),
             RpcError::ConversationNotFound(unknown.clone())
+        );
+        assert_eq!(
+            rename(&inst, "../escape", "Gamma").await.unwrap_err(),
+            RpcError::ConversationNotFound("../escape".into())
         );
         let found = inst
             .registry
@@ -306,15 +313,18 @@ fn catalog_create_rename_find_list_delete() {
         assert_eq!(found[0].conversation.name, "Beta");
         assert_eq!(found[0].score, 1.0);
 
-        delete(&inst, &alpha.conversation_id).await.expect("delete");
+        // Any UUID form names the conversation.
+        delete(&inst, &alpha_id.to_uppercase())
+            .await
+            .expect("delete");
         assert_eq!(list(&inst, None).await, ["default", "alpha (1)"]);
         let exists = inst.registry.send(ConversationExists {
-            id: alpha.conversation_id.clone(),
+            id: ConversationRef::parse(alpha_id.as_str()),
         });
         assert!(!exists.await.expect("registry answers"));
         assert_eq!(
-            delete(&inst, &alpha.conversation_id).await.unwrap_err(),
-            RpcError::ConversationNotFound(alpha.conversation_id.clone())
+            delete(&inst, &alpha_id).await.unwrap_err(),
+            RpcError::ConversationNotFound(alpha_id.clone())
         );
         // The name is free again.
         create(&inst, "Beta", None).await.expect("Beta again");
@@ -339,17 +349,21 @@ fn join_loads_the_conversation_once() {
         assert_eq!(stats(&inst).await.loaded, 1);
         assert_eq!(alive(&inst), 1, "one actor started by the join");
 
-        let id = first.joined.conversation_id.clone();
-        let second = join(&inst, Some(&id)).await;
+        let id = first.joined.conversation_id;
+        let second = join(&inst, Some(id)).await;
         assert_eq!(second.joined.conversation_id, id);
         assert_ne!(second.joined.connection_id, first.joined.connection_id);
         assert_eq!(alive(&inst), 1, "the second join reuses the actor");
         assert_eq!(list(&inst, None).await, ["default"]);
 
-        let unknown = Uuid::new_v4().to_string();
+        let unknown = ConversationId::new_random().to_string();
         assert_eq!(
             try_join(&inst, Some(&unknown)).await.err(),
             Some(RpcError::ConversationNotFound(unknown))
+        );
+        assert_eq!(
+            try_join(&inst, Some("not-a-uuid")).await.err(),
+            Some(RpcError::ConversationNotFound("not-a-uuid".into()))
         );
 
         leave(&inst, first).await.expect("first leaves");
@@ -371,14 +385,14 @@ fn idle_eviction_then_rejoin_reloads() {
     run(|| async {
         let inst = start(Duration::from_millis(20));
         let member = join(&inst, None).await;
-        let id = member.joined.conversation_id.clone();
+        let id = member.joined.conversation_id;
         assert_eq!(alive(&inst), 1);
         leave(&inst, member).await.expect("leave");
 
         until_loaded(&inst, 0).await;
         assert_eq!(evictions(&inst), 1);
 
-        let again = join(&inst, Some(&id)).await;
+        let again = join(&inst, Some(id)).await;
         assert_eq!(again.joined.conversation_id, id);
         assert_eq!(stats(&inst).await.loaded, 1);
         assert_eq!(alive(&inst), 1, "a fresh actor for the rejoin");
@@ -398,8 +412,7 @@ fn stale_idle_report_after_a_rejoin_does_not_evict() {
     run(|| async {
         let inst = start(NEVER_IDLE);
         let member = join(&inst, None).await;
-        let id_text = member.joined.conversation_id.clone();
-        let id = Uuid::parse_str(&id_text).expect("a UUID");
+        let id = member.joined.conversation_id;
         leave(&inst, member).await.expect("leave");
 
         // The idle report of the first actor (generation 1, one attach): evicts.
@@ -412,7 +425,7 @@ fn stale_idle_report_after_a_rejoin_does_not_evict() {
         assert_eq!(evictions(&inst), 1);
 
         // This join waits for the old actor to flush, then a new one (generation 2) takes it.
-        let member = join(&inst, Some(&id_text)).await;
+        let member = join(&inst, Some(id)).await;
         until_loaded(&inst, 1).await;
 
         for (generation, attaches_seen) in [(1, 1), (2, 0)] {
@@ -437,22 +450,20 @@ fn delete_with_a_joined_client_closes_it() {
     run(|| async {
         let inst = start(NEVER_IDLE);
         let info = create(&inst, "doomed", None).await.expect("create");
-        let id = info.conversation_id.clone();
-        let mut member = join(&inst, Some(&id)).await;
+        let id = info.conversation_id;
+        let mut member = join(&inst, Some(id)).await;
         assert_eq!(alive(&inst), 1);
 
-        delete(&inst, &id).await.expect("delete");
+        delete(&inst, &id.to_string()).await.expect("delete");
         let gone = within("ConversationGone", member.gone.recv()).await;
-        assert_eq!(gone.as_deref(), Some(id.as_str()));
+        assert_eq!(gone, Some(id));
         member.joined.lease.disarm();
 
         until_loaded(&inst, 0).await;
         assert_eq!(evictions(&inst), 0, "a delete is not an eviction");
         assert_eq!(list(&inst, None).await, ["default"]);
-        assert!(!inst
-            .layout
-            .conversation_dir(&Uuid::parse_str(&id).unwrap())
-            .exists());
+        assert!(!inst.layout.conversation_dir(&id).exists());
+        let id = id.to_string();
         assert_eq!(
             try_join(&inst, Some(&id)).await.err(),
             Some(RpcError::ConversationNotFound(id))
