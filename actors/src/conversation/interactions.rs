@@ -11,6 +11,7 @@ use serde_json::{json, Value};
 use tokio::sync::oneshot;
 use uuid::Uuid;
 
+use super::queue::Request;
 use super::routing::Audience;
 use super::{Conversation, AGENT_SOURCE};
 use crate::client::OutboundCall;
@@ -68,23 +69,20 @@ fn choice_index(response: &Value) -> Result<usize, String> {
 }
 
 impl Conversation {
-    /// Asks everyone (`requestInteraction`); the running turn is blocked on it until an
-    /// answer, a cancel or the time-out.
+    /// Asks everyone (`requestInteraction`) on behalf of the running `request`; its turn is
+    /// blocked on it until an answer, a cancel or the time-out.
     pub(super) fn open_interaction(
         &mut self,
-        turn: u64,
+        request: Request,
         question: String,
         choices: Vec<String>,
         reply: AnswerSender,
         ctx: &mut Context<Self>,
     ) {
-        let Some(running) = self.running.as_mut().filter(|r| r.turn == turn) else {
-            let _ = reply.send(Err("the request is no longer running".into()));
-            return;
-        };
         let id = Uuid::new_v4().to_string();
-        running.blocked_on = Some(id.clone());
-        let request = running.request.clone();
+        if let Some(running) = self.running.as_mut() {
+            running.blocked_on = Some(id.clone());
+        }
         let created = crate::clock::now_millis();
         let default_id =
             (choices.len() == 2 && choices[1].eq_ignore_ascii_case("no")).then_some(1usize);
@@ -198,20 +196,16 @@ impl Conversation {
         }
     }
 
-    /// Asks the request's originator only (`requestChoice`: `yesNo` or `multiChoice`).
+    /// Asks the running `request`'s originator only (`requestChoice`: `yesNo` or
+    /// `multiChoice`).
     pub(super) fn open_choice(
         &mut self,
-        turn: u64,
+        request: Request,
         question: String,
         choices: Vec<String>,
         reply: AnswerSender,
         ctx: &mut Context<Self>,
     ) {
-        let Some(running) = self.running.as_ref().filter(|r| r.turn == turn) else {
-            let _ = reply.send(Err("the request is no longer running".into()));
-            return;
-        };
-        let request = running.request.clone();
         let id = Uuid::new_v4().to_string();
         let kind = if choices.len() == 2 && choices[0] == "Yes" && choices[1] == "No" {
             "yesNo"

@@ -319,7 +319,8 @@ impl Conversation {
         }
     }
 
-    /// A question from the turn: private (`requestChoice`) or to everyone.
+    /// A question from the turn: private (`requestChoice`) or to everyone. A turn that is no
+    /// longer running (cancelled meanwhile) gets an error instead.
     fn ask(
         &mut self,
         turn: u64,
@@ -329,10 +330,19 @@ impl Conversation {
         reply: AnswerSender,
         ctx: &mut Context<Self>,
     ) {
+        let Some(request) = self
+            .running
+            .as_ref()
+            .filter(|r| r.turn == turn)
+            .map(|r| r.request.clone())
+        else {
+            let _ = reply.send(Err("the request is no longer running".into()));
+            return;
+        };
         if private {
-            self.open_choice(turn, question, choices, reply, ctx);
+            self.open_choice(request, question, choices, reply, ctx);
         } else {
-            self.open_interaction(turn, question, choices, reply, ctx);
+            self.open_interaction(request, question, choices, reply, ctx);
         }
     }
 
