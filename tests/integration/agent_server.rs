@@ -345,3 +345,35 @@ fn wrong_types_and_path_like_ids() {
     assert!(server.dir.join("conversations").is_dir());
     assert_eq!(c.names(), ["default"]);
 }
+
+/// After its join result, and only then, a joiner (whatever its `filter`) gets the two
+/// `statusNotice` dismissals TypeAgent's server sends, as its first `clientio` calls
+/// (callIds 0 and 1); clients already joined get only the join's system message.
+#[test]
+fn joiner_gets_the_status_notice_dismissals_first() {
+    let server = Server::start(&[]);
+    let mut a = server.connect();
+    let id = a.create("notices");
+    a.join(&id);
+    let mut f = server.connect();
+    f.agent(
+        "joinConversation",
+        json!([{"conversationId": id, "filter": true}]),
+    )
+    .unwrap();
+    let channel = format!("clientio:{id}");
+    let dismissal = |call_id: usize, notice: &str| {
+        json!({"name": channel, "message": {"type": "call", "callId": call_id, "name": "notify",
+            "args": [null, "statusNotice", {"id": notice, "dismiss": true}, "agent-server"]}})
+    };
+    for client in [&mut f, &mut a] {
+        for (call_id, notice) in ["stale-build", "config-drift"].into_iter().enumerate() {
+            let frame = client.read_frame(WAIT).expect("a notice");
+            assert_eq!(frame, dismissal(call_id, notice));
+        }
+    }
+    // a's next call is f's join message, not another notice.
+    let next = a.read_frame(WAIT).expect("the join message");
+    assert_eq!(next["message"]["callId"], 2, "{next}");
+    assert_ne!(next["message"]["args"][1], "statusNotice", "{next}");
+}

@@ -84,6 +84,12 @@ fn filtered_client_sees_only_its_own() {
     let rid = Client::request_id(&ack);
     let calls = f.until_complete(&id, &rid);
     assert_eq!(Client::texts(&calls), ["echo: hello from f"]);
+    // The on-join status notices reach every joiner, filtered or not; nothing else is f's
+    // unless its own request made it.
+    let (notices, calls): (Vec<_>, Vec<_>) = calls
+        .into_iter()
+        .partition(|(m, args)| m == "notify" && args[1] == "statusNotice");
+    assert_eq!(notices.len(), 2, "{notices:?}");
     for (m, args) in &calls {
         assert!(
             !m.starts_with("request") && m != "queueStateChanged",
@@ -410,4 +416,31 @@ fn slow_reader_in_a_busy_conversation() {
     assert_eq!(stuck.wait_close(), 1008);
     let list = a.agent("listConversations", json!(["busy"])).unwrap();
     assert_eq!(list[0]["clientCount"], 1);
+}
+
+/// The offline provider finds a place's time zone in the tz database ("in Tokyo" is
+/// `Asia/Tokyo`, not UTC) and says plainly what it cannot answer instead of echoing it.
+#[test]
+fn builtin_provider_knows_places_and_says_what_it_cannot_do() {
+    let server = Server::start(&[]);
+    let mut c = server.connect();
+    let id = c.create("clock");
+    c.join(&id);
+    let texts = Client::texts(&c.run_turn(&id, "what time is it in Tokyo?"));
+    assert!(
+        texts.iter().any(|t| t.contains("(Asia/Tokyo, UTC+09:00)")),
+        "{texts:?}"
+    );
+    let texts = Client::texts(&c.run_turn(&id, "what time is it in Atlantis?"));
+    assert!(
+        texts
+            .iter()
+            .any(|t| t.starts_with("I don't know the time zone of \"Atlantis\"")),
+        "{texts:?}"
+    );
+    let texts = Client::texts(&c.run_turn(&id, "Who wrote Hamlet?"));
+    assert!(
+        texts.iter().any(|t| t.starts_with("I can't answer that")),
+        "{texts:?}"
+    );
 }

@@ -1,8 +1,10 @@
 //! The `builtin` provider: offline and deterministic, so the whole agent loop (tool calls,
 //! tool results, final answer) runs in tests and on machines without a model. It reads the
-//! newest user message: arithmetic goes to `calculate`, "time" to `get_current_time`,
-//! "weather" to `get_weather`, "ask me …?" to `ask_user`; once tool results are in, it answers
-//! with them; everything else is echoed.
+//! newest user message: arithmetic goes to `calculate`, "time" to `get_current_time` (a place
+//! "in Tokyo" is looked up in the tz database), "weather" to `get_weather`, "ask me …?" to
+//! `ask_user`; once tool results are in, it answers with them. A question or request it cannot
+//! handle gets a plain "cannot" naming what it can do; any other text is echoed
+//! (`echo: <text>`, what the tests and the load harness run).
 
 use serde_json::json;
 
@@ -99,18 +101,55 @@ fn respond(request: &ProviderRequest) -> ProviderResponse {
         return tool(call_id, "get_weather", json!({"location": location}));
     }
     if lower.contains("time") && offered("get_current_time") {
-        let zone = user
-            .split_whitespace()
-            .map(|w| w.trim_matches(|c: char| !c.is_alphanumeric() && c != '/' && c != '_'))
-            .find(|w| w.contains('/') || *w == "UTC")
-            .unwrap_or("UTC")
-            .to_string();
-        return tool(call_id, "get_current_time", json!({"timezone": zone}));
+        return match time_zone_asked(&user) {
+            Ok(zone) => tool(call_id, "get_current_time", json!({"timezone": zone})),
+            Err(place) => text(format!(
+                "I don't know the time zone of \"{place}\". Name a city (\"time in Tokyo\") or \
+                 an IANA zone (\"time in Europe/Paris\")."
+            )),
+        };
     }
     if let Some(expr) = arithmetic(&user).filter(|_| offered("calculate")) {
         return tool(call_id, "calculate", json!({"expression": expr}));
     }
+    if is_question(&lower) {
+        return text(format!(
+            "I can't answer that: I am Roundtable's offline builtin provider, not a language \
+             model. I can calculate (\"what is 2+3\"), tell the time (\"time in Tokyo\") and \
+             the weather (\"weather in Paris\"), and ask you a question (\"ask me …\"). \
+             Start the server with `--provider openai` for a model. You said: {user}"
+        ));
+    }
     text(format!("echo: {user}"))
+}
+
+/// The zone a time request names: an IANA name or "UTC" among its words, else the place after
+/// its last " in " (through the tz database), else UTC. `Err(place)` for a place the database
+/// does not know.
+fn time_zone_asked(user: &str) -> Result<String, String> {
+    let named = user
+        .split_whitespace()
+        .map(|w| w.trim_matches(|c: char| !c.is_alphanumeric() && c != '/' && c != '_'))
+        .find(|w| w.contains('/') || *w == "UTC");
+    if let Some(zone) = named {
+        return Ok(zone.to_string());
+    }
+    match after_word(user, " in ") {
+        Some(place) => super::tools::zone_for_place(&place).ok_or(place),
+        None => Ok("UTC".to_string()),
+    }
+}
+
+/// Whether the text asks something (a question mark, or a question / request word first),
+/// as opposed to a statement the provider echoes.
+fn is_question(lower: &str) -> bool {
+    const ASKING: [&str; 14] = [
+        "what", "who", "why", "how", "when", "where", "which", "can", "could", "would", "is",
+        "are", "tell", "please",
+    ];
+    let first = lower.split_whitespace().next().unwrap_or("");
+    lower.trim_end().ends_with('?')
+        || ASKING.contains(&first.trim_matches(|c: char| !c.is_alphanumeric()))
 }
 
 fn last_user_text<'a>(
@@ -217,6 +256,45 @@ mod tests {
                 text: "echo: hello world".into()
             }]
         );
+    }
+
+    /// The only text of a response that answers in words.
+    fn said(r: &ProviderResponse) -> &str {
+        match &r.content[..] {
+            [ContentBlock::Text { text }] => text,
+            other => panic!("expected one text block, got {other:?}"),
+        }
+    }
+
+    /// "in <place>" goes through the tz database; an unknown place and a question the
+    /// provider cannot answer get a plain "cannot", not an echo.
+    #[test]
+    fn places_for_time_and_plain_refusals() {
+        for (asked, zone) in [
+            ("what time is it in Tokyo", "Asia/Tokyo"),
+            ("What time is it in New York?", "America/New_York"),
+            ("time please", "UTC"),
+        ] {
+            let r = respond(&req(vec![ChatMessage::text(Role::User, asked)]));
+            assert!(
+                matches!(&r.content[0], ContentBlock::ToolUse { name, input, .. } if name == "get_current_time" && input["timezone"] == zone),
+                "{asked}: {r:?}"
+            );
+        }
+        let r = respond(&req(vec![ChatMessage::text(
+            Role::User,
+            "what time is it in Atlantis?",
+        )]));
+        assert!(
+            said(&r).starts_with("I don't know the time zone of \"Atlantis\""),
+            "{r:?}"
+        );
+        let r = respond(&req(vec![ChatMessage::text(
+            Role::User,
+            "Who wrote Hamlet?",
+        )]));
+        assert!(said(&r).starts_with("I can't answer that"), "{r:?}");
+        assert!(said(&r).ends_with("You said: Who wrote Hamlet?"), "{r:?}");
     }
 
     #[test]

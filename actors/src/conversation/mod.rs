@@ -76,7 +76,7 @@ use tokio::sync::oneshot;
 
 use crate::agent::turn::ToolServer;
 use crate::agent::{ChatMessage, Provider};
-use crate::client::{Client, ClientLost, ConversationGone, StopClient, CLIENT_MAILBOX};
+use crate::client::{Client, ClientLost, ConversationGone, Deliver, StopClient, CLIENT_MAILBOX};
 use crate::ids::{ConnectionId, ConversationId, RequestId};
 use crate::metrics::Metrics;
 use crate::outbox::Outbox;
@@ -428,6 +428,11 @@ impl Handler<Attach> for Conversation {
             ctx.set_mailbox_capacity(CLIENT_MAILBOX);
             client
         });
+        // The joiner's first calls (callIds 0 and 1), whatever its filter; the client holds
+        // them until the join result has been queued.
+        for notice in Self::status_dismissals() {
+            client.do_send(Deliver { call: notice });
+        }
         // Others only: the joiner is not in `clients` yet.
         self.emit(Self::join_notice(), &routing::Audience::Everyone);
         self.clients.insert(

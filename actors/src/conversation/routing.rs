@@ -73,6 +73,21 @@ impl Conversation {
         NOTICE.clone()
     }
 
+    /// The two `statusNotice` dismissals TypeAgent's server sends a joining client (reference
+    /// section 4.2, join step 8: `stale-build`, then `config-drift`, each `dismiss: true`), so
+    /// its clients clear banners left by an earlier server. Built once per process.
+    pub(super) fn status_dismissals() -> [Arc<OutboundCall>; 2] {
+        static NOTICES: LazyLock<[Arc<OutboundCall>; 2]> = LazyLock::new(|| {
+            ["stale-build", "config-drift"].map(|id| {
+                OutboundCall::new(
+                    "notify",
+                    &json!([null, "statusNotice", {"id": id, "dismiss": true}, "agent-server"]),
+                )
+            })
+        });
+        NOTICES.clone()
+    }
+
     /// The leave notice, built once per process (every leave sends it).
     pub(super) fn leave_notice() -> Arc<OutboundCall> {
         static NOTICE: LazyLock<Arc<OutboundCall>> =

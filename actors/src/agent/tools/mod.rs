@@ -20,7 +20,7 @@ use serde_json::Value;
 use super::ToolSpec;
 
 pub use calculate::{calculate, format_number, CALCULATE};
-pub use get_current_time::GET_CURRENT_TIME;
+pub use get_current_time::{zone_for_place, GET_CURRENT_TIME};
 pub use get_weather::GET_WEATHER;
 
 /// The specs of the three built-in tools, in a fixed order: `calculate`,
