@@ -17,6 +17,8 @@ export const conn = new Connection(null, {});
 
 const agent = (name, args) => conn.invoke(AGENT, name, args);
 export const listConversations = (filter = null) => agent("listConversations", [filter]);
+/** Roundtable extension: the list now, then `conversationsChanged` calls on agent-server. */
+export const subscribeConversations = () => agent("subscribeConversations", []);
 export const createConversation = (name) => agent("createConversation", [name, null]);
 export const renameConversation = (id, name) => agent("renameConversation", [id, name, null]);
 export const deleteConversation = (id) => agent("deleteConversation", [id]);

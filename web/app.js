@@ -30,10 +30,8 @@ import { onCall, onInvoke } from "./live.js";
 import { clearView, followScroll } from "./log.js";
 import { renderInline, renderMarkdown, safeHref } from "./markdown.js";
 import { contentNode } from "./render.js";
-import { closeSidebar, newFromSidebar, openSidebar, refreshList, renderSidebar } from "./sidebar.js";
+import { closeSidebar, newFromSidebar, openSidebar, renderSidebar } from "./sidebar.js";
 import { ui } from "./ui.js";
-
-const POLL_MS = 2000;
 
 ui.composer.addEventListener("submit", (ev) => {
   ev.preventDefault();
@@ -66,10 +64,6 @@ document.addEventListener("keydown", (ev) => {
     ui.menu.focus();
   }
 });
-
-setInterval(() => {
-  refreshList();
-}, POLL_MS);
 
 // For checks from the browser console or tests: the markdown renderer and the DisplayContent
 // renderer. (The only globals the client defines.)

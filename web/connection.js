@@ -5,7 +5,7 @@ import { conn } from "./api.js";
 import { button } from "./dom.js";
 import { navigate, state } from "./state.js";
 import { openInitial, rejoin } from "./navigation.js";
-import { refreshList } from "./sidebar.js";
+import { subscribeList } from "./sidebar.js";
 import { renderHeader, setQueue, updateComposer } from "./status.js";
 import { ui } from "./ui.js";
 
@@ -114,7 +114,7 @@ async function connect() {
   setConnection("connected", "Connected");
   hideBanner();
   updateComposer();
-  refreshList();
+  subscribeList();
   if (wasConnected && state.current) {
     const view = state.current;
     navigate(() => rejoin(view));

@@ -8,13 +8,17 @@ import { addChoice, clearTemporary, closeChoice, showTemporary, updateInteractio
 import { manageConversation } from "./manage.js";
 import { moveAway } from "./navigation.js";
 import { agentNode, contentNode, localNode, systemNode } from "./render.js";
-import { refreshList } from "./sidebar.js";
+import { applyListChange, refreshList } from "./sidebar.js";
 import { isCurrent, navigate, state } from "./state.js";
 import { isMine, setQueue } from "./status.js";
 import { KINDS, requestIdOf } from "./util.js";
 
 /** rpc.js's onCall: routes a clientio call to its view, or buffers it while the view replays. */
 export function onCall(channel, name, args) {
+  if (channel === "agent-server") {
+    if (name === "conversationsChanged") applyListChange(args?.[0]);
+    return;
+  }
   if (!channel.startsWith("clientio:")) return;
   const view = state.views.get(channel.slice("clientio:".length));
   if (!view) return;

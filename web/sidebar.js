@@ -1,7 +1,9 @@
-// The conversation list: polling listConversations, one row per conversation (open,
-// rename, delete), the filter, the phone-sized drawer, and the create / rename / delete
-// dialogs started from it. app.js wires its buttons; many modules call refreshList().
-import { conn, createConversation, deleteConversation, listConversations, renameConversation } from "./api.js";
+// The conversation list, kept live: subscribeConversations answers the list once per
+// connection and the server then pushes each change (conversationsChanged, applied by
+// applyListChange); one row per conversation (open, rename, delete), the filter, the
+// phone-sized drawer, and the create / rename / delete dialogs started from it. app.js wires
+// its buttons; modules call refreshList() after their own changes (a cheap re-read).
+import { conn, createConversation, deleteConversation, listConversations, renameConversation, subscribeConversations } from "./api.js";
 import { askName, confirmDialog } from "./dialogs.js";
 import { button, el, icon } from "./dom.js";
 import { addLocal } from "./log.js";
@@ -13,15 +15,31 @@ import { age, autoConversationName, errText, isNotFound, sortNewest } from "./ut
 
 /** The list has been loaded once (before that, an empty list is not "no conversations"). */
 let listLoaded = false;
-/** The listConversations call under way, shared by everyone who asks meanwhile. */
+/** The list call under way, shared by everyone who asks meanwhile. */
 let listInFlight = null;
 
-export async function refreshList() {
+/** The server pushes changes on this connection: re-reading would only race them. */
+let live = false;
+
+/** Subscribes to the live list on a fresh connection (the answer is the list itself). */
+export function subscribeList() {
+  listInFlight = null;
+  live = false;
+  return refreshList(async () => {
+    const list = await subscribeConversations();
+    live = true;
+    return list;
+  });
+}
+
+/** Re-reads the list with listConversations, until the live list is subscribed. */
+export async function refreshList(read = () => listConversations(null)) {
   if (!conn.isOpen) return;
+  if (live && !listInFlight) return;
   if (listInFlight) return listInFlight;
   listInFlight = (async () => {
     try {
-      const list = await listConversations(null);
+      const list = await read();
       state.conversations = Array.isArray(list) ? list : [];
       listLoaded = true;
       ui.listError.hidden = true;
@@ -37,6 +55,17 @@ export async function refreshList() {
     }
   })();
   return listInFlight;
+}
+
+/** One pushed change {kind: created|renamed|updated|deleted, conversation}: applied in place. */
+export function applyListChange(change) {
+  const info = change?.conversation;
+  const id = info?.conversationId;
+  if (!id) return;
+  const rest = state.conversations.filter((c) => c.conversationId !== id);
+  state.conversations = change.kind === "deleted" ? rest : [...rest, info];
+  renderSidebar();
+  renderHeader();
 }
 
 const rows = new Map(); // conversationId → {li, name, meta, open, rename, del}

@@ -11,6 +11,7 @@ use roundtable_actors::protocol::{self, Args, RpcError, RpcResult, AGENT_SERVER_
 use roundtable_actors::registry::{
     CollisionBehavior, CreateConversation, DeleteConversation, FindConversations, JoinConversation,
     Joined, LeaveConversation, ListConversations, PanicForTest, RenameConversation,
+    SubscribeConversations, UnsubscribeConversations,
 };
 use serde_json::{json, Value};
 
@@ -44,6 +45,10 @@ enum AgentServerRequest {
     SearchContent,
     /// `getUserIdentity()`.
     GetUserIdentity,
+    /// `subscribeConversations()` (Roundtable extension): the list now, changes as calls.
+    Subscribe,
+    /// `unsubscribeConversations()` (Roundtable extension): no more changes.
+    Unsubscribe,
     /// `testPanic()`, only when the fault seam is enabled (crash tests).
     TestPanic,
     /// `shutdown()`.
@@ -108,6 +113,8 @@ impl AgentServerRequest {
                 }
             }
             "getUserIdentity" => AgentServerRequest::GetUserIdentity,
+            "subscribeConversations" => AgentServerRequest::Subscribe,
+            "unsubscribeConversations" => AgentServerRequest::Unsubscribe,
             "testPanic" if roundtable_actors::storage::faults::test_panic_enabled() => {
                 AgentServerRequest::TestPanic
             }
@@ -188,6 +195,29 @@ impl Connection {
             }
             AgentServerRequest::GetUserIdentity => {
                 self.reply(&ch, call_id, &method, Ok(Some(user_identity())))
+            }
+            AgentServerRequest::Subscribe => {
+                self.subscription = super::Subscription::Answering(Vec::new());
+                let req = registry.send(SubscribeConversations {
+                    socket: self.socket_id,
+                    recipient: ctx.address().recipient(),
+                });
+                ctx.spawn(req.into_actor(self).map(move |res, act, _| match res {
+                    Ok(json) => {
+                        act.reply_raw(&ch, call_id, &json);
+                        act.list_answered();
+                    }
+                    Err(e) => act.reply(&ch, call_id, &method, Err(registry_lost(e))),
+                }));
+            }
+            AgentServerRequest::Unsubscribe => {
+                self.subscription = super::Subscription::None;
+                let req = registry.send(UnsubscribeConversations {
+                    socket: self.socket_id,
+                });
+                self.answer(ctx, ch, call_id, method, async move {
+                    req.await.map_err(registry_lost).map(|_| None)
+                });
             }
             // Never answered: the process aborts.
             AgentServerRequest::TestPanic => {

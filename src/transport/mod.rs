@@ -32,7 +32,7 @@ use std::sync::Arc;
 
 use actix::prelude::*;
 use actix_web::{web, HttpRequest, HttpResponse};
-use roundtable_actors::client::ConversationGone;
+use roundtable_actors::client::{ConversationGone, OutboundCall};
 use roundtable_actors::conversation::{
     Conversation, DispatcherCall, DispatcherInvoke, DispatcherReply,
 };
@@ -44,7 +44,9 @@ use roundtable_actors::protocol::{
     self, Args, Inbound, RpcError, RpcResult, AGENT_SERVER_CHANNEL, DISCOVERY_CHANNEL,
     DISPATCHER_PREFIX,
 };
-use roundtable_actors::registry::{ConversationExists, JoinLease};
+use roundtable_actors::registry::{
+    ConversationExists, ConversationsChanged, JoinLease, UnsubscribeConversations,
+};
 use serde_json::Value;
 
 use crate::server::AppState;
@@ -81,6 +83,8 @@ pub fn start(
         fragments: Reassembler::with_budget(max, inbound),
         awaiting_pong: false,
         closing: false,
+        subscription: Subscription::None,
+        next_agent_server_call: 0,
     };
     log::debug!("socket {socket_id}: connected from {peer}");
     Connection::create(move |ctx| {
@@ -121,6 +125,11 @@ pub struct Connection {
     awaiting_pong: bool,
     /// A close frame has been queued; everything inbound is ignored.
     closing: bool,
+    /// The live conversation list: whether this socket subscribed (the registry is told when
+    /// it stops), and changes that arrived before the subscribe answer went out.
+    subscription: Subscription,
+    /// callId of the next server → client `call` on `agent-server` (`conversationsChanged`).
+    next_agent_server_call: u64,
 }
 
 /// Answers above this size are followed by a heap trim (see `roundtable_actors::memory`).
@@ -459,6 +468,11 @@ impl Actor for Connection {
 
     fn stopped(&mut self, _ctx: &mut Self::Context) {
         Metrics::add(&self.state.metrics.sockets, -1);
+        if !matches!(self.subscription, Subscription::None) {
+            self.state.registry.do_send(UnsubscribeConversations {
+                socket: self.socket_id,
+            });
+        }
         // Dropping the leases leaves every joined conversation.
         let n = self.joined.len();
         self.joined.clear();
@@ -468,6 +482,58 @@ impl Actor for Connection {
             self.outbox.abort(CLOSE_GOING_AWAY, "");
         }
         log::debug!("socket {}: closed (left {n} conversations)", self.socket_id);
+    }
+}
+
+/// A change of the live conversation list this socket subscribed to: queued as a `call` on
+/// `agent-server` with this socket's next callId (bounded like every frame: a socket that does
+/// not read is closed as a slow consumer).
+impl Handler<ConversationsChanged> for Connection {
+    type Result = ();
+
+    fn handle(&mut self, msg: ConversationsChanged, _ctx: &mut Self::Context) {
+        match &mut self.subscription {
+            Subscription::None => {}
+            Subscription::Answering(early) => early.push(msg.call),
+            Subscription::Live => self.send_list_change(&msg.call),
+        }
+    }
+}
+
+/// Where this socket stands with the live conversation list.
+#[derive(Debug)]
+enum Subscription {
+    /// Not subscribed: changes are dropped.
+    None,
+    /// `subscribeConversations` is being answered: changes wait here so none goes out before
+    /// the list they change (the registry sends them right after it computed the list; they
+    /// can only pile up for the moment the answer takes to reach this actor).
+    Answering(Vec<Arc<OutboundCall>>),
+    /// The list went out: changes are sent as they come.
+    Live,
+}
+
+impl Connection {
+    /// Queues one `conversationsChanged` call on `agent-server` with the next callId.
+    fn send_list_change(&mut self, call: &OutboundCall) {
+        if self.closing {
+            return;
+        }
+        let call_id = self.next_agent_server_call;
+        self.next_agent_server_call += 1;
+        let prefix = protocol::call_prefix(AGENT_SERVER_CHANNEL);
+        self.send(call.frame(&prefix, call_id));
+    }
+
+    /// The subscribe answer went out: the changes that came meanwhile follow it, in order.
+    pub(super) fn list_answered(&mut self) {
+        if let Subscription::Answering(early) =
+            std::mem::replace(&mut self.subscription, Subscription::Live)
+        {
+            for call in early {
+                self.send_list_change(&call);
+            }
+        }
     }
 }
 

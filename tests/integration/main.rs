@@ -12,6 +12,7 @@ mod cli;
 mod durability;
 mod interactions;
 mod lifecycle;
+mod live_list;
 mod providers;
 mod runtime;
 mod security;

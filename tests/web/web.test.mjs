@@ -144,9 +144,21 @@ async function openClient(t, server, { viewport, colorScheme = "light", wait = t
     await context.close();
     assert.deepEqual(problems, [], "no page errors, dialogs or console errors (CSP violations show up here)");
   });
+  // Every RPC method name the page sends, in order (to check it subscribes and never polls).
+  const sentMethods = [];
+  page.on("websocket", (ws) =>
+    ws.on("framesent", (f) => {
+      try {
+        const name = JSON.parse(String(f.payload))?.message?.name;
+        if (name) sentMethods.push(name);
+      } catch {
+        /* not JSON: not ours */
+      }
+    }),
+  );
   await page.goto(server.url);
   if (wait) await waitReady(page);
-  return { context, page, problems };
+  return { context, page, problems, sentMethods };
 }
 
 async function waitReady(page, name) {
@@ -471,6 +483,10 @@ test("rename and delete from the sidebar; the other browser's list follows", asy
   await row(b.page, "Beta").locator(".conv-open").click();
   await waitReady(b.page, "Beta");
 
+  // b subscribed to the live list and follows a's changes without asking again (no polling).
+  assert.ok(b.sentMethods.includes("subscribeConversations"), b.sentMethods.join(" "));
+  const listedBefore = b.sentMethods.filter((m) => m === "listConversations").length;
+
   // Rename Alpha → Gamma (pencil button, dialog prefilled with the old name).
   await row(a.page, "Alpha").getByRole("button", { name: "Rename Alpha" }).click();
   assert.equal(await a.page.locator("#name-input").inputValue(), "Alpha");
@@ -483,6 +499,7 @@ test("rename and delete from the sidebar; the other browser's list follows", asy
   await row(a.page, "Gamma").waitFor();
   await row(b.page, "Gamma").waitFor();
   await row(b.page, "Alpha").waitFor({ state: "detached" });
+  assert.equal(b.sentMethods.filter((m) => m === "listConversations").length, listedBefore, "pushed, not polled");
 
   // Delete asks first; Cancel keeps it.
   await row(a.page, "Gamma").getByRole("button", { name: "Delete Gamma" }).click();

@@ -66,7 +66,7 @@ mod turn;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -148,6 +148,9 @@ pub struct ConversationSetup {
     pub runtime: Arc<RuntimeConfig>,
     /// Joined clients, read by the registry for `clientCount` without a message per join.
     pub client_count: Arc<AtomicUsize>,
+    /// Set by the registry while a socket subscribes to the conversation list: only then is
+    /// each client-count change also reported (`ConversationEvent::ClientCount`).
+    pub list_watched: Arc<AtomicBool>,
 }
 
 /// One joined client, as the conversation sees it.
@@ -257,9 +260,13 @@ impl Conversation {
 
     /// Publishes the number of joined clients for the registry's `clientCount`.
     fn report_count(&self) {
-        self.setup
-            .client_count
-            .store(self.clients.len(), Ordering::Relaxed);
+        let count = self.clients.len();
+        let before = self.setup.client_count.swap(count, Ordering::Relaxed);
+        if before != count && self.setup.list_watched.load(Ordering::Relaxed) {
+            self.setup
+                .registry
+                .do_send(ConversationEvent::ClientCount { id: self.setup.id });
+        }
     }
 
     /// Removes a client and stops its actor; false when it was not joined.

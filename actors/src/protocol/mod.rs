@@ -66,6 +66,8 @@ pub const KNOWN_METHODS: &[&str] = &[
     "deleteConversation",
     "searchConversationContent",
     "getUserIdentity",
+    "subscribeConversations",
+    "unsubscribeConversations",
     "registerClientAgent",
     "unregisterClientAgent",
     "shutdown",

@@ -12,6 +12,7 @@ use crate::ids::{ConversationId, ConversationRef};
 use actix::prelude::*;
 use tokio::sync::oneshot;
 
+use super::watchers::ChangeKind;
 use super::{naming, new_stored, storage_error, ConversationRegistry, Entry, LoadState};
 use crate::conversation::{Shutdown, ShutdownReason};
 use crate::protocol::{ConversationInfo, ConversationMatch, RpcError, RpcResult};
@@ -90,7 +91,9 @@ impl Handler<CreateConversation> for ConversationRegistry {
                             .get(&id)
                             .ok_or_else(|| RpcError::ConversationNotFound(id.to_string()))?;
                         log::info!("created conversation {id} ({:?})", entry.stored.name);
-                        Ok(act.info(id, entry, false))
+                        let info = act.info(id, entry, false);
+                        act.publish(ChangeKind::Created, id);
+                        Ok(info)
                     }
                     Err(e) => {
                         act.remove_entry(&id);
@@ -114,7 +117,16 @@ impl Handler<ListConversations> for ConversationRegistry {
     type Result = MessageResult<ListConversations>;
 
     fn handle(&mut self, msg: ListConversations, _ctx: &mut Self::Context) -> Self::Result {
-        let filter = msg.filter.map(|f| f.to_lowercase());
+        MessageResult(self.list_json(msg.filter.as_deref()))
+    }
+}
+
+impl ConversationRegistry {
+    /// The `listConversations` answer as JSON text (serialized straight from the entries:
+    /// long lists are not built as a value tree first). `filter`: a case-insensitive substring
+    /// of the name.
+    pub(super) fn list_json(&self, filter: Option<&str>) -> String {
+        let filter = filter.map(str::to_lowercase);
         let mut out = Vec::with_capacity(160 * self.entries.len().min(1 << 16) + 2);
         out.push(b'[');
         let listed = self.in_order().filter(|(_, e)| {
@@ -137,7 +149,7 @@ impl Handler<ListConversations> for ConversationRegistry {
             serde_json::to_writer(&mut out, &info).expect("info serializes");
         }
         out.push(b']');
-        MessageResult(String::from_utf8(out).expect("serde_json writes UTF-8"))
+        String::from_utf8(out).expect("serde_json writes UTF-8")
     }
 }
 
@@ -231,6 +243,7 @@ impl Handler<RenameConversation> for ConversationRegistry {
                         Ok(()) => {
                             log::info!("renamed conversation {id} from {old:?} to {name:?}");
                             act.maybe_fold();
+                            act.publish(ChangeKind::Renamed, id);
                         }
                         Err(_) => {
                             if let Some(entry) = act.entries.get_mut(&id) {
@@ -310,6 +323,7 @@ impl Handler<DeleteConversation> for ConversationRegistry {
                 .map(move |res: RpcResult<()>, act, _| {
                     match &res {
                         Ok(()) => {
+                            act.publish(ChangeKind::Deleted, id);
                             act.remove_entry(&id);
                             act.maybe_fold();
                             log::info!("deleted conversation {id}");

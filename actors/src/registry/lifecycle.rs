@@ -52,6 +52,7 @@ impl ConversationRegistry {
             journal_len: 0,
             next_arbiter: 0,
             stopping: false,
+            watchers: Default::default(),
         };
         let mut swept = 0;
         for stored in loaded.entries {
@@ -165,6 +166,7 @@ impl ConversationRegistry {
             metrics: self.config.metrics.clone(),
             runtime: self.config.runtime.clone(),
             client_count: entry.client_count.clone(),
+            list_watched: self.watchers.active.clone(),
         };
         let addr = match arbiter {
             Some(a) => Conversation::start_in_arbiter(&a, move |_| Conversation::new(setup)),
@@ -196,6 +198,12 @@ pub enum ConversationEvent {
         /// `user-request` entries now.
         count: u64,
     },
+    /// The client count changed (its value is in the shared counter); sent only while
+    /// someone subscribes to the conversation list.
+    ClientCount {
+        /// Conversation.
+        id: ConversationId,
+    },
 }
 
 impl Handler<ConversationEvent> for ConversationRegistry {
@@ -209,7 +217,9 @@ impl Handler<ConversationEvent> for ConversationRegistry {
                     // crash it is recounted from the log.
                     e.message_count = count;
                 }
+                self.mark_updated(id, ctx);
             }
+            ConversationEvent::ClientCount { id } => self.mark_updated(id, ctx),
             ConversationEvent::IdleExpired {
                 id,
                 generation,

@@ -10,6 +10,7 @@ use actix::prelude::*;
 use serde_json::{json, Value};
 use tokio::sync::oneshot;
 
+use super::watchers::ChangeKind;
 use super::{storage_error, ConversationRegistry, Entry, LoadState, DEFAULT_CONVERSATION_NAME};
 use crate::client::{Client, ConversationGone};
 use crate::conversation::{Attach, Attached, Conversation, Detach};
@@ -142,7 +143,19 @@ impl Handler<JoinConversation> for ConversationRegistry {
                 None => {
                     // Single-flighted by the mailbox: the next join already sees this entry.
                     let (id, ack) = self.create_entry(DEFAULT_CONVERSATION_NAME.to_string());
-                    created = Some(ack);
+                    // Subscribers hear of it once it is durable; the join waits for the same.
+                    let (durable, durable_rx) = oneshot::channel();
+                    ctx.spawn(ack.into_actor(self).map(move |written, act, _| {
+                        if matches!(written, Ok(Ok(()))) {
+                            act.publish(ChangeKind::Created, id);
+                        }
+                        let _ =
+                            durable
+                                .send(written.unwrap_or_else(|_| {
+                                    Err("registry writer stopped".to_string())
+                                }));
+                    }));
+                    created = Some(durable_rx);
                     id
                 }
             },

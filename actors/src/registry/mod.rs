@@ -13,6 +13,8 @@
 //! - `catalog.rs`: create / rename / delete / list / find, and whether an id exists.
 //! - `membership.rs`: join / leave and the [`JoinLease`] that leaves for a vanished socket.
 //! - `lifecycle.rs`: opening the registry from disk, lazy load, idle eviction, shutdown.
+//! - `watchers.rs`: the live conversation list (`subscribeConversations`, a Roundtable
+//!   extension): changes pushed to subscribed sockets, count updates coalesced.
 //! - [`naming`]: the name rules (length, uniqueness key, `appendNumber`, find scoring).
 //!
 //! # Implementation notes
@@ -35,6 +37,7 @@ mod catalog;
 mod lifecycle;
 mod membership;
 pub mod naming;
+mod watchers;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -59,6 +62,10 @@ pub use catalog::{
 };
 pub use lifecycle::{ConversationEvent, ShutdownRegistry};
 pub use membership::{JoinConversation, JoinLease, Joined, LeaveConversation, Pending};
+pub use watchers::{
+    ChangeKind, ConversationsChanged, SubscribeConversations, UnsubscribeConversations,
+    CONVERSATIONS_CHANGED, UPDATE_INTERVAL,
+};
 
 /// Name of the conversation created when the registry is empty.
 pub const DEFAULT_CONVERSATION_NAME: &str = "default";
@@ -145,6 +152,8 @@ pub struct ConversationRegistry {
     next_arbiter: usize,
     /// Set by [`ShutdownRegistry`]: no new work, and idle reports no longer evict.
     stopping: bool,
+    /// Sockets subscribed to the live conversation list, and the coalesced count updates.
+    watchers: watchers::Watchers,
     /// The last run crashed: stored message counts may trail the logs; recount them (once,
     /// in the background, so startup does not wait on one file read per conversation).
     recount_pending: bool,

@@ -157,6 +157,7 @@ fn start() -> Harness {
         metrics: metrics.clone(),
         runtime,
         client_count: Arc::default(),
+        list_watched: Arc::default(),
     })
     .start();
     Harness {

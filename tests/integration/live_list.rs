@@ -1,0 +1,130 @@
+//! The live conversation list (`subscribeConversations`, a Roundtable extension): the list in
+//! the answer, then `conversationsChanged` calls on `agent-server` for every create, rename,
+//! delete and (coalesced) count change; nothing for sockets that did not subscribe.
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::harness::*;
+
+/// Waits for the next `conversationsChanged` call on `agent-server`; returns its change.
+fn next_change(c: &mut Client) -> Value {
+    let args = c.expect_call(AGENT_SERVER, "conversationsChanged");
+    assert_eq!(args.as_array().map(Vec::len), Some(1), "{args}");
+    args[0].clone()
+}
+
+/// Waits for an `updated` change of `id` that satisfies `wanted` (count changes are
+/// coalesced, so intermediate values may be skipped).
+fn until_updated(c: &mut Client, id: &str, wanted: impl Fn(&Value) -> bool) -> Value {
+    loop {
+        let change = next_change(c);
+        if change["kind"] == "updated" && change["conversation"]["conversationId"] == id {
+            if wanted(&change["conversation"]) {
+                return change;
+            }
+        } else {
+            panic!("expected only updates of {id}, got {change}");
+        }
+    }
+}
+
+/// Subscribe answers the list; create, join (client count), a turn (message count), rename
+/// and delete each reach the subscriber, in order, with the conversation as lists show it;
+/// a socket that did not subscribe gets none of it.
+#[test]
+fn subscriber_sees_every_change_others_none() {
+    let server = Server::start(&[]);
+    let mut watcher = server.connect();
+    let mut actor = server.connect();
+    let listed = watcher
+        .agent("subscribeConversations", json!([]))
+        .expect("subscribe");
+    assert_eq!(
+        listed,
+        watcher.agent("listConversations", json!([null])).unwrap()
+    );
+
+    let id = actor.create("Live");
+    let change = next_change(&mut watcher);
+    assert_eq!(change["kind"], "created", "{change}");
+    assert_eq!(change["conversation"]["conversationId"], id);
+    assert_eq!(change["conversation"]["name"], "Live");
+    assert_eq!(change["conversation"]["clientCount"], 0);
+
+    actor.join(&id);
+    until_updated(&mut watcher, &id, |c| c["clientCount"] == 1);
+    actor.run_turn(&id, "hello list");
+    until_updated(&mut watcher, &id, |c| c["messageCount"] == 1);
+
+    actor
+        .agent("renameConversation", json!([id, "Renamed", null]))
+        .unwrap();
+    let change = next_change(&mut watcher);
+    assert_eq!(change["kind"], "renamed", "{change}");
+    assert_eq!(change["conversation"]["name"], "Renamed");
+
+    actor.agent("deleteConversation", json!([id])).unwrap();
+    // The delete closes the actor's client: a count update may come first.
+    let change = loop {
+        let change = next_change(&mut watcher);
+        if change["kind"] != "updated" {
+            break change;
+        }
+    };
+    assert_eq!(change["kind"], "deleted", "{change}");
+    assert_eq!(change["conversation"]["conversationId"], id);
+
+    // The acting socket never subscribed: after one more round trip, nothing is buffered.
+    actor.agent("listConversations", json!([null])).unwrap();
+    assert_eq!(
+        actor.try_expect_call(AGENT_SERVER, "conversationsChanged", Duration::ZERO),
+        None
+    );
+}
+
+/// `unsubscribeConversations` stops the calls (and answers void); a second subscribe starts
+/// them again with the current list.
+#[test]
+fn unsubscribe_stops_changes() {
+    let server = Server::start(&[]);
+    let mut watcher = server.connect();
+    let mut actor = server.connect();
+    watcher.agent("subscribeConversations", json!([])).unwrap();
+    actor.create("one");
+    assert_eq!(next_change(&mut watcher)["kind"], "created");
+    assert_eq!(
+        watcher
+            .agent("unsubscribeConversations", json!([]))
+            .unwrap(),
+        Value::Null
+    );
+    actor.create("two");
+    let listed = watcher.agent("subscribeConversations", json!([])).unwrap();
+    let names: Vec<_> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(names, ["default", "one", "two"]);
+    // "two" was created while unsubscribed: the next change is "three", not "two".
+    actor.create("three");
+    let change = next_change(&mut watcher);
+    assert_eq!(change["conversation"]["name"], "three", "{change}");
+}
+
+/// A subscribed socket that closes is forgotten: changes keep reaching the others.
+#[test]
+fn closed_subscriber_is_dropped() {
+    let server = Server::start(&[]);
+    let mut gone = server.connect();
+    gone.agent("subscribeConversations", json!([])).unwrap();
+    gone.close();
+    let mut watcher = server.connect();
+    watcher.agent("subscribeConversations", json!([])).unwrap();
+    let mut actor = server.connect();
+    actor.create("after");
+    assert_eq!(next_change(&mut watcher)["conversation"]["name"], "after");
+}
