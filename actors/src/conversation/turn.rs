@@ -184,20 +184,26 @@ impl Conversation {
         })
     }
 
-    /// What the agent loop needs for `command`.
+    /// What the agent loop needs for `command`, with the running request's attachments.
     fn turn_input(&mut self, command: String, max_iterations: usize) -> TurnInput {
+        let attachments = self
+            .running
+            .as_ref()
+            .map(|r| r.request.attachments.clone())
+            .unwrap_or_default();
         TurnInput {
             provider: self.setup.runtime.provider.clone(),
             system: self.system_prompt(),
             history: self.chat_history(),
             command,
+            attachments,
             max_iterations,
             tool_servers: self.setup.runtime.tool_servers.clone(),
         }
     }
 
     /// Spawns the running request's work; cancelling the request cancels it.
-    fn spawn_for_running(
+    pub(super) fn spawn_for_running(
         &mut self,
         work: impl Future<Output = ()> + 'static,
         ctx: &mut Context<Self>,
