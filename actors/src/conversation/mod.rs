@@ -197,6 +197,10 @@ pub struct Conversation {
     choices: HashMap<String, Choice>,
     /// Set by `Shutdown`: new submits answer `server_stopping`.
     stopping: bool,
+    /// Set by `Shutdown{Deleted}`: every `dispatcher:<id>` invoke that still reaches this
+    /// actor (its clients' connections may not have heard yet) answers `Conversation not
+    /// found: <id>`, as it will once they have.
+    deleted: bool,
     /// Calls and write barriers in emit order, while a barrier is unconfirmed (usually empty).
     held: VecDeque<Held>,
     /// Ticket of the next write barrier.
@@ -247,6 +251,7 @@ impl Conversation {
             interactions: BTreeMap::new(),
             choices: HashMap::new(),
             stopping: false,
+            deleted: false,
             held: VecDeque::new(),
             next_ticket: 0,
             release_cursor: None,
@@ -517,6 +522,7 @@ impl Handler<Shutdown> for Conversation {
 
     fn handle(&mut self, msg: Shutdown, ctx: &mut Self::Context) {
         self.stopping = true;
+        self.deleted = msg.reason == ShutdownReason::Deleted;
         // A stopping conversation reports no more idleness (the registry already acted on it).
         self.disarm_timers(ctx);
         match msg.reason {
