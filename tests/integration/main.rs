@@ -17,3 +17,4 @@ mod runtime;
 mod security;
 mod storage;
 mod transport;
+mod typeagent_cli;
