@@ -19,10 +19,12 @@
 //!   errors) and TypeAgent's conversation helpers.
 //! - [`cli`]: `connect` (the interactive prompt), `conversations`, `run`, `server`, and the
 //!   CLI's state file.
+//! - [`logging`]: the process's logger, whose filter `@system trace` changes at run time.
 
 pub mod cli;
 pub mod client;
 pub mod config;
+pub mod logging;
 pub mod providers;
 pub mod server;
 pub mod transport;

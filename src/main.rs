@@ -119,8 +119,7 @@ fn main() -> ExitCode {
     } else {
         "warn"
     };
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(default_level))
-        .init();
+    roundtable::logging::init(default_level);
     match cli.command {
         Command::Serve(args) => serve(args),
         Command::Connect(args) => cli::block_on(async move {

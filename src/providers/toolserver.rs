@@ -96,6 +96,10 @@ impl ToolServer for HttpToolServer {
         self.tools.clone()
     }
 
+    fn url(&self) -> Option<&str> {
+        Some(&self.base)
+    }
+
     fn call(&self, tool: &str, input: Value) -> LocalBoxFuture<'static, Result<String, String>> {
         let url = format!("{}/call", self.base);
         let name = self.name.clone();

@@ -210,6 +210,7 @@ async fn start_registry(
             max_iterations: config.max_iterations,
             interaction_timeout: config.interaction_timeout,
             instance_root: layout.root.clone(),
+            log_filter: crate::logging::control(),
         }),
     })?;
     let registry_arbiter = Arbiter::new();

@@ -18,3 +18,4 @@ mod runtime;
 mod security;
 mod storage;
 mod transport;
+mod typeagent_cli;

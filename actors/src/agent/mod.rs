@@ -7,6 +7,7 @@
 //! servers are plain trait objects so the loop runs the same with the offline `builtin`
 //! provider (tests) and an OpenAI-compatible endpoint (the `roundtable` crate's `openai`).
 
+pub mod attachments;
 pub mod builtin;
 pub mod tools;
 pub mod turn;
@@ -57,6 +58,14 @@ pub enum ContentBlock {
         /// True when the tool failed.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         is_error: bool,
+    },
+    /// An image the user attached to a request (`submitCommand`'s `attachments`), for the
+    /// model to look at. Only the turn it came with carries it: the committed history keeps a
+    /// text note instead (see [`attachments`]), so one picture is not re-sent with every
+    /// later model call nor kept in memory for the conversation's lifetime.
+    Image {
+        /// A `data:image/<type>;base64,…` URL.
+        url: String,
     },
 }
 
@@ -181,6 +190,11 @@ pub enum ProviderError {
 pub trait Provider: Send + Sync {
     /// Short name for logs and `getStatus`.
     fn name(&self) -> &str;
+    /// The model it calls, when it has one (`@system config` shows it); the offline
+    /// `builtin` provider has none.
+    fn model(&self) -> Option<&str> {
+        None
+    }
     /// One model call.
     fn complete(
         &self,

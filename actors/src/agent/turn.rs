@@ -15,8 +15,8 @@ use std::sync::Arc;
 use serde_json::{json, Value};
 
 use super::{
-    tools, valid_tool_name, ChatMessage, ContentBlock, LocalBoxFuture, Provider, ProviderRequest,
-    Role, ToolSpec,
+    attachments, tools, valid_tool_name, ChatMessage, ContentBlock, LocalBoxFuture, Provider,
+    ProviderRequest, Role, ToolSpec,
 };
 
 /// Separator between an external tool server's name and its tool's name.
@@ -30,6 +30,10 @@ pub trait ToolServer: Send + Sync {
     fn tools(&self) -> Vec<ToolSpec>;
     /// Runs one of them.
     fn call(&self, tool: &str, input: Value) -> LocalBoxFuture<'static, Result<String, String>>;
+    /// Where it is, for `@system config` (`None` when it has no address to show).
+    fn url(&self) -> Option<&str> {
+        None
+    }
 }
 
 /// Where a turn's output goes.
@@ -58,6 +62,9 @@ pub struct TurnInput {
     pub history: Arc<Vec<ChatMessage>>,
     /// The user's command.
     pub command: String,
+    /// The request's attachments (`submitCommand`'s), shown to the model with the command
+    /// (see [`attachments`]).
+    pub attachments: Vec<Value>,
     /// Provider calls allowed before the loop gives up.
     pub max_iterations: usize,
     /// External tool servers by prefix.
@@ -71,6 +78,20 @@ pub struct TurnOutcome {
     pub messages: Vec<ChatMessage>,
     /// Set when the turn failed (shown as `lastError`).
     pub error: Option<String>,
+}
+
+impl TurnOutcome {
+    /// The outcome of a turn whose messages are `messages`: the user's message (the first)
+    /// loses its images, which the history does not keep ([`attachments::for_history`]).
+    fn new(mut messages: Vec<ChatMessage>, error: Option<String>) -> TurnOutcome {
+        if let Some(first) = messages.first_mut() {
+            *first = attachments::for_history(std::mem::replace(
+                first,
+                ChatMessage::text(Role::User, ""),
+            ));
+        }
+        TurnOutcome { messages, error }
+    }
 }
 
 /// The tools offered to the model: built-ins, `ask_user`, and every server's tools, prefixed.
@@ -110,8 +131,10 @@ pub fn offered_tools(servers: &HashMap<String, Arc<dyn ToolServer>>) -> Vec<Tool
 pub async fn run_turn(input: TurnInput, sink: &dyn TurnSink) -> TurnOutcome {
     let tools = offered_tools(&input.tool_servers);
     // Only this turn's messages are copied per model call; the history is shared.
-    let mut messages = vec![ChatMessage::text(Role::User, input.command)];
-    let first_new = 0;
+    let mut messages = vec![attachments::user_message(
+        &input.command,
+        &input.attachments,
+    )];
     for _ in 0..input.max_iterations.max(1) {
         let request = ProviderRequest {
             system: input.system.clone(),
@@ -127,10 +150,7 @@ pub async fn run_turn(input: TurnInput, sink: &dyn TurnSink) -> TurnOutcome {
                     json!({"type": "text", "content": text, "kind": "error"}),
                     None,
                 );
-                return TurnOutcome {
-                    messages: messages.split_off(first_new),
-                    error: Some(text),
-                };
+                return TurnOutcome::new(messages, Some(text));
             }
         };
         let mut calls = Vec::new();
@@ -150,10 +170,7 @@ pub async fn run_turn(input: TurnInput, sink: &dyn TurnSink) -> TurnOutcome {
             content: response.content,
         });
         if calls.is_empty() {
-            return TurnOutcome {
-                messages: messages.split_off(first_new),
-                error: None,
-            };
+            return TurnOutcome::new(messages, None);
         }
         let mut results = Vec::new();
         for (id, name, tool_input) in calls {
@@ -190,10 +207,7 @@ pub async fn run_turn(input: TurnInput, sink: &dyn TurnSink) -> TurnOutcome {
         None,
     );
     messages.push(ChatMessage::text(Role::Assistant, note.clone()));
-    TurnOutcome {
-        messages: messages.split_off(first_new),
-        error: Some(note),
-    }
+    TurnOutcome::new(messages, Some(note))
 }
 
 /// One model call without running anything: what the model would do with `command`
@@ -202,7 +216,10 @@ pub async fn plan(input: TurnInput) -> Result<Vec<ContentBlock>, super::Provider
     let request = ProviderRequest {
         system: input.system,
         history: input.history,
-        messages: vec![ChatMessage::text(Role::User, input.command)],
+        messages: vec![attachments::user_message(
+            &input.command,
+            &input.attachments,
+        )],
         tools: offered_tools(&input.tool_servers),
     };
     Ok(input.provider.complete(request).await?.content)
@@ -351,6 +368,7 @@ mod tests {
             system: String::new(),
             history: Default::default(),
             command: command.into(),
+            attachments: Vec::new(),
             max_iterations: 10,
             tool_servers: HashMap::new(),
         }

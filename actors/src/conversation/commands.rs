@@ -1,7 +1,8 @@
 //! `@` commands handled by the conversation itself rather than the agent loop: `@conversation`
 //! (answered with `takeAction manage-conversation` to the originating client, reference section
-//! 6.6), `@help`, `@compact`, `@explain` and `@translate`; plus `getCommandCompletion` for all
-//! of them.
+//! 6.6), `@help`, `@compact`, `@explain`, `@translate`, the `@dispatcher` family TypeAgent's
+//! `agent-cli run request | translate | explain` sends, and `@system` (its own module,
+//! `system.rs`); plus `getCommandCompletion` for all of them.
 //!
 //! The parsing and texts here are pure (the CLI uses them too); the `impl Conversation` block
 //! at the end decides what a started request does: a command, or an agent turn.
@@ -11,6 +12,7 @@ use serde_json::{json, Value};
 
 use super::queue::Request;
 use super::routing::Audience;
+use super::system::{self, SystemCommand, CONFIG_SUBCOMMANDS, SESSION_SUBCOMMANDS};
 use super::Conversation;
 use crate::client::OutboundCall;
 
@@ -27,6 +29,17 @@ pub enum Command {
     Explain(String),
     /// `@translate <request>`: the actions (tool calls) it translates to, without running them.
     Translate(String),
+    /// `@dispatcher request <request>`: the request, run exactly as if it had been submitted
+    /// bare (a command again, or an agent turn).
+    Request(String),
+    /// `@system <sub>`: what TypeAgent's CLI sends for `/help`, `/history`, `/session`,
+    /// `/config`, `/agents` and `/trace`.
+    System(SystemCommand),
+    /// A sub-command of a family we know that Roundtable does not have, named without the
+    /// `@` (`system shell`): answered `@<it>: not supported by Roundtable`.
+    Unsupported(String),
+    /// A known command used wrongly: the error text to show.
+    Invalid(String),
     /// `@something` we do not know.
     Unknown(String),
 }
@@ -36,13 +49,18 @@ pub const CONVERSATION_SUBCOMMANDS: [&str; 11] = [
     "help", "new", "list", "info", "switch", "prev", "next", "rename", "delete", "find", "search",
 ];
 
+/// The `@dispatcher` subcommands, for help and completion.
+pub const DISPATCHER_SUBCOMMANDS: [&str; 3] = ["request", "translate", "explain"];
+
 /// Top-level commands, for help and completion.
-pub const COMMANDS: [&str; 5] = [
+pub const COMMANDS: [&str; 7] = [
     "@conversation",
     "@help",
     "@compact",
     "@explain",
     "@translate",
+    "@dispatcher",
+    "@system",
 ];
 
 /// Parses `text` when it starts with `@` (after leading white space); `None` otherwise.
@@ -57,8 +75,30 @@ pub fn parse(text: &str) -> Option<Command> {
         "compact" => Command::Compact,
         "explain" => Command::Explain(args.to_string()),
         "translate" => Command::Translate(args.to_string()),
+        "dispatcher" => dispatcher_command(args),
+        "system" => system::parse(args),
         other => Command::Unknown(other.to_string()),
     })
+}
+
+/// `@dispatcher <sub> <request>`: `request` runs it, `translate` / `explain` are the dry runs
+/// of `@translate` / `@explain`; no subcommand (or `help`) is `@help`.
+fn dispatcher_command(args: &str) -> Command {
+    let (sub, rest) = split_word(args);
+    match sub {
+        "" | "help" => Command::Help,
+        "request" => Command::Request(rest.to_string()),
+        "translate" => Command::Translate(rest.to_string()),
+        "explain" => Command::Explain(rest.to_string()),
+        other => Command::Unsupported(format!("dispatcher {other}")),
+    }
+}
+
+/// The first word of `args` and the rest, trimmed.
+pub(super) fn split_word(args: &str) -> (&str, &str) {
+    let args = args.trim();
+    let (word, rest) = args.split_once(char::is_whitespace).unwrap_or((args, ""));
+    (word, rest.trim())
 }
 
 fn conversation_payload(args: &str) -> Value {
@@ -125,6 +165,18 @@ pub fn help_text() -> String {
     out.push_str(
         "- `@translate <request>`: the actions a request translates to, without running them\n",
     );
+    out.push_str("- `@dispatcher <sub> <request>`: what `agent-cli run` sends; subcommands:\n");
+    for (sub, what) in [
+        ("request <request>", "run it, as if typed bare"),
+        ("translate <request>", "same as `@translate`"),
+        ("explain <request>", "same as `@explain`"),
+    ] {
+        out.push_str(&format!("  - `{sub}`: {what}\n"));
+    }
+    out.push_str("- `@system <sub>`: about this conversation and server; subcommands:\n");
+    for (sub, what) in system::HELP {
+        out.push_str(&format!("  - `{sub}`: {what}\n"));
+    }
     out.push_str("- `@conversation <sub>`: manage conversations; subcommands:\n");
     for (sub, what) in [
         ("new [name]", "create a conversation and switch to it"),
@@ -144,42 +196,82 @@ pub fn help_text() -> String {
 }
 
 /// `getCommandCompletion(prefix)`: `{startIndex, completions, closedSet, directionSensitive,
-/// afterWildcard}` for `@` commands and `@conversation` subcommands.
+/// afterWildcard}` for `@` commands and their subcommands (`@conversation`, `@dispatcher`,
+/// `@system`, `@system config`, `@system session`), and for the command a
+/// `@dispatcher request | translate | explain` wraps.
 pub fn completion(prefix: &str) -> Value {
-    let trimmed_start = prefix.len() - prefix.trim_start().len();
-    let p = &prefix[trimmed_start..];
     let empty = json!({"startIndex": prefix.len(), "completions": [], "closedSet": false,
                        "directionSensitive": false, "afterWildcard": "none"});
+    let trimmed_start = prefix.len() - prefix.trim_start().len();
+    let p = &prefix[trimmed_start..];
     if !p.starts_with('@') {
         return empty;
     }
-    match p.split_once(char::is_whitespace) {
-        None => json!({
-            "startIndex": trimmed_start,
-            "completions": [{"name": "Commands", "completions": COMMANDS, "needQuotes": false}],
-            "closedSet": true, "directionSensitive": false, "afterWildcard": "none"
-        }),
-        Some((cmd, rest))
-            if (cmd == "@conversation" || cmd == "@conv") && !rest.trim_start().contains(' ') =>
-        {
-            let start = prefix.len() - rest.trim_start().len();
-            json!({
-                "startIndex": start,
-                "completions": [{"name": "Subcommands", "completions": CONVERSATION_SUBCOMMANDS, "needQuotes": false}],
-                "closedSet": true, "directionSensitive": false, "afterWildcard": "none"
-            })
+    // The words before the one being typed (which is empty after a trailing space).
+    let current = if p.ends_with(char::is_whitespace) {
+        ""
+    } else {
+        p.rsplit(char::is_whitespace).next().unwrap_or("")
+    };
+    let done: Vec<&str> = p[..p.len() - current.len()].split_whitespace().collect();
+    let (name, completions): (&str, &[&str]) = match done.as_slice() {
+        [] => ("Commands", &COMMANDS),
+        ["@conversation" | "@conv"] => ("Subcommands", &CONVERSATION_SUBCOMMANDS),
+        ["@dispatcher"] => ("Subcommands", &DISPATCHER_SUBCOMMANDS),
+        ["@system"] => ("Subcommands", &system::SUBCOMMANDS),
+        ["@system", "config"] => ("Subcommands", &CONFIG_SUBCOMMANDS),
+        ["@system", "session"] => ("Subcommands", &SESSION_SUBCOMMANDS),
+        ["@dispatcher", sub, ..] if DISPATCHER_SUBCOMMANDS.contains(sub) => {
+            // Complete the wrapped command as if it stood alone.
+            let sub_at = p.find(sub).expect("a word of p") + sub.len();
+            let wrapped_at = trimmed_start + sub_at;
+            let mut inner = completion(&prefix[wrapped_at..]);
+            if inner["completions"] == json!([]) {
+                return empty;
+            }
+            inner["startIndex"] =
+                (inner["startIndex"].as_u64().unwrap_or(0) as usize + wrapped_at).into();
+            return inner;
         }
-        Some(_) => empty,
-    }
+        _ => return empty,
+    };
+    json!({
+        "startIndex": prefix.len() - current.len(),
+        "completions": [{"name": name, "completions": completions, "needQuotes": false}],
+        "closedSet": true, "directionSensitive": false, "afterWildcard": "none"
+    })
 }
 
 impl Conversation {
     /// What the request that just started (turn `turn`) does: an `@` command is answered here,
     /// `@compact` / `@explain` / `@translate` start their provider call, anything else starts
-    /// an agent turn.
+    /// an agent turn. `@dispatcher request <text>` unwraps to `<text>`, which is then handled
+    /// the same way (in a loop: wrapping nests without growing the stack).
     pub(super) fn run_request(&mut self, turn: u64, request: &Request, ctx: &mut Context<Self>) {
-        match parse(&request.text) {
-            Some(Command::Conversation(payload)) => {
+        let mut text = request.text.clone();
+        loop {
+            let command = match parse(&text) {
+                Some(Command::Request(inner)) if !inner.is_empty() => {
+                    text = inner;
+                    continue;
+                }
+                Some(command) => command,
+                None => return self.start_agent_turn(turn, text, ctx),
+            };
+            return self.run_command(turn, request, command, ctx);
+        }
+    }
+
+    /// Runs a parsed `@` command for the running request.
+    fn run_command(
+        &mut self,
+        turn: u64,
+        request: &Request,
+        command: Command,
+        ctx: &mut Context<Self>,
+    ) {
+        match command {
+            Command::Conversation(payload) => {
                 let call = OutboundCall::new(
                     "takeAction",
                     &json!([request.id_obj(), "manage-conversation", payload]),
@@ -187,20 +279,43 @@ impl Conversation {
                 self.emit(call, &Audience::Only(request.origin));
                 self.finish(turn, None, ctx);
             }
-            Some(Command::Help) => {
+            Command::Help => {
                 let help = json!({"type": "markdown", "content": help_text()});
                 self.finish_showing(turn, request, help, None, ctx);
             }
-            Some(Command::Unknown(name)) => {
-                let text = format!("Unknown command @{name}. Type @help for the list.");
-                let error = json!({"type": "text", "content": text, "kind": "error"});
-                self.finish_showing(turn, request, error, Some(text), ctx);
+            Command::Request(_) => {
+                let text = "Give a request: @dispatcher request <request>".to_string();
+                let warning = json!({"type": "text", "content": text, "kind": "warning"});
+                self.finish_showing(turn, request, warning, Some(text), ctx);
             }
-            Some(Command::Compact) => self.start_compact(turn, ctx),
-            Some(Command::Explain(text)) => self.start_plan(turn, text, true, ctx),
-            Some(Command::Translate(text)) => self.start_plan(turn, text, false, ctx),
-            None => self.start_agent_turn(turn, ctx),
+            Command::System(command) => self.run_system(turn, request, command, ctx),
+            Command::Unsupported(name) => self.finish_error(
+                turn,
+                request,
+                format!("@{name}: not supported by Roundtable"),
+                ctx,
+            ),
+            Command::Invalid(text) => self.finish_error(turn, request, text, ctx),
+            Command::Unknown(name) => {
+                let text = format!("Unknown command @{name}. Type @help for the list.");
+                self.finish_error(turn, request, text, ctx);
+            }
+            Command::Compact => self.start_compact(turn, ctx),
+            Command::Explain(text) => self.start_plan(turn, text, true, ctx),
+            Command::Translate(text) => self.start_plan(turn, text, false, ctx),
         }
+    }
+
+    /// Shows `text` as an error and finishes the request with it as `lastError`.
+    pub(super) fn finish_error(
+        &mut self,
+        turn: u64,
+        request: &Request,
+        text: String,
+        ctx: &mut Context<Self>,
+    ) {
+        let error = json!({"type": "text", "content": text, "kind": "error"});
+        self.finish_showing(turn, request, error, Some(text), ctx);
     }
 }
 
@@ -263,5 +378,78 @@ mod tests {
             .unwrap()
             .contains(&json!("switch")));
         assert_eq!(completion("hello")["completions"], json!([]));
+    }
+
+    #[test]
+    fn dispatcher_family_unwraps_to_the_plain_commands() {
+        assert_eq!(
+            parse("@dispatcher request what is 2+3"),
+            Some(Command::Request("what is 2+3".into()))
+        );
+        assert_eq!(
+            parse("@dispatcher request @conversation list"),
+            Some(Command::Request("@conversation list".into()))
+        );
+        assert_eq!(
+            parse("@dispatcher translate  play bach "),
+            Some(Command::Translate("play bach".into()))
+        );
+        assert_eq!(
+            parse("@dispatcher explain x"),
+            Some(Command::Explain("x".into()))
+        );
+        assert_eq!(parse("@dispatcher"), Some(Command::Help));
+        assert_eq!(
+            parse("@dispatcher request"),
+            Some(Command::Request(String::new()))
+        );
+        assert_eq!(
+            parse("@dispatcher replay x"),
+            Some(Command::Unsupported("dispatcher replay".into()))
+        );
+        let help = help_text();
+        for command in COMMANDS {
+            assert!(
+                help.contains(&format!("`{command}")),
+                "{command} not in help"
+            );
+        }
+        for (sub, _) in system::HELP {
+            assert!(help.contains(sub), "@system {sub} not in help");
+        }
+    }
+
+    #[test]
+    fn completes_the_new_families() {
+        let subs = |prefix: &str| completion(prefix)["completions"][0]["completions"].clone();
+        assert!(subs("@").as_array().unwrap().contains(&json!("@system")));
+        assert!(subs("@")
+            .as_array()
+            .unwrap()
+            .contains(&json!("@dispatcher")));
+        assert_eq!(subs("@dispatcher "), json!(DISPATCHER_SUBCOMMANDS));
+        assert_eq!(completion("@dispatcher re")["startIndex"], 12);
+        assert_eq!(subs("@system "), json!(system::SUBCOMMANDS));
+        assert_eq!(subs("@system config a"), json!(CONFIG_SUBCOMMANDS));
+        assert_eq!(completion("@system config a")["startIndex"], 15);
+        assert_eq!(subs("@system session "), json!(SESSION_SUBCOMMANDS));
+        assert_eq!(completion("@system trace x")["completions"], json!([]));
+        // A wrapped command completes as if it stood alone, at its own position.
+        let c = completion("@dispatcher request @sys");
+        assert_eq!(c["startIndex"], 20);
+        assert!(c["completions"][0]["completions"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("@system")));
+        let c = completion("@dispatcher request @system con");
+        assert_eq!(c["startIndex"], 28);
+        assert_eq!(
+            c["completions"][0]["completions"],
+            json!(system::SUBCOMMANDS)
+        );
+        assert_eq!(
+            completion("@dispatcher request hello")["completions"],
+            json!([])
+        );
     }
 }

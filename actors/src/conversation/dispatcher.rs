@@ -187,6 +187,9 @@ impl Handler<DispatcherInvoke> for Conversation {
     type Result = Answer;
 
     fn handle(&mut self, msg: DispatcherInvoke, ctx: &mut Self::Context) -> Self::Result {
+        if self.deleted {
+            return fail(RpcError::ConversationNotFound(self.setup.id.to_string()));
+        }
         let answer = match DispatcherRequest::parse(&msg.method, &msg.args, msg.connection_id) {
             Ok(request) => self.dispatch(request, msg.connection_id, ctx),
             Err(e) => fail(e),

@@ -22,7 +22,8 @@
 //! - `interactions.rs`: questions to everyone, private choices, their time-outs.
 //! - `dispatcher.rs`: the `dispatcher:<id>` channel ([`DispatcherInvoke`], [`DispatcherCall`]):
 //!   one typed request parsed once from `(method, args)`, one function per method.
-//! - [`commands`]: the `@` commands (`@conversation`, `@help`, …) and completion.
+//! - [`commands`]: the `@` commands (`@conversation`, `@help`, `@dispatcher`, …) and
+//!   completion; `system.rs`: the `@system` family ([`SystemCommand`]).
 //! - `turn.rs`: starting agent turns, `@explain` / `@translate` / `@compact`, [`TurnEvent`].
 //! - `chat.rs`: the chat history the agent reads (in memory and `history.jsonl`).
 //!
@@ -62,6 +63,7 @@ mod durable;
 mod interactions;
 mod queue;
 mod routing;
+mod system;
 mod turn;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -94,6 +96,7 @@ pub use queue::{
     CancelOutcome, CancelReason, MAX_QUEUE_DEPTH, STOPPED_BEFORE_FINISHING, STORAGE_ERROR,
 };
 pub use routing::{DisplayMode, DELETED_NOTICE, JOIN_NOTICE, LEAVE_NOTICE};
+pub use system::{LogFilterControl, SystemCommand};
 pub use turn::TurnEvent;
 
 /// Source name of the chat agent in display messages, and its storage folder name.
@@ -126,6 +129,9 @@ pub struct RuntimeConfig {
     pub interaction_timeout: Duration,
     /// Instance directory (agent `instanceStorage` lives under `<root>/<agent>/`).
     pub instance_root: PathBuf,
+    /// The server's log filter, for `@system trace`; `None` when the process's logger cannot
+    /// be changed at run time (the command then says so).
+    pub log_filter: Option<Arc<dyn LogFilterControl>>,
 }
 
 /// Everything a conversation needs at start.
@@ -197,6 +203,10 @@ pub struct Conversation {
     choices: HashMap<String, Choice>,
     /// Set by `Shutdown`: new submits answer `server_stopping`.
     stopping: bool,
+    /// Set by `Shutdown{Deleted}`: every `dispatcher:<id>` invoke that still reaches this
+    /// actor (its clients' connections may not have heard yet) answers `Conversation not
+    /// found: <id>`, as it will once they have.
+    deleted: bool,
     /// Calls and write barriers in emit order, while a barrier is unconfirmed (usually empty).
     held: VecDeque<Held>,
     /// Ticket of the next write barrier.
@@ -246,6 +256,7 @@ impl Conversation {
             interactions: BTreeMap::new(),
             choices: HashMap::new(),
             stopping: false,
+            deleted: false,
             held: VecDeque::new(),
             next_ticket: 0,
             release_cursor: None,
@@ -527,6 +538,7 @@ impl Handler<Shutdown> for Conversation {
 
     fn handle(&mut self, msg: Shutdown, ctx: &mut Self::Context) {
         self.stopping = true;
+        self.deleted = msg.reason == ShutdownReason::Deleted;
         // A stopping conversation reports no more idleness (the registry already acted on it).
         self.disarm_timers(ctx);
         match msg.reason {

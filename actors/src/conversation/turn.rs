@@ -61,6 +61,14 @@ pub enum TurnEvent {
         /// The rendered plan, or the provider error.
         result: Result<String, String>,
     },
+    /// A command that needed an answer from elsewhere (`@system session` asks the registry)
+    /// has its content to show.
+    Answered {
+        /// Turn.
+        turn: u64,
+        /// The `DisplayContent` to show before the request finishes.
+        content: Value,
+    },
     /// `@compact` produced its summary.
     Compacted {
         /// Turn.
@@ -184,20 +192,26 @@ impl Conversation {
         })
     }
 
-    /// What the agent loop needs for `command`.
+    /// What the agent loop needs for `command`, with the running request's attachments.
     fn turn_input(&mut self, command: String, max_iterations: usize) -> TurnInput {
+        let attachments = self
+            .running
+            .as_ref()
+            .map(|r| r.request.attachments.clone())
+            .unwrap_or_default();
         TurnInput {
             provider: self.setup.runtime.provider.clone(),
             system: self.system_prompt(),
             history: self.chat_history(),
             command,
+            attachments,
             max_iterations,
             tool_servers: self.setup.runtime.tool_servers.clone(),
         }
     }
 
     /// Spawns the running request's work; cancelling the request cancels it.
-    fn spawn_for_running(
+    pub(super) fn spawn_for_running(
         &mut self,
         work: impl Future<Output = ()> + 'static,
         ctx: &mut Context<Self>,
@@ -213,10 +227,10 @@ impl Conversation {
         self.running.as_ref().is_some_and(|r| r.turn == turn)
     }
 
-    /// Runs the agent loop for the running request; it reports through [`ConversationSink`].
-    pub(super) fn start_agent_turn(&mut self, turn: u64, ctx: &mut Context<Self>) {
-        let request = self.running.as_ref().expect("running").request.clone();
-        let input = self.turn_input(request.text.clone(), self.setup.runtime.max_iterations);
+    /// Runs the agent loop on `text` (the running request's, or what its `@dispatcher
+    /// request` wraps); it reports through [`ConversationSink`].
+    pub(super) fn start_agent_turn(&mut self, turn: u64, text: String, ctx: &mut Context<Self>) {
+        let input = self.turn_input(text, self.setup.runtime.max_iterations);
         let sink = ConversationSink {
             addr: ctx.address(),
             turn,
@@ -311,6 +325,12 @@ impl Conversation {
                 }
             }
             TurnEvent::Planned { turn, result } => self.planned(turn, result, ctx),
+            TurnEvent::Answered { turn, content } => {
+                if self.is_current(turn) {
+                    let request = self.running.as_ref().expect("current").request.clone();
+                    self.finish_showing(turn, &request, content, None, ctx);
+                }
+            }
             TurnEvent::Compacted {
                 turn,
                 summary,

@@ -1,5 +1,5 @@
-//! The catalog of conversations: create, rename, delete, list and find, and whether an id
-//! exists. Names follow [`naming`](super::naming); every change is journaled and answered
+//! The catalog of conversations: create, rename, delete, list and find, whether an id
+//! exists, and one conversation's record ([`GetConversationInfo`]). Names follow [`naming`](super::naming); every change is journaled and answered
 //! only once it is durable.
 //!
 //! Talks to: the transport's connections (the messages below) and, for a delete, the
@@ -357,6 +357,26 @@ impl Handler<ConversationExists> for ConversationRegistry {
         self.lookup(&msg.id)
             .and_then(|id| self.entries.get(&id))
             .is_some_and(|e| !e.deleting)
+    }
+}
+
+/// The registry's record of one conversation, for `@system session`: its name and creation
+/// time live only here, so the conversation asks at command time (one message, and always
+/// true, after a rename too) rather than keeping a copy the registry would have to update.
+/// `None` once the conversation is gone or being deleted.
+#[derive(Message)]
+#[rtype(result = "Option<ConversationInfo>")]
+pub struct GetConversationInfo {
+    /// The conversation asking about itself.
+    pub id: ConversationId,
+}
+
+impl Handler<GetConversationInfo> for ConversationRegistry {
+    type Result = Option<ConversationInfo>;
+
+    fn handle(&mut self, msg: GetConversationInfo, _ctx: &mut Self::Context) -> Self::Result {
+        let entry = self.entries.get(&msg.id).filter(|e| !e.deleting)?;
+        Some(self.info(msg.id, entry, false))
     }
 }
 

@@ -58,7 +58,7 @@ use crate::storage::registry_file::StoredConversation;
 
 pub use catalog::{
     CollisionBehavior, ConversationExists, CreateConversation, DeleteConversation,
-    FindConversations, ListConversations, RenameConversation,
+    FindConversations, GetConversationInfo, ListConversations, RenameConversation,
 };
 pub use lifecycle::{ConversationEvent, ShutdownRegistry};
 pub use membership::{JoinConversation, JoinLease, Joined, LeaveConversation, Pending};

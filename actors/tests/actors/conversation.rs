@@ -143,6 +143,7 @@ fn start() -> Harness {
         max_iterations: 4,
         interaction_timeout: NEVER,
         instance_root: instance.path().to_path_buf(),
+        log_filter: None,
     });
     let id = ConversationId::new_random();
     let dir = instance.path().join("conversations").join(id.to_string());

@@ -68,6 +68,7 @@ fn start(idle_timeout: Duration) -> Instance {
             max_iterations: 10,
             interaction_timeout: Duration::from_secs(60),
             instance_root: layout.root.clone(),
+            log_filter: None,
         }),
     })
     .expect("open the registry");

@@ -17,7 +17,9 @@
 //! - the system prompt becomes the first message, `{"role":"system"}` (left out when empty);
 //! - a user message's `ToolResult` blocks become one `{"role":"tool","tool_call_id",
 //!   "content"}` message each (content prefixed with `ERROR: ` when the tool failed), followed
-//!   by one `{"role":"user","content"}` message with its text blocks joined by newlines;
+//!   by one `{"role":"user","content"}` message with its text blocks joined by newlines (when
+//!   it has `Image` blocks, `content` is an array of parts instead: the joined text as
+//!   `{"type":"text"}`, then one `{"type":"image_url","image_url":{"url"}}` per image);
 //! - an assistant message becomes `{"role":"assistant","content","tool_calls"}` where
 //!   `content` is the joined text or `null` when there is no text but there are tool calls,
 //!   and every `ToolUse` becomes a `function` tool call whose `arguments` is the input

@@ -49,6 +49,10 @@ impl Provider for OpenAiProvider {
         "openai"
     }
 
+    fn model(&self) -> Option<&str> {
+        Some(&self.config.model)
+    }
+
     fn complete(
         &self,
         request: ProviderRequest,

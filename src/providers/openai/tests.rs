@@ -1,7 +1,7 @@
 //! The provider against a scripted HTTP server on a loopback port (request shape, answers,
 //! errors, time-outs), the wire parsing on its own, and the environment configuration.
 
-use super::wire::{parse_response, truncate, MAX_ERROR_BODY_CHARS};
+use super::wire::{parse_response, request_body, truncate, MAX_ERROR_BODY_CHARS};
 use super::*;
 use roundtable_actors::agent::{ProviderRequest, ProviderResponse, Role, ToolSpec};
 use serde_json::{json, Value};
@@ -576,8 +576,26 @@ fn config_from_lookup() {
 fn provider_name_and_truncation() {
     let provider = OpenAiProvider::new(config("http://x/v1", None, Duration::from_secs(1)));
     assert_eq!(provider.name(), "openai");
+    assert_eq!(provider.model(), Some("qwen2.5-7b-instruct"));
     assert_eq!(truncate("short"), "short");
     let cut = truncate(&"é".repeat(MAX_ERROR_BODY_CHARS + 10));
     assert_eq!(cut.chars().count(), MAX_ERROR_BODY_CHARS + 1);
     assert!(cut.ends_with('…'));
+}
+
+/// A user message with an attached image goes out as content parts: the text, then the image.
+#[test]
+fn images_become_content_parts() {
+    let mut message = ChatMessage::text(Role::User, "what is this?");
+    message.content.push(ContentBlock::Image {
+        url: "data:image/png;base64,iVBORw0KGgo".into(),
+    });
+    let body = request_body("m", &ProviderRequest::new("", vec![message], Vec::new()));
+    assert_eq!(
+        body["messages"],
+        json!([{"role": "user", "content": [
+            {"type": "text", "text": "what is this?"},
+            {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo"}},
+        ]}])
+    );
 }

@@ -83,12 +83,8 @@ fn wire_messages<'a>(
                         }));
                     }
                 }
-                let has_text = message
-                    .content
-                    .iter()
-                    .any(|b| matches!(b, ContentBlock::Text { .. }));
-                if has_text {
-                    out.push(json!({"role": "user", "content": message.joined_text()}));
+                if let Some(content) = user_content(message) {
+                    out.push(json!({"role": "user", "content": content}));
                 }
             }
             Role::Assistant => {
@@ -123,6 +119,33 @@ fn wire_messages<'a>(
         }
     }
     out
+}
+
+/// The `content` of a user message's `{"role":"user"}` message: its text, or content parts
+/// (the text, then each image) when it has images; `None` when it has neither (only tool
+/// results).
+fn user_content(message: &ChatMessage) -> Option<Value> {
+    let has_text = message
+        .content
+        .iter()
+        .any(|b| matches!(b, ContentBlock::Text { .. }));
+    let images: Vec<Value> = message
+        .content
+        .iter()
+        .filter_map(|b| match b {
+            ContentBlock::Image { url } => {
+                Some(json!({"type": "image_url", "image_url": {"url": url}}))
+            }
+            _ => None,
+        })
+        .collect();
+    if !images.is_empty() {
+        let mut parts = vec![json!({"type": "text", "text": message.joined_text()})];
+        parts.extend(images);
+        Some(Value::Array(parts))
+    } else {
+        has_text.then(|| Value::String(message.joined_text()))
+    }
 }
 
 /// Parses a chat-completions response body into the assistant's content blocks.

@@ -1,0 +1,564 @@
+//! `@system <sub>`: what TypeAgent's CLI sends for `/help`, `/history`, `/session`, `/config`,
+//! `/agents` (`@system config agents`) and `/trace`, answered with what is true of Roundtable:
+//! the command list, this conversation's chat history, its session facts, the server settings
+//! and tools, and the server's log filter (read and set at run time through the
+//! [`LogFilterControl`] the binary puts in [`RuntimeConfig`]). Any other sub-command gets a
+//! clear `@system <sub>: not supported by Roundtable`.
+//!
+//! Who talks to it: `commands.rs` parses `@system` here ([`parse`]) and runs the result with
+//! `run_system`. The texts are pure functions of what they show; `@system session` asks the
+//! registry for the conversation's name and creation time ([`GetConversationInfo`]) at command
+//! time, so a rename is always reflected without the registry having to tell anyone.
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use actix::prelude::*;
+use serde_json::json;
+
+use super::commands::{help_text, split_word, Command};
+use super::queue::Request;
+use super::turn::TurnEvent;
+use super::{Conversation, RuntimeConfig};
+use crate::agent::turn::ASK_USER;
+use crate::agent::{tools, ChatMessage, ContentBlock, Role};
+use crate::ids::ConversationId;
+use crate::protocol::ConversationInfo;
+use crate::registry::GetConversationInfo;
+
+/// The server's log filter, read and replaced at run time (`@system trace`). Implemented by
+/// the binary around its logger; the actors only see this trait.
+pub trait LogFilterControl: Send + Sync {
+    /// The filter in effect, in `RUST_LOG` syntax.
+    fn current(&self) -> String;
+    /// Replaces the filter with `spec` (`RUST_LOG` syntax); the filter now in effect, or why
+    /// `spec` is refused (nothing changes then).
+    fn set(&self, spec: &str) -> Result<String, String>;
+}
+
+/// A `@system` sub-command Roundtable answers.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SystemCommand {
+    /// `help` (and no sub-command): the command list.
+    Help,
+    /// `history [N]`: the last N chat-history messages.
+    History(usize),
+    /// `session [info]`: this conversation's facts.
+    Session,
+    /// `config [show]`: the server settings that matter to a user.
+    Config,
+    /// `config agents`: the agents and tools this conversation can use.
+    Agents,
+    /// `trace [filter]`: show the log filter, or set it (space-separated directives are
+    /// joined with commas, so `trace a=debug b=warn` is `a=debug,b=warn`).
+    Trace(Option<String>),
+}
+
+/// `@system` sub-commands, for completion.
+pub const SUBCOMMANDS: [&str; 5] = ["help", "history", "session", "config", "trace"];
+/// `@system config` sub-commands, for completion.
+pub const CONFIG_SUBCOMMANDS: [&str; 2] = ["show", "agents"];
+/// `@system session` sub-commands, for completion.
+pub const SESSION_SUBCOMMANDS: [&str; 1] = ["info"];
+/// `@system` in the help list: (usage, what it does).
+pub const HELP: [(&str, &str); 6] = [
+    ("help", "this list"),
+    (
+        "history [N]",
+        "the last N (default 20) messages of the assistant's chat history",
+    ),
+    (
+        "session [info]",
+        "this conversation: id, name, directory, clients, provider",
+    ),
+    ("config [show]", "the server settings that matter here"),
+    (
+        "config agents",
+        "the agents and tools this conversation can use",
+    ),
+    (
+        "trace [filter]",
+        "show or set the server's log filter (RUST_LOG syntax)",
+    ),
+];
+/// Messages `@system history` shows without a count.
+pub const DEFAULT_HISTORY: usize = 20;
+/// Longest text of one message in `@system history`, in characters.
+const HISTORY_TEXT_CHARS: usize = 400;
+
+/// Parses what follows `@system`.
+pub fn parse(args: &str) -> Command {
+    let (sub, rest) = split_word(args);
+    let (word, _) = split_word(rest);
+    match sub {
+        "" | "help" => Command::System(SystemCommand::Help),
+        "history" if rest.is_empty() => Command::System(SystemCommand::History(DEFAULT_HISTORY)),
+        "history" => match rest.parse::<usize>() {
+            Ok(n) if n > 0 => Command::System(SystemCommand::History(n)),
+            _ => Command::Invalid(format!(
+                "@system history: N must be a whole number above 0, got \"{rest}\""
+            )),
+        },
+        "session" if matches!(word, "" | "info") => Command::System(SystemCommand::Session),
+        "config" if matches!(word, "" | "show") => Command::System(SystemCommand::Config),
+        "config" if word == "agents" => Command::System(SystemCommand::Agents),
+        "session" | "config" => Command::Unsupported(format!("system {sub} {word}")),
+        "trace" if rest.is_empty() => Command::System(SystemCommand::Trace(None)),
+        "trace" => Command::System(SystemCommand::Trace(Some(
+            rest.split_whitespace().collect::<Vec<_>>().join(","),
+        ))),
+        other => Command::Unsupported(format!("system {other}")),
+    }
+}
+
+/// The first `max` characters of `text`, with `…` when cut.
+fn clip(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        None => text.to_string(),
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+    }
+}
+
+/// The tool name a `ToolResult` answers, found in the messages before it.
+fn tool_name<'a>(earlier: &'a [ChatMessage], id: &str) -> &'a str {
+    earlier
+        .iter()
+        .rev()
+        .flat_map(|m| &m.content)
+        .find_map(|b| match b {
+            ContentBlock::ToolUse { id: i, name, .. } if i == id => Some(name.as_str()),
+            _ => None,
+        })
+        .unwrap_or("?")
+}
+
+/// One history message as terminal lines: `#7 user: …`, `#8 assistant: … → calculate {…}`,
+/// `#9 tool calculate: 5` (continuation lines indented).
+fn history_lines(number: usize, message: &ChatMessage, earlier: &[ChatMessage]) -> Vec<String> {
+    let mut lines = Vec::new();
+    let text = clip(message.joined_text().trim(), HISTORY_TEXT_CHARS);
+    let role = match message.role {
+        Role::User => "user",
+        Role::Assistant => "assistant",
+    };
+    if !text.is_empty() {
+        lines.push(format!(
+            "#{number} {role}: {}",
+            text.replace('\n', "\n    ")
+        ));
+    }
+    for block in &message.content {
+        match block {
+            ContentBlock::ToolUse { name, input, .. } => lines.push(format!(
+                "#{number} assistant: → {name} {}",
+                clip(&input.to_string(), HISTORY_TEXT_CHARS)
+            )),
+            ContentBlock::ToolResult {
+                tool_use_id,
+                content,
+                is_error,
+            } => lines.push(format!(
+                "#{number} tool {}{}: {}",
+                tool_name(earlier, tool_use_id),
+                if *is_error { " (error)" } else { "" },
+                clip(content, HISTORY_TEXT_CHARS).replace('\n', "\n    ")
+            )),
+            _ => {}
+        }
+    }
+    lines
+}
+
+/// `@system history N`: the last `n` user / assistant / tool messages, numbered from the
+/// start of the history.
+pub fn history_text(history: &[ChatMessage], n: usize) -> String {
+    if history.is_empty() {
+        return "The chat history of this conversation is empty.".to_string();
+    }
+    let from = history.len().saturating_sub(n);
+    let mut out = format!(
+        "Chat history: the last {} of {} messages",
+        history.len() - from,
+        history.len()
+    );
+    for (i, message) in history.iter().enumerate().skip(from) {
+        for line in history_lines(i + 1, message, &history[..i]) {
+            out.push('\n');
+            out.push_str(&line);
+        }
+    }
+    out
+}
+
+/// What `@system session` shows, gathered by the conversation (and the registry's record).
+#[derive(Debug, Clone)]
+pub struct SessionFacts {
+    /// The conversation id.
+    pub id: ConversationId,
+    /// The registry's record (name, creation time); `None` when it is gone.
+    pub record: Option<ConversationInfo>,
+    /// The persist directory.
+    pub dir: String,
+    /// `user-request` entries in the display log.
+    pub requests: u64,
+    /// Messages in the agent's chat history.
+    pub chat_messages: usize,
+    /// Connection ids of the joined clients.
+    pub clients: Vec<String>,
+    /// `provider` or `provider, model \`m\``.
+    pub provider: String,
+}
+
+/// `@system session` (markdown).
+pub fn session_text(facts: &SessionFacts) -> String {
+    let (name, created) = match &facts.record {
+        Some(r) => (format!("\"{}\"", r.name), r.created_at.clone()),
+        None => ("(no longer in the registry)".into(), "unknown".into()),
+    };
+    let mut out = String::from("**Session** (this conversation)\n\n");
+    let _ = writeln!(out, "- Id: `{}`", facts.id);
+    let _ = writeln!(out, "- Name: {name}");
+    let _ = writeln!(out, "- Persist directory: `{}`", facts.dir);
+    let _ = writeln!(out, "- Created: {created}");
+    let _ = writeln!(
+        out,
+        "- Messages: {} requests in the display log, {} in the chat history",
+        facts.requests, facts.chat_messages
+    );
+    let _ = writeln!(
+        out,
+        "- Clients joined: {} (connections {})",
+        facts.clients.len(),
+        facts.clients.join(", ")
+    );
+    let _ = write!(out, "- Provider: {}", facts.provider);
+    out
+}
+
+/// `openai, model \`m\``, or `builtin (offline rules, no model)`.
+fn provider_line(runtime: &RuntimeConfig) -> String {
+    let provider = &runtime.provider;
+    match provider.model() {
+        Some(model) => format!("{}, model `{model}`", provider.name()),
+        None => format!("{} (offline rules, no model)", provider.name()),
+    }
+}
+
+/// `12 s`, `1.5 s`.
+fn seconds(d: Duration) -> String {
+    format!("{} s", d.as_secs_f64())
+}
+
+/// The tool servers, sorted: (name, url, tool names as offered).
+fn tool_servers(runtime: &RuntimeConfig) -> Vec<(&str, &str, Vec<String>)> {
+    let mut servers: Vec<_> = runtime
+        .tool_servers
+        .iter()
+        .map(|(name, server)| {
+            let tools = server
+                .tools()
+                .into_iter()
+                .map(|t| format!("{name}{}{}", crate::agent::turn::SERVER_SEPARATOR, t.name))
+                .collect();
+            (name.as_str(), server.url().unwrap_or("(no address)"), tools)
+        })
+        .collect();
+    servers.sort();
+    servers
+}
+
+/// `@system config` (markdown): the settings a user of this conversation is affected by.
+pub fn config_text(runtime: &RuntimeConfig, idle_timeout: Duration) -> String {
+    let mut out = String::from("**Server configuration**\n\n");
+    let _ = writeln!(out, "- Provider: {}", provider_line(runtime));
+    let _ = writeln!(
+        out,
+        "- Max model calls per turn: {}",
+        runtime.max_iterations
+    );
+    let _ = writeln!(
+        out,
+        "- Idle timeout (unload with no clients): {}",
+        seconds(idle_timeout)
+    );
+    let _ = writeln!(
+        out,
+        "- Queued work kept with no clients: {}",
+        seconds(runtime.no_clients_grace)
+    );
+    let _ = writeln!(
+        out,
+        "- Questions wait for an answer: {}",
+        seconds(runtime.interaction_timeout)
+    );
+    let servers = tool_servers(runtime);
+    if servers.is_empty() {
+        out.push_str("- Tool servers: none\n");
+    } else {
+        out.push_str("- Tool servers:\n");
+        for (name, url, tools) in servers {
+            let _ = writeln!(out, "  - `{name}` at {url} ({} tools)", tools.len());
+        }
+    }
+    let _ = writeln!(
+        out,
+        "- Instance directory: `{}`",
+        runtime.instance_root.display()
+    );
+    let filter = runtime
+        .log_filter
+        .as_ref()
+        .map_or("(not adjustable)".to_string(), |c| {
+            format!("`{}`", c.current())
+        });
+    let _ = write!(out, "- Log filter: {filter}");
+    out
+}
+
+/// The first sentence of a tool description, short.
+fn summary(description: &str) -> String {
+    let first = description.split(". ").next().unwrap_or(description);
+    clip(first.trim_end_matches('.'), 100)
+}
+
+/// `@system config agents` (markdown): the agent, its tools and where they come from, each
+/// with whether it is available.
+pub fn agents_text(runtime: &RuntimeConfig) -> String {
+    let mut out = String::from("**Agents and tools of this conversation**\n\n");
+    let _ = writeln!(
+        out,
+        "- Agent `chat` (the assistant): available; provider {}",
+        provider_line(runtime)
+    );
+    out.push_str("- Built-in tools:\n");
+    for spec in tools::builtin_tool_specs() {
+        let _ = writeln!(
+            out,
+            "  - `{}`: available. {}",
+            spec.name,
+            summary(&spec.description)
+        );
+    }
+    let _ = writeln!(
+        out,
+        "  - `{ASK_USER}`: available. Asks the people in this conversation and waits"
+    );
+    let servers = tool_servers(runtime);
+    if servers.is_empty() {
+        out.push_str(
+            "- Tool servers: none configured (`roundtable serve --tool-server NAME=URL`)\n",
+        );
+    }
+    for (name, url, tools) in servers {
+        let _ = writeln!(
+            out,
+            "- Tool server `{name}` at {url}: available (tools read at start-up): {}",
+            tools
+                .iter()
+                .map(|t| format!("`{t}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    out.push_str("- Client-hosted agents: none (Roundtable does not host client agents yet)");
+    out
+}
+
+impl Conversation {
+    /// Runs `@system <command>` for the running request: answered at once, except `session`,
+    /// which first asks the registry.
+    pub(super) fn run_system(
+        &mut self,
+        turn: u64,
+        request: &Request,
+        command: SystemCommand,
+        ctx: &mut Context<Self>,
+    ) {
+        let markdown = |text: String| json!({"type": "markdown", "content": text});
+        let content = match command {
+            SystemCommand::Help => markdown(help_text()),
+            SystemCommand::History(n) => {
+                json!({"type": "text", "content": history_text(&self.chat_history(), n)})
+            }
+            SystemCommand::Config => {
+                markdown(config_text(&self.setup.runtime, self.setup.idle_timeout))
+            }
+            SystemCommand::Agents => markdown(agents_text(&self.setup.runtime)),
+            SystemCommand::Session => return self.start_session(turn, ctx),
+            SystemCommand::Trace(spec) => match self.trace(spec.as_deref(), request) {
+                Ok(text) => json!({"type": "text", "content": text}),
+                Err(e) => return self.finish_error(turn, request, e, ctx),
+            },
+        };
+        self.finish_showing(turn, request, content, None, ctx);
+    }
+
+    /// `@system session`: the local facts now, the registry's record when it answers.
+    fn start_session(&mut self, turn: u64, ctx: &mut Context<Self>) {
+        let mut facts = SessionFacts {
+            id: self.setup.id,
+            record: None,
+            dir: self.setup.dir.display().to_string(),
+            requests: self.log.as_ref().map_or(0, |l| l.message_count()),
+            chat_messages: self.chat_history().len(),
+            clients: self.clients.keys().map(ToString::to_string).collect(),
+            provider: provider_line(&self.setup.runtime),
+        };
+        let record = self
+            .setup
+            .registry
+            .send(GetConversationInfo { id: self.setup.id });
+        let addr = ctx.address();
+        self.spawn_for_running(
+            async move {
+                facts.record = record.await.ok().flatten();
+                let content = json!({"type": "markdown", "content": session_text(&facts)});
+                addr.do_send(TurnEvent::Answered { turn, content });
+            },
+            ctx,
+        );
+    }
+
+    /// `@system trace [spec]`: the filter in effect, after setting it to `spec` if given.
+    fn trace(&self, spec: Option<&str>, request: &Request) -> Result<String, String> {
+        let control = self.setup.runtime.log_filter.as_ref().ok_or(
+            "@system trace: this server's log filter cannot be changed at run time \
+             (it was not started by `roundtable serve`)",
+        )?;
+        let Some(spec) = spec else {
+            return Ok(format!("Log filter: {}", control.current()));
+        };
+        let before = control.current();
+        let now = control
+            .set(spec)
+            .map_err(|e| format!("@system trace: {e}"))?;
+        log::info!(
+            "conversation {} connection {}: log filter changed from {before:?} to {now:?}",
+            self.setup.id,
+            request.origin
+        );
+        Ok(format!("Log filter: {now} (was {before})"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::conversation::commands::parse as parse_command;
+
+    fn system(text: &str) -> Command {
+        parse_command(text).expect("an @ command")
+    }
+
+    #[test]
+    fn parses_what_the_typeagent_cli_sends() {
+        use SystemCommand::*;
+        let ok = |c: SystemCommand| Command::System(c);
+        assert_eq!(system("@system help"), ok(Help));
+        assert_eq!(system("@system"), ok(Help));
+        assert_eq!(system("@system history"), ok(History(DEFAULT_HISTORY)));
+        assert_eq!(system("@system history 5"), ok(History(5)));
+        assert_eq!(
+            system("@system history five"),
+            Command::Invalid(
+                "@system history: N must be a whole number above 0, got \"five\"".into()
+            )
+        );
+        assert!(matches!(system("@system history 0"), Command::Invalid(_)));
+        assert_eq!(system("@system session"), ok(Session));
+        assert_eq!(system("@system session info"), ok(Session));
+        assert_eq!(
+            system("@system session list"),
+            Command::Unsupported("system session list".into())
+        );
+        assert_eq!(system("@system config"), ok(Config));
+        assert_eq!(system("@system config show"), ok(Config));
+        assert_eq!(system("@system config agents"), ok(Agents));
+        assert_eq!(system("@system trace"), ok(Trace(None)));
+        assert_eq!(
+            system("@system trace roundtable=debug  actix=warn"),
+            ok(Trace(Some("roundtable=debug,actix=warn".into())))
+        );
+        assert_eq!(
+            system("@system shell x"),
+            Command::Unsupported("system shell".into())
+        );
+    }
+
+    #[test]
+    fn history_is_numbered_and_names_tools() {
+        assert_eq!(
+            history_text(&[], 20),
+            "The chat history of this conversation is empty."
+        );
+        let history = vec![
+            ChatMessage::text(Role::User, "hello"),
+            ChatMessage::text(Role::Assistant, "echo: hello"),
+            ChatMessage::text(Role::User, "what is 2+3"),
+            ChatMessage {
+                role: Role::Assistant,
+                content: vec![ContentBlock::ToolUse {
+                    id: "c1".into(),
+                    name: "calculate".into(),
+                    input: json!({"expression": "2+3"}),
+                }],
+            },
+            ChatMessage {
+                role: Role::User,
+                content: vec![ContentBlock::ToolResult {
+                    tool_use_id: "c1".into(),
+                    content: "5".into(),
+                    is_error: false,
+                }],
+            },
+            ChatMessage::text(Role::Assistant, "5\nsecond line"),
+        ];
+        assert_eq!(
+            history_text(&history, 4),
+            "Chat history: the last 4 of 6 messages\n\
+             #3 user: what is 2+3\n\
+             #4 assistant: → calculate {\"expression\":\"2+3\"}\n\
+             #5 tool calculate: 5\n\
+             #6 assistant: 5\n    second line"
+        );
+        assert!(history_text(&history, 100).starts_with("Chat history: the last 6 of 6"));
+        let long = ChatMessage::text(Role::User, "x".repeat(1000));
+        let text = history_text(&[long], 1);
+        assert!(text.ends_with('…') && text.len() < 500, "{text}");
+    }
+
+    #[test]
+    fn session_text_names_everything() {
+        let id = ConversationId::parse("c0ffee00-0000-4000-8000-000000000000").unwrap();
+        let facts = SessionFacts {
+            id,
+            record: Some(ConversationInfo {
+                conversation_id: id,
+                name: "Research".into(),
+                client_count: 2,
+                created_at: "2026-01-02T03:04:05.000Z".into(),
+                message_count: 3,
+                indexed_message_count: None,
+            }),
+            dir: "/tmp/x".into(),
+            requests: 3,
+            chat_messages: 6,
+            clients: vec!["0".into(), "1".into()],
+            provider: "builtin (offline rules, no model)".into(),
+        };
+        let text = session_text(&facts);
+        for part in [
+            "- Id: `c0ffee00-0000-4000-8000-000000000000`",
+            "- Name: \"Research\"",
+            "- Persist directory: `/tmp/x`",
+            "- Created: 2026-01-02T03:04:05.000Z",
+            "- Messages: 3 requests in the display log, 6 in the chat history",
+            "- Clients joined: 2 (connections 0, 1)",
+            "- Provider: builtin",
+        ] {
+            assert!(text.contains(part), "{part} missing from {text}");
+        }
+    }
+}

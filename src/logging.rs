@@ -1,0 +1,163 @@
+//! The process's logger: env_logger's, with a filter that can be replaced while the server
+//! runs (`@system trace`). An [`env_logger::Logger`] fixes its filter when it is built, so
+//! [`ReloadableLogger`] holds one behind an [`RwLock`] and swaps in a fresh one built the same
+//! way (same format and target, same `RUST_LOG_STYLE`), moving `log`'s global max level with
+//! it. Output looks exactly as it did with `env_logger::init`.
+//!
+//! Who talks to it: `main.rs` installs it ([`init`]) before anything logs; [`crate::serve`]
+//! hands [`control`] to the conversations as a [`LogFilterControl`].
+
+use std::sync::{Arc, OnceLock, PoisonError, RwLock, RwLockReadGuard};
+
+use env_logger::{Builder, Logger};
+use log::{Log, Metadata, Record};
+use roundtable_actors::conversation::LogFilterControl;
+
+/// The logger [`init`] installed, if it did.
+static INSTALLED: OnceLock<&'static ReloadableLogger> = OnceLock::new();
+
+/// A logger whose filter can be replaced.
+pub struct ReloadableLogger {
+    /// The logger in use and the filter text it was built from (what `@system trace` shows).
+    current: RwLock<(Logger, String)>,
+}
+
+/// An env_logger built as `env_logger::init` builds one, with `spec` as its filter.
+fn build(spec: &str) -> Logger {
+    let mut builder = Builder::new();
+    if let Ok(style) = std::env::var("RUST_LOG_STYLE") {
+        builder.parse_write_style(&style);
+    }
+    builder.parse_filters(spec);
+    builder.build()
+}
+
+impl ReloadableLogger {
+    /// A logger filtering with `spec` (not installed).
+    pub fn new(spec: &str) -> ReloadableLogger {
+        ReloadableLogger {
+            current: RwLock::new((build(spec), spec.to_string())),
+        }
+    }
+
+    /// The logger in use (a panic while swapping cannot leave it half-written: the swap is
+    /// one assignment, so a poisoned lock still holds a whole logger).
+    fn read(&self) -> RwLockReadGuard<'_, (Logger, String)> {
+        self.current.read().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl Log for ReloadableLogger {
+    fn enabled(&self, metadata: &Metadata<'_>) -> bool {
+        self.read().0.enabled(metadata)
+    }
+
+    fn log(&self, record: &Record<'_>) {
+        self.read().0.log(record);
+    }
+
+    fn flush(&self) {
+        self.read().0.flush();
+    }
+}
+
+impl LogFilterControl for ReloadableLogger {
+    fn current(&self) -> String {
+        self.read().1.clone()
+    }
+
+    /// Checks `spec` strictly first (env_logger itself would only warn on stderr and drop the
+    /// bad part), then swaps the logger and the global max level.
+    fn set(&self, spec: &str) -> Result<String, String> {
+        let spec = spec.trim();
+        if spec.is_empty() {
+            return Err(
+                "give a filter in RUST_LOG syntax, e.g. info or roundtable_actors=debug,info"
+                    .into(),
+            );
+        }
+        env_filter::Builder::new().try_parse(spec).map_err(|e| {
+            format!(
+                "invalid log filter \"{spec}\" ({e}); use RUST_LOG syntax, e.g. info or \
+                 roundtable_actors=debug,info"
+            )
+        })?;
+        let logger = build(spec);
+        let max = logger.filter();
+        *self.current.write().unwrap_or_else(PoisonError::into_inner) = (logger, spec.to_string());
+        log::set_max_level(max);
+        Ok(spec.to_string())
+    }
+}
+
+/// The control [`LogFilterControl`] of a `'static` logger.
+struct Control(&'static ReloadableLogger);
+
+impl LogFilterControl for Control {
+    fn current(&self) -> String {
+        self.0.current()
+    }
+
+    fn set(&self, spec: &str) -> Result<String, String> {
+        self.0.set(spec)
+    }
+}
+
+/// Installs the process's logger: `RUST_LOG` when set, else `default_filter`, exactly as
+/// `env_logger::Builder::from_env(Env::default().default_filter_or(default_filter)).init()`
+/// did. Does nothing when a logger is already installed.
+pub fn init(default_filter: &str) {
+    let spec = std::env::var("RUST_LOG").unwrap_or_else(|_| default_filter.to_string());
+    let logger: &'static ReloadableLogger = Box::leak(Box::new(ReloadableLogger::new(&spec)));
+    if log::set_logger(logger).is_ok() {
+        log::set_max_level(logger.read().0.filter());
+        let _ = INSTALLED.set(logger);
+    }
+}
+
+/// The installed logger's filter control; `None` when [`init`] did not install it (a test
+/// calling [`crate::serve`] in its own process).
+pub fn control() -> Option<Arc<dyn LogFilterControl>> {
+    INSTALLED
+        .get()
+        .map(|logger| Arc::new(Control(logger)) as Arc<dyn LogFilterControl>)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn enabled(logger: &ReloadableLogger, target: &str, level: log::Level) -> bool {
+        logger.enabled(&Metadata::builder().target(target).level(level).build())
+    }
+
+    /// A valid filter replaces the old one at once; an invalid one is refused with a reason
+    /// and changes nothing.
+    #[test]
+    fn filters_are_swapped_or_refused() {
+        let logger = ReloadableLogger::new("info");
+        assert_eq!(logger.current(), "info");
+        assert!(!enabled(
+            &logger,
+            "roundtable_actors::queue",
+            log::Level::Debug
+        ));
+        assert_eq!(
+            logger.set(" roundtable_actors=debug,warn ").unwrap(),
+            "roundtable_actors=debug,warn"
+        );
+        assert!(enabled(
+            &logger,
+            "roundtable_actors::queue",
+            log::Level::Debug
+        ));
+        assert!(!enabled(&logger, "actix_web", log::Level::Info));
+        let e = logger.set("roundtable=loud").unwrap_err();
+        assert!(
+            e.starts_with("invalid log filter \"roundtable=loud\""),
+            "{e}"
+        );
+        assert!(logger.set("  ").is_err());
+        assert_eq!(logger.current(), "roundtable_actors=debug,warn");
+    }
+}
