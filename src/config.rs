@@ -57,7 +57,10 @@ pub struct ServerConfig {
 }
 
 /// The agent's model backend.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
 pub enum ProviderChoice {
     /// Offline and deterministic: tools for arithmetic, time and weather, otherwise echo.
     Builtin,
@@ -106,46 +109,50 @@ impl ServerConfig {
 #[derive(clap::Args)]
 #[allow(rustdoc::invalid_html_tags)]
 pub struct ServeArgs {
+    /// Read settings from this TOML file (default: <instance-dir>/roundtable.toml when it
+    /// exists). Flags and environment variables win over it.
+    #[arg(long, env = "ROUNDTABLE_CONFIG")]
+    pub(crate) config: Option<PathBuf>,
     /// TCP port (0 picks a free one).
     #[arg(long, env = "ROUNDTABLE_PORT", default_value_t = 8999)]
-    port: u16,
+    pub(crate) port: u16,
     /// Address to listen on (repeatable). Default: both loopbacks, 127.0.0.1 and ::1.
     #[arg(long = "host")]
-    hosts: Vec<IpAddr>,
+    pub(crate) hosts: Vec<IpAddr>,
     /// Instance directory. Default: ~/.roundtable.
     #[arg(long, env = "ROUNDTABLE_HOME")]
-    instance_dir: Option<PathBuf>,
+    pub(crate) instance_dir: Option<PathBuf>,
     /// Seconds a conversation with no clients stays in memory.
     #[arg(long, default_value_t = 300.0)]
-    idle_timeout: f64,
+    pub(crate) idle_timeout: f64,
     /// Largest WebSocket frame / message in bytes.
     #[arg(long, default_value_t = 16 * 1024 * 1024)]
-    max_frame_bytes: usize,
+    pub(crate) max_frame_bytes: usize,
     /// Serve a WebSocket echo endpoint on this path (conformance testing).
     #[arg(long)]
-    echo_path: Option<String>,
+    pub(crate) echo_path: Option<String>,
     /// Also accept WebSocket upgrades from this Origin (repeatable), e.g. chrome-extension://id.
     #[arg(long = "allow-origin")]
-    allowed_origins: Vec<String>,
+    pub(crate) allowed_origins: Vec<String>,
     /// Require this token (Authorization: Bearer, or ?token=) on every upgrade. Visible to
     /// other users in `ps`: prefer --token-file or ROUNDTABLE_TOKEN.
     #[arg(long, env = "ROUNDTABLE_TOKEN", hide_env_values = true)]
-    token: Option<String>,
+    pub(crate) token: Option<String>,
     /// Read the token from this file (its first line; the file should be private).
     #[arg(long, conflicts_with = "token")]
-    token_file: Option<PathBuf>,
+    pub(crate) token_file: Option<PathBuf>,
     /// Move an unparsable registry aside to conversations.json.corrupt-<ts> and start empty.
     #[arg(long)]
-    repair: bool,
+    pub(crate) repair: bool,
     /// Seconds between heartbeat pings.
     #[arg(long, default_value_t = 30.0, hide = true)]
-    ping_interval: f64,
+    pub(crate) ping_interval: f64,
     /// Seconds a connection may take no data before it is aborted (TCP_USER_TIMEOUT).
     #[arg(long, default_value_t = 30.0)]
-    stall_timeout: f64,
+    pub(crate) stall_timeout: f64,
     /// Largest outbound queue per socket, in frames.
     #[arg(long, default_value_t = 4096)]
-    max_queued_frames: usize,
+    pub(crate) max_queued_frames: usize,
     /// The agent's model backend (openai reads ROUNDTABLE_OPENAI_BASE_URL, _MODEL, _API_KEY).
     #[arg(
         long,
@@ -153,26 +160,26 @@ pub struct ServeArgs {
         value_enum,
         default_value = "builtin"
     )]
-    provider: ProviderChoice,
+    pub(crate) provider: ProviderChoice,
     /// Model calls per turn before the agent loop gives up.
     #[arg(long, default_value_t = 10)]
-    max_iterations: usize,
+    pub(crate) max_iterations: usize,
     /// Seconds queued work survives after the last client leaves (then: no_clients).
     #[arg(long, default_value_t = 30.0)]
-    no_clients_grace: f64,
+    pub(crate) no_clients_grace: f64,
     /// An external tool server, NAME=URL (repeatable); its tools are offered as NAME__tool.
     #[arg(long = "tool-server")]
-    tool_servers: Vec<String>,
+    pub(crate) tool_servers: Vec<String>,
     /// Seconds a question to the users waits for an answer.
     #[arg(long, default_value_t = 600.0, hide = true)]
-    interaction_timeout: f64,
+    pub(crate) interaction_timeout: f64,
     /// Largest outbound queue per socket, in bytes.
     #[arg(long, default_value_t = 32 * 1024 * 1024)]
-    max_queued_bytes: usize,
+    pub(crate) max_queued_bytes: usize,
     /// Largest outbound queue of all sockets together, in bytes; past it a push fails as if
     /// that socket's queue were full (it is closed as a slow consumer).
     #[arg(long, default_value_t = DEFAULT_SERVER_QUEUED_BYTES)]
-    max_queued_bytes_total: usize,
+    pub(crate) max_queued_bytes_total: usize,
 }
 
 /// A `roundtable serve` flag that cannot be used; the text is what the user sees.
@@ -207,6 +214,41 @@ pub enum ConfigError {
     /// An empty token would silently turn authentication off.
     #[error("the token is empty; give a non-empty token, or none to serve only your own user")]
     EmptyToken,
+    /// The config file cannot be read, does not parse, has an unknown key or a value of the
+    /// wrong type (the text names the line and the key).
+    #[error("config file {}: {message}", path.display())]
+    ConfigFile {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong, with its line.
+        message: String,
+    },
+    /// A value from the config file that parses but is out of range.
+    #[error("config file {}, line {line}, key `{key}`: {message}", path.display())]
+    ConfigValue {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line of the value.
+        line: usize,
+        /// The key.
+        key: &'static str,
+        /// What is wrong (the flag's own message).
+        message: String,
+    },
+}
+
+impl ConfigError {
+    /// The flag (= config key) a value error is about, for pointing at the config file line
+    /// that set it.
+    pub fn flag(&self) -> Option<&'static str> {
+        match self {
+            ConfigError::NotSeconds { flag } | ConfigError::NotPositive { flag } => Some(flag),
+            ConfigError::ToolServer(_) => Some("tool-server"),
+            ConfigError::TokenFile { .. } => Some("token-file"),
+            ConfigError::EmptyToken => Some("token"),
+            _ => None,
+        }
+    }
 }
 
 impl TryFrom<ServeArgs> for ServerConfig {

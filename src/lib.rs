@@ -24,6 +24,7 @@
 pub mod cli;
 pub mod client;
 pub mod config;
+pub mod config_file;
 pub mod logging;
 pub mod providers;
 pub mod server;

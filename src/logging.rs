@@ -4,6 +4,11 @@
 //! way (same format and target, same `RUST_LOG_STYLE`), moving `log`'s global max level with
 //! it. Output looks exactly as it did with `env_logger::init`.
 //!
+//! Under systemd (stderr is the journal stream `$JOURNAL_STREAM` names) lines carry no
+//! timestamp of their own (the journal stamps them) and start with the `<N>` syslog level
+//! prefix journald reads (sd-daemon(3)): `<3>` error, `<4>` warn, `<6>` info, `<7>` debug and
+//! trace.
+//!
 //! Who talks to it: `main.rs` installs it ([`init`]) before anything logs; [`crate::serve`]
 //! hands [`control`] to the conversations as a [`LogFilterControl`].
 
@@ -29,7 +34,51 @@ fn build(spec: &str) -> Logger {
         builder.parse_write_style(&style);
     }
     builder.parse_filters(spec);
+    if stderr_is_journal() {
+        builder.format(|out, record| {
+            use std::io::Write as _;
+            writeln!(
+                out,
+                "<{}>{}: {}",
+                journal_priority(record.level()),
+                record.target(),
+                record.args()
+            )
+        });
+    }
     builder.build()
+}
+
+/// The syslog priority journald reads from a `<N>` line prefix.
+fn journal_priority(level: log::Level) -> u8 {
+    match level {
+        log::Level::Error => 3,
+        log::Level::Warn => 4,
+        log::Level::Info => 6,
+        log::Level::Debug | log::Level::Trace => 7,
+    }
+}
+
+/// Whether stderr is the journal stream systemd connected (`$JOURNAL_STREAM` is
+/// `<device>:<inode>` of that stream; a child whose stderr was redirected elsewhere inherits
+/// the variable but not the stream, so both are compared, as systemd.exec(5) advises).
+fn stderr_is_journal() -> bool {
+    let Ok(stream) = std::env::var("JOURNAL_STREAM") else {
+        return false;
+    };
+    let Some((dev, ino)) = stream.split_once(':') else {
+        return false;
+    };
+    let (Ok(dev), Ok(ino)) = (dev.parse::<u64>(), ino.parse::<u64>()) else {
+        return false;
+    };
+    // SAFETY: fstat writes only into the zeroed struct it is given; fd 2 may be closed, in
+    // which case it fails and nothing is read.
+    let mut stat: libc::stat = unsafe { std::mem::zeroed() };
+    if unsafe { libc::fstat(2, &mut stat) } != 0 {
+        return false;
+    }
+    stat.st_dev as u64 == dev && stat.st_ino as u64 == ino
 }
 
 impl ReloadableLogger {
@@ -159,5 +208,16 @@ mod tests {
         );
         assert!(logger.set("  ").is_err());
         assert_eq!(logger.current(), "roundtable_actors=debug,warn");
+    }
+
+    /// journald's priorities for each level.
+    #[test]
+    fn journal_priorities() {
+        use log::Level::*;
+        let got: Vec<u8> = [Error, Warn, Info, Debug, Trace]
+            .into_iter()
+            .map(journal_priority)
+            .collect();
+        assert_eq!(got, [3, 4, 6, 7, 7]);
     }
 }

@@ -1,10 +1,12 @@
 //! The `roundtable` binary: `roundtable serve` runs the server; `connect`, `conversations`,
-//! `run` and `server` are the client. Thin on purpose: flags become a [`ServerConfig`] or a
-//! call into [`roundtable::cli`].
+//! `run` and `server` are the client; `config`, `service`, `completions` and `man` are the
+//! operator's tools. Thin on purpose: flags (with the config file) become a [`ServerConfig`]
+//! or a call into [`roundtable::cli`].
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser, Subcommand};
 use roundtable::cli;
 use roundtable::config::ServeArgs;
 use roundtable::ServerConfig;
@@ -47,6 +49,91 @@ enum Command {
         #[command(flatten)]
         address: Address,
     },
+    /// Show the effective server configuration, or write a config file.
+    Config {
+        #[command(subcommand)]
+        command: ConfigCmd,
+    },
+    /// Run the server as a systemd service: install, uninstall or show its unit.
+    Service {
+        #[command(subcommand)]
+        command: ServiceCmd,
+    },
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff): `roundtable man > roundtable.1`.
+    Man,
+}
+
+#[derive(Subcommand)]
+enum ConfigCmd {
+    /// Every setting's effective value and where it comes from (flag, environment, file,
+    /// default); takes the same flags as `serve`.
+    Show(Box<ServeArgs>),
+    /// Write a commented config file with every key at its default.
+    Init {
+        /// Where (default: ~/.roundtable/roundtable.toml, or $ROUNDTABLE_HOME's).
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Replace an existing file.
+        #[arg(long)]
+        force: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum ServiceCmd {
+    /// Write the systemd unit that runs `roundtable serve`.
+    Install {
+        #[command(flatten)]
+        scope: ScopeArgs,
+        /// Print the unit instead of writing it.
+        #[arg(long)]
+        dry_run: bool,
+        /// Config file the service reads (`serve --config`).
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Instance directory (default ~/.roundtable); the only path the service may write.
+        #[arg(long)]
+        instance_dir: Option<PathBuf>,
+        /// Seconds systemd waits for a watchdog ping before restarting the service.
+        #[arg(long, default_value_t = 30)]
+        watchdog_secs: u32,
+    },
+    /// Stop, disable and remove the unit.
+    Uninstall {
+        #[command(flatten)]
+        scope: ScopeArgs,
+    },
+    /// Where the unit is and what systemd says of it.
+    Status {
+        #[command(flatten)]
+        scope: ScopeArgs,
+    },
+}
+
+/// User or system unit.
+#[derive(clap::Args)]
+struct ScopeArgs {
+    /// A user unit (~/.config/systemd/user/; the default).
+    #[arg(long, conflicts_with = "system")]
+    user: bool,
+    /// A system unit (/etc/systemd/system/, run as you; needs root).
+    #[arg(long)]
+    system: bool,
+}
+
+impl ScopeArgs {
+    fn scope(&self) -> cli::service::Scope {
+        if self.system {
+            cli::service::Scope::System
+        } else {
+            cli::service::Scope::User
+        }
+    }
 }
 
 /// Where the server is.
@@ -112,7 +199,11 @@ enum ServerCmd {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let matches = Cli::command().get_matches();
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
     // The server logs at info by default; the client commands only warn.
     let default_level = if matches!(cli.command, Command::Serve(_)) {
         "info"
@@ -121,7 +212,7 @@ fn main() -> ExitCode {
     };
     roundtable::logging::init(default_level);
     match cli.command {
-        Command::Serve(args) => serve(args),
+        Command::Serve(args) => serve(args, sub_matches(&matches, &["serve"])),
         Command::Connect(args) => cli::block_on(async move {
             let url = args.address.url();
             let options = cli::ConnectOptions {
@@ -156,18 +247,102 @@ fn main() -> ExitCode {
                 ServerCmd::Stop => cli::server_stop(&address.url()).await,
             }
         }),
+        Command::Config { command } => config(command, &matches),
+        Command::Service { command } => service(command),
+        Command::Completions { shell } => {
+            clap_complete::generate(
+                shell,
+                &mut Cli::command(),
+                "roundtable",
+                &mut std::io::stdout(),
+            );
+            ExitCode::SUCCESS
+        }
+        Command::Man => {
+            match clap_mangen::Man::new(Cli::command()).render(&mut std::io::stdout()) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => fail(&e.to_string(), 1),
+            }
+        }
     }
 }
 
-/// `roundtable serve`: flags → [`ServerConfig`] (a bad flag exits with 2), then the server
-/// under the abort-on-panic policy until it stops.
-fn serve(args: ServeArgs) -> ExitCode {
+/// The matches of the subcommand at `path` (it was parsed, so it is there).
+fn sub_matches<'a>(matches: &'a ArgMatches, path: &[&str]) -> &'a ArgMatches {
+    roundtable::config_file::serve_matches(matches, path).expect("the parsed subcommand")
+}
+
+/// Prints `roundtable: <message>` and exits with `code`.
+fn fail(message: &str, code: u8) -> ExitCode {
+    eprintln!("roundtable: {message}");
+    ExitCode::from(code)
+}
+
+/// `roundtable config show | init`.
+fn config(command: ConfigCmd, matches: &ArgMatches) -> ExitCode {
+    match command {
+        ConfigCmd::Show(args) => {
+            let mut args = *args;
+            let serve = sub_matches(matches, &["config", "show"]);
+            match roundtable::config_file::apply_file(&mut args, serve) {
+                Ok(file) => {
+                    print!("{}", roundtable::config_file::show(&args, serve, &file));
+                    ExitCode::SUCCESS
+                }
+                Err(e) => fail(&e.to_string(), 2),
+            }
+        }
+        ConfigCmd::Init { config, force } => {
+            let Some(path) = config.or_else(roundtable::config_file::default_path) else {
+                return fail("no home directory; pass --config", 2);
+            };
+            match roundtable::config_file::init(&path, force) {
+                Ok(()) => {
+                    println!("wrote {}", path.display());
+                    ExitCode::SUCCESS
+                }
+                Err(e) => fail(&e, 1),
+            }
+        }
+    }
+}
+
+/// `roundtable service install | uninstall | status`.
+fn service(command: ServiceCmd) -> ExitCode {
+    let result = match command {
+        ServiceCmd::Install {
+            scope,
+            dry_run,
+            config,
+            instance_dir,
+            watchdog_secs,
+        } => cli::service::install(&cli::service::InstallOptions {
+            scope: scope.scope(),
+            dry_run,
+            config,
+            instance_dir,
+            watchdog_secs,
+        }),
+        ServiceCmd::Uninstall { scope } => cli::service::uninstall(scope.scope()),
+        ServiceCmd::Status { scope } => cli::service::status(scope.scope()),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => fail(&e.message, e.code),
+    }
+}
+
+/// `roundtable serve`: flags, environment and config file → [`ServerConfig`] (a bad value
+/// exits with 2, naming the file, line and key when the file set it), then the server under
+/// the abort-on-panic policy until it stops.
+fn serve(mut args: ServeArgs, matches: &ArgMatches) -> ExitCode {
+    let file = match roundtable::config_file::apply_file(&mut args, matches) {
+        Ok(file) => file,
+        Err(e) => return fail(&e.to_string(), 2),
+    };
     let config = match ServerConfig::try_from(args) {
         Ok(config) => config,
-        Err(e) => {
-            eprintln!("roundtable: {e}");
-            return ExitCode::from(2);
-        }
+        Err(e) => return fail(&roundtable::config_file::locate(e, &file).to_string(), 2),
     };
     roundtable::server::abort_on_panic();
     let result = actix_web::rt::System::new().block_on(roundtable::serve(config));

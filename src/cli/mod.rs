@@ -1,6 +1,7 @@
 //! The client side of the `roundtable` binary: `connect` (the interactive prompt),
-//! `conversations`, `run` and `server`. Everything goes through [`crate::client`] over the
-//! real protocol; nothing here reads the server's files.
+//! `conversations`, `run` and `server`, which go through [`crate::client`] over the real
+//! protocol (nothing of them reads the server's files); and [`service`], which writes the
+//! systemd unit that runs the server.
 //!
 //! Files: `connect.rs` (the interactive prompt), `conversations.rs`, `run.rs`, `server.rs`
 //! (one per subcommand), `render.rs` (terminal-safe text, messages, history, the table: shared
@@ -14,6 +15,7 @@ mod conversations;
 mod render;
 mod run;
 mod server;
+pub mod service;
 mod state;
 
 pub use connect::{connect, ConnectOptions};

@@ -35,6 +35,7 @@ use crate::providers;
 pub mod guards;
 pub mod peer;
 pub mod routes;
+pub mod systemd;
 pub mod web;
 
 /// Shared by every request handler and connection.
@@ -158,6 +159,15 @@ pub async fn serve(config: ServerConfig) -> Result<(), StartError> {
 
     let running = actix_web::rt::spawn(server);
     let signals = actix_web::rt::spawn(watch_signals(state.stop.clone()));
+    systemd::ready(port);
+    let watchdog = systemd::watchdog_interval().map(|interval| {
+        actix_web::rt::spawn(systemd::watchdog(
+            interval,
+            started.registry.clone(),
+            started.log_writer.clone(),
+            state.metrics.clone(),
+        ))
+    });
     // Wait for a stop request.
     while !*stop_rx.borrow_and_update() {
         if stop_rx.changed().await.is_err() {
@@ -165,6 +175,10 @@ pub async fn serve(config: ServerConfig) -> Result<(), StartError> {
         }
     }
     log::info!("shutting down: closing sockets, saving the registry");
+    systemd::stopping();
+    if let Some(watchdog) = watchdog {
+        watchdog.abort();
+    }
     let _ = closing_tx.send(true);
     handle.pause().await;
     // Give connections a moment to queue their 1001 close frames.

@@ -1,0 +1,309 @@
+//! `roundtable service install | uninstall | status`: Roundtable as a systemd service. The
+//! unit runs `roundtable serve` as a `Type=notify` service (READY, WATCHDOG and STOPPING come
+//! from `server/systemd.rs`), restarts it on failure, and confines it: no new privileges, the
+//! file system read-only except the instance directory, a private `/tmp`.
+//!
+//! A user unit (default) goes to `$XDG_CONFIG_HOME/systemd/user/` (`~/.config/systemd/user/`);
+//! a system unit (`--system`) to `/etc/systemd/system/`, running as the installing user.
+//! `--dry-run` prints the unit instead. `systemctl` is asked to reload (and, on uninstall, to
+//! stop and disable) when it is there; its absence or failure is reported, not fatal.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use super::{CliError, CliResult};
+
+/// The unit's file name.
+pub const UNIT_NAME: &str = "roundtable.service";
+
+/// Which service manager the unit is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// The user's own manager (`systemctl --user`).
+    User,
+    /// The system manager (`systemctl`, needs root to install).
+    System,
+}
+
+/// What `service install` writes.
+#[derive(Debug, Clone)]
+pub struct InstallOptions {
+    /// User or system unit.
+    pub scope: Scope,
+    /// Print the unit instead of writing it.
+    pub dry_run: bool,
+    /// Config file for `serve --config` (made absolute).
+    pub config: Option<PathBuf>,
+    /// Instance directory (default `~/.roundtable`); the only writable path.
+    pub instance_dir: Option<PathBuf>,
+    /// Seconds systemd waits for a watchdog ping (`WatchdogSec=`).
+    pub watchdog_secs: u32,
+}
+
+/// `roundtable service install`.
+pub fn install(options: &InstallOptions) -> CliResult {
+    let binary = std::env::current_exe()
+        .map_err(|e| CliError::new(format!("cannot find this binary's path: {e}")))?;
+    let instance_dir = match &options.instance_dir {
+        Some(dir) => absolute(dir)?,
+        // The same default as `serve`'s.
+        None => std::env::home_dir()
+            .map(|home| home.join(".roundtable"))
+            .ok_or_else(|| CliError::new("no home directory; pass --instance-dir"))?,
+    };
+    let config = options.config.as_deref().map(absolute).transpose()?;
+    let user = (options.scope == Scope::System)
+        .then(current_user_name)
+        .flatten();
+    let text = unit_text(&UnitSpec {
+        binary: &binary,
+        instance_dir: &instance_dir,
+        config: config.as_deref(),
+        scope: options.scope,
+        user: user.as_deref(),
+        watchdog_secs: options.watchdog_secs,
+    });
+    if options.dry_run {
+        print!("{text}");
+        return Ok(());
+    }
+    std::fs::create_dir_all(&instance_dir)
+        .map_err(|e| CliError::new(format!("cannot create {}: {e}", instance_dir.display())))?;
+    let path = unit_path(options.scope)?;
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| CliError::new(format!("cannot create {}: {e}", dir.display())))?;
+    }
+    roundtable_actors::storage::durable::write_atomic(&path, text.as_bytes())
+        .map_err(|e| CliError::new(format!("cannot write {}: {e}", path.display())))?;
+    println!("wrote {}", path.display());
+    systemctl(options.scope, &["daemon-reload"]);
+    let flag = scope_flag(options.scope);
+    println!(
+        "start it now and at every login / boot with: systemctl{flag} enable --now roundtable"
+    );
+    println!("logs: journalctl{flag} -u roundtable");
+    Ok(())
+}
+
+/// `roundtable service uninstall`: stops and disables the unit when systemctl can, then
+/// removes its file.
+pub fn uninstall(scope: Scope) -> CliResult {
+    let path = unit_path(scope)?;
+    if !path.exists() {
+        return Err(CliError::new(format!(
+            "no unit to remove at {}",
+            path.display()
+        )));
+    }
+    systemctl(scope, &["disable", "--now", UNIT_NAME]);
+    std::fs::remove_file(&path)
+        .map_err(|e| CliError::new(format!("cannot remove {}: {e}", path.display())))?;
+    println!("removed {}", path.display());
+    systemctl(scope, &["daemon-reload"]);
+    Ok(())
+}
+
+/// `roundtable service status`: where the unit is and what systemd says of it.
+pub fn status(scope: Scope) -> CliResult {
+    let path = unit_path(scope)?;
+    if !path.exists() {
+        return Err(CliError::new(format!(
+            "not installed (no {}); install it with `roundtable service install{}`",
+            path.display(),
+            if scope == Scope::System {
+                " --system"
+            } else {
+                ""
+            }
+        )));
+    }
+    println!("unit: {}", path.display());
+    let mut cmd = Command::new("systemctl");
+    if scope == Scope::User {
+        cmd.arg("--user");
+    }
+    cmd.args([
+        "show",
+        UNIT_NAME,
+        "--property=LoadState,ActiveState,SubState,MainPID,NRestarts",
+    ]);
+    match cmd.output() {
+        Ok(out) if out.status.success() => {
+            print!("{}", String::from_utf8_lossy(&out.stdout));
+            Ok(())
+        }
+        Ok(out) => Err(CliError::new(format!(
+            "systemctl cannot tell: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))),
+        Err(e) => Err(CliError::new(format!("systemctl cannot tell: {e}"))),
+    }
+}
+
+/// What the unit text is built from.
+pub struct UnitSpec<'a> {
+    /// The `roundtable` binary.
+    pub binary: &'a Path,
+    /// The instance directory (writable, and `--instance-dir`).
+    pub instance_dir: &'a Path,
+    /// `--config`, when given.
+    pub config: Option<&'a Path>,
+    /// User or system unit.
+    pub scope: Scope,
+    /// `User=` of a system unit.
+    pub user: Option<&'a str>,
+    /// `WatchdogSec=`.
+    pub watchdog_secs: u32,
+}
+
+/// The unit file.
+pub fn unit_text(spec: &UnitSpec<'_>) -> String {
+    let mut exec = format!(
+        "{} serve --instance-dir {}",
+        quote(spec.binary),
+        quote(spec.instance_dir)
+    );
+    if let Some(config) = spec.config {
+        let _ = write!(exec, " --config {}", quote(config));
+    }
+    let mut unit = String::new();
+    let _ = writeln!(
+        unit,
+        "# Written by `roundtable service install`; `roundtable service uninstall` removes it."
+    );
+    unit.push_str("[Unit]\nDescription=Roundtable conversation server\n");
+    unit.push_str("Documentation=man:roundtable(1)\nAfter=network.target\n\n[Service]\n");
+    unit.push_str("Type=notify\nNotifyAccess=main\n");
+    let _ = writeln!(unit, "ExecStart={exec}");
+    if let Some(user) = spec.user {
+        let _ = writeln!(unit, "User={user}");
+    }
+    unit.push_str("Restart=on-failure\nRestartSec=2\n");
+    let _ = writeln!(unit, "WatchdogSec={}", spec.watchdog_secs);
+    unit.push_str("TimeoutStopSec=30\n");
+    unit.push_str("# Hardening: a local service that writes only its instance directory.\n");
+    unit.push_str("NoNewPrivileges=yes\nProtectSystem=strict\nPrivateTmp=yes\n");
+    let _ = writeln!(unit, "ReadWritePaths={}", quote(spec.instance_dir));
+    unit.push_str("UMask=0077\nLockPersonality=yes\nRestrictSUIDSGID=yes\n");
+    unit.push_str("RestrictRealtime=yes\nSystemCallArchitectures=native\n\n");
+    let target = match spec.scope {
+        Scope::User => "default.target",
+        Scope::System => "multi-user.target",
+    };
+    let _ = writeln!(unit, "[Install]\nWantedBy={target}");
+    unit
+}
+
+/// A path as one systemd command-line word (double-quoted when it has spaces or quotes;
+/// `%` is doubled because systemd expands specifiers in unit files).
+fn quote(path: &Path) -> String {
+    let text = path.display().to_string().replace('%', "%%");
+    if text.contains([' ', '"', '\'', '\\']) {
+        format!("\"{}\"", text.replace('\\', "\\\\").replace('"', "\\\""))
+    } else {
+        text
+    }
+}
+
+/// Where the unit file goes.
+pub fn unit_path(scope: Scope) -> CliResult<PathBuf> {
+    Ok(match scope {
+        Scope::System => PathBuf::from("/etc/systemd/system").join(UNIT_NAME),
+        Scope::User => {
+            let config = std::env::var_os("XDG_CONFIG_HOME")
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+                .or_else(|| std::env::home_dir().map(|h| h.join(".config")))
+                .ok_or_else(|| CliError::new("no home directory for the user unit"))?;
+            config.join("systemd/user").join(UNIT_NAME)
+        }
+    })
+}
+
+/// ` --user` for user units (as the user types it after `systemctl`).
+fn scope_flag(scope: Scope) -> &'static str {
+    match scope {
+        Scope::User => " --user",
+        Scope::System => "",
+    }
+}
+
+/// Runs `systemctl [--user] args`; says what happened when it cannot.
+fn systemctl(scope: Scope, args: &[&str]) {
+    let mut cmd = Command::new("systemctl");
+    if scope == Scope::User {
+        cmd.arg("--user");
+    }
+    cmd.args(args);
+    let shown = format!("systemctl{} {}", scope_flag(scope), args.join(" "));
+    match cmd.output() {
+        Ok(out) if out.status.success() => {}
+        Ok(out) => eprintln!(
+            "note: `{shown}` failed: {} (run it yourself once systemd is running)",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ),
+        Err(e) => eprintln!("note: could not run `{shown}`: {e}"),
+    }
+}
+
+/// `path` made absolute against the current directory (the unit runs elsewhere).
+fn absolute(path: &Path) -> CliResult<PathBuf> {
+    std::path::absolute(path)
+        .map_err(|e| CliError::new(format!("cannot resolve {}: {e}", path.display())))
+}
+
+/// The name of the user running this, for `User=` of a system unit.
+fn current_user_name() -> Option<String> {
+    // SAFETY: getpwuid returns a pointer into static storage (or null); it is read at once,
+    // before any other call could reuse that storage.
+    unsafe {
+        let pw = libc::getpwuid(libc::getuid());
+        if pw.is_null() {
+            return None;
+        }
+        std::ffi::CStr::from_ptr((*pw).pw_name)
+            .to_str()
+            .ok()
+            .map(str::to_owned)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Paths with spaces and `%` survive systemd's parsing; the unit names the instance dir
+    /// as the one writable path.
+    #[test]
+    fn unit_quotes_paths_and_confines_writes() {
+        let text = unit_text(&UnitSpec {
+            binary: Path::new("/opt/my tools/roundtable"),
+            instance_dir: Path::new("/home/a/100%/rt"),
+            config: Some(Path::new("/etc/rt.toml")),
+            scope: Scope::System,
+            user: Some("alice"),
+            watchdog_secs: 30,
+        });
+        assert!(
+            text.contains(
+                "ExecStart=\"/opt/my tools/roundtable\" serve --instance-dir /home/a/100%%/rt \
+                 --config /etc/rt.toml\n"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("ReadWritePaths=/home/a/100%%/rt\n"), "{text}");
+        assert!(text.contains("User=alice\n") && text.contains("WantedBy=multi-user.target"));
+        for line in [
+            "Type=notify",
+            "Restart=on-failure",
+            "WatchdogSec=30",
+            "NoNewPrivileges=yes",
+            "ProtectSystem=strict",
+            "PrivateTmp=yes",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} missing:\n{text}");
+        }
+    }
+}
