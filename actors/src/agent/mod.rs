@@ -8,6 +8,7 @@
 //! provider (tests) and an OpenAI-compatible endpoint (the `roundtable` crate's `openai`).
 
 pub mod builtin;
+pub mod client_agent;
 pub mod tools;
 pub mod turn;
 
