@@ -192,7 +192,7 @@ impl Conversation {
             history: self.chat_history(),
             command,
             max_iterations,
-            tool_servers: self.setup.runtime.tool_servers.clone(),
+            tool_servers: self.tool_servers(),
         }
     }
 
