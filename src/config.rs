@@ -54,6 +54,8 @@ pub struct ServerConfig {
     pub interaction_timeout: Duration,
     /// External tool servers: (name, base URL), offered as `name__tool`.
     pub tool_servers: Vec<(String, String)>,
+    /// How long a call to a client-hosted agent's action waits for the client's answer.
+    pub client_agent_timeout: Duration,
 }
 
 /// The agent's model backend.
@@ -95,6 +97,7 @@ impl ServerConfig {
             // TypeAgent's per-interaction timeout.
             interaction_timeout: Duration::from_secs(600),
             tool_servers: Vec::new(),
+            client_agent_timeout: roundtable_actors::agent::client_agent::DEFAULT_CALL_TIMEOUT,
         }
     }
 
@@ -176,6 +179,10 @@ pub struct ServeArgs {
     /// Largest outbound queue per socket, in bytes.
     #[arg(long, default_value_t = 32 * 1024 * 1024)]
     pub(crate) max_queued_bytes: usize,
+    /// Seconds a call to a client-hosted agent's action (Android's phone actions) waits for
+    /// the client's answer; then the model gets a time-out error.
+    #[arg(long, default_value_t = 60.0)]
+    pub(crate) client_agent_timeout: f64,
     /// Largest outbound queue of all sockets together, in bytes; past it a push fails as if
     /// that socket's queue were full (it is closed as a slow consumer).
     #[arg(long, default_value_t = DEFAULT_SERVER_QUEUED_BYTES)]
@@ -272,6 +279,8 @@ impl TryFrom<ServeArgs> for ServerConfig {
         config.stall_timeout = positive_seconds("stall-timeout", args.stall_timeout)?;
         config.no_clients_grace = seconds("no-clients-grace", args.no_clients_grace)?;
         config.interaction_timeout = seconds("interaction-timeout", args.interaction_timeout)?;
+        config.client_agent_timeout =
+            positive_seconds("client-agent-timeout", args.client_agent_timeout)?;
         for spec in &args.tool_servers {
             let server =
                 crate::providers::toolserver::parse_spec(spec).map_err(ConfigError::ToolServer)?;

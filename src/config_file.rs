@@ -138,6 +138,7 @@ settings! {
     "interaction-timeout" => interaction_timeout: f64 = same, "Seconds a question to the users waits for an answer.";
     "max-queued-bytes" => max_queued_bytes: usize = same, "Largest outbound queue per socket, in bytes.";
     "max-queued-bytes-total" => max_queued_bytes_total: usize = same, "Largest outbound queue of all sockets together, in bytes.";
+    "client-agent-timeout" => client_agent_timeout: f64 = same, "Seconds a client-hosted agent's action may take to answer.";
 }
 
 /// Whether flags and environment left `id` at its default (so the file may set it).

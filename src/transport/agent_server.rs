@@ -1,7 +1,8 @@
 //! The `agent-server` and `discovery` channels of one [`Connection`]: each invoke is parsed
 //! once from (method, args) into an [`AgentServerRequest`] — argument errors carry the exact
 //! texts of `roundtable_actors::protocol` — and then run by one function per method. The
-//! registry does the work; this side only forwards, awaits on the socket's own thread and
+//! registry does the work (the joined conversation, for client agents: see
+//! `client_agents.rs`); this side only forwards, awaits on the socket's own thread and
 //! answers through [`Connection::reply`].
 
 use actix::prelude::*;
@@ -15,6 +16,7 @@ use roundtable_actors::registry::{
 };
 use serde_json::{json, Value};
 
+use super::client_agents::ClientAgentRequest;
 use super::{Connection, JoinedConversation};
 
 /// One `agent-server` invoke with its arguments checked.
@@ -53,6 +55,15 @@ enum AgentServerRequest {
     TestPanic,
     /// `shutdown()`.
     Shutdown,
+    /// `registerClientAgent({name, manifest, agentInterface, conversationId?})`.
+    RegisterClientAgent(ClientAgentRequest),
+    /// `unregisterClientAgent({name, conversationId?})`.
+    UnregisterClientAgent {
+        /// The agent.
+        name: String,
+        /// The conversation; `None` means the only one this socket joined.
+        conversation: Option<ConversationRef>,
+    },
 }
 
 impl AgentServerRequest {
@@ -119,6 +130,19 @@ impl AgentServerRequest {
                 AgentServerRequest::TestPanic
             }
             "shutdown" => AgentServerRequest::Shutdown,
+            "registerClientAgent" => {
+                AgentServerRequest::RegisterClientAgent(ClientAgentRequest::parse(m, args)?)
+            }
+            "unregisterClientAgent" => {
+                let param = Some(args.req_object(m, 0, "param")?);
+                AgentServerRequest::UnregisterClientAgent {
+                    name: protocol::opt_field_str(param, m, 0, "name")?
+                        .ok_or_else(|| protocol::invalid(m, 0, "name", "a string"))?
+                        .to_string(),
+                    conversation: protocol::opt_field_str(param, m, 0, "conversationId")?
+                        .map(ConversationRef::parse),
+                }
+            }
             _ => return Err(RpcError::NoHandler(method.to_string())),
         })
     }
@@ -229,6 +253,12 @@ impl Connection {
                 self.reply(&ch, call_id, &method, Ok(None));
                 let _ = self.state.stop.send(true);
             }
+            AgentServerRequest::RegisterClientAgent(request) => {
+                self.register_client_agent(call_id, request, ctx)
+            }
+            AgentServerRequest::UnregisterClientAgent { name, conversation } => {
+                self.unregister_client_agent(call_id, name, conversation, ctx)
+            }
         }
     }
 
@@ -250,6 +280,7 @@ impl Connection {
             return self.reply(ch, call_id, &method, Err(RpcError::NotJoined(quoted)));
         };
         joined.lease.disarm();
+        self.drop_agents_of(conversation_id, ctx);
         let req = self.state.registry.send(LeaveConversation {
             conversation_id,
             connection_id: joined.connection_id,

@@ -12,19 +12,22 @@
 //! with 1002 (1009 for oversize), pings are answered, and a ping goes out every
 //! `ping_interval`; a peer that has not answered the previous one is dropped. Each complete
 //! message is one envelope: `agent-server` and `discovery` invokes are handled by this actor
-//! (the registry does the work), `dispatcher:<id>` goes to the joined conversation.
+//! (the registry does the work), `dispatcher:<id>` goes to the joined conversation, and
+//! answers on a hosted client agent's `agent:<name>` channel complete the server's invokes.
 //!
 //! Outbound: everything goes through the socket's bounded [`Outbox`]; one writer task drains
 //! it into the `Session`. A full outbox closes the socket as a slow consumer.
 //!
 //! Files: this one holds the actor (state, lifecycle, envelope routing, answers);
 //! `frames.rs` the inbound stream handler, reassembly glue and close codes; `writer.rs` the
-//! writer task; `agent_server.rs` the typed `agent-server` requests and `discovery`.
+//! writer task; `agent_server.rs` the typed `agent-server` requests and `discovery`;
+//! `client_agents.rs` the client agents this socket hosts and the server → client invokes.
 //!
 //! # Implementation notes
 //! States: **Open** → (**Closing**: a close frame was queued; inbound is ignored) → **Stopped**
 //! when the inbound stream ends. Stopping drops every [`JoinLease`], which leaves each joined
-//! conversation.
+//! conversation (and so unregisters this socket's client agents there), and fails every
+//! server → client invoke still waiting for an answer.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
@@ -53,6 +56,7 @@ use crate::server::AppState;
 use frames::CLOSE_GOING_AWAY;
 
 mod agent_server;
+mod client_agents;
 mod frames;
 mod writer;
 
@@ -85,6 +89,9 @@ pub fn start(
         closing: false,
         subscription: Subscription::None,
         next_agent_server_call: 0,
+        agents: HashMap::new(),
+        pending: HashMap::new(),
+        next_agent_token: 0,
     };
     log::debug!("socket {socket_id}: connected from {peer}");
     Connection::create(move |ctx| {
@@ -130,6 +137,14 @@ pub struct Connection {
     subscription: Subscription,
     /// callId of the next server → client `call` on `agent-server` (`conversationsChanged`).
     next_agent_server_call: u64,
+    /// Client agents this socket hosts, by name (channel `agent:<name>`; one per name, as in
+    /// TypeAgent). At most `MAX_AGENTS_PER_CONNECTION`.
+    agents: HashMap<String, client_agents::HostedAgent>,
+    /// Server → client invokes waiting for their answer, by (channel, callId). At most
+    /// `MAX_PENDING_INVOKES_PER_CONNECTION`; each also ends at `--client-agent-timeout`.
+    pending: HashMap<(String, u64), client_agents::PendingInvoke>,
+    /// Token of the next client agent registration (tells registrations of a name apart).
+    next_agent_token: u64,
 }
 
 /// Answers above this size are followed by a heap trim (see `roundtable_actors::memory`).
@@ -272,12 +287,11 @@ impl Connection {
                 method,
                 args,
             }) => self.on_call(&channel, method, args),
-            Ok(Inbound::Response { channel }) => {
-                log::debug!(
-                    "socket {}: response on {channel} to no request, dropped",
-                    self.socket_id
-                );
-            }
+            Ok(Inbound::Response {
+                channel,
+                call_id,
+                outcome,
+            }) => self.on_response(channel, call_id, outcome, ctx),
         }
     }
 
@@ -373,11 +387,13 @@ impl Connection {
         });
     }
 
-    /// `agent-server`, `discovery`, or a dispatcher channel this socket has joined.
+    /// `agent-server`, `discovery`, a dispatcher channel this socket has joined, or the
+    /// channel of a client agent it hosts.
     fn channel_exists(&self, channel: &str) -> bool {
         channel == AGENT_SERVER_CHANNEL
             || channel == DISCOVERY_CHANNEL
             || self.joined_on(channel).is_some()
+            || self.hosts_channel(channel)
     }
 
     /// The joined conversation a `dispatcher:<id>` channel names, in any id form.
@@ -387,7 +403,8 @@ impl Connection {
     }
 
     /// Runs an admitted invoke: `agent-server` and `discovery` here, `dispatcher:<id>` in the
-    /// joined conversation.
+    /// joined conversation; on a hosted agent's channel there is nothing to run (TypeAgent's
+    /// agent-context methods, such as storage, are not offered).
     fn invoke(
         &mut self,
         channel: String,
@@ -419,6 +436,9 @@ impl Connection {
                     Err(e) => act.reply(&channel, call_id, &method, Err(e)),
                 }
             }));
+        } else {
+            let error = RpcError::NoHandler(method.clone());
+            self.reply(&channel, call_id, &method, Err(error));
         }
     }
 }
@@ -476,6 +496,7 @@ impl Actor for Connection {
         // Dropping the leases leaves every joined conversation.
         let n = self.joined.len();
         self.joined.clear();
+        self.fail_pending_invokes();
         // The writer task ends with the connection: a close already queued (the peer's close,
         // echoed) goes out; otherwise what is still queued is dropped ahead of it.
         if !self.closing {
@@ -540,9 +561,10 @@ impl Connection {
 impl Handler<ConversationGone> for Connection {
     type Result = ();
 
-    fn handle(&mut self, msg: ConversationGone, _ctx: &mut Self::Context) {
+    fn handle(&mut self, msg: ConversationGone, ctx: &mut Self::Context) {
         if let Some(joined) = self.joined.remove(&msg.conversation_id) {
             joined.lease.disarm();
+            self.drop_agents_of(msg.conversation_id, ctx);
             log::info!(
                 "socket {}: conversation {} is gone; its channels are closed",
                 self.socket_id,

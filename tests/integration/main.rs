@@ -9,6 +9,7 @@ mod harness;
 
 mod agent_server;
 mod cli;
+mod client_agents;
 mod durability;
 mod interactions;
 mod lifecycle;

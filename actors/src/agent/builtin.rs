@@ -1,12 +1,14 @@
 //! The `builtin` provider: offline and deterministic, so the whole agent loop (tool calls,
 //! tool results, final answer) runs in tests and on machines without a model. It reads the
-//! newest user message: arithmetic goes to `calculate`, "time" to `get_current_time` (a place
-//! "in Tokyo" is looked up in the tz database), "weather" to `get_weather`, "ask me …?" to
-//! `ask_user`; once tool results are in, it answers with them. A question or request it cannot
-//! handle gets a plain "cannot" naming what it can do; any other text is echoed
-//! (`echo: <text>`, what the tests and the load harness run).
+//! newest user message: `run <tool> {json}` calls any offered tool by name (a client agent's
+//! action is `<agent>__<action>`; the JSON object, optional, is the tool's input), arithmetic
+//! goes to `calculate`, "time" to `get_current_time` (a place "in Tokyo" is looked up in the tz
+//! database), "weather" to `get_weather`, "ask me …?" to `ask_user`; once tool results are in,
+//! it answers with them. A question or request it cannot handle gets a plain "cannot" naming
+//! what it can do; any other text is echoed (`echo: <text>`, what the tests and the load
+//! harness run).
 
-use serde_json::json;
+use serde_json::{json, Value};
 
 use super::{
     ChatMessage, ContentBlock, LocalBoxFuture, Provider, ProviderError, ProviderRequest,
@@ -86,6 +88,9 @@ fn respond(request: &ProviderRequest) -> ProviderResponse {
     let lower = user.to_lowercase();
     let call_id = format!("call_{}", request.message_count());
     let offered = |name: &str| request.tools.iter().any(|t| t.name == name);
+    if lower.starts_with("run ") {
+        return run_tool(user[4..].trim(), request, call_id);
+    }
     if let Some(q) = lower
         .strip_prefix("ask me ")
         .filter(|_| offered("ask_user"))
@@ -150,6 +155,29 @@ fn is_question(lower: &str) -> bool {
     let first = lower.split_whitespace().next().unwrap_or("");
     lower.trim_end().ends_with('?')
         || ASKING.contains(&first.trim_matches(|c: char| !c.is_alphanumeric()))
+}
+
+/// `run <tool> [{json}]`: a call of the offered tool `<tool>` with the JSON object as its input
+/// (`{}` when absent); a tool that is not offered, or input that is not a JSON object, is
+/// answered in text.
+fn run_tool(rest: &str, request: &ProviderRequest, call_id: String) -> ProviderResponse {
+    let (name, params) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
+    if !request.tools.iter().any(|t| t.name == name) {
+        let names: Vec<&str> = request.tools.iter().map(|t| t.name.as_str()).collect();
+        return text(format!(
+            "No tool named \"{name}\" is offered here. Offered: {}.",
+            names.join(", ")
+        ));
+    }
+    let input = match params.trim() {
+        "" => json!({}),
+        params => match serde_json::from_str::<Value>(params) {
+            Ok(v) if v.is_object() => v,
+            Ok(_) => return text(format!("The input of run {name} must be a JSON object.")),
+            Err(e) => return text(format!("Could not read the input of run {name}: {e}.")),
+        },
+    };
+    tool(call_id, name, input)
 }
 
 fn last_user_text<'a>(
@@ -295,6 +323,44 @@ mod tests {
         )]));
         assert!(said(&r).starts_with("I can't answer that"), "{r:?}");
         assert!(said(&r).ends_with("You said: Who wrote Hamlet?"), "{r:?}");
+    }
+
+    #[test]
+    fn run_calls_an_offered_tool_by_name() {
+        let mut r = req(vec![ChatMessage::text(
+            Role::User,
+            "run phone__setAlarm {\"time\": \"07:00\"}",
+        )]);
+        r.tools.push(ToolSpec {
+            name: "phone__setAlarm".into(),
+            description: String::new(),
+            input_schema: json!({}),
+        });
+        let out = respond(&r);
+        assert!(
+            matches!(&out.content[0], ContentBlock::ToolUse { name, input, .. }
+                if name == "phone__setAlarm" && input == &json!({"time": "07:00"})),
+            "{out:?}"
+        );
+        // Without input: an empty object, even for a request that mentions the time.
+        r.messages = vec![ChatMessage::text(Role::User, "Run phone__setAlarm")];
+        assert!(
+            matches!(&respond(&r).content[0], ContentBlock::ToolUse { input, .. } if input == &json!({}))
+        );
+        let texts = [
+            ("run nope {}", "No tool named \"nope\" is offered here. Offered: calculate, get_current_time, get_weather, ask_user, phone__setAlarm."),
+            ("run calculate [1]", "The input of run calculate must be a JSON object."),
+            ("run calculate {oops", "Could not read the input of run calculate: key must be a string at line 1 column 2."),
+        ];
+        for (asked, answer) in texts {
+            r.messages = vec![ChatMessage::text(Role::User, asked)];
+            assert_eq!(
+                respond(&r).content,
+                vec![ContentBlock::Text {
+                    text: answer.into()
+                }]
+            );
+        }
     }
 
     #[test]

@@ -9,6 +9,7 @@
 
 pub mod attachments;
 pub mod builtin;
+pub mod client_agent;
 pub mod tools;
 pub mod turn;
 

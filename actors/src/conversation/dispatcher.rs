@@ -300,14 +300,14 @@ impl Conversation {
         }
     }
 
-    /// `getStatus`: the provider and the queue in one line.
+    /// `getStatus`: the client agents, and the provider and the queue in one line.
     fn status(&self) -> Value {
         let details = format!(
             "provider: {}; queue: {}",
             self.setup.runtime.provider.name(),
             self.queue_status()
         );
-        json!({"agents": [], "details": details})
+        json!({"agents": self.client_agent_statuses(), "details": details})
     }
 
     /// `close`: the client leaves; its connection is told its conversation went away.

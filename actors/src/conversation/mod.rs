@@ -6,7 +6,8 @@
 //!
 //! Who talks to it: the [`ConversationRegistry`]
 //! (`Attach`, `Detach`, `Shutdown`, in the registry's mailbox order), the transport's
-//! connections (`DispatcherInvoke` / `DispatcherCall` for the `dispatcher:<id>` channel), its
+//! connections (`DispatcherInvoke` / `DispatcherCall` for the `dispatcher:<id>` channel,
+//! `RegisterClientAgent` / `UnregisterClientAgent` for client-hosted agents), its
 //! clients (`ClientLost`) and its own running turn (`TurnEvent`).
 //!
 //! # Layout
@@ -26,6 +27,8 @@
 //!   completion; `system.rs`: the `@system` family ([`SystemCommand`]).
 //! - `turn.rs`: starting agent turns, `@explain` / `@translate` / `@compact`, [`TurnEvent`].
 //! - `chat.rs`: the chat history the agent reads (in memory and `history.jsonl`).
+//! - `client_agents.rs`: the client-hosted agents registered here, their checks, the tools
+//!   they add to turns, and the list [`Conversation::client_agents`] (`@system config agents`).
 //!
 //! # Implementation notes
 //! Membership states:
@@ -57,6 +60,7 @@
 //! gets its `seq` when it enters the actor: that is the one total order every client sees.
 
 mod chat;
+mod client_agents;
 pub mod commands;
 mod dispatcher;
 mod durable;
@@ -87,10 +91,15 @@ use crate::storage::display_log::DisplayLog;
 use crate::storage::log_writer::LogWriter;
 use crate::storage::requests::{self, OpenRequest};
 
+use client_agents::ClientAgents;
 use durable::{Held, PendingStop, ReleaseCursor};
 use interactions::{Choice, Interaction};
 use queue::{Request, Running};
 
+pub use client_agents::{
+    ClientActionInfo, ClientAgentHost, ClientAgentInfo, ClientAgentRemoved, InvokeClientAgent,
+    RegisterClientAgent, UnregisterClientAgent,
+};
 pub use dispatcher::{DispatcherCall, DispatcherInvoke, DispatcherReply};
 pub use queue::{
     CancelOutcome, CancelReason, MAX_QUEUE_DEPTH, STOPPED_BEFORE_FINISHING, STORAGE_ERROR,
@@ -225,6 +234,8 @@ pub struct Conversation {
     writes_closed: bool,
     /// The shutdown being completed.
     pending_stop: Option<PendingStop>,
+    /// Client-hosted agents registered here; each goes when its client leaves.
+    client_agents: ClientAgents,
 }
 
 impl Conversation {
@@ -266,6 +277,7 @@ impl Conversation {
             requests_appended: 0,
             writes_closed: false,
             pending_stop: None,
+            client_agents: ClientAgents::default(),
         }
     }
 
@@ -285,6 +297,7 @@ impl Conversation {
         let Some(slot) = self.clients.remove(&connection_id) else {
             return false;
         };
+        self.drop_client_agents(connection_id);
         slot.addr.do_send(StopClient { notify_connection });
         true
     }
@@ -518,6 +531,7 @@ impl Handler<ClientLost> for Conversation {
 
     fn handle(&mut self, msg: ClientLost, ctx: &mut Self::Context) {
         if self.clients.remove(&msg.connection_id).is_some() {
+            self.drop_client_agents(msg.connection_id);
             self.after_leave(ctx);
         }
     }

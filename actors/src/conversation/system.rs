@@ -19,6 +19,7 @@ use serde_json::json;
 use super::commands::{help_text, split_word, Command};
 use super::queue::Request;
 use super::turn::TurnEvent;
+use super::ClientAgentInfo;
 use super::{Conversation, RuntimeConfig};
 use crate::agent::turn::ASK_USER;
 use crate::agent::{tools, ChatMessage, ContentBlock, Role};
@@ -321,9 +322,10 @@ fn summary(description: &str) -> String {
     clip(first.trim_end_matches('.'), 100)
 }
 
-/// `@system config agents` (markdown): the agent, its tools and where they come from, each
-/// with whether it is available.
-pub fn agents_text(runtime: &RuntimeConfig) -> String {
+/// `@system config agents` (markdown): the agent, its tools and where they come from (built
+/// in, tool servers, the agents clients host in this conversation), each with whether it is
+/// available.
+pub fn agents_text(runtime: &RuntimeConfig, hosted: &[ClientAgentInfo]) -> String {
     let mut out = String::from("**Agents and tools of this conversation**\n\n");
     let _ = writeln!(
         out,
@@ -360,7 +362,38 @@ pub fn agents_text(runtime: &RuntimeConfig) -> String {
                 .join(", ")
         );
     }
-    out.push_str("- Client-hosted agents: none (Roundtable does not host client agents yet)");
+    if hosted.is_empty() {
+        out.push_str(
+            "- Client-hosted agents: none registered (a client registers one with \
+             `registerClientAgent`)",
+        );
+    }
+    for agent in hosted {
+        let state = if agent.executes_actions {
+            "available"
+        } else {
+            "not available (its client does not execute actions)"
+        };
+        let emoji = if agent.emoji.is_empty() {
+            String::new()
+        } else {
+            format!("{} ", agent.emoji)
+        };
+        let _ = write!(
+            out,
+            "\n- Client-hosted agent `{}` {emoji}(client {}): {state}",
+            agent.name, agent.connection_id
+        );
+        for action in &agent.actions {
+            let _ = write!(
+                out,
+                "\n  - `{}__{}`: {}",
+                agent.name,
+                action.name,
+                summary(&action.description)
+            );
+        }
+    }
     out
 }
 
@@ -383,7 +416,9 @@ impl Conversation {
             SystemCommand::Config => {
                 markdown(config_text(&self.setup.runtime, self.setup.idle_timeout))
             }
-            SystemCommand::Agents => markdown(agents_text(&self.setup.runtime)),
+            SystemCommand::Agents => {
+                markdown(agents_text(&self.setup.runtime, &self.client_agents()))
+            }
             SystemCommand::Session => return self.start_session(turn, ctx),
             SystemCommand::Trace(spec) => match self.trace(spec.as_deref(), request) {
                 Ok(text) => json!({"type": "text", "content": text}),

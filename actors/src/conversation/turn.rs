@@ -206,7 +206,7 @@ impl Conversation {
             command,
             attachments,
             max_iterations,
-            tool_servers: self.setup.runtime.tool_servers.clone(),
+            tool_servers: self.tool_servers(),
         }
     }
 

@@ -50,6 +50,17 @@ impl Args {
         }
     }
 
+    /// A required object argument.
+    pub fn req_object(
+        &self,
+        method: &str,
+        index: usize,
+        param: &'static str,
+    ) -> RpcResult<&Map<String, Value>> {
+        self.opt_object(method, index, param)?
+            .ok_or_else(|| invalid(method, index, param, "an object"))
+    }
+
     /// An optional non-negative integer argument (JSON numbers like `10.0` are accepted).
     pub fn opt_count(
         &self,

@@ -32,6 +32,58 @@ pub enum RpcError {
     /// `leaveConversation` for a conversation this socket never joined.
     #[error("Not joined to conversation: {0}")]
     NotJoined(String),
+    /// `registerClientAgent` / `unregisterClientAgent` without `conversationId` on a socket
+    /// that joined nothing (TypeAgent uses this text for both methods).
+    #[error("Cannot register client agent: no conversation joined")]
+    ClientAgentNoConversation,
+    /// The same, on a socket joined to several conversations.
+    #[error("Cannot register client agent: multiple conversations joined; specify conversationId")]
+    ClientAgentAmbiguousConversation,
+    /// This socket already hosts the agent in that conversation.
+    #[error("Client agent '{name}' is already registered on conversation '{conversation}'")]
+    ClientAgentAlreadyRegistered {
+        /// The agent's name.
+        name: String,
+        /// The conversation, as the canonical id.
+        conversation: String,
+    },
+    /// The name is a built-in agent or tool prefix, or another socket's agent in that
+    /// conversation. Android matches this phrase to recover a registration left by its dead
+    /// socket (it unregisters, then registers again).
+    #[error("App agent '{0}' already exists")]
+    AppAgentExists(String),
+    /// A client agent name that cannot prefix tool names.
+    #[error("Invalid client agent name '{0}': use 1 to 32 letters, digits, '-' or '_', not ending in '_' and without '__'")]
+    ClientAgentName(String),
+    /// A manifest whose schema cannot be read; says what and where.
+    #[error("Invalid manifest for client agent '{name}': {reason}")]
+    ClientAgentManifest {
+        /// The agent's name.
+        name: String,
+        /// What is wrong (schema errors name the line and column).
+        reason: String,
+    },
+    /// A manifest over the size bound.
+    #[error("Manifest of client agent '{name}' is too large ({bytes} bytes; limit {limit})")]
+    ClientAgentManifestTooLarge {
+        /// The agent's name.
+        name: String,
+        /// The manifest's size as JSON text.
+        bytes: usize,
+        /// The bound.
+        limit: usize,
+    },
+    /// The socket hosts the most client agents it may.
+    #[error("Too many client agents on this connection (limit {0})")]
+    TooManyClientAgentsOnConnection(usize),
+    /// The conversation has the most client agents it may.
+    #[error("Too many client agents in conversation '{conversation}' (limit {limit})")]
+    TooManyClientAgentsInConversation {
+        /// The conversation, as the canonical id.
+        conversation: String,
+        /// The bound.
+        limit: usize,
+    },
     /// Method not implemented on this channel.
     #[error("No invoke handler {0}")]
     NoHandler(String),

@@ -47,10 +47,15 @@ pub enum Inbound {
         /// The parser's complaint.
         reason: String,
     },
-    /// An answer to a server → client invoke (we never send any): logged and dropped.
+    /// An answer to a server → client invoke (`executeAction` on `agent:<name>`): matched by
+    /// (channel, callId) against the socket's pending invokes; an unknown one is dropped.
     Response {
         /// Channel the envelope named.
         channel: String,
+        /// The callId the answer echoes.
+        call_id: u64,
+        /// `invokeResult.result` (`None` when absent: a void answer), or `invokeError.error`.
+        outcome: Result<Option<Value>, String>,
     },
 }
 
@@ -141,8 +146,24 @@ impl Inbound {
                     _ => Err(DropReason::BadMessage(channel)),
                 }
             }
-            "invokeResult" | "invokeError" if call_id.is_some() => {
-                Ok(Inbound::Response { channel })
+            "invokeResult" | "invokeError" => {
+                let Some(call_id) = call_id else {
+                    return Err(DropReason::BadMessage(channel));
+                };
+                let outcome = if kind == "invokeResult" {
+                    Ok(message.remove("result").filter(|v| !v.is_null()))
+                } else {
+                    Err(match message.remove("error") {
+                        Some(Value::String(s)) => s,
+                        Some(other) => other.to_string(),
+                        None => "(no error text)".to_string(),
+                    })
+                };
+                Ok(Inbound::Response {
+                    channel,
+                    call_id,
+                    outcome,
+                })
             }
             _ => Err(DropReason::BadMessage(channel)),
         }

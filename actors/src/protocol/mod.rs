@@ -4,14 +4,15 @@
 //!
 //! Owned by nobody: the transport (`src/transport/`) decodes inbound frames with
 //! [`Inbound::parse`], the actors build outbound frames with [`invoke_result`], [`invoke_error`]
-//! and [`call_frame`]. The reference is `shared/reference/typeagent-protocol.md`, sections 2–4.
+//! and [`call_frame`], and the transport builds its server → client invokes with
+//! [`invoke_frame`]. The reference is `shared/reference/typeagent-protocol.md`, sections 2–4.
 //!
 //! # Layout
 //! - [`errors`]: [`RpcError`], every error text.
 //! - [`inbound`]: [`Inbound::parse`] and the value budget; [`salvage`] reads the
 //!   callId of an invoke that does not parse.
 //! - [`args`]: [`Args`] and the argument rules.
-//! - [`outbound`]: answers and `call` frames, with callId splicing.
+//! - [`outbound`]: answers, `call` frames (with callId splicing) and server → client invokes.
 //! - [`info`]: [`ConversationInfo`] and friends.
 //! - [`frames`]: WebSocket message reassembly and the inbound byte budget.
 
@@ -40,12 +41,19 @@ pub const DISCOVERY_CHANNEL: &str = "discovery";
 pub const CLIENTIO_PREFIX: &str = "clientio:";
 /// Prefix of the per-conversation client → server channel.
 pub const DISPATCHER_PREFIX: &str = "dispatcher:";
+/// Prefix of a client-hosted agent's channel (server → client invokes, `agent:<name>`).
+pub const AGENT_PREFIX: &str = "agent:";
 /// Largest callId agent-rpc accepts (`Number.MAX_SAFE_INTEGER`).
 pub const MAX_SAFE_INTEGER: u64 = (1 << 53) - 1;
 
 /// Name of the `clientio` channel of one conversation.
 pub fn clientio_channel(conversation_id: ConversationId) -> String {
     format!("{CLIENTIO_PREFIX}{conversation_id}")
+}
+
+/// Name of a client-hosted agent's channel.
+pub fn agent_channel(agent: &str) -> String {
+    format!("{AGENT_PREFIX}{agent}")
 }
 
 /// Invokes one socket may have unanswered at once; the next gets

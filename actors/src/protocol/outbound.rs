@@ -1,4 +1,5 @@
-//! Building outbound frames: `invokeResult` / `invokeError` answers and `call` frames. A
+//! Building outbound frames: `invokeResult` / `invokeError` answers, `call` frames and the
+//! server → client `invoke`s of client-hosted agents. A
 //! broadcast serializes its arguments once ([`call_tail`]) and each client only splices its
 //! own callId between its channel's prefix ([`call_prefix`]) and that tail.
 
@@ -58,6 +59,29 @@ pub fn invoke_error(channel: &str, call_id: u64, error: &str) -> String {
             kind: "invokeError",
             call_id,
             error,
+        },
+    )
+}
+
+/// `{"name":channel,"message":{"type":"invoke","callId":n,"name":method,"args":args}}`: a
+/// server → client invoke (`executeAction` on a client agent's `agent:<name>` channel).
+pub fn invoke_frame(channel: &str, call_id: u64, method: &str, args: &Value) -> String {
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Msg<'a> {
+        #[serde(rename = "type")]
+        kind: &'static str,
+        call_id: u64,
+        name: &'a str,
+        args: &'a Value,
+    }
+    envelope(
+        channel,
+        &Msg {
+            kind: "invoke",
+            call_id,
+            name: method,
+            args,
         },
     )
 }

@@ -34,6 +34,42 @@ fn invalid_invoke_needs_a_valid_call_id() {
 }
 
 #[test]
+fn answers_to_server_invokes_carry_their_outcome() {
+    let ok = r#"{"name":"agent:phone","message":{"type":"invokeResult","callId":4,"result":{"historyText":"ok"}}}"#;
+    match Inbound::parse(ok).unwrap() {
+        Inbound::Response {
+            channel,
+            call_id,
+            outcome,
+        } => {
+            assert_eq!((channel.as_str(), call_id), ("agent:phone", 4));
+            assert_eq!(outcome.unwrap().unwrap()["historyText"], "ok");
+        }
+        other => panic!("{other:?}"),
+    }
+    let void = r#"{"name":"agent:phone","message":{"type":"invokeResult","callId":5}}"#;
+    assert!(matches!(
+        Inbound::parse(void),
+        Ok(Inbound::Response {
+            outcome: Ok(None),
+            ..
+        })
+    ));
+    let err = r#"{"name":"agent:phone","message":{"type":"invokeError","callId":6,"error":"no"}}"#;
+    assert!(matches!(
+        Inbound::parse(err),
+        Ok(Inbound::Response { outcome: Err(e), .. }) if e == "no"
+    ));
+    let no_id = r#"{"name":"agent:phone","message":{"type":"invokeResult"}}"#;
+    assert!(Inbound::parse(no_id).is_err());
+    let frame = invoke_frame("agent:phone", 2, "executeAction", &serde_json::json!([{}]));
+    assert_eq!(
+        frame,
+        r#"{"name":"agent:phone","message":{"type":"invoke","callId":2,"name":"executeAction","args":[{}]}}"#
+    );
+}
+
+#[test]
 fn void_result_has_no_result_key() {
     assert_eq!(
         invoke_result("agent-server", 7, None),

@@ -241,6 +241,47 @@ impl Client {
         }
     }
 
+    /// Waits for the server's `invoke` of `method` on `channel` (a client agent's
+    /// `agent:<name>`); returns its callId and args, buffering everything else.
+    pub fn expect_invoke(&mut self, channel: &str, method: &str) -> (u64, Value) {
+        let deadline = Instant::now() + WAIT;
+        let is_it = |f: &Value| {
+            f["name"] == channel
+                && f["message"]["type"] == "invoke"
+                && f["message"]["name"] == method
+        };
+        let found = match self.inbox.iter().position(is_it) {
+            Some(pos) => self.inbox.remove(pos),
+            None => loop {
+                match self.read_socket(Duration::from_millis(200)) {
+                    Some(f) if is_it(&f) => break Some(f),
+                    Some(f) => self.inbox.push_back(f),
+                    None if self.closed.is_some() || Instant::now() > deadline => break None,
+                    None => {}
+                }
+            },
+        };
+        let f = found
+            .unwrap_or_else(|| panic!("no {method} invoke on {channel}; inbox: {:?}", self.inbox));
+        let m = &f["message"];
+        (m["callId"].as_u64().expect("callId"), m["args"].clone())
+    }
+
+    /// Answers a server invoke with `invokeResult` (`result`: the value, or none for Null).
+    pub fn send_result(&mut self, channel: &str, call_id: u64, result: Value) {
+        let mut message = json!({"type": "invokeResult", "callId": call_id});
+        if !result.is_null() {
+            message["result"] = result;
+        }
+        self.send_text(&json!({"name": channel, "message": message}).to_string());
+    }
+
+    /// Answers a server invoke with `invokeError`.
+    pub fn send_error(&mut self, channel: &str, call_id: u64, error: &str) {
+        let message = json!({"type": "invokeError", "callId": call_id, "error": error});
+        self.send_text(&json!({"name": channel, "message": message}).to_string());
+    }
+
     /// Reads until the server closes; returns the close code.
     pub fn wait_close(&mut self) -> u16 {
         let deadline = Instant::now() + WAIT;

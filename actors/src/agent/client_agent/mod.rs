@@ -1,0 +1,379 @@
+//! Client-hosted agents, the pure part: what `registerClientAgent` declares (a name, a
+//! manifest with an action schema, the agent's interface) read into a [`ClientAgentSpec`],
+//! whose actions the model is offered as tools named `<agent>__<action>`; the
+//! `executeAction` arguments a call sends; and how the `ActionResult` the client answers
+//! becomes the tool result text.
+//!
+//! A client agent lives on a client (TypeAgent's Android app hosts `androidDevice`): the
+//! server calls it with an `invoke executeAction` on the registering socket's
+//! `agent:<name>` channel. The registry of a conversation's client agents is the
+//! conversation's (`conversation/client_agents.rs`); the invokes and their answers are the
+//! transport's (`src/transport/client_agents.rs`). Every bound is here.
+//!
+//! # Layout
+//! - this file: names, bounds, [`parse_registration`], [`execute_action_args`],
+//!   [`action_result_text`], [`CallError`].
+//! - [`schema`]: the type model both readers produce, and the actions found in it.
+//! - [`ts_schema`]: TypeScript schema files (`format: "ts"`).
+//! - [`pas_schema`]: JSON schema files (`format: "pas"`: TypeAgent's parsed schema, or JSON
+//!   Schema definitions).
+
+pub mod pas_schema;
+pub mod schema;
+pub mod ts_schema;
+
+#[cfg(test)]
+mod tests;
+
+use std::time::Duration;
+
+use serde_json::{json, Map, Value};
+
+pub use schema::ClientAction;
+
+use super::{valid_tool_name, ToolSpec};
+use crate::protocol::{RpcError, RpcResult};
+
+/// Largest manifest (as JSON text) a registration may carry: a schema file is a few KiB
+/// (Android's is 5 KiB); this bounds the parse and what the conversation keeps.
+pub const MAX_MANIFEST_BYTES: usize = 256 * 1024;
+/// Most actions one agent may declare: each is a tool in every model request.
+pub const MAX_ACTIONS_PER_AGENT: usize = 64;
+/// Most client agents one socket may host (registered or being registered).
+pub const MAX_AGENTS_PER_CONNECTION: usize = 8;
+/// Most client agents one conversation may have, over all its sockets.
+pub const MAX_AGENTS_PER_CONVERSATION: usize = 16;
+/// Most server → client invokes one socket may have unanswered; one runs per conversation
+/// at a time (a turn awaits each tool call), so this is reached only by a socket hosting
+/// agents in many busy conversations.
+pub const MAX_PENDING_INVOKES_PER_CONNECTION: usize = 64;
+/// Longest tool result taken from an `ActionResult`, in characters; the rest is cut (it
+/// goes to the model with every later request of the turn).
+pub const MAX_RESULT_CHARS: usize = 16 * 1024;
+/// How long a call waits for the client's answer by default (`--client-agent-timeout`).
+pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(60);
+/// Longest client agent name: with `__` and an action name it must fit a 64-character tool
+/// name.
+pub const MAX_AGENT_NAME_CHARS: usize = 32;
+/// Names a client agent may not take: the built-in agents. (The built-in tools and the
+/// `--tool-server` prefixes are refused by the conversation, which knows them.)
+pub const RESERVED_AGENT_NAMES: &[&str] = &["chat", "system", "dispatcher", "conversation"];
+/// The agent-rpc method that runs an action.
+pub const EXECUTE_ACTION: &str = "executeAction";
+
+/// What a client agent offers, read from its registration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClientAgentSpec {
+    /// The agent's name (its channel is `agent:<name>`, its tools `<name>__<action>`).
+    pub name: String,
+    /// The manifest's `description`.
+    pub description: String,
+    /// The manifest's `emojiChar` (shown by `getStatus`).
+    pub emoji: String,
+    /// The actions of its schema (and sub-schemas), in order.
+    pub actions: Vec<ClientAction>,
+    /// `agentInterface` lists `executeAction`: without it the actions cannot be run, so
+    /// none is offered to the model.
+    pub executes_actions: bool,
+}
+
+impl ClientAgentSpec {
+    /// The tools the model is offered (unprefixed: the agent loop adds `<name>__`).
+    pub fn tool_specs(&self) -> Vec<ToolSpec> {
+        if !self.executes_actions {
+            return Vec::new();
+        }
+        self.actions
+            .iter()
+            .map(|a| ToolSpec {
+                name: a.name.clone(),
+                description: if a.description.is_empty() {
+                    format!("Action {} of the client agent {}.", a.name, self.name)
+                } else {
+                    a.description.clone()
+                },
+                input_schema: a.input_schema.clone(),
+            })
+            .collect()
+    }
+}
+
+/// Whether `name` can be a client agent's name: 1 to [`MAX_AGENT_NAME_CHARS`] of
+/// `[A-Za-z0-9_-]`, without `__` (the tool prefix separator) and not ending in `_` (so
+/// `<name>__<action>` splits back at the right place).
+pub fn valid_agent_name(name: &str) -> bool {
+    (1..=MAX_AGENT_NAME_CHARS).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        && !name.contains("__")
+        && !name.ends_with('_')
+}
+
+/// Reads a registration: the name's form, the manifest's size, its schema (and
+/// sub-manifests' schemas) into actions whose tool names are valid. Errors carry the exact
+/// texts of [`RpcError`].
+pub fn parse_registration(
+    name: &str,
+    manifest: &Map<String, Value>,
+    agent_interface: &[String],
+) -> RpcResult<ClientAgentSpec> {
+    if !valid_agent_name(name) {
+        return Err(RpcError::ClientAgentName(name.to_string()));
+    }
+    let bytes = serde_json::to_string(manifest).map_or(usize::MAX, |s| s.len());
+    if bytes > MAX_MANIFEST_BYTES {
+        return Err(RpcError::ClientAgentManifestTooLarge {
+            name: name.to_string(),
+            bytes,
+            limit: MAX_MANIFEST_BYTES,
+        });
+    }
+    let invalid = |reason: String| RpcError::ClientAgentManifest {
+        name: name.to_string(),
+        reason,
+    };
+    let mut actions = Vec::new();
+    manifest_actions(manifest, name, 0, &mut actions).map_err(invalid)?;
+    if actions.len() > MAX_ACTIONS_PER_AGENT {
+        return Err(invalid(format!(
+            "{} actions declared; the limit is {MAX_ACTIONS_PER_AGENT}",
+            actions.len()
+        )));
+    }
+    for a in &actions {
+        if !valid_tool_name(&format!("{name}__{}", a.name)) {
+            return Err(invalid(format!(
+                "action '{}' cannot be offered as the tool '{name}__{}': a tool name is 1 to 64 \
+                 letters, digits, '-' or '_'",
+                a.name, a.name
+            )));
+        }
+    }
+    let text = |key: &str| {
+        manifest
+            .get(key)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string()
+    };
+    Ok(ClientAgentSpec {
+        name: name.to_string(),
+        description: text("description"),
+        emoji: text("emojiChar"),
+        actions,
+        executes_actions: agent_interface.iter().any(|m| m == EXECUTE_ACTION),
+    })
+}
+
+/// Sub-manifests nest at most this deep.
+const MAX_SUB_MANIFEST_DEPTH: usize = 4;
+
+/// The actions of an `ActionManifest` (its `schema`, then its `subActionManifests`, named
+/// `<schema>.<sub>`), appended to `out`.
+fn manifest_actions(
+    manifest: &Map<String, Value>,
+    schema_name: &str,
+    depth: usize,
+    out: &mut Vec<ClientAction>,
+) -> Result<(), String> {
+    if let Some(schema) = manifest.get("schema").filter(|s| !s.is_null()) {
+        let schema = schema
+            .as_object()
+            .ok_or_else(|| format!("the schema of '{schema_name}' is not an object"))?;
+        for action in schema_actions(schema, schema_name)? {
+            if out.iter().any(|a| a.name == action.name) {
+                return Err(format!(
+                    "action '{}' is declared in two schemas",
+                    action.name
+                ));
+            }
+            out.push(action);
+        }
+    }
+    let Some(subs) = manifest.get("subActionManifests").filter(|s| !s.is_null()) else {
+        return Ok(());
+    };
+    let subs = subs
+        .as_object()
+        .ok_or("\"subActionManifests\" is not an object")?;
+    if depth >= MAX_SUB_MANIFEST_DEPTH && !subs.is_empty() {
+        return Err(format!(
+            "sub-manifests nest deeper than {MAX_SUB_MANIFEST_DEPTH} levels"
+        ));
+    }
+    for (sub, m) in subs {
+        let m = m
+            .as_object()
+            .ok_or_else(|| format!("sub-manifest '{sub}' is not an object"))?;
+        manifest_actions(m, &format!("{schema_name}.{sub}"), depth + 1, out)?;
+    }
+    Ok(())
+}
+
+/// The actions of one `SchemaManifest` (`{schemaType, schemaFile: {format, content}}`).
+fn schema_actions(
+    schema: &Map<String, Value>,
+    schema_name: &str,
+) -> Result<Vec<ClientAction>, String> {
+    let at = |e: String| format!("schema of '{schema_name}': {e}");
+    let entry = match schema.get("schemaType") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(s.as_str()),
+        Some(Value::Object(o)) => o.get("action").and_then(Value::as_str),
+        Some(_) => return Err(at("\"schemaType\" is neither a string nor an object".into())),
+    };
+    let file = match schema.get("schemaFile") {
+        Some(Value::Object(file)) => file,
+        Some(Value::String(path)) => {
+            return Err(at(format!(
+                "\"schemaFile\" names a file ({path:?}); a client agent sends its schema inline as \
+                 {{\"format\": \"ts\", \"content\": …}}"
+            )))
+        }
+        _ => return Err(at("\"schemaFile\" is missing".into())),
+    };
+    let content = file
+        .get("content")
+        .and_then(Value::as_str)
+        .ok_or_else(|| at("\"schemaFile.content\" is not a string".into()))?;
+    match file.get("format").and_then(Value::as_str) {
+        Some("ts") => {
+            let decls = ts_schema::parse(content).map_err(at)?;
+            schema::Schema::new(decls)
+                .actions(entry, schema_name)
+                .map_err(at)
+        }
+        Some("pas" | "json") => {
+            let (decls, pas_entry) = pas_schema::parse(content).map_err(at)?;
+            let entry = pas_entry.as_deref().or(entry);
+            schema::Schema::new(decls)
+                .actions(entry, schema_name)
+                .map_err(at)
+        }
+        other => Err(at(format!(
+            "unsupported schema format {}: use \"ts\" or \"pas\"",
+            other.map_or("(none)".to_string(), |f| format!("{f:?}"))
+        ))),
+    }
+}
+
+/// The arguments of the `executeAction` invoke for `action` with the model's `input`, as
+/// TypeAgent's agent-rpc client sends them: one object with the `action` (`schemaName`,
+/// `actionName`, `parameters` — left out when the action declares none and none were
+/// given) and the context ids (`actionContextId` distinct per call; one session context, no
+/// storage; `isFromReasoningLoop`: the model chose the action in its tool loop).
+pub fn execute_action_args(action: &ClientAction, input: Value, action_context_id: u64) -> Value {
+    let mut act = json!({"schemaName": action.schema_name, "actionName": action.name});
+    let empty = input.as_object().is_some_and(Map::is_empty);
+    if action.has_parameters || !empty {
+        act["parameters"] = input;
+    }
+    json!([{
+        "action": act,
+        "actionContextId": action_context_id,
+        "contextId": 0,
+        "hasInstanceStorage": false,
+        "hasSessionStorage": false,
+        "isFromReasoningLoop": true,
+    }])
+}
+
+/// The tool result of an `ActionResult`: an `error` is a failed tool call with that text;
+/// otherwise `historyText`, else the `displayContent` as text, else `resultValue` as JSON,
+/// else `done`. Cut to [`MAX_RESULT_CHARS`].
+pub fn action_result_text(result: Option<&Value>) -> Result<String, String> {
+    let text = match result {
+        None | Some(Value::Null) => "done".to_string(),
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Object(o)) => {
+            if let Some(e) = o.get("error").filter(|e| !e.is_null()) {
+                let e = e.as_str().map_or_else(|| e.to_string(), str::to_string);
+                return Err(cut(e));
+            }
+            match o.get("historyText").and_then(Value::as_str) {
+                Some(h) if !h.trim().is_empty() => h.to_string(),
+                _ => match o.get("displayContent").map(display_text) {
+                    Some(d) if !d.trim().is_empty() => d,
+                    _ => match o.get("resultValue").filter(|v| !v.is_null()) {
+                        Some(v) => v.to_string(),
+                        None => "done".to_string(),
+                    },
+                },
+            }
+        }
+        Some(other) => other.to_string(),
+    };
+    Ok(cut(text))
+}
+
+/// A `DisplayContent` as plain text: a string, lines, a table (rows of cells), or
+/// `{type, content}` holding one of those.
+fn display_text(content: &Value) -> String {
+    match content {
+        Value::String(s) => s.clone(),
+        Value::Array(items) => items
+            .iter()
+            .map(|i| match i {
+                Value::Array(cells) => cells
+                    .iter()
+                    .map(display_text)
+                    .collect::<Vec<_>>()
+                    .join(" | "),
+                other => display_text(other),
+            })
+            .collect::<Vec<_>>()
+            .join("\n"),
+        Value::Object(o) => o.get("content").map(display_text).unwrap_or_default(),
+        Value::Null => String::new(),
+        other => other.to_string(),
+    }
+}
+
+/// `text` cut to [`MAX_RESULT_CHARS`] characters, saying so.
+fn cut(text: String) -> String {
+    match text.char_indices().nth(MAX_RESULT_CHARS) {
+        Some((at, _)) => format!("{}… (cut at {MAX_RESULT_CHARS} characters)", &text[..at]),
+        None => text,
+    }
+}
+
+/// Why a call to a client agent's action gave no result; the text is the tool error the
+/// model sees.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum CallError {
+    /// The agent was unregistered (or its socket left) before the call went out.
+    #[error("client agent '{0}' is not registered any more")]
+    NotRegistered(String),
+    /// The hosting socket closed before answering.
+    #[error("the client hosting agent '{0}' disconnected before answering")]
+    Disconnected(String),
+    /// The agent was unregistered (or its socket left the conversation) while the call
+    /// waited.
+    #[error("client agent '{0}' was unregistered before answering")]
+    Unregistered(String),
+    /// No answer in time (`--client-agent-timeout`).
+    #[error("client agent '{name}' did not answer within {seconds} s")]
+    Timeout {
+        /// The agent.
+        name: String,
+        /// The timeout.
+        seconds: f64,
+    },
+    /// The hosting socket has [`MAX_PENDING_INVOKES_PER_CONNECTION`] calls unanswered.
+    #[error("the client hosting agent '{name}' has too many calls unanswered (limit {limit})")]
+    Busy {
+        /// The agent.
+        name: String,
+        /// The bound.
+        limit: usize,
+    },
+    /// The client answered `invokeError`.
+    #[error("client agent '{name}' failed: {error}")]
+    Failed {
+        /// The agent.
+        name: String,
+        /// The `invokeError.error` text.
+        error: String,
+    },
+}

@@ -1,0 +1,407 @@
+//! The client agents one socket hosts: `registerClientAgent` / `unregisterClientAgent` on
+//! `agent-server`, and the server → client invokes on each agent's `agent:<name>` channel.
+//!
+//! Registration: the conversation is resolved from what this socket joined (TypeAgent's
+//! rules and texts), the name checked against this socket's own agents (`already registered`
+//! in that conversation; `Channel 'agent:<n>' already exists` in another: one channel per
+//! name per socket, as in TypeAgent), the manifest read
+//! ([`parse_registration`]), then the joined conversation — which owns the registry of its
+//! client agents — decides. The name is reserved here while the conversation decides, so two
+//! registrations in flight cannot both pass.
+//!
+//! Invokes: a turn's tool call arrives as [`InvokeClientAgent`]; it gets the channel's next
+//! callId (one counter per channel, from 0), goes out as an `invoke`, and waits in `pending`
+//! (at most [`MAX_PENDING_INVOKES_PER_CONNECTION`]) for the `invokeResult` / `invokeError`
+//! with that (channel, callId), or for `--client-agent-timeout`. Removing an agent (unregister,
+//! leave, conversation gone, another client's unregister) fails its waiting calls; closing
+//! the socket fails them all. Every failure is a [`CallError`] whose text the model sees.
+
+use actix::prelude::*;
+use roundtable_actors::agent::client_agent::{
+    parse_registration, CallError, MAX_AGENTS_PER_CONNECTION, MAX_PENDING_INVOKES_PER_CONNECTION,
+};
+use roundtable_actors::conversation::{
+    ClientAgentHost, ClientAgentRemoved, InvokeClientAgent, RegisterClientAgent,
+    UnregisterClientAgent,
+};
+use roundtable_actors::ids::{ConversationId, ConversationRef};
+use roundtable_actors::protocol::{
+    self, agent_channel, Args, RpcError, RpcResult, AGENT_PREFIX, AGENT_SERVER_CHANNEL,
+};
+use serde_json::{Map, Value};
+use tokio::sync::oneshot;
+
+use super::Connection;
+
+/// A client agent this socket hosts.
+pub(super) struct HostedAgent {
+    /// The conversation it is registered in.
+    conversation_id: ConversationId,
+    /// This registration's token (notices and calls for another one are refused).
+    token: u64,
+    /// False while the conversation decides; the channel exists only once it is true.
+    registered: bool,
+    /// Next callId on its `agent:<name>` channel.
+    next_call_id: u64,
+}
+
+/// A server → client invoke waiting for its answer.
+pub(super) struct PendingInvoke {
+    /// The agent, for error texts.
+    name: String,
+    /// Where the answer goes (the turn's tool call).
+    reply: oneshot::Sender<Result<Option<Value>, CallError>>,
+    /// The time-out, cancelled by the answer.
+    timer: SpawnHandle,
+}
+
+/// `registerClientAgent({name, manifest, agentInterface, conversationId?})`, its argument
+/// types checked.
+pub(super) struct ClientAgentRequest {
+    /// The agent's name.
+    name: String,
+    /// Its `AppAgentManifest` (read once the conversation is resolved, as TypeAgent does).
+    manifest: Map<String, Value>,
+    /// The agent-rpc methods it implements (`executeAction`).
+    agent_interface: Vec<String>,
+    /// The conversation; `None` means the only one this socket joined.
+    conversation: Option<ConversationRef>,
+}
+
+impl ClientAgentRequest {
+    /// Checks the argument types of `registerClientAgent`.
+    pub(super) fn parse(m: &str, args: &Args) -> RpcResult<ClientAgentRequest> {
+        let param = args.req_object(m, 0, "param")?;
+        let name = protocol::opt_field_str(Some(param), m, 0, "name")?
+            .ok_or_else(|| protocol::invalid(m, 0, "name", "a string"))?
+            .to_string();
+        let manifest = match param.get("manifest") {
+            Some(Value::Object(o)) => o.clone(),
+            _ => return Err(protocol::invalid(m, 0, "manifest", "an object")),
+        };
+        let agent_interface = match param.get("agentInterface") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Array(a)) => a
+                .iter()
+                .map(|v| v.as_str().map(str::to_string))
+                .collect::<Option<_>>()
+                .ok_or_else(|| protocol::invalid(m, 0, "agentInterface", "an array of strings"))?,
+            Some(_) => {
+                return Err(protocol::invalid(
+                    m,
+                    0,
+                    "agentInterface",
+                    "an array of strings",
+                ))
+            }
+        };
+        let conversation = protocol::opt_field_str(Some(param), m, 0, "conversationId")?
+            .map(ConversationRef::parse);
+        Ok(ClientAgentRequest {
+            name,
+            manifest,
+            agent_interface,
+            conversation,
+        })
+    }
+}
+
+impl Connection {
+    /// The conversation a client agent request means: the given one (`Not joined to
+    /// conversation: <id>` unless this socket joined it), else the only one joined.
+    fn agent_conversation(
+        &self,
+        conversation: Option<&ConversationRef>,
+    ) -> RpcResult<ConversationId> {
+        match conversation {
+            Some(c) => match c.id().filter(|id| self.joined.contains_key(id)) {
+                Some(id) => Ok(id),
+                None => Err(RpcError::NotJoined(
+                    c.id()
+                        .map_or_else(|| c.raw().to_string(), |id| id.to_string()),
+                )),
+            },
+            None => match self.joined.len() {
+                0 => Err(RpcError::ClientAgentNoConversation),
+                1 => Ok(*self.joined.keys().next().expect("one")),
+                _ => Err(RpcError::ClientAgentAmbiguousConversation),
+            },
+        }
+    }
+
+    /// `registerClientAgent`: resolve, check this socket's own agents and bound, read the
+    /// manifest, reserve the name, let the conversation decide, answer.
+    pub(super) fn register_client_agent(
+        &mut self,
+        call_id: u64,
+        request: ClientAgentRequest,
+        ctx: &mut Context<Self>,
+    ) {
+        let (ch, m) = (AGENT_SERVER_CHANNEL, "registerClientAgent");
+        let checked = self
+            .agent_conversation(request.conversation.as_ref())
+            .and_then(|id| match self.agents.get(&request.name) {
+                Some(h) if h.conversation_id == id => Err(RpcError::ClientAgentAlreadyRegistered {
+                    name: request.name.clone(),
+                    conversation: id.to_string(),
+                }),
+                Some(_) => Err(RpcError::ChannelExists(agent_channel(&request.name))),
+                None if self.agents.len() >= MAX_AGENTS_PER_CONNECTION => Err(
+                    RpcError::TooManyClientAgentsOnConnection(MAX_AGENTS_PER_CONNECTION),
+                ),
+                None => Ok(id),
+            });
+        let checked = checked.and_then(|id| {
+            parse_registration(&request.name, &request.manifest, &request.agent_interface)
+                .map(|spec| (id, spec))
+        });
+        let (conversation_id, spec) = match checked {
+            Ok(ok) => ok,
+            Err(e) => return self.reply(ch, call_id, m, Err(e)),
+        };
+        let name = request.name;
+        let token = self.next_agent_token;
+        self.next_agent_token += 1;
+        self.agents.insert(
+            name.clone(),
+            HostedAgent {
+                conversation_id,
+                token,
+                registered: false,
+                next_call_id: 0,
+            },
+        );
+        let joined = &self.joined[&conversation_id];
+        let addr = ctx.address();
+        let req = joined.conversation.send(RegisterClientAgent {
+            connection_id: joined.connection_id,
+            spec,
+            host: ClientAgentHost {
+                token,
+                invoke: addr.clone().recipient(),
+                removed: addr.recipient(),
+            },
+        });
+        ctx.spawn(req.into_actor(self).map(move |res, act, _| {
+            let res = res.unwrap_or_else(|_| {
+                Err(RpcError::ConversationNotFound(conversation_id.to_string()))
+            });
+            let ours = act.agents.get_mut(&name).filter(|h| h.token == token);
+            match (&res, ours) {
+                (Ok(()), Some(hosted)) => {
+                    hosted.registered = true;
+                    log::info!(
+                        "socket {}: hosts client agent {name} in conversation {conversation_id}",
+                        act.socket_id
+                    );
+                }
+                (Err(_), Some(_)) => {
+                    act.agents.remove(&name);
+                }
+                // Left the conversation meanwhile: the conversation dropped the agent too.
+                (_, None) => {}
+            }
+            act.reply(ch, call_id, m, res.map(|()| None));
+        }));
+    }
+
+    /// `unregisterClientAgent`: the conversation removes the agent whoever registered it;
+    /// when it was this socket's, its channel goes and its waiting calls fail.
+    pub(super) fn unregister_client_agent(
+        &mut self,
+        call_id: u64,
+        name: String,
+        conversation: Option<ConversationRef>,
+        ctx: &mut Context<Self>,
+    ) {
+        let (ch, m) = (AGENT_SERVER_CHANNEL, "unregisterClientAgent");
+        let conversation_id = match self.agent_conversation(conversation.as_ref()) {
+            Ok(id) => id,
+            Err(e) => return self.reply(ch, call_id, m, Err(e)),
+        };
+        let joined = &self.joined[&conversation_id];
+        let req = joined.conversation.send(UnregisterClientAgent {
+            connection_id: joined.connection_id,
+            name: name.clone(),
+        });
+        ctx.spawn(req.into_actor(self).map(move |res, act, ctx| {
+            let res = res.unwrap_or_else(|_| {
+                Err(RpcError::ConversationNotFound(conversation_id.to_string()))
+            });
+            if res.is_ok()
+                && act
+                    .agents
+                    .get(&name)
+                    .is_some_and(|h| h.conversation_id == conversation_id)
+            {
+                act.drop_hosted_agent(&name, ctx);
+            }
+            act.reply(ch, call_id, m, res.map(|()| None));
+        }));
+    }
+
+    /// Forgets a hosted agent: its channel goes, its waiting calls fail (`unregistered`).
+    fn drop_hosted_agent(&mut self, name: &str, ctx: &mut Context<Self>) {
+        if self.agents.remove(name).is_none() {
+            return;
+        }
+        log::info!(
+            "socket {}: no longer hosts client agent {name}",
+            self.socket_id
+        );
+        let channel = agent_channel(name);
+        let waiting: Vec<(String, u64)> = self
+            .pending
+            .keys()
+            .filter(|(c, _)| *c == channel)
+            .cloned()
+            .collect();
+        for key in waiting {
+            if let Some(p) = self.pending.remove(&key) {
+                ctx.cancel_future(p.timer);
+                let _ = p.reply.send(Err(CallError::Unregistered(p.name)));
+            }
+        }
+    }
+
+    /// This socket left `conversation_id` (or it went away): its agents there go.
+    pub(super) fn drop_agents_of(
+        &mut self,
+        conversation_id: ConversationId,
+        ctx: &mut Context<Self>,
+    ) {
+        let names: Vec<String> = self
+            .agents
+            .iter()
+            .filter(|(_, h)| h.conversation_id == conversation_id)
+            .map(|(n, _)| n.clone())
+            .collect();
+        for name in names {
+            self.drop_hosted_agent(&name, ctx);
+        }
+    }
+
+    /// Whether `channel` is the `agent:<name>` channel of an agent this socket hosts.
+    pub(super) fn hosts_channel(&self, channel: &str) -> bool {
+        channel
+            .strip_prefix(AGENT_PREFIX)
+            .and_then(|name| self.agents.get(name))
+            .is_some_and(|h| h.registered)
+    }
+
+    /// An `invokeResult` / `invokeError` from the client: the answer of a pending invoke, or
+    /// dropped (late, after a time-out or unregister; or never asked).
+    pub(super) fn on_response(
+        &mut self,
+        channel: String,
+        call_id: u64,
+        outcome: Result<Option<Value>, String>,
+        ctx: &mut Context<Self>,
+    ) {
+        let Some(p) = self.pending.remove(&(channel, call_id)) else {
+            log::debug!(
+                "socket {}: answer #{call_id} to no pending invoke, dropped",
+                self.socket_id
+            );
+            return;
+        };
+        ctx.cancel_future(p.timer);
+        let name = p.name;
+        let _ = p
+            .reply
+            .send(outcome.map_err(|error| CallError::Failed { name, error }));
+    }
+
+    /// The socket is closing: every waiting call fails (`disconnected`).
+    pub(super) fn fail_pending_invokes(&mut self) {
+        for (_, p) in self.pending.drain() {
+            let _ = p.reply.send(Err(CallError::Disconnected(p.name)));
+        }
+    }
+}
+
+impl Handler<InvokeClientAgent> for Connection {
+    type Result = ();
+
+    /// Sends the invoke on the agent's channel and waits (bounded in number and time).
+    fn handle(&mut self, msg: InvokeClientAgent, ctx: &mut Self::Context) {
+        let InvokeClientAgent {
+            name,
+            token,
+            method,
+            args,
+            reply,
+        } = msg;
+        let hosted = self
+            .agents
+            .get_mut(&name)
+            .filter(|h| h.token == token && h.registered);
+        let Some(hosted) = hosted else {
+            let _ = reply.send(Err(CallError::NotRegistered(name)));
+            return;
+        };
+        if self.closing {
+            let _ = reply.send(Err(CallError::Disconnected(name)));
+            return;
+        }
+        if self.pending.len() >= MAX_PENDING_INVOKES_PER_CONNECTION {
+            let limit = MAX_PENDING_INVOKES_PER_CONNECTION;
+            let _ = reply.send(Err(CallError::Busy { name, limit }));
+            return;
+        }
+        let call_id = hosted.next_call_id;
+        hosted.next_call_id += 1;
+        let channel = agent_channel(&name);
+        log::debug!(
+            "socket {}: {method} #{call_id} on {channel} (conversation {})",
+            self.socket_id,
+            hosted.conversation_id
+        );
+        self.send(protocol::invoke_frame(&channel, call_id, method, &args));
+        let timeout = self.state.config.client_agent_timeout;
+        let key = (channel, call_id);
+        let timer = ctx.run_later(timeout, {
+            let key = key.clone();
+            move |act, _| {
+                if let Some(p) = act.pending.remove(&key) {
+                    log::info!(
+                        "socket {}: {} #{} on {} timed out",
+                        act.socket_id,
+                        method,
+                        key.1,
+                        key.0
+                    );
+                    let seconds = timeout.as_secs_f64();
+                    let _ = p.reply.send(Err(CallError::Timeout {
+                        name: p.name,
+                        seconds,
+                    }));
+                }
+            }
+        });
+        self.pending
+            .insert(key, PendingInvoke { name, reply, timer });
+    }
+}
+
+impl Handler<ClientAgentRemoved> for Connection {
+    type Result = ();
+
+    /// Another client unregistered this socket's agent: forget it, if it is still that
+    /// registration.
+    fn handle(&mut self, msg: ClientAgentRemoved, ctx: &mut Self::Context) {
+        let same = self
+            .agents
+            .get(&msg.name)
+            .is_some_and(|h| h.token == msg.token && h.conversation_id == msg.conversation_id);
+        if same {
+            log::info!(
+                "socket {}: client agent {} unregistered by another client of conversation {}",
+                self.socket_id,
+                msg.name,
+                msg.conversation_id
+            );
+            self.drop_hosted_agent(&msg.name, ctx);
+        }
+    }
+}
