@@ -174,7 +174,7 @@ pub fn unit_text(spec: &UnitSpec<'_>) -> String {
         "# Written by `roundtable service install`; `roundtable service uninstall` removes it."
     );
     unit.push_str("[Unit]\nDescription=Roundtable conversation server\n");
-    unit.push_str("Documentation=man:roundtable(1)\nAfter=network.target\n\n[Service]\n");
+    unit.push_str("After=network.target\n\n[Service]\n");
     unit.push_str("Type=notify\nNotifyAccess=main\n");
     let _ = writeln!(unit, "ExecStart={exec}");
     if let Some(user) = spec.user {

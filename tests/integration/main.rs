@@ -17,6 +17,7 @@ mod live_list;
 mod providers;
 mod runtime;
 mod security;
+mod service;
 mod storage;
 mod transport;
 mod typeagent_cli;
