@@ -1,6 +1,6 @@
 //! Criterion micro-benches for the hot paths of `roundtable-actors`, through the public API:
 //! envelope decode (`Inbound::parse`) and encode (`invoke_result`, `call_frame`), routing one
-//! call to N real `Client` actors (as `Conversation::emit` does: `try_send(Deliver)` to each,
+//! call to N clients' outputs (as `Conversation::deliver` does: `ClientOutput::send` for each,
 //! then every socket's outbox receiver drained), the per-recipient splice alone
 //! (`OutboundCall::new` once + `call_frame` per client), display-log append
 //! (`DisplayLog::append` on a `LogWriter`), and a history tail read (`read_range`) on a
@@ -11,11 +11,8 @@ use std::io::Write;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use actix::prelude::*;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use roundtable_actors::client::{
-    Client, ClientLost, ConversationGone, Deliver, OutboundCall, Ready,
-};
+use roundtable_actors::client::{ClientOutput, OutboundCall, Sent};
 use roundtable_actors::metrics::Metrics;
 use roundtable_actors::outbox::{outbox, OutboxLimits, OutboxReceiver, Outgoing};
 use roundtable_actors::protocol::{call_frame, call_prefix, invoke_result, Inbound};
@@ -69,61 +66,32 @@ fn codec(c: &mut Criterion) {
     g.finish();
 }
 
-/// Stands in for the conversation and the socket's connection.
-struct Parent;
-
-impl Actor for Parent {
-    type Context = Context<Self>;
-}
-
-impl Handler<ClientLost> for Parent {
-    type Result = ();
-    fn handle(&mut self, _: ClientLost, _: &mut Self::Context) {}
-}
-
-impl Handler<ConversationGone> for Parent {
-    type Result = ();
-    fn handle(&mut self, _: ConversationGone, _: &mut Self::Context) {}
-}
-
 fn routing(c: &mut Criterion) {
     let mut g = c.benchmark_group("route_one_call");
     for n in [1usize, 10, 100, 1000] {
         g.throughput(Throughput::Elements(n as u64));
-        g.bench_with_input(BenchmarkId::new("client_actors", n), &n, |b, &n| {
-            let system = System::new();
-            let (clients, mut receivers) = system.block_on(async move {
-                let parent = Parent.start();
-                let metrics = Arc::new(Metrics::default());
-                let mut clients = Vec::new();
-                let mut receivers: Vec<OutboxReceiver> = Vec::new();
-                for i in 0..n {
-                    let (tx, rx) = outbox(OutboxLimits::default());
-                    let client = Client::new(
-                        roundtable_actors::ids::ConversationId::parse(CONVERSATION)
-                            .expect("a UUID"),
-                        roundtable_actors::ids::ConnectionId(i as u64),
-                        tx,
-                        parent.clone().recipient(),
-                        parent.clone().recipient(),
-                        metrics.clone(),
-                    )
-                    .start();
-                    client.do_send(Ready);
-                    clients.push(client);
-                    receivers.push(rx);
-                }
-                (clients, receivers)
-            });
+        g.bench_with_input(BenchmarkId::new("client_outputs", n), &n, |b, &n| {
+            let metrics = Arc::new(Metrics::default());
+            let prefix: Arc<str> = call_prefix(&format!("clientio:{CONVERSATION}")).into();
+            let mut outputs = Vec::new();
+            let mut receivers: Vec<OutboxReceiver> = Vec::new();
+            for _ in 0..n {
+                let (tx, rx) = outbox(OutboxLimits::default());
+                let mut output = ClientOutput::new(prefix.clone(), tx, metrics.clone());
+                assert_eq!(output.go_live(), Sent::Queued);
+                outputs.push(output);
+                receivers.push(rx);
+            }
             let call = OutboundCall::new("appendDisplay", &echo_args());
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .build()
+                .expect("runtime");
             b.iter_custom(|iters| {
-                system.block_on(async {
+                runtime.block_on(async {
                     let start = Instant::now();
                     for _ in 0..iters {
-                        for client in &clients {
-                            client
-                                .try_send(Deliver { call: call.clone() })
-                                .expect("mailbox has room");
+                        for output in outputs.iter_mut() {
+                            assert_eq!(output.send(&call), Sent::Queued);
                         }
                         for rx in receivers.iter_mut() {
                             match rx.next().await {

@@ -1,17 +1,22 @@
-//! The `Client` actor: one per client joined to a conversation (one socket joined to two
-//! conversations has two). It owns that client's side of the `clientio:<id>` channel: the
-//! outbound callId counter, the ready gate, and the push into the socket's bounded
-//! [`Outbox`]. Its parent [`Conversation`](crate::conversation::Conversation) decides who gets
-//! what and hands it over with [`Deliver`] through `try_send`, so a stuck client never blocks
-//! the conversation.
+//! One client joined to a conversation (one socket joined to two conversations is two
+//! clients), in two parts:
+//! - [`ClientOutput`]: that client's side of the `clientio:<id>` channel — the outbound callId
+//!   counter, the ready gate, the push into the socket's bounded [`Outbox`]. The parent
+//!   [`Conversation`](crate::conversation::Conversation) owns it and writes each call it routes
+//!   to this client straight into the outbox (one splice and one push per recipient, no actor
+//!   message in between), so a stuck client never blocks the conversation: a full outbox is
+//!   reported, not waited on.
+//! - the [`Client`] actor: the client's lifecycle. The connection tells it [`Ready`] once the
+//!   join result is queued (it passes that on to the conversation as [`ClientReady`]); it stops
+//!   on [`StopClient`] (leave, socket close, delete), and on [`GiveUp`] / [`SocketGone`] when
+//!   its output failed, telling the conversation ([`ClientLost`]) and, for a slow consumer,
+//!   the connection ([`ConversationGone`]).
 //!
 //! # Implementation notes
-//! States: **Held** (created by `Attach`; frames are buffered, bounded, because the client
-//! creates its `clientio` channel only after it has read the join result) → [`Ready`] (sent by
-//! the connection right after it queued the join result) → **Live** (frames go straight to the
-//! outbox) → **Stopped** on [`StopClient`] (leave, socket close, delete) or on a full outbox, in
-//! which case the socket is closed with 1008 "slow consumer" and the conversation is told with
-//! [`ClientLost`].
+//! Output states: **Held** (from the join; frames are buffered, bounded, because the client
+//! creates its `clientio` channel only after it has read the join result) → **Live** on
+//! [`ClientReady`] (held frames go out in order, then every frame straight to the outbox) →
+//! **Lost** on a full outbox (the socket is closed with 1008 "slow consumer") or a closed one.
 
 use std::sync::Arc;
 
@@ -26,10 +31,10 @@ pub const SLOW_CONSUMER_CLOSE_CODE: u16 = 1008;
 /// Close reason sent with it.
 pub const SLOW_CONSUMER_REASON: &str = "slow consumer: outbound queue full";
 /// Frames a not-yet-ready client may hold; more means it is not reading.
-const MAX_HELD_FRAMES: usize = 1024;
-/// Mailbox bound of a client actor. The conversation hands over calls with `try_send`, so a
-/// mailbox this deep means the client is stuck (it is then closed as a slow consumer).
-pub const CLIENT_MAILBOX: usize = MAX_HELD_FRAMES;
+pub const MAX_HELD_FRAMES: usize = 1024;
+/// Mailbox bound of a client actor. Only lifecycle messages reach it (ready, stop, give up),
+/// never frames, so a handful is plenty.
+pub const CLIENT_MAILBOX: usize = 16;
 
 /// A `clientio` call, serialized once and shared by every recipient.
 #[derive(Debug)]
@@ -83,101 +88,139 @@ pub struct ConversationGone {
     pub conversation_id: ConversationId,
 }
 
-/// One client of one conversation.
-pub struct Client {
+/// What became of a frame handed to a [`ClientOutput`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sent {
+    /// In the socket's outbox.
+    Queued,
+    /// Held until the client is ready.
+    Held,
+    /// The outbox (or the held buffer) is full: the client must be closed as a slow consumer.
+    SlowConsumer,
+    /// The socket is gone: the client must leave.
+    SocketGone,
+}
+
+/// One client's side of its `clientio:<id>` channel, owned by the conversation (see the module
+/// docs): callIds, the ready gate and the bounded push.
+#[derive(Debug)]
+pub struct ClientOutput {
     /// The start of every frame on this client's `clientio:<id>` channel, up to the callId.
-    call_prefix: String,
-    /// Conversation id, for logs.
-    conversation_id: ConversationId,
-    /// Connection id within the conversation (a decimal string).
-    connection_id: ConnectionId,
+    call_prefix: Arc<str>,
     /// Next callId on this client's `clientio` channel (per channel and direction).
     next_call_id: u64,
     /// The socket's bounded queue.
     outbox: Outbox,
     /// False until the join result has been queued; frames wait in `held` meanwhile.
     ready: bool,
-    /// Frames produced before the client was ready.
+    /// Frames produced before the client was ready (at most [`MAX_HELD_FRAMES`]).
     held: Vec<String>,
-    /// Parent, told when this client drops itself.
-    conversation: Recipient<ClientLost>,
-    /// The socket's connection, told when this client is gone.
-    connection: Recipient<ConversationGone>,
-    /// Shared counters.
+    /// Shared counters (`frames_out`).
     metrics: Arc<Metrics>,
-    /// Set once this client has given up (slow consumer); later deliveries are dropped.
-    lost: bool,
 }
 
-impl Client {
-    /// A new, not-yet-ready client.
-    pub fn new(
-        conversation_id: ConversationId,
-        connection_id: ConnectionId,
-        outbox: Outbox,
-        conversation: Recipient<ClientLost>,
-        connection: Recipient<ConversationGone>,
-        metrics: Arc<Metrics>,
-    ) -> Client {
-        Client {
-            call_prefix: crate::protocol::call_prefix(&crate::protocol::clientio_channel(
-                conversation_id,
-            )),
-            conversation_id,
-            connection_id,
+impl ClientOutput {
+    /// A held (not yet ready) output into `outbox`; `call_prefix` is the conversation's
+    /// `clientio` frame prefix, built once per conversation.
+    pub fn new(call_prefix: Arc<str>, outbox: Outbox, metrics: Arc<Metrics>) -> ClientOutput {
+        ClientOutput {
+            call_prefix,
             next_call_id: 0,
             outbox,
             ready: false,
             held: Vec::new(),
+            metrics,
+        }
+    }
+
+    /// Frames `call` with this client's next callId and queues it (or holds it until ready).
+    pub fn send(&mut self, call: &OutboundCall) -> Sent {
+        let id = self.next_call_id;
+        self.next_call_id += 1;
+        let frame = call.frame(&self.call_prefix, id);
+        if !self.ready {
+            if self.held.len() >= MAX_HELD_FRAMES {
+                return Sent::SlowConsumer;
+            }
+            self.held.push(frame);
+            return Sent::Held;
+        }
+        self.push(frame)
+    }
+
+    /// The join result is queued: the held frames go out in order, then every frame directly.
+    /// Answers the first failure, if any.
+    pub fn go_live(&mut self) -> Sent {
+        self.ready = true;
+        for frame in std::mem::take(&mut self.held) {
+            match self.push(frame) {
+                Sent::Queued => {}
+                failed => return failed,
+            }
+        }
+        Sent::Queued
+    }
+
+    fn push(&mut self, frame: String) -> Sent {
+        match self.outbox.push(frame) {
+            Ok(()) => {
+                Metrics::inc(&self.metrics.frames_out);
+                Sent::Queued
+            }
+            Err(PushError::Full) => Sent::SlowConsumer,
+            Err(PushError::Closed) => Sent::SocketGone,
+        }
+    }
+
+    /// Closes the socket as a slow consumer (1008) ahead of whatever is still queued.
+    pub fn abort_slow(&mut self) {
+        self.held.clear();
+        self.outbox
+            .abort(SLOW_CONSUMER_CLOSE_CODE, SLOW_CONSUMER_REASON);
+    }
+}
+
+/// The lifecycle of one client of one conversation (see the module docs).
+pub struct Client {
+    /// Conversation id, for logs.
+    conversation_id: ConversationId,
+    /// Connection id within the conversation.
+    connection_id: ConnectionId,
+    /// Parent, told when this client is ready and when it drops itself.
+    conversation: ConversationLink,
+    /// The socket's connection, told when this client is gone.
+    connection: Recipient<ConversationGone>,
+    /// Shared counters.
+    metrics: Arc<Metrics>,
+    /// Set once this client has given up; it is stopping.
+    lost: bool,
+}
+
+/// What a client tells its conversation.
+pub struct ConversationLink {
+    /// The join result is queued: the conversation may send.
+    pub ready: Recipient<ClientReady>,
+    /// This client dropped itself (slow consumer, socket gone).
+    pub lost: Recipient<ClientLost>,
+}
+
+impl Client {
+    /// A new client (its conversation holds its [`ClientOutput`], not yet ready).
+    pub fn new(
+        conversation_id: ConversationId,
+        connection_id: ConnectionId,
+        conversation: ConversationLink,
+        connection: Recipient<ConversationGone>,
+        metrics: Arc<Metrics>,
+    ) -> Client {
+        Client {
+            conversation_id,
+            connection_id,
             conversation,
             connection,
             metrics,
             lost: false,
         }
-    }
-
-    fn frame(&mut self, call: &OutboundCall) -> String {
-        let id = self.next_call_id;
-        self.next_call_id += 1;
-        call.frame(&self.call_prefix, id)
-    }
-
-    fn push(&mut self, frame: String, ctx: &mut Context<Self>) {
-        if self.lost {
-            return;
-        }
-        match self.outbox.push(frame) {
-            Ok(()) => Metrics::inc(&self.metrics.frames_out),
-            Err(PushError::Full) => self.give_up(ctx),
-            Err(PushError::Closed) => {
-                // The socket is gone: leave now rather than linger as a phantom client.
-                self.lost = true;
-                self.conversation.do_send(ClientLost {
-                    connection_id: self.connection_id,
-                });
-                ctx.stop();
-            }
-        }
-    }
-
-    fn give_up(&mut self, ctx: &mut Context<Self>) {
-        self.lost = true;
-        self.held.clear();
-        Metrics::inc(&self.metrics.slow_client_closes);
-        log::warn!(
-            "conversation {} connection {}: closing slow client (outbound queue full)",
-            self.conversation_id,
-            self.connection_id
-        );
-        self.outbox
-            .abort(SLOW_CONSUMER_CLOSE_CODE, SLOW_CONSUMER_REASON);
-        self.conversation.do_send(ClientLost {
-            connection_id: self.connection_id,
-        });
-        self.connection.do_send(ConversationGone {
-            conversation_id: self.conversation_id,
-        });
-        ctx.stop();
     }
 }
 
@@ -193,33 +236,8 @@ impl Actor for Client {
     }
 }
 
-/// One call for this client (already routed by the conversation).
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct Deliver {
-    /// The call, shared by all recipients.
-    pub call: Arc<OutboundCall>,
-}
-
-impl Handler<Deliver> for Client {
-    type Result = ();
-
-    fn handle(&mut self, msg: Deliver, ctx: &mut Self::Context) {
-        if self.lost {
-            return;
-        }
-        let frame = self.frame(&msg.call);
-        if self.ready {
-            self.push(frame, ctx);
-        } else if self.held.len() >= MAX_HELD_FRAMES {
-            self.give_up(ctx);
-        } else {
-            self.held.push(frame);
-        }
-    }
-}
-
-/// The join result has been queued on the socket: release held frames and go live.
+/// The join result has been queued on the socket: the client may receive. Sent by the
+/// connection; passed on to the conversation as [`ClientReady`].
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct Ready;
@@ -227,12 +245,20 @@ pub struct Ready;
 impl Handler<Ready> for Client {
     type Result = ();
 
-    fn handle(&mut self, _msg: Ready, ctx: &mut Self::Context) {
-        self.ready = true;
-        for frame in std::mem::take(&mut self.held) {
-            self.push(frame, ctx);
-        }
+    fn handle(&mut self, _msg: Ready, _ctx: &mut Self::Context) {
+        self.conversation.ready.do_send(ClientReady {
+            connection_id: self.connection_id,
+        });
     }
+}
+
+/// Sent by a client to its conversation once its join result is queued: the conversation
+/// releases the frames it held for it and sends it everything from then on.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct ClientReady {
+    /// The client's connection id within the conversation.
+    pub connection_id: ConnectionId,
 }
 
 /// Stop this client (leave, socket close, delete, shutdown). With `notify_connection` the
@@ -257,8 +283,8 @@ impl Handler<StopClient> for Client {
     }
 }
 
-/// The conversation could not even queue a frame for this client (its mailbox is full): close
-/// it as a slow consumer.
+/// The conversation found this client's outbox full and has closed its socket as a slow
+/// consumer: the client tells the connection and the conversation, and stops.
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct GiveUp;
@@ -267,8 +293,43 @@ impl Handler<GiveUp> for Client {
     type Result = ();
 
     fn handle(&mut self, _msg: GiveUp, ctx: &mut Self::Context) {
-        if !self.lost {
-            self.give_up(ctx);
+        if self.lost {
+            return;
         }
+        self.lost = true;
+        Metrics::inc(&self.metrics.slow_client_closes);
+        log::warn!(
+            "conversation {} connection {}: closing slow client (outbound queue full)",
+            self.conversation_id,
+            self.connection_id
+        );
+        self.conversation.lost.do_send(ClientLost {
+            connection_id: self.connection_id,
+        });
+        self.connection.do_send(ConversationGone {
+            conversation_id: self.conversation_id,
+        });
+        ctx.stop();
+    }
+}
+
+/// The conversation found this client's socket closed: the client leaves now rather than
+/// linger as a phantom (the connection is already gone).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct SocketGone;
+
+impl Handler<SocketGone> for Client {
+    type Result = ();
+
+    fn handle(&mut self, _msg: SocketGone, ctx: &mut Self::Context) {
+        if self.lost {
+            return;
+        }
+        self.lost = true;
+        self.conversation.lost.do_send(ClientLost {
+            connection_id: self.connection_id,
+        });
+        ctx.stop();
     }
 }

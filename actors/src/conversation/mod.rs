@@ -82,7 +82,10 @@ use tokio::sync::oneshot;
 
 use crate::agent::turn::ToolServer;
 use crate::agent::{ChatMessage, Provider};
-use crate::client::{Client, ClientLost, ConversationGone, Deliver, StopClient, CLIENT_MAILBOX};
+use crate::client::{
+    Client, ClientLost, ClientOutput, ClientReady, ConversationGone, ConversationLink, StopClient,
+    CLIENT_MAILBOX,
+};
 use crate::ids::{ConnectionId, ConversationId, RequestId};
 use crate::metrics::Metrics;
 use crate::outbox::Outbox;
@@ -170,9 +173,12 @@ pub struct ConversationSetup {
 
 /// One joined client, as the conversation sees it.
 struct ClientSlot {
-    /// The client actor.
+    /// The client actor (its lifecycle).
     addr: Addr<Client>,
-    /// Its mailbox overflowed and it was told to give up; it leaves with `ClientLost`.
+    /// Its `clientio` output: every call routed to it is framed and queued here.
+    output: ClientOutput,
+    /// Its output failed (slow consumer, socket gone) and its actor was told; it leaves with
+    /// `ClientLost`.
     lost: bool,
     /// Joined with `filter: true`: gets only messages addressed to its own connection id.
     filter: bool,
@@ -184,6 +190,9 @@ pub struct Conversation {
     setup: ConversationSetup,
     /// Joined clients by connection id number (in join order).
     clients: BTreeMap<ConnectionId, ClientSlot>,
+    /// `{"name":"clientio:<id>","message":{"type":"call","callId":` — every client's frame
+    /// prefix, built once and shared by their outputs.
+    clientio_prefix: Arc<str>,
     /// Next connection id ("0", "1", …); restarts when the conversation is reloaded.
     next_connection_id: u64,
     /// `Attach` messages handled so far (echoed in `IdleExpired`).
@@ -251,6 +260,8 @@ impl Conversation {
         let chat_path = chat::history_path(&setup.dir);
         let requests_path: Arc<Path> = setup.dir.join(requests::FILE_NAME).into();
         Conversation {
+            clientio_prefix: crate::protocol::call_prefix(&crate::protocol::clientio_channel(id))
+                .into(),
             setup,
             clients: BTreeMap::new(),
             next_connection_id: 0,
@@ -448,9 +459,16 @@ impl Handler<Attach> for Conversation {
         let client = Client::new(
             self.setup.id,
             connection_id,
-            msg.outbox,
-            ctx.address().recipient(),
+            ConversationLink {
+                ready: ctx.address().recipient(),
+                lost: ctx.address().recipient(),
+            },
             msg.connection,
+            self.setup.metrics.clone(),
+        );
+        let mut output = ClientOutput::new(
+            self.clientio_prefix.clone(),
+            msg.outbox,
             self.setup.metrics.clone(),
         );
         // The mailbox bound must hold from the first message: a burst of joins would
@@ -459,10 +477,10 @@ impl Handler<Attach> for Conversation {
             ctx.set_mailbox_capacity(CLIENT_MAILBOX);
             client
         });
-        // The joiner's first calls (callIds 0 and 1), whatever its filter; the client holds
-        // them until the join result has been queued.
+        // The joiner's first calls (callIds 0 and 1), whatever its filter; held until the
+        // join result has been queued.
         for notice in Self::status_dismissals() {
-            client.do_send(Deliver { call: notice });
+            output.send(&notice);
         }
         // Others only: the joiner is not in `clients` yet.
         self.emit(Self::join_notice(), &routing::Audience::Everyone);
@@ -470,6 +488,7 @@ impl Handler<Attach> for Conversation {
             connection_id,
             ClientSlot {
                 addr: client.clone(),
+                output,
                 lost: false,
                 filter: msg.filter,
             },
@@ -522,6 +541,19 @@ impl Handler<Detach> for Conversation {
         }
         if let Some(reply) = msg.reply {
             let _ = reply.send(joined);
+        }
+    }
+}
+
+impl Handler<ClientReady> for Conversation {
+    type Result = ();
+
+    fn handle(&mut self, msg: ClientReady, _ctx: &mut Self::Context) {
+        if let Some(slot) = self.clients.get_mut(&msg.connection_id) {
+            if !slot.lost {
+                let sent = slot.output.go_live();
+                routing::settle(self.setup.id, msg.connection_id, slot, sent);
+            }
         }
     }
 }

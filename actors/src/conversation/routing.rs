@@ -8,9 +8,11 @@ use serde_json::{json, Value};
 
 use super::durable::Held;
 use super::queue::Request;
+use super::ClientSlot;
 use super::{Conversation, AGENT_SOURCE};
-use crate::client::{Deliver, GiveUp, OutboundCall};
+use crate::client::{GiveUp, OutboundCall, Sent, SocketGone};
 use crate::ids::ConnectionId;
+use crate::ids::ConversationId;
 
 /// Text shown to the others when a client joins.
 pub const JOIN_NOTICE: &str = "[A new client has joined this conversation.]";
@@ -144,13 +146,9 @@ impl Conversation {
                 Audience::Broadcast(conn) => !slot.filter || *conn == Some(*id),
                 Audience::Only(conn) => conn == id,
             };
-            if wanted && slot.addr.try_send(Deliver { call: call.clone() }).is_err() {
-                log::warn!(
-                    "conversation {} connection {id}: client mailbox full, closing it",
-                    self.setup.id
-                );
-                slot.lost = true;
-                slot.addr.do_send(GiveUp);
+            if wanted {
+                let sent = slot.output.send(call);
+                settle(self.setup.id, *id, slot, sent);
             }
         }
     }
@@ -191,5 +189,31 @@ impl Conversation {
             json!([message, mode.as_str()]),
             Some(request.origin),
         );
+    }
+}
+
+/// Acts on what became of a frame for one client: a slow consumer's socket is closed (1008)
+/// and its actor told to give up, a gone socket's actor told to leave; either way the client
+/// gets nothing more and leaves with `ClientLost`.
+pub(super) fn settle(
+    conversation: ConversationId,
+    connection_id: ConnectionId,
+    slot: &mut ClientSlot,
+    sent: Sent,
+) {
+    match sent {
+        Sent::Queued | Sent::Held => {}
+        Sent::SlowConsumer => {
+            log::debug!(
+                "conversation {conversation} connection {connection_id}: outbound queue full"
+            );
+            slot.lost = true;
+            slot.output.abort_slow();
+            slot.addr.do_send(GiveUp);
+        }
+        Sent::SocketGone => {
+            slot.lost = true;
+            slot.addr.do_send(SocketGone);
+        }
     }
 }
