@@ -1,7 +1,8 @@
 //! The `roundtable` binary: `roundtable serve` runs the server; `connect`, `conversations`,
-//! `run` and `server` are the client. Thin on purpose: flags become a [`ServerConfig`] or a
-//! call into [`roundtable::cli`].
+//! `run`, `server` and `backup` are the client; `restore` fills an instance directory. Thin on
+//! purpose: flags become a [`ServerConfig`] or a call into [`roundtable::cli`].
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -46,6 +47,25 @@ enum Command {
         command: ServerCmd,
         #[command(flatten)]
         address: Address,
+    },
+    /// Save a consistent snapshot of a running server's conversations into one archive
+    /// (gzip-compressed when FILE ends in .gz or .tgz).
+    Backup {
+        /// The archive to write.
+        file: PathBuf,
+        #[command(flatten)]
+        address: Address,
+    },
+    /// Restore a backup archive into a new instance directory (serve it with --instance-dir).
+    Restore {
+        /// The archive to read.
+        file: PathBuf,
+        /// The directory to create (it must be new or empty unless --force).
+        #[arg(long)]
+        instance_dir: PathBuf,
+        /// Delete what the directory holds first.
+        #[arg(long)]
+        force: bool,
     },
 }
 
@@ -150,6 +170,12 @@ fn main() -> ExitCode {
             )
             .await
         }),
+        Command::Backup { file, address } => cli::finish(cli::backup(&address.url(), &file)),
+        Command::Restore {
+            file,
+            instance_dir,
+            force,
+        } => cli::finish(cli::restore(&file, &instance_dir, force)),
         Command::Server { command, address } => cli::block_on(async move {
             match command {
                 ServerCmd::Status => cli::server_status(&address.url()).await,
