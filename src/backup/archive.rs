@@ -1,6 +1,6 @@
 //! Writing a backup archive from a [`Snapshot`]: [`plan`] picks the files and builds the
 //! [`Manifest`] (a few small reads: the registry at the cut, each display log's last line,
-//! each request journal), [`write`] streams the tar. Both run on the route's `backup-stream`
+//! each request journal), [`write()`] streams the tar. Both run on the route's `backup-stream`
 //! thread, never on an actor.
 
 use std::collections::HashSet;
@@ -111,16 +111,31 @@ fn describe(
             .map_or((None, 0), |(seq, count)| (Some(seq), count)),
         None => legacy_tail(snapshot, &dir.join(display_log::LEGACY_FILE_NAME)),
     };
-    let open_requests = match snapshot.file(&dir.join(requests::FILE_NAME)) {
+    let open = match snapshot.file(&dir.join(requests::FILE_NAME)) {
         Some(f) => {
             let journal = BufReader::new(File::open(snapshot.path(f))?.take(f.len));
             requests::parse_open(journal, &f.rel)
-                .into_iter()
-                .map(|o| o.accepted.request_id.as_str().to_string())
-                .collect()
         }
         None => Vec::new(),
     };
+    let mut open_requests = Vec::new();
+    for request in open {
+        // Its result may be durable before its `closed` record: then it finished (a restored
+        // conversation's recovery skips it the same way).
+        let finished = match (request.started_seq, log, last_seq) {
+            (Some(from), Some(f), Some(last)) => has_result(
+                &snapshot.path(f),
+                f.len,
+                from,
+                last,
+                request.accepted.request_id.as_str(),
+            )?,
+            _ => false,
+        };
+        if !finished {
+            open_requests.push(request.accepted.request_id.as_str().to_string());
+        }
+    }
     Ok(ManifestConversation {
         conversation_id: entry.conversation_id.clone(),
         name: entry.name.clone(),
@@ -129,6 +144,15 @@ fn describe(
         message_count,
         open_requests,
     })
+}
+
+/// Whether the log at `path`, cut at `len`, holds a `command-result` for `request` with a seq
+/// in `from..=last`.
+fn has_result(path: &Path, len: u64, from: u64, last: u64, request: &str) -> io::Result<bool> {
+    Ok(display_log::read_range_at(path, Some(len), from, last + 1)?
+        .iter()
+        .filter_map(|e| serde_json::from_str::<serde_json::Value>(e).ok())
+        .any(|e| e["type"] == "command-result" && e["requestId"]["requestId"] == request))
 }
 
 /// Last seq and message count of a TypeAgent `displayLog.json` not imported yet (a JSON

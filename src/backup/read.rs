@@ -79,7 +79,8 @@ pub fn scan(
     let manifest = match entries.next() {
         None => return Err(ArchiveError::NotABackup("it is empty".into())),
         Some(first) => {
-            let mut first = first.map_err(|e| not_tar(&e))?;
+            // Whatever stops the first header from reading, this is no archive of ours.
+            let mut first = first.map_err(|e| ArchiveError::NotABackup(e.to_string()))?;
             let name = String::from_utf8_lossy(&first.path_bytes()).into_owned();
             if name != MANIFEST_NAME {
                 return Err(ArchiveError::NotABackup(format!(
@@ -133,12 +134,18 @@ pub fn scan(
     Ok(Scanned { manifest, end })
 }
 
-/// A tar-level read error: a cut stream is incomplete, anything else is not a backup.
+/// A tar-level read error: a cut stream is incomplete, anything else is not a backup. (The
+/// tar crate reports a stream that ends inside a block or an entry's data as `Other` with
+/// these texts.)
 fn not_tar(e: &io::Error) -> ArchiveError {
-    if e.kind() == io::ErrorKind::UnexpectedEof {
+    let text = e.to_string();
+    if e.kind() == io::ErrorKind::UnexpectedEof
+        || text.contains("unexpected EOF")
+        || text.contains("failed to read entire block")
+    {
         ArchiveError::Incomplete
     } else {
-        ArchiveError::NotABackup(e.to_string())
+        ArchiveError::NotABackup(text)
     }
 }
 

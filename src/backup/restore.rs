@@ -120,7 +120,12 @@ pub fn restore(
         let parent = path.parent().unwrap_or(dir);
         create_dir_durable(parent).map_err(io::Error::other)?;
         let mut out = private_file_options().truncate(true).open(&path)?;
-        io::copy(data, &mut out)?;
+        if io::copy(data, &mut out)? != size {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                format!("{} ends early", rel.display()),
+            ));
+        }
         out.sync_all()?;
         touched.insert(parent.to_path_buf());
         files += 1;

@@ -23,6 +23,7 @@ use actix_web::web::Data;
 use actix_web::{HttpRequest, HttpResponse};
 use bytes::Bytes;
 use roundtable_actors::registry::SnapshotInstance;
+use roundtable_actors::storage::snapshot::Snapshot;
 use tokio::sync::{mpsc, oneshot};
 
 use super::{guards, AppState};
@@ -80,8 +81,45 @@ pub async fn backup(req: HttpRequest, state: Data<AppState>) -> HttpResponse {
         snapshot.dir.display(),
         snapshot.held.as_micros()
     );
+    let Some((head, mut body)) = stream(snapshot, slot, peer) else {
+        return HttpResponse::ServiceUnavailable().body("cannot start the backup stream");
+    };
+    let (files, bytes) = match head.await {
+        Ok(Ok(totals)) => totals,
+        Ok(Err(e)) => {
+            log::error!("backup: {e}");
+            return HttpResponse::InternalServerError().body(format!("cannot take a backup: {e}"));
+        }
+        Err(_) => return HttpResponse::InternalServerError().body("the backup stream stopped"),
+    };
+    let name = format!(
+        "roundtable-backup-{}.tar",
+        roundtable_actors::clock::now_millis()
+    );
+    HttpResponse::Ok()
+        .content_type("application/x-tar")
+        .insert_header((
+            header::CONTENT_DISPOSITION,
+            format!("attachment; filename=\"{name}\""),
+        ))
+        .insert_header(("X-Roundtable-Backup-Files", files.to_string()))
+        .insert_header(("X-Roundtable-Backup-Bytes", bytes.to_string()))
+        .streaming(futures_util::stream::poll_fn(move |cx| body.poll_recv(cx)))
+}
+
+/// What the response waits for first: the manifest's file and byte totals, or why there is
+/// no archive.
+type Head = oneshot::Receiver<Result<(u64, u64), String>>;
+/// The body's chunks, or the error that cuts it short.
+type Body = mpsc::Receiver<Result<Bytes, io::Error>>;
+
+/// Starts the `backup-stream` thread for `snapshot`: it plans the archive, answers the head,
+/// writes the body, and drops the snapshot (removing the links) and the slot when done.
+/// `None` if the thread cannot start.
+fn stream(snapshot: Snapshot, slot: Slot, peer: String) -> Option<(Head, Body)> {
     let (head_tx, head) = oneshot::channel();
-    let (body_tx, mut body) = mpsc::channel(STREAM_CHUNKS);
+    let (body_tx, body) = mpsc::channel(STREAM_CHUNKS);
+    let who = peer.clone();
     let spawned = std::thread::Builder::new()
         .name("backup-stream".into())
         .spawn(move || {
@@ -111,31 +149,13 @@ pub async fn backup(req: HttpRequest, state: Data<AppState>) -> HttpResponse {
                 }
             }
         });
-    if let Err(e) = spawned {
-        return HttpResponse::ServiceUnavailable()
-            .body(format!("cannot start the backup stream: {e}"));
-    }
-    let (files, bytes) = match head.await {
-        Ok(Ok(totals)) => totals,
-        Ok(Err(e)) => {
-            log::error!("backup: {e}");
-            return HttpResponse::InternalServerError().body(format!("cannot take a backup: {e}"));
+    match spawned {
+        Ok(_) => Some((head, body)),
+        Err(e) => {
+            log::error!("backup for {who}: cannot start the stream thread: {e}");
+            None
         }
-        Err(_) => return HttpResponse::InternalServerError().body("the backup stream stopped"),
-    };
-    let name = format!(
-        "roundtable-backup-{}.tar",
-        roundtable_actors::clock::now_millis()
-    );
-    HttpResponse::Ok()
-        .content_type("application/x-tar")
-        .insert_header((
-            header::CONTENT_DISPOSITION,
-            format!("attachment; filename=\"{name}\""),
-        ))
-        .insert_header(("X-Roundtable-Backup-Files", files.to_string()))
-        .insert_header(("X-Roundtable-Backup-Bytes", bytes.to_string()))
-        .streaming(futures_util::stream::poll_fn(move |cx| body.poll_recv(cx)))
+    }
 }
 
 /// The archive writer's sink: fills [`CHUNK_BYTES`] chunks and hands them to the response,

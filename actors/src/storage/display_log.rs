@@ -170,12 +170,24 @@ pub fn history_json(parts: impl IntoIterator<Item = impl AsRef<str>>) -> String 
 /// Reads entries with `from <= seq < below`, scanning backwards from the end of the file so
 /// only the needed tail is read. Unparsable lines (a torn line being written) are skipped.
 pub fn read_range(path: &Path, from: u64, below: u64) -> io::Result<Vec<String>> {
+    read_range_at(path, None, from, below)
+}
+
+/// [`read_range`] over the first `len` bytes of the file only (a backup snapshot's cut), or
+/// all of it for `None`.
+pub fn read_range_at(
+    path: &Path,
+    len: Option<u64>,
+    from: u64,
+    below: u64,
+) -> io::Result<Vec<String>> {
     let mut file = match File::open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(e),
     };
-    let mut pos = file.seek(SeekFrom::End(0))?;
+    let end = file.seek(SeekFrom::End(0))?;
+    let mut pos = len.map_or(end, |len| len.min(end));
     let mut carry: Vec<u8> = Vec::new();
     let mut out: Vec<String> = Vec::new();
     let chunk = 64 * 1024u64;

@@ -19,7 +19,7 @@
 //! <instance-dir>/.backup-<ms>-<n>/                  snapshot: a backup's hard links, while it streams
 //! <instance-dir>/.upgrade-backup-v<N>/              format: what an upgrade from version N replaced
 //! ```
-//! [`layout::Layout`] builds every path; [`format`] checks the layout version at startup and
+//! [`layout::Layout`] builds every path; [`format`](mod@format) checks the layout version at startup and
 //! upgrades older layouts (TypeAgent's through [`migrate`]). [`snapshot`] takes the
 //! consistent, point-in-time view of a running instance that `roundtable backup` streams.
 //!
