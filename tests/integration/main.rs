@@ -8,6 +8,7 @@ mod support;
 mod harness;
 
 mod agent_server;
+mod backup;
 mod cli;
 mod durability;
 mod interactions;
