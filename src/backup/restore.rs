@@ -71,6 +71,9 @@ pub enum RestoreError {
 pub trait Progress {
     /// Called after each file of a phase (`"checking"`, then `"restoring"`).
     fn file(&mut self, phase: &'static str, files: u64, bytes: u64);
+
+    /// The archive's totals, known once it has been checked.
+    fn totals(&mut self, _files: u64, _bytes: u64) {}
 }
 
 /// Checks `archive` and restores it into `dir` (see the module docs); returns what it held.
@@ -95,13 +98,14 @@ pub fn restore(
         source,
     };
     let (mut files, mut bytes) = (0, 0);
-    scan(open()?, |_, size, _| {
+    let checked = scan(open()?, |_, size, _| {
         files += 1;
         bytes += size;
         progress.file("checking", files, bytes);
         Ok(())
     })
     .map_err(refused)?;
+    progress.totals(checked.end.files, checked.end.bytes);
 
     check_target(dir, force)?;
     let _lock = InstanceLock::acquire(dir)?;

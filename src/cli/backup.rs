@@ -278,8 +278,10 @@ struct Meter {
     total_files: Option<u64>,
     /// Bytes expected, when the server said.
     total_bytes: Option<u64>,
-    /// The last redraw.
+    /// The last redraw (`None`: draw at the next file).
     drawn: Option<Instant>,
+    /// Whether a progress line is on the screen, to erase.
+    shown: bool,
 }
 
 impl Meter {
@@ -289,11 +291,12 @@ impl Meter {
             total_files,
             total_bytes,
             drawn: None,
+            shown: false,
         }
     }
 
     fn clear(&mut self) {
-        if self.drawn.take().is_some() {
+        if std::mem::take(&mut self.shown) {
             eprint!("\r\x1b[K");
         }
     }
@@ -315,6 +318,14 @@ impl Progress for Meter {
         );
         let _ = io::stderr().flush();
         self.drawn = Some(Instant::now());
+        self.shown = true;
+    }
+
+    fn totals(&mut self, files: u64, bytes: u64) {
+        self.total_files = Some(files);
+        self.total_bytes = Some(bytes);
+        // The next phase draws at once.
+        self.drawn = None;
     }
 }
 

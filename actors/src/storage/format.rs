@@ -9,8 +9,10 @@
 //! | 1 | Roundtable before `FORMAT` existed | `conversations/conversations.json` + `.journal`, `displayLog.jsonl`, `requests.jsonl`, `sessions/chat/history.jsonl` |
 //! | 2 | Roundtable with `FORMAT` | version 1 and `FORMAT` |
 //!
-//! A directory without `FORMAT` is version 0 when a TypeAgent marker is there, 1 when
-//! `conversations/` is, and new otherwise.
+//! A directory without `FORMAT` is version 0 when TypeAgent's legacy registry is there
+//! (`server-sessions/` or `conversations/sessions.json`), 1 when `conversations/` is, and new
+//! otherwise. (TypeAgent's current layout, `conversations/conversations.json` with
+//! `displayLog.json` arrays, reads as 1: nothing in it needs a renaming step.)
 //!
 //! # Upgrades
 //! Each step keeps a copy of every file it replaces in `<instance>/.upgrade-backup-v<from>/`
