@@ -19,8 +19,11 @@
 //!   errors) and TypeAgent's conversation helpers.
 //! - [`cli`]: `connect` (the interactive prompt), `conversations`, `run`, `server`, and the
 //!   CLI's state file.
+//! - [`backup`]: backup archives: the manifest, writing one from a snapshot (`GET /backup`,
+//!   `server/backup.rs`), checking and restoring one (`roundtable restore`).
 //! - [`logging`]: the process's logger, whose filter `@system trace` changes at run time.
 
+pub mod backup;
 pub mod cli;
 pub mod client;
 pub mod config;

@@ -1,7 +1,7 @@
 //! The `roundtable` binary: `roundtable serve` runs the server; `connect`, `conversations`,
-//! `run` and `server` are the client; `config`, `service`, `completions` and `man` are the
-//! operator's tools. Thin on purpose: flags (with the config file) become a [`ServerConfig`]
-//! or a call into [`roundtable::cli`].
+//! `run`, `server` and `backup` are the client; `restore` fills an instance directory;
+//! `config`, `service`, `completions` and `man` are the operator's tools. Thin on purpose:
+//! flags (with the config file) become a [`ServerConfig`] or a call into [`roundtable::cli`].
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -48,6 +48,25 @@ enum Command {
         command: ServerCmd,
         #[command(flatten)]
         address: Address,
+    },
+    /// Save a consistent snapshot of a running server's conversations into one archive
+    /// (gzip-compressed when FILE ends in .gz or .tgz).
+    Backup {
+        /// The archive to write.
+        file: PathBuf,
+        #[command(flatten)]
+        address: Address,
+    },
+    /// Restore a backup archive into a new instance directory (serve it with --instance-dir).
+    Restore {
+        /// The archive to read.
+        file: PathBuf,
+        /// The directory to create (it must be new or empty unless --force).
+        #[arg(long)]
+        instance_dir: PathBuf,
+        /// Delete what the directory holds first.
+        #[arg(long)]
+        force: bool,
     },
     /// Show the effective server configuration, or write a config file.
     Config {
@@ -241,6 +260,12 @@ fn main() -> ExitCode {
             )
             .await
         }),
+        Command::Backup { file, address } => cli::finish(cli::backup(&address.url(), &file)),
+        Command::Restore {
+            file,
+            instance_dir,
+            force,
+        } => cli::finish(cli::restore(&file, &instance_dir, force)),
         Command::Server { command, address } => cli::block_on(async move {
             match command {
                 ServerCmd::Status => cli::server_status(&address.url()).await,

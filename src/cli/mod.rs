@@ -1,15 +1,19 @@
 //! The client side of the `roundtable` binary: `connect` (the interactive prompt),
-//! `conversations`, `run` and `server`, which go through [`crate::client`] over the real
-//! protocol (nothing of them reads the server's files); and [`service`], which writes the
-//! systemd unit that runs the server.
+//! `conversations`, `run`, `server`, `backup` and `restore`: everything but the last two goes
+//! through [`crate::client`] over the real protocol; `backup` reads `GET /backup` and
+//! `restore` only the archive and the target directory (nothing here reads a running server's
+//! files); and [`service`], which writes the systemd unit that runs the server.
 //!
-//! Files: `connect.rs` (the interactive prompt), `conversations.rs`, `run.rs`, `server.rs`
-//! (one per subcommand), `render.rs` (terminal-safe text, messages, history, the table: shared
-//! by every subcommand, so not under `connect`), `state.rs` (`cli-state.json`, the last
-//! joined conversation). The binary parses the flags and calls [`block_on`] with one of them.
+//! Files: `connect.rs` (the interactive prompt), `conversations.rs`, `run.rs`, `server.rs`,
+//! `backup.rs` (one per subcommand; `backup.rs` has both archive commands), `render.rs`
+//! (terminal-safe text, messages, history, the table: shared by every subcommand, so not
+//! under `connect`), `state.rs` (`cli-state.json`, the last joined conversation). The binary
+//! parses the flags and calls [`block_on`] with one of them (or [`finish`] with the outcome
+//! of `backup` / `restore`, which run their own runtime or none).
 
 use crate::client::ClientError;
 
+mod backup;
 mod connect;
 mod conversations;
 mod render;
@@ -18,6 +22,7 @@ mod server;
 pub mod service;
 mod state;
 
+pub use backup::{backup, restore};
 pub use connect::{connect, ConnectOptions};
 pub use conversations::{conversations, ConversationsCommand};
 pub use render::{
@@ -75,7 +80,13 @@ pub fn block_on(work: impl std::future::Future<Output = CliResult>) -> std::proc
             return std::process::ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(work) {
+    finish(runtime.block_on(work))
+}
+
+/// A client command's outcome as the process's: an error is one line on stderr, and its code
+/// the exit code.
+pub fn finish(result: CliResult) -> std::process::ExitCode {
+    match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("roundtable: {}", terminal_safe(&e.message));

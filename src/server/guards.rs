@@ -25,17 +25,27 @@ pub fn host_allowed(req: &HttpRequest, config: &ServerConfig) -> bool {
 /// an `Origin` that is not allowed gets 403; with a token, a missing or wrong one gets 401;
 /// without one, a loopback peer of another OS user gets 403.
 pub fn upgrade_refusal(req: &HttpRequest, config: &ServerConfig) -> Option<HttpResponse> {
+    client_refusal(req, config, "WebSocket upgrade")
+}
+
+/// The same checks as [`upgrade_refusal`] for any request that acts as a client (`what`
+/// names it in the log: `GET /backup` reads every conversation, so it passes them too).
+pub fn client_refusal(
+    req: &HttpRequest,
+    config: &ServerConfig,
+    what: &str,
+) -> Option<HttpResponse> {
     if let Some(origin) = req.headers().get(header::ORIGIN) {
         let origin = origin.to_str().unwrap_or("");
         if !origin_allowed(origin, &config.allowed_origins) {
-            log::warn!("refused WebSocket upgrade from Origin {origin:?}");
+            log::warn!("refused {what} from Origin {origin:?}");
             return Some(HttpResponse::Forbidden().body("Origin not allowed"));
         }
     }
     match &config.token {
         Some(token) => {
             if !token_presented(req, token) {
-                log::warn!("refused WebSocket upgrade without a valid token");
+                log::warn!("refused {what} without a valid token");
                 return Some(
                     HttpResponse::Unauthorized()
                         .insert_header((header::WWW_AUTHENTICATE, "Bearer"))
@@ -45,7 +55,7 @@ pub fn upgrade_refusal(req: &HttpRequest, config: &ServerConfig) -> Option<HttpR
         }
         None => {
             if let Err(refusal) = same_user_only(req) {
-                log::warn!("refused WebSocket upgrade: {refusal}");
+                log::warn!("refused {what}: {refusal}");
                 return Some(HttpResponse::Forbidden().body(refusal));
             }
         }

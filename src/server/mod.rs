@@ -7,6 +7,7 @@
 //! - [`guards`]: the `Host`, `Origin`, token and same-user checks; [`peer`] finds the OS
 //!   user behind a loopback connection for the last one.
 //! - [`web`]: the built-in web client's files, served to plain requests.
+//! - [`backup`]: `GET /backup`, a consistent snapshot streamed as an archive.
 //!
 //! Who talks to it: the binary (`roundtable serve`) and tests call [`serve`]; the transport
 //! reads [`AppState`] and asks for a stop through it (the `shutdown` RPC).
@@ -32,6 +33,7 @@ use tokio::sync::watch;
 use crate::config::ServerConfig;
 use crate::providers;
 
+pub mod backup;
 pub mod guards;
 pub mod peer;
 pub mod routes;
@@ -268,6 +270,7 @@ fn app(
         })
         .route("/health", web_routes::get().to(routes::health))
         .route("/metrics", web_routes::get().to(routes::metrics_text))
+        .route("/backup", web_routes::get().to(backup::backup))
         .default_service(web_routes::to(routes::upgrade))
 }
 

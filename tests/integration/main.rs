@@ -8,6 +8,7 @@ mod support;
 mod harness;
 
 mod agent_server;
+mod backup;
 mod cli;
 mod client_agents;
 mod durability;

@@ -1,7 +1,7 @@
-//! How a conversation's actor comes and goes: opening the registry from disk (migrations,
-//! journal replay, sweep, startup `default`), lazy load on the first join, idle eviction
-//! guarded by generation and attach count, reload for joins that waited, the background
-//! message recount after a crash, and the server's shutdown fold.
+//! How a conversation's actor comes and goes: opening the registry from disk (layout version,
+//! migrations, journal replay, sweep, startup `default`), lazy load on the first join, idle
+//! eviction guarded by generation and attach count, reload for joins that waited, the
+//! background message recount after a crash, and the server's shutdown fold.
 //!
 //! Talks to: the conversations (`Shutdown`; they report [`ConversationEvent`]s) and the server
 //! ([`ShutdownRegistry`]).
@@ -21,14 +21,23 @@ use crate::metrics::Metrics;
 use crate::storage::journal::RegistryWriter;
 use crate::storage::registry_file::StoredConversation;
 use crate::storage::StoreError;
-use crate::storage::{layout, migrate, registry_file};
+use crate::storage::{format, layout, migrate, registry_file, snapshot};
 
 impl ConversationRegistry {
-    /// Loads the registry from disk (migrations, journal replay, ephemeral sweep, startup
-    /// `default`) and starts its writer thread. Fails on a corrupt registry unless
+    /// Loads the registry from disk (layout version check and upgrade, leftover backup links,
+    /// migrations, journal replay, ephemeral sweep, startup `default`) and starts its writer
+    /// thread. Fails on a corrupt registry unless
     /// `config.repair`.
     pub fn open(config: RegistryConfig) -> Result<ConversationRegistry, StoreError> {
         let layout = config.layout.clone();
+        for step in format::open(&layout)? {
+            log::info!("layout: {step}");
+        }
+        match snapshot::sweep(&layout) {
+            Ok(0) => {}
+            Ok(n) => log::info!("removed {n} backup link directories left by a crash"),
+            Err(e) => log::warn!("cannot remove leftover backup link directories: {e}"),
+        }
         for step in migrate::migrate(&layout)? {
             log::info!("migration: {step}");
         }

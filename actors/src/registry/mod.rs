@@ -13,6 +13,7 @@
 //! - `catalog.rs`: create / rename / delete / list / find, and whether an id exists.
 //! - `membership.rs`: join / leave and the [`JoinLease`] that leaves for a vanished socket.
 //! - `lifecycle.rs`: opening the registry from disk, lazy load, idle eviction, shutdown.
+//! - `backup.rs`: the consistent snapshot a backup streams ([`SnapshotInstance`]).
 //! - `watchers.rs`: the live conversation list (`subscribeConversations`, a Roundtable
 //!   extension): changes pushed to subscribed sockets, count updates coalesced.
 //! - [`naming`]: the name rules (length, uniqueness key, `appendNumber`, find scoring).
@@ -33,6 +34,7 @@
 //! report's generation equals the entry's and its attach count equals `attaches_sent`.
 //! [`ShutdownRegistry`] stops every live conversation and folds the journal.
 
+mod backup;
 mod catalog;
 mod lifecycle;
 mod membership;
@@ -56,6 +58,7 @@ use crate::storage::journal::RegistryWriter;
 use crate::storage::layout::Layout;
 use crate::storage::registry_file::StoredConversation;
 
+pub use backup::SnapshotInstance;
 pub use catalog::{
     CollisionBehavior, ConversationExists, CreateConversation, DeleteConversation,
     FindConversations, GetConversationInfo, ListConversations, RenameConversation,

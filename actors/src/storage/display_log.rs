@@ -170,12 +170,24 @@ pub fn history_json(parts: impl IntoIterator<Item = impl AsRef<str>>) -> String 
 /// Reads entries with `from <= seq < below`, scanning backwards from the end of the file so
 /// only the needed tail is read. Unparsable lines (a torn line being written) are skipped.
 pub fn read_range(path: &Path, from: u64, below: u64) -> io::Result<Vec<String>> {
+    read_range_at(path, None, from, below)
+}
+
+/// [`read_range`] over the first `len` bytes of the file only (a backup snapshot's cut), or
+/// all of it for `None`.
+pub fn read_range_at(
+    path: &Path,
+    len: Option<u64>,
+    from: u64,
+    below: u64,
+) -> io::Result<Vec<String>> {
     let mut file = match File::open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(e),
     };
-    let mut pos = file.seek(SeekFrom::End(0))?;
+    let end = file.seek(SeekFrom::End(0))?;
+    let mut pos = len.map_or(end, |len| len.min(end));
     let mut carry: Vec<u8> = Vec::new();
     let mut out: Vec<String> = Vec::new();
     let chunk = 64 * 1024u64;
@@ -241,6 +253,54 @@ fn recover_tail(path: &Path) -> io::Result<(u64, u64)> {
         Err(e) => return Err(e),
     };
     let len = file.seek(SeekFrom::End(0))?;
+    match last_line(&mut file, len)? {
+        Some(last) => {
+            if last.end < len {
+                log::warn!(
+                    "{}: dropping {} bytes of a torn last entry",
+                    path.display(),
+                    len - last.end
+                );
+                file.set_len(last.end)?;
+                file.sync_all()?;
+            }
+            Ok((last.seq + 1, last.users))
+        }
+        None => {
+            if len > 0 {
+                log::warn!(
+                    "{}: no complete entry; starting the log over",
+                    path.display()
+                );
+                file.set_len(0)?;
+                file.sync_all()?;
+            }
+            Ok((0, 0))
+        }
+    }
+}
+
+/// The last entry of the log at `path` when only its first `len` bytes count (a backup
+/// snapshot's cut): `(seq, messageCount)`, `None` when there is none. Reads only the tail and
+/// changes nothing.
+pub fn last_entry_at(path: &Path, len: u64) -> io::Result<Option<(u64, u64)>> {
+    let mut file = File::open(path)?;
+    Ok(last_line(&mut file, len)?.map(|l| (l.seq, l.users)))
+}
+
+/// The last line of a display log that parses.
+struct LastLine {
+    /// Offset just past its newline.
+    end: u64,
+    /// Its seq.
+    seq: u64,
+    /// `user-request` entries up to it.
+    users: u64,
+}
+
+/// Finds the last line that parses among the first `len` bytes of `file`, reading backwards
+/// from `len` in 64 KiB chunks.
+fn last_line(file: &mut File, len: u64) -> io::Result<Option<LastLine>> {
     // `buf` holds the file's bytes [pos, len).
     let mut buf: Vec<u8> = Vec::new();
     let mut pos = len;
@@ -253,30 +313,16 @@ fn recover_tail(path: &Path) -> io::Result<(u64, u64)> {
                 None => break, // the line starts in an earlier chunk
             };
             if let Ok(line) = serde_json::from_slice::<Line<'_>>(&buf[start..nl]) {
-                let good_end = pos + nl as u64 + 1;
-                if good_end < len {
-                    log::warn!(
-                        "{}: dropping {} bytes of a torn last entry",
-                        path.display(),
-                        len - good_end
-                    );
-                    file.set_len(good_end)?;
-                    file.sync_all()?;
-                }
-                return Ok((line.s + 1, line.u));
+                return Ok(Some(LastLine {
+                    end: pos + nl as u64 + 1,
+                    seq: line.s,
+                    users: line.u,
+                }));
             }
             search_end = start;
         }
         if pos == 0 {
-            if len > 0 {
-                log::warn!(
-                    "{}: no complete entry; starting the log over",
-                    path.display()
-                );
-                file.set_len(0)?;
-                file.sync_all()?;
-            }
-            return Ok((0, 0));
+            return Ok(None);
         }
         let start = pos.saturating_sub(64 * 1024);
         let mut chunk = vec![0u8; (pos - start) as usize];

@@ -10,12 +10,13 @@
 //! shutdown) the writer folds it into `conversations.json` with a durable rewrite and removes
 //! it. At startup [`load_registry`](super::registry_file::load_registry) replays it over
 //! `conversations.json`; a torn last line (an append that never completed, so its RPC was never
-//! answered) is dropped.
+//! answered) is dropped. A backup [`snapshot`](super::snapshot) queues a `hold` on the
+//! writer to take the registry at one point of its queue.
 
 use std::collections::HashMap;
 use std::fs::File;
-use std::io::{self, BufRead, BufReader, Write};
-use std::path::PathBuf;
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::ids::ConversationId;
@@ -26,6 +27,7 @@ use super::durable::private_file_options;
 use super::group_commit::{Committer, GroupCommit};
 use super::layout::{remove_conversation_dir, Layout};
 use super::registry_file::{fold, StoredConversation};
+use super::snapshot::Hold;
 use super::{faults, io_err, StoreError};
 use crate::metrics::Metrics;
 
@@ -46,19 +48,21 @@ pub enum JournalRecord {
     },
 }
 
-/// Applies the journal over `entries` (the registry file, in order); returns the records
-/// applied (a torn last line counts: the file must be folded).
+/// Applies the journal at `path` over `entries` (the registry file, in order), reading at
+/// most `limit` bytes of it (a backup snapshot's length; `u64::MAX` for all); returns the
+/// records applied (a torn last line counts: the file must be folded).
 pub(super) fn replay_journal(
-    layout: &Layout,
+    path: &Path,
+    limit: u64,
     entries: &mut Vec<StoredConversation>,
 ) -> Result<usize, StoreError> {
-    let path = layout.journal_file();
+    let path = path.to_path_buf();
     let file = match File::open(&path) {
         Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(0),
         Err(e) => return Err(StoreError::Io { path, source: e }),
     };
-    let lines: Vec<String> = BufReader::new(file)
+    let lines: Vec<String> = BufReader::new(file.take(limit))
         .lines()
         .collect::<Result<_, _>>()
         .map_err(io_err(&path))?;
@@ -133,13 +137,20 @@ enum WriteJob {
     Fold(Vec<StoredConversation>, Ack),
     /// Remove a conversation's directory (after its delete record is durable).
     RemoveDir(ConversationId, Ack),
+    /// Stop here, everything queued before durable, until a backup snapshot has linked the
+    /// files ([`snapshot`](super::snapshot)).
+    Hold(Hold),
 }
 
 impl WriteJob {
-    /// Answers the job without doing it (the thread has ended).
+    /// Answers the job without doing it (the thread has ended). A dropped hold tells its
+    /// snapshot.
     fn refuse(self) {
         let (WriteJob::Append(_, ack) | WriteJob::Fold(_, ack) | WriteJob::RemoveDir(_, ack)) =
-            self;
+            self
+        else {
+            return;
+        };
         let _ = ack.send(Err("registry writer stopped".into()));
     }
 }
@@ -191,6 +202,14 @@ impl RegistryWriter {
     /// Removes a conversation directory.
     pub fn remove_dir(&self, id: ConversationId) -> oneshot::Receiver<Result<(), String>> {
         self.submit(|ack| WriteJob::RemoveDir(id, ack))
+    }
+
+    /// Queues a backup snapshot's hold: once every job queued before it is durable, the
+    /// thread waits in [`Hold::wait`] until the snapshot releases it.
+    pub fn hold(&self, hold: Hold) {
+        if let Err(job) = self.queue.send(WriteJob::Hold(hold)) {
+            job.refuse();
+        }
     }
 }
 
@@ -250,6 +269,10 @@ impl Committer for JournalCommitter {
                     self.flush_appends(&mut pending);
                     let r = remove_conversation_dir(&self.layout, &id).map_err(|e| e.to_string());
                     let _ = ack.send(r);
+                }
+                WriteJob::Hold(hold) => {
+                    self.flush_appends(&mut pending);
+                    hold.wait();
                 }
             }
         }

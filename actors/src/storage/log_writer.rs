@@ -6,7 +6,8 @@
 //! first error any earlier append to the named files met.
 //!
 //! Who talks to it: [`Conversation`](crate::conversation::Conversation) actors (appends, syncs,
-//! `close` on eviction and shutdown, `retire` on delete, `replace` for `@compact`).
+//! `close` on eviction and shutdown, `retire` on delete, `replace` for `@compact`), and a
+//! backup [`snapshot`](super::snapshot) (`hold`).
 //!
 //! # Guarantees
 //! - Appends to one file keep their order, and every job is done in the order it was queued, so
@@ -41,6 +42,7 @@ use tokio::sync::oneshot;
 use super::durable::{create_dir_durable, private_file_options, write_atomic};
 use super::faults;
 use super::group_commit::{Committer, GroupCommit};
+use super::snapshot::Hold;
 use crate::metrics::Metrics;
 
 /// Queued bytes past which producers pause.
@@ -68,6 +70,9 @@ enum Job {
     Retire(PathBuf, oneshot::Sender<()>),
     /// Replace a file's content durably (after everything queued for it).
     Replace(Arc<Path>, Vec<u8>, Ack),
+    /// Stop here, everything queued before written, until a backup snapshot has linked the
+    /// files ([`snapshot`](super::snapshot)).
+    Hold(Hold),
 }
 
 /// Handle to the writer thread; cheap to clone.
@@ -163,6 +168,12 @@ impl LogWriter {
         let (tx, rx) = oneshot::channel();
         self.send(Job::Retire(dir, tx));
         rx
+    }
+
+    /// Queues a backup snapshot's hold: once every job queued before it is written, the
+    /// thread waits in [`Hold::wait`] until the snapshot releases it.
+    pub fn hold(&self, hold: Hold) {
+        self.send(Job::Hold(hold));
     }
 }
 
@@ -404,6 +415,9 @@ impl Committer for WriterState {
                     self.retire(dir, &mut dirty);
                     answers.closes.push(ack);
                 }
+                // The jobs before it are written (their fsync follows at the end of the
+                // batch): the snapshot links exactly what they wrote.
+                Job::Hold(hold) => hold.wait(),
             }
         }
         for path in dirty {

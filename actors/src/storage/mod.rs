@@ -6,6 +6,7 @@
 //! # The instance directory
 //! ```text
 //! <instance-dir>/roundtable.lock                    lock: one server per directory, its PID
+//! <instance-dir>/FORMAT                             format: the layout version (one number)
 //! <instance-dir>/conversations/
 //!   conversations.json                              registry_file: {"sessions":[…]}
 //!   conversations.journal                           journal: changes since the last fold
@@ -15,9 +16,12 @@
 //!   <id>/requests.jsonl                             requests: acknowledged, unfinished requests
 //!   <id>/sessions/chat/                             the chat agent's history
 //! <instance-dir>/<agent>/                           agent instance storage (kept across deletes)
+//! <instance-dir>/.backup-<ms>-<n>/                  snapshot: a backup's hard links, while it streams
+//! <instance-dir>/.upgrade-backup-v<N>/              format: what an upgrade from version N replaced
 //! ```
-//! [`layout::Layout`] builds every path; [`migrate`] turns TypeAgent's legacy layouts into this
-//! one at startup.
+//! [`layout::Layout`] builds every path; [`format`](mod@format) checks the layout version at startup and
+//! upgrades older layouts (TypeAgent's through [`migrate`]). [`snapshot`] takes the
+//! consistent, point-in-time view of a running instance that `roundtable backup` streams.
 //!
 //! # Who writes what
 //! - `roundtable.lock`: the server at start-up ([`lock::InstanceLock`]).
@@ -32,7 +36,8 @@
 //!   (`log-writer`).
 //!
 //! Both writer threads are [`group_commit::GroupCommit`]s: each takes whatever queued up while
-//! its last fsync ran as one batch, fsyncs each touched file once, and only then answers.
+//! its last fsync ran as one batch, fsyncs each touched file once, and only then answers. A
+//! backup [`snapshot`] holds both at one point of their queues while it hard-links the files.
 //!
 //! # Durability rules
 //! - **Acknowledged means durable.** Nothing that reports a change is answered before the
@@ -57,6 +62,7 @@ pub mod chat_history;
 pub mod display_log;
 pub mod durable;
 pub mod faults;
+pub mod format;
 pub mod group_commit;
 pub mod journal;
 pub mod layout;
@@ -65,6 +71,7 @@ pub mod log_writer;
 pub mod migrate;
 pub mod registry_file;
 pub mod requests;
+pub mod snapshot;
 
 #[cfg(test)]
 mod tests;
@@ -91,6 +98,31 @@ pub enum StoreError {
         column: usize,
         /// What the parser said.
         message: String,
+    },
+    /// The instance directory's layout is newer than this Roundtable reads; nothing was
+    /// touched.
+    #[error("instance directory {dir} has layout version {found}, written by a newer Roundtable; this Roundtable ({version}) reads layout versions up to {supported}. The directory was left untouched: run the newer Roundtable on it", version = env!("CARGO_PKG_VERSION"))]
+    LayoutTooNew {
+        /// The instance directory.
+        dir: PathBuf,
+        /// The version its `FORMAT` file names.
+        found: u32,
+        /// The newest version this build reads.
+        supported: u32,
+    },
+    /// The `FORMAT` file does not hold a number.
+    #[error("{path} does not hold a layout version (it says {text:?}); it was left untouched. It should hold one number, such as 2")]
+    BadFormat {
+        /// The file.
+        path: PathBuf,
+        /// The start of what it holds.
+        text: String,
+    },
+    /// A `roundtable restore` into this directory did not finish.
+    #[error("instance directory {dir} holds an unfinished restore; run `roundtable restore ARCHIVE --instance-dir {dir} --force` again")]
+    RestoreIncomplete {
+        /// The instance directory.
+        dir: PathBuf,
     },
     /// Another server holds the instance lock.
     #[error("instance directory {dir} is in use by another roundtable server (PID {pid}); stop it first or pick another --instance-dir")]

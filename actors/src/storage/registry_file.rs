@@ -13,6 +13,7 @@
 use std::collections::HashMap;
 use std::fs;
 use std::io;
+use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -105,15 +106,48 @@ pub fn load_registry(layout: &Layout, repair: bool) -> Result<LoadedRegistry, St
         Err(e) if e.kind() == io::ErrorKind::NotFound => {}
         Err(e) => return Err(StoreError::Io { path, source: e }),
     }
-    // Reject duplicate ids (keep the first): a hand-edited file must not make two entries share
-    // one directory.
-    let mut seen = HashMap::new();
-    loaded
-        .entries
-        .retain(|e| seen.insert(e.conversation_id.clone(), ()).is_none());
-    let replayed = replay_journal(layout, &mut loaded.entries)?;
+    drop_duplicate_ids(&mut loaded.entries);
+    let replayed = replay_journal(&layout.journal_file(), u64::MAX, &mut loaded.entries)?;
     loaded.needs_fold |= replayed > 0;
     Ok(loaded)
+}
+
+/// Rejects duplicate ids (keeps the first): a hand-edited file must not make two entries share
+/// one directory.
+fn drop_duplicate_ids(entries: &mut Vec<StoredConversation>) {
+    let mut seen = HashMap::new();
+    entries.retain(|e| seen.insert(e.conversation_id.clone(), ()).is_none());
+}
+
+/// The registry a backup snapshot holds: `registry` (the linked `conversations.json`, when
+/// there is one) with the first `len` bytes of `journal` replayed on top, read as startup
+/// would read it, without writing anything.
+pub fn read_registry_at(
+    registry: Option<&Path>,
+    journal: Option<(&Path, u64)>,
+) -> Result<Vec<StoredConversation>, StoreError> {
+    let mut entries = Vec::new();
+    if let Some(path) = registry {
+        let bytes = fs::read(path).map_err(io_err(path))?;
+        let file: RegistryFile =
+            serde_json::from_slice(&bytes).map_err(|e| StoreError::Corrupt {
+                path: path.to_path_buf(),
+                line: e.line(),
+                column: e.column(),
+                message: e.to_string(),
+            })?;
+        entries = file
+            .sessions
+            .iter()
+            .filter_map(entry_from_value)
+            .map(|(entry, _)| entry)
+            .collect();
+        drop_duplicate_ids(&mut entries);
+    }
+    if let Some((path, len)) = journal {
+        replay_journal(path, len, &mut entries)?;
+    }
+    Ok(entries)
 }
 
 /// Accepts `conversationId`, or the legacy `sessionId` (second value: true = needs rewrite).
