@@ -5,9 +5,6 @@
 //! Talks to: the transport's connections (the messages below) and, for a delete, the
 //! conversation being deleted (`Shutdown{Deleted}`) and the writer thread.
 
-use std::sync::atomic::Ordering;
-use std::sync::Arc;
-
 use crate::ids::{ConversationId, ConversationRef};
 use actix::prelude::*;
 use tokio::sync::oneshot;
@@ -90,7 +87,7 @@ impl Handler<CreateConversation> for ConversationRegistry {
                             .entries
                             .get(&id)
                             .ok_or_else(|| RpcError::ConversationNotFound(id.to_string()))?;
-                        log::info!("created conversation {id} ({:?})", entry.stored.name);
+                        log::info!("created conversation {id} ({:?})", entry.name);
                         let info = act.info(id, entry, false);
                         act.publish(ChangeKind::Created, id);
                         Ok(info)
@@ -132,7 +129,7 @@ impl ConversationRegistry {
         let listed = self.in_order().filter(|(_, e)| {
             filter
                 .as_ref()
-                .is_none_or(|f| e.stored.name.to_lowercase().contains(f.as_str()))
+                .is_none_or(|f| e.name.to_lowercase().contains(f.as_str()))
         });
         for (i, (id, e)) in listed.enumerate() {
             if i > 0 {
@@ -140,9 +137,9 @@ impl ConversationRegistry {
             }
             let info = crate::protocol::ConversationInfoRef {
                 conversation_id: id,
-                name: &e.stored.name,
-                client_count: e.client_count.load(Ordering::Relaxed),
-                created_at: &e.stored.created_at,
+                name: &e.name,
+                client_count: e.clients(),
+                created_at: &e.created_at,
                 message_count: e.message_count,
                 indexed_message_count: Some(0),
             };
@@ -174,7 +171,7 @@ impl Handler<FindConversations> for ConversationRegistry {
         let mut matches: Vec<ConversationMatch> = self
             .in_order()
             .filter_map(|(id, e)| {
-                let score = naming::score(&query, &e.stored.name);
+                let score = naming::score(&query, &e.name);
                 (score > 0.0).then(|| ConversationMatch {
                     conversation: self.info(id, e, true),
                     score,
@@ -225,15 +222,12 @@ impl Handler<RenameConversation> for ConversationRegistry {
             Err(e) => return Box::pin(fut::ready(Err(e))),
         };
         let entry = self.entries.get_mut(&id).expect("looked up");
-        let old = std::mem::replace(&mut entry.stored.name, name.clone());
+        let old = std::mem::replace(&mut entry.name, name.as_str().into());
         let record = JournalRecord::Put {
-            entry: entry.stored.clone(),
+            entry: entry.stored(id),
         };
         self.unindex_name(&id, &old);
-        self.names
-            .entry(naming::normalize(&name))
-            .or_default()
-            .push(id);
+        self.index_name(id, &name);
         let ack = self.journal(vec![record]);
         Box::pin(
             async move { storage_error(ack.await) }
@@ -247,13 +241,10 @@ impl Handler<RenameConversation> for ConversationRegistry {
                         }
                         Err(_) => {
                             if let Some(entry) = act.entries.get_mut(&id) {
-                                entry.stored.name = old.clone();
+                                entry.name = old.clone();
                             }
                             act.unindex_name(&id, &name);
-                            act.names
-                                .entry(naming::normalize(&old))
-                                .or_default()
-                                .push(id);
+                            act.index_name(id, &old);
                         }
                     }
                     res
@@ -297,7 +288,7 @@ impl Handler<DeleteConversation> for ConversationRegistry {
             LoadState::Evicting(_) | LoadState::Unloaded => None,
         };
         self.config.metrics.lifecycle_changed();
-        entry.client_count = Arc::default();
+        entry.client_count = None;
         let writer = self.writer.clone();
         self.journal_len += 1;
         let work = async move {
@@ -383,12 +374,10 @@ impl Handler<GetConversationInfo> for ConversationRegistry {
 impl ConversationRegistry {
     /// The existing conversation (other than `except`) whose normalized name is `key`.
     fn name_owner(&self, key: &str, except: Option<ConversationId>) -> Option<&Entry> {
-        self.names
-            .get(key)?
-            .iter()
-            .filter(|id| Some(**id) != except)
-            .filter_map(|id| self.entries.get(id))
-            .find(|e| !e.deleting)
+        self.named(key)
+            .filter(|id| Some(*id) != except)
+            .filter_map(|id| self.entries.get(&id))
+            .find(|e| !e.deleting && naming::normalize(&e.name) == key)
     }
 
     /// Applies the naming rules: the name to store, or the collision error.
@@ -406,15 +395,15 @@ impl ConversationRegistry {
                 let others = self
                     .in_order()
                     .filter(|(id, _)| Some(*id) != except)
-                    .map(|(_, e)| e.stored.name.as_str());
+                    .map(|(_, e)| &*e.name);
                 let name = naming::append_number(requested, others);
                 naming::validate_length(&name)?;
                 match self.name_owner(&naming::normalize(&name), except) {
                     None => Ok(name),
-                    Some(o) => Err(RpcError::NameExists(o.stored.name.clone())),
+                    Some(o) => Err(RpcError::NameExists(o.name.to_string())),
                 }
             }
-            _ => Err(RpcError::NameExists(owner.stored.name.clone())),
+            _ => Err(RpcError::NameExists(owner.name.to_string())),
         }
     }
 

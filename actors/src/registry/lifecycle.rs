@@ -164,17 +164,18 @@ impl ConversationRegistry {
         entry.generation += 1;
         entry.attaches_sent = 0;
         // A fresh counter per generation: a stopping actor cannot write into its successor's.
-        entry.client_count = Arc::default();
+        let client_count = Arc::<std::sync::atomic::AtomicUsize>::default();
+        entry.client_count = Some(client_count.clone());
         let setup = ConversationSetup {
             id,
-            name: entry.stored.name.clone(),
+            name: entry.name.to_string(),
             generation: entry.generation,
             dir: self.config.layout.conversation_dir(&id),
             idle_timeout: self.config.idle_timeout,
             registry,
             metrics: self.config.metrics.clone(),
             runtime: self.config.runtime.clone(),
-            client_count: entry.client_count.clone(),
+            client_count,
             list_watched: self.watchers.active.clone(),
         };
         let addr = match arbiter {
@@ -252,7 +253,7 @@ impl Handler<ConversationEvent> for ConversationRegistry {
                 else {
                     unreachable!("checked above");
                 };
-                entry.client_count = Arc::default();
+                entry.client_count = None;
                 Metrics::inc(&self.config.metrics.evictions);
                 self.config.metrics.lifecycle_changed();
                 log::info!(

@@ -95,7 +95,7 @@ impl ConversationRegistry {
     /// The default conversation: named `default`, else the first, else none (create one).
     fn default_conversation(&self) -> Option<ConversationId> {
         self.in_order()
-            .find(|(_, e)| e.stored.name.to_lowercase() == DEFAULT_CONVERSATION_NAME)
+            .find(|(_, e)| e.name.to_lowercase() == DEFAULT_CONVERSATION_NAME)
             .or_else(|| self.in_order().next())
             .map(|(id, _)| id)
     }
@@ -163,7 +163,7 @@ impl Handler<JoinConversation> for ConversationRegistry {
         if msg.already_joined.contains(&id) {
             return MessageResult(ready(Err(RpcError::AlreadyJoined(id.to_string()))));
         }
-        let name = self.entries[&id].stored.name.clone();
+        let name = self.entries[&id].name.to_string();
         let registry = ctx.address();
         let (tx, rx) = oneshot::channel();
         self.attach(

@@ -105,10 +105,20 @@ enum LoadState {
     Evicting(Vec<Attach>),
 }
 
-/// One conversation in the registry, loaded or not.
+/// One conversation in the registry, loaded or not. Kept compact (10,000 of them are held for
+/// the server's life): the id is the map's key, not a second string; text fields are boxed
+/// (no spare capacity); what TypeAgent stored beyond the known keys is boxed and absent for
+/// entries Roundtable made; an unloaded conversation has no client counter. The record as
+/// stored on disk is rebuilt from it when needed ([`Entry::stored`]).
 struct Entry {
-    /// What is stored on disk (`messageCount` excepted: kept in `message_count`, not twice).
-    stored: StoredConversation,
+    /// Name as given by the client (untrimmed).
+    name: Box<str>,
+    /// ISO-8601 creation time, as stored.
+    created_at: Box<str>,
+    /// Keys of the stored record that Roundtable does not interpret (`source`, `readOnly`, …),
+    /// written back unchanged; `None` when there are none (`messageCount` is never here: it is
+    /// `message_count`).
+    extra: Option<Box<serde_json::Map<String, serde_json::Value>>>,
     /// Position in registry order (key of `order`), so lists keep the order of creation.
     order: u64,
     /// Whether and how it is loaded.
@@ -120,14 +130,60 @@ struct Entry {
     /// join still in the conversation's mailbox, so it does not evict.
     attaches_sent: u64,
     /// Live clients, written by the actor itself so `clientCount` needs no message per join;
-    /// a fresh counter per generation, so a stopping actor cannot write into its successor's.
-    client_count: Arc<AtomicUsize>,
+    /// a fresh counter per generation, so a stopping actor cannot write into its successor's;
+    /// `None` while no actor runs (no clients, no allocation).
+    client_count: Option<Arc<AtomicUsize>>,
     /// `user-request` entries in the display log, reported by the actor and written back at
     /// the next fold.
     message_count: u64,
     /// A delete is in progress: the entry stays (its name stays taken) until the delete is
     /// durable, but joins, renames and lists no longer see it.
     deleting: bool,
+}
+
+impl Entry {
+    /// Clients joined right now.
+    fn clients(&self) -> usize {
+        self.client_count
+            .as_ref()
+            .map_or(0, |c| c.load(Ordering::Relaxed))
+    }
+
+    /// The record as stored on disk (without `messageCount`: [`ConversationRegistry::snapshot`]
+    /// adds it when folding).
+    fn stored(&self, id: ConversationId) -> StoredConversation {
+        StoredConversation {
+            conversation_id: id.to_string(),
+            name: self.name.to_string(),
+            created_at: self.created_at.to_string(),
+            extra: self.extra.as_deref().cloned().unwrap_or_default(),
+        }
+    }
+}
+
+/// Registry entries sharing one name-index slot (normalized names that hash alike; more than
+/// one id only for hand-edited files or hash collisions).
+enum NameSlot {
+    /// The usual case: one conversation.
+    One(ConversationId),
+    /// Several; each is checked against the normalized name.
+    Many(Vec<ConversationId>),
+}
+
+impl NameSlot {
+    fn ids(&self) -> &[ConversationId] {
+        match self {
+            NameSlot::One(id) => std::slice::from_ref(id),
+            NameSlot::Many(ids) => ids,
+        }
+    }
+}
+
+/// The name index's key: a hash of the normalized name (the names themselves live in the
+/// entries; a lookup confirms the match there).
+fn name_key(normalized: &str) -> u64 {
+    use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
+    BuildHasherDefault::<DefaultHasher>::default().hash_one(normalized)
 }
 
 /// The registry actor. Start it with [`ConversationRegistry::open`] then `Supervisor::start*`.
@@ -143,9 +199,9 @@ pub struct ConversationRegistry {
     order: BTreeMap<u64, ConversationId>,
     /// Next order key; only grows, so a new entry always sorts last.
     next_order: u64,
-    /// Normalized name → ids with that name, so a collision check is one lookup (more than
-    /// one id only in hand-edited files).
-    names: HashMap<String, Vec<ConversationId>>,
+    /// The name index: hash of the normalized name → the ids with it, so a collision check is
+    /// one lookup without a second copy of every name ([`NameSlot`]).
+    names: HashMap<u64, NameSlot>,
     /// Entries whose id is not a UUID: never served (ids touch paths), but written back.
     foreign: Vec<StoredConversation>,
     /// Records appended since the last fold; a fold is due past `MIN_FOLD_THRESHOLD` or the
@@ -167,26 +223,29 @@ impl ConversationRegistry {
         let order = self.next_order;
         self.next_order += 1;
         self.order.insert(order, id);
-        self.names
-            .entry(naming::normalize(&stored.name))
-            .or_default()
-            .push(id);
+        self.index_name(id, &stored.name);
         // Kept in the entry only (not twice); `snapshot` writes it back into the record.
-        let mut stored = stored;
-        let message_count = stored
-            .extra
+        let StoredConversation {
+            name,
+            created_at,
+            mut extra,
+            ..
+        } = stored;
+        let message_count = extra
             .remove("messageCount")
             .and_then(|v| v.as_u64())
             .unwrap_or(0);
         self.entries.insert(
             id,
             Entry {
-                stored,
+                name: name.into_boxed_str(),
+                created_at: created_at.into_boxed_str(),
+                extra: (!extra.is_empty()).then(|| Box::new(extra)),
                 order,
                 state: LoadState::Unloaded,
                 generation: 0,
                 attaches_sent: 0,
-                client_count: Arc::default(),
+                client_count: None,
                 message_count,
                 deleting: false,
             },
@@ -196,26 +255,56 @@ impl ConversationRegistry {
     fn remove_entry(&mut self, id: &ConversationId) {
         if let Some(entry) = self.entries.remove(id) {
             self.order.remove(&entry.order);
-            self.unindex_name(id, &entry.stored.name);
+            self.unindex_name(id, &entry.name);
         }
     }
 
-    fn unindex_name(&mut self, id: &ConversationId, name: &str) {
-        let key = naming::normalize(name);
-        if let Some(ids) = self.names.get_mut(&key) {
-            ids.retain(|x| x != id);
-            if ids.is_empty() {
-                self.names.remove(&key);
+    /// Adds `id` under `name` to the name index.
+    fn index_name(&mut self, id: ConversationId, name: &str) {
+        let key = name_key(&naming::normalize(name));
+        match self.names.entry(key) {
+            std::collections::hash_map::Entry::Vacant(slot) => {
+                slot.insert(NameSlot::One(id));
+            }
+            std::collections::hash_map::Entry::Occupied(mut slot) => {
+                let slot = slot.get_mut();
+                *slot = NameSlot::Many(slot.ids().iter().copied().chain([id]).collect());
             }
         }
     }
 
+    /// Removes `id` (indexed under `name`) from the name index.
+    fn unindex_name(&mut self, id: &ConversationId, name: &str) {
+        let key = name_key(&naming::normalize(name));
+        let Some(slot) = self.names.get_mut(&key) else {
+            return;
+        };
+        let rest: Vec<ConversationId> = slot.ids().iter().copied().filter(|x| x != id).collect();
+        match rest.as_slice() {
+            [] => {
+                self.names.remove(&key);
+            }
+            [one] => *slot = NameSlot::One(*one),
+            _ => *slot = NameSlot::Many(rest),
+        }
+    }
+
+    /// The ids indexed under the normalized name `key` (confirm the name on the entry).
+    fn named(&self, normalized: &str) -> impl Iterator<Item = ConversationId> + '_ {
+        self.names
+            .get(&name_key(normalized))
+            .map(NameSlot::ids)
+            .unwrap_or_default()
+            .iter()
+            .copied()
+    }
+
     fn snapshot(&self) -> Vec<StoredConversation> {
         self.order
-            .values()
-            .filter_map(|id| self.entries.get(id))
-            .map(|e| {
-                let mut stored = e.stored.clone();
+            .iter()
+            .filter_map(|(_, id)| self.entries.get(id).map(|e| (*id, e)))
+            .map(|(id, e)| {
+                let mut stored = e.stored(id);
                 if e.message_count > 0 {
                     stored
                         .extra
@@ -230,9 +319,9 @@ impl ConversationRegistry {
     fn info(&self, id: ConversationId, entry: &Entry, indexed: bool) -> ConversationInfo {
         ConversationInfo {
             conversation_id: id,
-            name: entry.stored.name.clone(),
-            client_count: entry.client_count.load(Ordering::Relaxed),
-            created_at: entry.stored.created_at.clone(),
+            name: entry.name.to_string(),
+            client_count: entry.clients(),
+            created_at: entry.created_at.to_string(),
             message_count: entry.message_count,
             indexed_message_count: indexed.then_some(0),
         }
