@@ -301,8 +301,8 @@ impl ConversationRegistry {
 
     fn snapshot(&self) -> Vec<StoredConversation> {
         self.order
-            .iter()
-            .filter_map(|(_, id)| self.entries.get(id).map(|e| (*id, e)))
+            .values()
+            .filter_map(|id| self.entries.get(id).map(|e| (*id, e)))
             .map(|(id, e)| {
                 let mut stored = e.stored(id);
                 if e.message_count > 0 {
