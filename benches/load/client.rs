@@ -52,6 +52,10 @@ pub struct Client {
     ws: WebSocketStream<MaybeTlsStream<TcpStream>>,
     /// Next callId per channel.
     call_ids: CallIds,
+    /// The reply to a server invoke not yet handed to the socket: [`Client::recv`] may be
+    /// dropped mid-send (the fleet's members race it against their commands), so the reply
+    /// stays here until tungstenite has queued it, and the next `recv` sends it first.
+    unsent_reply: Option<String>,
 }
 
 impl Client {
@@ -116,6 +120,7 @@ impl Client {
         Ok(Client {
             ws,
             call_ids: CallIds::default(),
+            unsent_reply: None,
         })
     }
 
@@ -140,13 +145,16 @@ impl Client {
     /// invokes are answered here before they are returned).
     pub async fn recv(&mut self) -> Incoming {
         loop {
+            if self.send_reply().await.is_err() {
+                return Incoming::Closed(None);
+            }
             match self.ws.next().await {
                 Some(Ok(Message::Text(text))) => match classify(text) {
                     Incoming::Invoked(reply) => {
-                        let sent = self.ws.send(Message::text(reply.frame.clone())).await;
-                        return match sent {
+                        self.unsent_reply = Some(reply.frame.clone());
+                        return match self.send_reply().await {
                             Ok(()) => Incoming::Invoked(reply),
-                            Err(_) => Incoming::Closed(None),
+                            Err(()) => Incoming::Closed(None),
                         };
                     }
                     other => return other,
@@ -158,6 +166,19 @@ impl Client {
                 Some(Err(_)) | None => return Incoming::Closed(None),
             }
         }
+    }
+
+    /// Sends the pending reply to a server invoke, if any. Cancel-safe: the reply leaves
+    /// `unsent_reply` only once queued in the socket (no await in between), and a flush cut
+    /// short is finished by the socket's next write.
+    async fn send_reply(&mut self) -> Result<(), ()> {
+        let Some(frame) = &self.unsent_reply else {
+            return Ok(());
+        };
+        let frame = Message::text(frame.clone());
+        self.ws.feed(frame).await.map_err(|_| ())?;
+        self.unsent_reply = None;
+        self.ws.flush().await.map_err(|_| ())
     }
 
     /// Deletes the harness's own conversations on a server it did not start (`--url`),
