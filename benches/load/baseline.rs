@@ -11,11 +11,19 @@
 //! (`requestQueued`, `requestStarted`, `queueStateChanged`, `setUserRequest`, `appendDisplay`
 //! with `echo: <text>`, `notify commandComplete`, `queueStateChanged`), each serialized once and
 //! spliced with the member's own callId, so the harness measures both servers identically.
+//!
+//! With `--durable DIR` it is the durable baseline: a turn's last two calls (`notify
+//! commandComplete` and the final `queueStateChanged`) are held back until its three display
+//! log entries are on disk, written and fsynced with group commit by one writer thread
+//! (`durable.rs`), as Roundtable holds back `commandComplete` until its `command-result` is
+//! durable. The submit's answer and the first five calls go out at once. It answers every
+//! command with an echo: `--command` changes the text, not the work.
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{mpsc as std_mpsc, Arc, Mutex, OnceLock};
 
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};
@@ -24,6 +32,7 @@ use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::tungstenite::Message;
 
+use crate::durable::{self, Pending};
 use crate::support::protocol;
 
 /// One joined socket in a room.
@@ -43,14 +52,59 @@ struct Room {
     version: u64,
 }
 
+/// Calls of a turn: (method, serialized args).
+type Calls = Vec<(&'static str, String)>;
+
 #[derive(Default)]
 struct State {
     rooms: Mutex<HashMap<String, Room>>,
     next_socket: AtomicU64,
+    /// The durable baseline's log writer (unset: the plain baseline). Its turns carry the
+    /// calls to send once they are durable.
+    durable: OnceLock<std_mpsc::Sender<Pending<Calls>>>,
+}
+
+/// `__baseline [--durable DIR]`: the directory for the durable baseline's logs.
+fn durable_dir() -> Result<Option<PathBuf>, String> {
+    let args: Vec<String> = std::env::args().skip(2).collect();
+    match args.as_slice() {
+        [] => Ok(None),
+        [flag, dir] if flag == "--durable" => Ok(Some(PathBuf::from(dir))),
+        other => Err(format!("usage: __baseline [--durable DIR] (got {other:?})")),
+    }
+}
+
+/// Starts the durable log writer; durable turns get their held-back calls from its thread.
+fn start_durable(state: &Arc<State>, dir: &std::path::Path) -> Result<(), String> {
+    let rooms = state.clone();
+    let writer = durable::spawn(dir, move |batch: Vec<Pending<Calls>>, outcome| {
+        if let Err(e) = outcome {
+            eprintln!("baseline: durable log write failed: {e}");
+        }
+        let mut rooms = rooms.rooms.lock().expect("rooms lock");
+        for turn in batch {
+            // A room everyone left has nobody to tell.
+            if let Some(room) = rooms.get_mut(&turn.conversation) {
+                broadcast(room, &turn.conversation, &turn.then);
+            }
+        }
+    })
+    .map_err(|e| format!("cannot start the log writer in {}: {e}", dir.display()))?;
+    let _ = state.durable.set(writer);
+    Ok(())
 }
 
 /// Runs the baseline until killed; prints `listening on ws://127.0.0.1:<port>/` on stderr.
 pub fn main() -> ExitCode {
+    let state = Arc::new(State::default());
+    let started = durable_dir().and_then(|dir| match dir {
+        Some(dir) => start_durable(&state, &dir),
+        None => Ok(()),
+    });
+    if let Err(e) = started {
+        eprintln!("baseline: {e}");
+        return ExitCode::FAILURE;
+    }
     let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(cores)
@@ -73,7 +127,6 @@ pub fn main() -> ExitCode {
         };
         let port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
         eprintln!("baseline listening on ws://127.0.0.1:{port}/");
-        let state = Arc::new(State::default());
         loop {
             match listener.accept().await {
                 Ok((stream, _)) => {
@@ -261,7 +314,8 @@ fn notice(text: &str) -> String {
     .to_string()
 }
 
-/// Answers a submit and broadcasts the echo turn's seven calls to the room.
+/// Answers a submit and broadcasts the echo turn's seven calls to the room (the durable
+/// baseline: the first five, and the last two once the turn's entries are durable).
 fn submit(state: &State, socket: u64, id: &str, text: &str, client_request_id: &Value) -> Value {
     let mut rooms = state.rooms.lock().expect("rooms lock");
     let Some(room) = rooms.get_mut(id) else {
@@ -286,12 +340,31 @@ fn submit(state: &State, socket: u64, id: &str, text: &str, client_request_id: &
         id_obj["clientRequestId"] = client_request_id.clone();
         entry["clientRequestId"] = client_request_id.clone();
     }
-    let queued = entry.clone();
-    entry["state"] = json!("running");
-    entry["startedAt"] = json!(now);
     let v = room.version;
     room.version += 3;
-    let calls = [
+    let mut calls = turn_calls(&mut entry, &id_obj, text, v);
+    match state.durable.get() {
+        None => broadcast(room, id, &calls),
+        Some(writer) => {
+            let held = calls.split_off(5);
+            broadcast(room, id, &calls);
+            let _ = writer.send(Pending {
+                conversation: id.to_string(),
+                entries: log_entries(&id_obj, text),
+                then: held,
+            });
+        }
+    }
+    json!({"ok": true, "entry": entry})
+}
+
+/// The seven calls of an echo turn, as Roundtable sends them; `entry` goes in queued and
+/// comes out running.
+fn turn_calls(entry: &mut Value, id_obj: &Value, text: &str, v: u64) -> Calls {
+    let queued = entry.clone();
+    entry["state"] = json!("running");
+    entry["startedAt"] = entry["submittedAt"].clone();
+    vec![
         ("requestQueued", json!([queued, v + 1]).to_string()),
         ("requestStarted", json!([entry, v + 2]).to_string()),
         (
@@ -312,9 +385,26 @@ fn submit(state: &State, socket: u64, id: &str, text: &str, client_request_id: &
             json!([{"paused": false, "queued": [], "running": null, "version": v + 3}])
                 .to_string(),
         ),
-    ];
-    broadcast(room, id, &calls);
-    json!({"ok": true, "entry": entry})
+    ]
+}
+
+/// The display-log entries Roundtable writes for an echo turn.
+pub fn log_entries(id_obj: &Value, text: &str) -> Vec<serde_json::Map<String, Value>> {
+    [
+        json!({"type": "user-request", "requestId": id_obj, "command": text}),
+        json!({
+            "type": "append-display",
+            "message": {"message": {"content": format!("echo: {text}"), "type": "markdown"}, "requestId": id_obj, "source": "chat"},
+            "mode": "block"
+        }),
+        json!({"type": "command-result", "requestId": id_obj}),
+    ]
+    .into_iter()
+    .filter_map(|e| match e {
+        Value::Object(m) => Some(m),
+        _ => None,
+    })
+    .collect()
 }
 
 /// Sends each call to every member, splicing the member's callId into the shared text.

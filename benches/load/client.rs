@@ -1,7 +1,9 @@
 //! A lean protocol client for load: one task owns one socket (no reader/writer task pair, no
 //! channel per frame), so 10,000 of them fit in the harness. Server → client `call` frames are
 //! handed over as raw text and classified with a substring check instead of a JSON parse; only
-//! answers to our own invokes are parsed. Sockets use TCP_NODELAY (as TypeAgent's Node clients
+//! answers to our own invokes and the server's invokes are parsed. A server → client invoke
+//! is answered inside [`Client::recv`] with the default of `invokes.rs`, so any
+//! TypeAgent-protocol server can be driven, not only Roundtable. Sockets use TCP_NODELAY (as TypeAgent's Node clients
 //! do); the slow-reader client can shrink its receive buffer.
 //!
 //! `src/client` is the full client library; the harness bypasses it because its two tasks and
@@ -21,6 +23,7 @@ use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 /// How long one RPC may take before the harness calls it failed.
 pub const RPC_TIMEOUT: Duration = Duration::from_secs(30);
 
+use crate::invokes::{self, Reply};
 pub use crate::support::protocol::AGENT_SERVER;
 use crate::support::protocol::{self, CallIds};
 
@@ -38,6 +41,8 @@ pub enum Incoming {
     },
     /// A server → client `call` (or anything else that is not an answer), unparsed.
     Call(Utf8Bytes),
+    /// A server → client invoke, already answered by [`Client::recv`] (counted by the fleet).
+    Invoked(Reply),
     /// The socket closed, with the close code if the server sent one.
     Closed(Option<u16>),
 }
@@ -47,6 +52,10 @@ pub struct Client {
     ws: WebSocketStream<MaybeTlsStream<TcpStream>>,
     /// Next callId per channel.
     call_ids: CallIds,
+    /// The reply to a server invoke not yet handed to the socket: [`Client::recv`] may be
+    /// dropped mid-send (the fleet's members race it against their commands), so the reply
+    /// stays here until tungstenite has queued it, and the next `recv` sends it first.
+    unsent_reply: Option<String>,
 }
 
 impl Client {
@@ -55,8 +64,20 @@ impl Client {
         Client::connect_with(url, None).await
     }
 
-    /// Connects with an optional `SO_RCVBUF` (the slow reader asks for a small one).
+    /// Connects with an optional `SO_RCVBUF` (the slow reader asks for a small one), all of
+    /// it (name lookup, TCP, WebSocket handshake) within [`RPC_TIMEOUT`].
     pub async fn connect_with(url: &str, recv_buffer: Option<u32>) -> Result<Client, String> {
+        tokio::time::timeout(RPC_TIMEOUT, Client::connect_unbounded(url, recv_buffer))
+            .await
+            .map_err(|_| {
+                format!(
+                    "no WebSocket connection to {url} within {} s",
+                    RPC_TIMEOUT.as_secs()
+                )
+            })?
+    }
+
+    async fn connect_unbounded(url: &str, recv_buffer: Option<u32>) -> Result<Client, String> {
         let authority = url
             .strip_prefix("ws://")
             .and_then(|r| r.split('/').next())
@@ -82,27 +103,24 @@ impl Client {
                 .set_recv_buffer_size(size)
                 .map_err(|e| format!("SO_RCVBUF: {e}"))?;
         }
-        let stream = tokio::time::timeout(RPC_TIMEOUT, socket.connect(addr))
+        let stream = socket
+            .connect(addr)
             .await
-            .map_err(|_| format!("connect to {addr} timed out"))?
             .map_err(|e| format!("connect to {addr}: {e}"))?;
         stream
             .set_nodelay(true)
             .map_err(|e| format!("nodelay: {e}"))?;
-        let (ws, _) = tokio::time::timeout(
-            RPC_TIMEOUT,
-            tokio_tungstenite::client_async_with_config(
-                url,
-                MaybeTlsStream::Plain(stream),
-                Some(lean_config()),
-            ),
+        let (ws, _) = tokio_tungstenite::client_async_with_config(
+            url,
+            MaybeTlsStream::Plain(stream),
+            Some(lean_config()),
         )
         .await
-        .map_err(|_| format!("WebSocket handshake with {url} timed out"))?
         .map_err(|e| format!("WebSocket handshake with {url}: {e}"))?;
         Ok(Client {
             ws,
             call_ids: CallIds::default(),
+            unsent_reply: None,
         })
     }
 
@@ -123,11 +141,24 @@ impl Client {
         Ok(call_id)
     }
 
-    /// The next frame (pings are answered by tungstenite while reading).
+    /// The next frame (pings are answered by tungstenite while reading; server → client
+    /// invokes are answered here before they are returned).
     pub async fn recv(&mut self) -> Incoming {
         loop {
+            if self.send_reply().await.is_err() {
+                return Incoming::Closed(None);
+            }
             match self.ws.next().await {
-                Some(Ok(Message::Text(text))) => return classify(text),
+                Some(Ok(Message::Text(text))) => match classify(text) {
+                    Incoming::Invoked(reply) => {
+                        self.unsent_reply = Some(reply.frame.clone());
+                        return match self.send_reply().await {
+                            Ok(()) => Incoming::Invoked(reply),
+                            Err(()) => Incoming::Closed(None),
+                        };
+                    }
+                    other => return other,
+                },
                 Some(Ok(Message::Close(frame))) => {
                     return Incoming::Closed(frame.map(|f| u16::from(f.code)))
                 }
@@ -135,6 +166,19 @@ impl Client {
                 Some(Err(_)) | None => return Incoming::Closed(None),
             }
         }
+    }
+
+    /// Sends the pending reply to a server invoke, if any. Cancel-safe: the reply leaves
+    /// `unsent_reply` only once queued in the socket (no await in between), and a flush cut
+    /// short is finished by the socket's next write.
+    async fn send_reply(&mut self) -> Result<(), ()> {
+        let Some(frame) = &self.unsent_reply else {
+            return Ok(());
+        };
+        let frame = Message::text(frame.clone());
+        self.ws.feed(frame).await.map_err(|_| ())?;
+        self.unsent_reply = None;
+        self.ws.flush().await.map_err(|_| ())
     }
 
     /// Deletes the harness's own conversations on a server it did not start (`--url`),
@@ -171,7 +215,7 @@ impl Client {
                     } if call_id == id && c == channel => {
                         return result.map_err(|e| format!("{method}: {e}"))
                     }
-                    Incoming::Answer { .. } => {}
+                    Incoming::Answer { .. } | Incoming::Invoked(_) => {}
                     Incoming::Call(text) => other(&text),
                     Incoming::Closed(code) => {
                         return Err(format!("socket closed ({code:?}) during {method}"))
@@ -179,9 +223,12 @@ impl Client {
                 }
             }
         };
-        tokio::time::timeout(RPC_TIMEOUT, fut)
-            .await
-            .map_err(|_| format!("{method}: no answer within {RPC_TIMEOUT:?}"))?
+        tokio::time::timeout(RPC_TIMEOUT, fut).await.map_err(|_| {
+            format!(
+                "no answer to {method} on {channel} within {} s",
+                RPC_TIMEOUT.as_secs()
+            )
+        })?
     }
 
     /// `createConversation(name)`: the new id.
@@ -237,10 +284,10 @@ pub fn lean_config() -> WebSocketConfig {
 /// Largest frame / message the harness accepts.
 const MAX_MESSAGE: usize = 256 << 20;
 
-/// Answers are parsed; everything else stays text. Both servers write envelopes as
-/// `{"name":…,"message":{"type":"<kind>"…`, so the kind is found without parsing; any other
-/// layout falls back to a full parse.
-fn classify(text: Utf8Bytes) -> Incoming {
+/// Answers and invokes are parsed; everything else stays text. Both servers write envelopes
+/// as `{"name":…,"message":{"type":"<kind>"…`, so the kind is found without parsing; any
+/// other layout falls back to a full parse.
+pub fn classify(text: Utf8Bytes) -> Incoming {
     const MARK: &str = "\"message\":{\"type\":\"";
     let kind_at = text.as_str().find(MARK).map(|i| i + MARK.len());
     let is_answer = match kind_at {
@@ -253,6 +300,9 @@ fn classify(text: Utf8Bytes) -> Incoming {
     let Ok(v) = serde_json::from_str::<Value>(text.as_str()) else {
         return Incoming::Call(text);
     };
+    if let Some(reply) = invokes::reply_to(&v) {
+        return Incoming::Invoked(reply);
+    }
     match protocol::answer_id(&v) {
         Some((channel, call_id)) => Incoming::Answer {
             channel: channel.to_string(),

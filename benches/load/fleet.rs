@@ -3,8 +3,11 @@
 //! `commandComplete` of a turn, records submit → delivery latency in the shared [`Stats`]. One
 //! member per conversation also submits, when the scenario's driver tells it to. The
 //! [`Stats`] turn book notices when the last member saw a turn complete and tells the driver,
-//! which measures submit → last delivery and keeps its window of turns in flight.
+//! which measures submit → last delivery and keeps its window of turns in flight. A run of
+//! turns that stops making progress (no completion within the turn time-out, or a refused
+//! submit) ends with a [`DriveResult::stalled`] reason instead of waiting for the time cap.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -14,13 +17,21 @@ use serde_json::json;
 use tokio::sync::{mpsc, Semaphore};
 use tokio::task::JoinHandle;
 
+mod drive;
+
+pub use drive::{drive, DriveResult};
+
 use crate::client::{completed_turn, Client, Incoming};
 use crate::report::{self, latency_histogram};
 use crate::support::protocol;
 
-/// The text every load turn submits: plain text, so the builtin agent echoes it (one
-/// `appendDisplay`, no tool call).
+/// The text every load turn submits unless `--command` says otherwise: plain text, so the
+/// builtin agent echoes it (one `appendDisplay`, no tool call).
 pub const TURN_TEXT: &str = "hello from the load harness";
+
+/// How long a turn may go without completing before a run of turns gives up on it (unless
+/// `--turn-timeout` says otherwise): the same bound as one RPC.
+pub const TURN_TIMEOUT: Duration = crate::client::RPC_TIMEOUT;
 
 /// Joins in flight into one conversation while building a fleet. Roundtable raises a new
 /// client actor's mailbox capacity in its `started()`, so a client that receives more than
@@ -52,13 +63,31 @@ pub struct Stats {
     pub close_code: AtomicU32,
     /// Submit → each member's `commandComplete`.
     pub delivery: Mutex<Histogram<u64>>,
+    /// Server → client invokes the members answered (`invokes.rs`).
+    pub invokes_answered: AtomicU64,
+    /// The first refused submit: its turn and what the server said (or why it was not sent).
+    pub first_refusal: Mutex<Option<(usize, String)>>,
+    /// The text each turn submits (`--command`).
+    pub command: String,
+    /// How long a turn may go without completing (`--turn-timeout`).
+    pub turn_timeout: Duration,
     turns: Vec<Slot>,
     done: mpsc::UnboundedSender<usize>,
 }
 
 impl Stats {
-    /// Room for `max_turns` turns; completed turn numbers come out of the receiver.
+    /// Room for `max_turns` echo turns of [`TURN_TEXT`]; completed turn numbers come out of
+    /// the receiver.
     pub fn new(max_turns: usize) -> (Arc<Stats>, mpsc::UnboundedReceiver<usize>) {
+        Stats::for_turns(max_turns, TURN_TEXT, TURN_TIMEOUT)
+    }
+
+    /// Room for `max_turns` turns submitting `command`, each given `turn_timeout`.
+    pub fn for_turns(
+        max_turns: usize,
+        command: &str,
+        turn_timeout: Duration,
+    ) -> (Arc<Stats>, mpsc::UnboundedReceiver<usize>) {
         let (done, rx) = mpsc::unbounded_channel();
         let turns = (0..max_turns)
             .map(|_| Slot {
@@ -75,6 +104,10 @@ impl Stats {
                 closed: AtomicU64::new(0),
                 close_code: AtomicU32::new(0),
                 delivery: Mutex::new(latency_histogram()),
+                invokes_answered: AtomicU64::new(0),
+                first_refusal: Mutex::new(None),
+                command: command.to_string(),
+                turn_timeout,
                 turns,
                 done,
             }),
@@ -131,6 +164,20 @@ impl Stats {
         if s.remaining.fetch_sub(1, Ordering::SeqCst) == 1 {
             let _ = self.done.send(k);
         }
+    }
+
+    /// Members still to see turn `k`'s completion.
+    fn remaining(&self, k: usize) -> u32 {
+        self.turns
+            .get(k)
+            .map_or(0, |s| s.remaining.load(Ordering::SeqCst))
+    }
+
+    /// Counts a refused submit and keeps the first reason.
+    fn refused(&self, k: usize, why: String) {
+        self.submit_errors.fetch_add(1, Ordering::Relaxed);
+        let mut first = self.first_refusal.lock().expect("refusal lock");
+        first.get_or_insert((k, why));
     }
 
     /// Clears the delivery histogram (between phases).
@@ -196,25 +243,38 @@ async fn member_loop(
         client.close().await;
         return None;
     }
+    // Our submits still unanswered: callId → turn.
+    let mut submits: HashMap<u64, usize> = HashMap::new();
     loop {
         tokio::select! {
             biased;
             cmd = cmds.recv() => match cmd {
                 Some(Cmd::Submit(k)) => {
                     stats.mark_submitted(k);
-                    let args = json!([TURN_TEXT, null, null, format!("lt{k}"), null]);
-                    if client.send_invoke(&dispatcher, "submitCommand", args).await.is_err() {
-                        stats.submit_errors.fetch_add(1, Ordering::Relaxed);
-                        return Some(None);
+                    let args = json!([stats.command, null, null, format!("lt{k}"), null]);
+                    match client.send_invoke(&dispatcher, "submitCommand", args).await {
+                        Ok(call_id) => {
+                            submits.insert(call_id, k);
+                        }
+                        Err(e) => {
+                            stats.refused(k, format!("cannot send it: {e}"));
+                            return Some(None);
+                        }
                     }
                 }
                 Some(Cmd::Stop) | None => break,
             },
             incoming = client.recv() => match incoming {
                 Incoming::Call(text) => stats.on_frame(&text),
-                Incoming::Answer { result, .. } => {
-                    if !result.is_ok_and(|v| v["ok"] == true) {
-                        stats.submit_errors.fetch_add(1, Ordering::Relaxed);
+                Incoming::Invoked(_) => {
+                    stats.invokes_answered.fetch_add(1, Ordering::Relaxed);
+                }
+                Incoming::Answer { call_id, result, .. } => {
+                    let k = submits.remove(&call_id).unwrap_or(usize::MAX);
+                    match result {
+                        Ok(v) if v["ok"] == true => {}
+                        Ok(v) => stats.refused(k, format!("the server answered {v}")),
+                        Err(e) => stats.refused(k, format!("the server answered an error: {e}")),
                     }
                 }
                 Incoming::Closed(code) => {
@@ -357,119 +417,25 @@ pub async fn burst_join(
     Ok(joined.failed + closed_after)
 }
 
-/// Tells every member to stop and waits (bounded) for their tasks; returns how many had been
-/// closed by the server, with their close codes.
+/// How long stopping a fleet may take in all (each member closes its socket within 2 s).
+const STOP_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Tells every member to stop and waits for their tasks, [`STOP_TIMEOUT`] in all (members
+/// still running then are aborted); returns the close codes of the members the server had
+/// closed.
 pub async fn stop_all(members: Vec<Member>) -> Vec<Option<u16>> {
     for m in &members {
         let _ = m.cmds.send(Cmd::Stop);
     }
+    let deadline = tokio::time::Instant::now() + STOP_TIMEOUT;
     let mut closed = Vec::new();
     for m in members {
-        if let Ok(Ok(Some(code))) = tokio::time::timeout(Duration::from_secs(10), m.task).await {
-            closed.push(code);
+        let abort = m.task.abort_handle();
+        match tokio::time::timeout_at(deadline, m.task).await {
+            Ok(Ok(Some(code))) => closed.push(code),
+            Ok(_) => {}
+            Err(_) => abort.abort(),
         }
     }
     closed
-}
-
-/// How a run of turns went.
-pub struct DriveResult {
-    /// Turns whose completion every member saw.
-    pub completed: usize,
-    /// Submit → last delivery per turn.
-    pub turn_latency: Histogram<u64>,
-    /// First submit → last completion.
-    pub elapsed: Duration,
-    /// Frames received by all members meanwhile.
-    pub frames: u64,
-    /// True if the deadline ended the run early.
-    pub timed_out: bool,
-    /// Members the server closed during the run (the run stops: their turns never complete).
-    pub lost: u64,
-}
-
-/// Runs turns `first..first + count` through `submitters` (turn `k` goes to
-/// `submitters[k % len]`), at most `window` in flight, each seen by `audience` members;
-/// `pace` spaces submissions (turns per second), `None` submits as fast as the window allows.
-#[allow(clippy::too_many_arguments)]
-pub async fn drive(
-    stats: &Arc<Stats>,
-    done: &mut mpsc::UnboundedReceiver<usize>,
-    submitters: &[mpsc::UnboundedSender<Cmd>],
-    first: usize,
-    count: usize,
-    window: usize,
-    audience: u32,
-    pace: Option<f64>,
-    deadline: Instant,
-    label: &str,
-) -> DriveResult {
-    let count = count.min(stats.capacity().saturating_sub(first));
-    let bar = report::progress(count as u64, label.to_string());
-    let frames_before = stats.frames.load(Ordering::Relaxed);
-    let started = Instant::now();
-    let end = first + count;
-    let mut next = first;
-    let mut in_flight = 0usize;
-    let mut completed = 0usize;
-    let mut turn_latency = latency_histogram();
-    let mut timed_out = false;
-    let closed_before = stats.closed.load(Ordering::SeqCst);
-    let mut lost = 0;
-    let submit = |k: usize| {
-        stats.expect(k, audience);
-        let _ = submitters[k % submitters.len()].send(Cmd::Submit(k));
-    };
-    while completed < count {
-        // Submit what the window and the pace allow.
-        while next < end && in_flight < window.max(1) {
-            if let Some(rate) = pace {
-                let due = started + Duration::from_secs_f64((next - first) as f64 / rate);
-                if Instant::now() < due {
-                    break;
-                }
-            }
-            submit(next);
-            next += 1;
-            in_flight += 1;
-        }
-        lost = stats.closed.load(Ordering::SeqCst) - closed_before;
-        if lost > 0 {
-            break;
-        }
-        // Wake at least every 100 ms to notice members the server closed.
-        let poll = Instant::now() + Duration::from_millis(100);
-        let wake = match pace {
-            Some(rate) if next < end => {
-                (started + Duration::from_secs_f64((next - first) as f64 / rate)).min(deadline)
-            }
-            _ => deadline,
-        }
-        .min(poll);
-        match tokio::time::timeout_at(wake.into(), done.recv()).await {
-            Ok(Some(k)) => {
-                if let Some(lat) = stats.turn_latency(k) {
-                    report::record(&mut turn_latency, lat);
-                }
-                completed += 1;
-                in_flight = in_flight.saturating_sub(1);
-                bar.inc(1);
-            }
-            Ok(None) => break,
-            Err(_) if Instant::now() >= deadline => {
-                timed_out = true;
-                break;
-            }
-            Err(_) => {}
-        }
-    }
-    bar.finish_and_clear();
-    DriveResult {
-        completed,
-        turn_latency,
-        elapsed: started.elapsed(),
-        frames: stats.frames.load(Ordering::Relaxed) - frames_before,
-        timed_out,
-        lost,
-    }
 }

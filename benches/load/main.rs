@@ -3,29 +3,37 @@
 //! It starts the real `roundtable` binary as a child process on a temporary instance directory
 //! (or drives `--url`, a running server on a loopback address), runs the scenario with real
 //! WebSocket clients over loopback, then runs the same scenario against the baseline (this
-//! executable re-run as `__baseline`, see [`baseline`]) and prints every figure beside the
-//! baseline's with the ratio. Every run is bounded in clients, messages and time.
+//! executable re-run as `__baseline`, see [`baseline`]) and, where turns wait for an fsync,
+//! the durable baseline (`__baseline --durable DIR`, see [`durable`]), and prints every figure
+//! beside the baselines' with the ratios. Every run is bounded in clients, messages and time:
+//! every wait has a deadline, a scenario the server cannot serve fails with what it waited
+//! for, the next scenario still runs, and the exit code is 1.
 //!
 //! Modules: [`scenarios`] (the eight scenarios), [`fleet`] (many joined clients and their
-//! turns), [`client`] (one lean protocol client), [`server`] (child processes, RSS, metrics,
-//! the loopback rule), [`support`] (spawning and stopping a server, frame building: shared with
-//! the integration tests), [`fixtures`] (instance directories written straight to disk),
-//! [`report`] (figures, percentiles, targets, table, JSON, progress bars).
+//! turns), [`client`] (one lean protocol client), [`invokes`] (its answers to server → client
+//! invokes), [`server`] (child processes, RSS, metrics, the loopback rule), [`support`]
+//! (spawning and stopping a server, frame building: shared with the integration tests),
+//! [`fixtures`] (instance directories written straight to disk), [`report`] (figures,
+//! percentiles, targets, table, JSON, progress bars), [`selftest`] (the harness's own checks,
+//! run first).
 
 #[path = "../../tests/support/mod.rs"]
 mod support;
 
 mod baseline;
 mod client;
+mod durable;
 mod fixtures;
 mod fleet;
+mod invokes;
 mod report;
 mod scenarios;
+mod selftest;
 mod server;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use clap::Parser;
 
@@ -39,6 +47,7 @@ const MAX_TURNS: usize = 1_000_000;
 const MAX_SECONDS: u64 = 3_600;
 const MAX_REGISTRY: usize = 1_000_000;
 const MAX_HISTORY: u64 = 10_000_000;
+const MAX_COMMAND_CHARS: usize = 10_000;
 
 /// Load harness for Roundtable: drives a real server with WebSocket clients on loopback.
 #[derive(Parser, Debug)]
@@ -60,9 +69,19 @@ struct Args {
     /// Drive this running server (ws://, loopback only) instead of starting one.
     #[arg(long)]
     url: Option<String>,
-    /// Do not run the baseline.
+    /// Do not run the baselines.
     #[arg(long)]
     no_baseline: bool,
+    /// Do not run the durable baseline (fanout, rooms).
+    #[arg(long)]
+    no_durable_baseline: bool,
+    /// fanout / rooms / slow: the text each turn submits (default: an echo turn's text), e.g.
+    /// "@conversation list".
+    #[arg(long, value_name = "TEXT")]
+    command: Option<String>,
+    /// Seconds a turn may go without completing before its scenario fails (default 30).
+    #[arg(long, value_name = "SECONDS")]
+    turn_timeout: Option<f64>,
     /// The roundtable binary (default: next to this executable, i.e. target/<profile>/).
     #[arg(long)]
     server_bin: Option<PathBuf>,
@@ -114,7 +133,8 @@ struct Args {
     /// Connects and joins in flight while joining many clients.
     #[arg(long)]
     join_concurrency: Option<usize>,
-    /// Time cap of each scenario run against one server, in seconds.
+    /// Time cap of each scenario run against one server, in seconds (a whole scenario is
+    /// stopped after 4x this plus 2 minutes).
     #[arg(long)]
     max_seconds: Option<u64>,
     /// Passed by `cargo bench`; ignored.
@@ -123,8 +143,10 @@ struct Args {
 }
 
 fn main() -> ExitCode {
-    if std::env::args().nth(1).as_deref() == Some("__baseline") {
-        return baseline::main();
+    match std::env::args().nth(1).as_deref() {
+        Some("__baseline") => return baseline::main(),
+        Some("__selftest") => return selftest_main(),
+        _ => {}
     }
     let args = Args::parse();
     match run(args) {
@@ -177,42 +199,20 @@ fn run(args: Args) -> Result<ExitCode, String> {
         launch,
         url: args.url.clone(),
         baseline: !args.no_baseline,
+        durable_baseline: !args.no_durable_baseline,
+        command: command(&args)?,
+        turn_timeout: turn_timeout(&args)?,
         fd_limit,
         tmp: args.tmpdir.clone(),
         quick: args.quick,
     };
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(std::thread::available_parallelism().map_or(2, |n| n.get()))
-        .enable_all()
-        .build()
-        .map_err(|e| format!("cannot start the runtime: {e}"))?;
+    let runtime = runtime()?;
+    let checks = runtime
+        .block_on(selftest::run())
+        .map_err(|e| format!("the harness's own checks failed: {e}"))?;
+    say(&format!("{checks} self-checks passed"));
     let started = Instant::now();
-    let mut reports: Vec<ScenarioReport> = Vec::new();
-    let mut failed = Vec::new();
-    for name in scenarios {
-        let t = Instant::now();
-        say(&format!("== {name}"));
-        let result = runtime.block_on(run_scenario(&ctx, name));
-        match result {
-            Ok(report) => {
-                say(&format!(
-                    "{name} done in {:.1} s",
-                    t.elapsed().as_secs_f64()
-                ));
-                if args.json {
-                    println!("{}", report.to_json());
-                }
-                reports.push(report);
-            }
-            Err(e) => {
-                say(&format!(
-                    "{name} FAILED after {:.1} s: {e}",
-                    t.elapsed().as_secs_f64()
-                ));
-                failed.push(name);
-            }
-        }
-    }
+    let (reports, failed) = run_each(&runtime, &ctx, &scenarios, args.json);
     runtime.shutdown_timeout(std::time::Duration::from_secs(5));
     let table = report::table(&reports);
     if args.json {
@@ -234,6 +234,103 @@ fn run(args: Args) -> Result<ExitCode, String> {
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// Runs the scenarios one after the other: a failed one gets a report saying why, and the
+/// next one still runs. Returns the reports and the names of the failed ones.
+fn run_each(
+    runtime: &tokio::runtime::Runtime,
+    ctx: &Ctx,
+    scenarios: &[&'static str],
+    json: bool,
+) -> (Vec<ScenarioReport>, Vec<&'static str>) {
+    let mut reports: Vec<ScenarioReport> = Vec::new();
+    let mut failed = Vec::new();
+    for &name in scenarios {
+        let t = Instant::now();
+        say(&format!("== {name}"));
+        let report = match runtime.block_on(watched(ctx, name)) {
+            Ok(report) => {
+                say(&format!(
+                    "{name} done in {:.1} s",
+                    t.elapsed().as_secs_f64()
+                ));
+                report
+            }
+            Err(e) => {
+                say(&format!(
+                    "{name} FAILED after {:.1} s: {e}",
+                    t.elapsed().as_secs_f64()
+                ));
+                failed.push(name);
+                ScenarioReport::failed(name, e)
+            }
+        };
+        if json {
+            println!("{}", report.to_json());
+        }
+        reports.push(report);
+    }
+    (reports, failed)
+}
+
+/// The harness's runtime: one worker per core.
+fn runtime() -> Result<tokio::runtime::Runtime, String> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(std::thread::available_parallelism().map_or(2, |n| n.get()))
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the runtime: {e}"))
+}
+
+/// `__selftest`: the harness's own checks alone.
+fn selftest_main() -> ExitCode {
+    let outcome = runtime().and_then(|r| r.block_on(selftest::run()));
+    match outcome {
+        Ok(n) => {
+            say(&format!("{n} self-checks passed"));
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            say(&format!("self-checks FAILED: {e}"));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Runs a scenario under the watchdog: every wait inside has its own deadline, and this one
+/// catches anything that still would not end, saying what the harness was doing.
+async fn watched(ctx: &Ctx, name: &'static str) -> Result<ScenarioReport, String> {
+    let cap = Duration::from_secs(4 * ctx.sizes.max_seconds + 120);
+    match tokio::time::timeout(cap, run_scenario(ctx, name)).await {
+        Ok(result) => result,
+        Err(_) => Err(format!(
+            "the scenario did not finish within {} s (4x --max-seconds + 120 s); it was at: {}",
+            cap.as_secs(),
+            report::activity()
+        )),
+    }
+}
+
+/// `--command`, checked (default: the echo turn's text).
+fn command(args: &Args) -> Result<String, String> {
+    match &args.command {
+        None => Ok(fleet::TURN_TEXT.to_string()),
+        Some(c) if c.trim().is_empty() => Err("--command must not be empty".into()),
+        Some(c) if c.chars().count() > MAX_COMMAND_CHARS => Err(format!(
+            "--command must be at most {MAX_COMMAND_CHARS} characters"
+        )),
+        Some(c) => Ok(c.clone()),
+    }
+}
+
+/// `--turn-timeout`, checked (default: 30 s).
+fn turn_timeout(args: &Args) -> Result<Duration, String> {
+    match args.turn_timeout {
+        None => Ok(fleet::TURN_TIMEOUT),
+        Some(s) if s > 0.0 && s <= MAX_SECONDS as f64 => Ok(Duration::from_secs_f64(s)),
+        Some(_) => Err(format!("--turn-timeout must be in (0, {MAX_SECONDS}]")),
+    }
 }
 
 async fn run_scenario(ctx: &Ctx, name: &str) -> Result<ScenarioReport, String> {

@@ -1,9 +1,13 @@
 //! What a scenario measured and how it is shown: [`Figure`]s (a value, its unit, and the
-//! baseline's value with the ratio where the baseline ran the same scenario), latency
-//! percentiles from HDR histograms, the issue's targets with met / missed, the human table on
-//! stdout, the one-line-per-scenario JSON of `--json`, and the progress bars on stderr.
+//! values of the two baselines with the ratios where they ran the same scenario: the plain
+//! baseline, the throughput limit, and the durable one, the limit for anything that waits for
+//! an fsync), latency percentiles from HDR histograms, the issue's targets with met / missed,
+//! the human table on stdout, the one-line-per-scenario JSON of `--json`, why a scenario could
+//! not run, and the progress bars on stderr (whose label is also the harness's "what it is
+//! doing now" for the scenario watchdog in `main.rs`).
 
 use std::fmt::Write as _;
+use std::sync::Mutex;
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
@@ -33,6 +37,10 @@ pub struct Figure {
     pub unit: &'static str,
     /// The baseline's value for the same figure, where it ran the scenario.
     pub baseline: Option<f64>,
+    /// The durable baseline's value (the baseline that fsyncs each turn's log entries before
+    /// its completion), where it ran the scenario: what a server that acknowledges only
+    /// durable turns can at best reach.
+    pub durable: Option<f64>,
 }
 
 impl Figure {
@@ -43,15 +51,36 @@ impl Figure {
             value,
             unit,
             baseline: None,
+            durable: None,
         }
     }
 
     /// Roundtable / baseline (above 1: Roundtable's number is larger).
     pub fn ratio(&self) -> Option<f64> {
-        self.baseline
-            .filter(|b| *b != 0.0 && b.is_finite())
-            .map(|b| self.value / b)
+        ratio_to(self.value, self.baseline)
     }
+
+    /// Roundtable / durable baseline.
+    pub fn durable_ratio(&self) -> Option<f64> {
+        ratio_to(self.value, self.durable)
+    }
+}
+
+fn ratio_to(value: f64, reference: Option<f64>) -> Option<f64> {
+    reference
+        .filter(|b| *b != 0.0 && b.is_finite())
+        .map(|b| value / b)
+}
+
+/// What a target judges: the figure itself or its ratio to one of the baselines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Judge {
+    /// The figure's value.
+    Value,
+    /// Roundtable / baseline.
+    Ratio,
+    /// Roundtable / durable baseline.
+    DurableRatio,
 }
 
 /// p50 / p99 / p99.9 of `hist` as three `ms` figures named `<prefix>_p50_ms` etc.
@@ -95,6 +124,9 @@ pub struct ScenarioReport {
     pub targets: Vec<Target>,
     /// Warnings (scaled down, time cap hit, …) printed under the table.
     pub notes: Vec<String>,
+    /// Why the scenario could not be measured (it then has no figures): what it waited for
+    /// and did not get, or what failed. Makes the harness exit 1.
+    pub failure: Option<String>,
 }
 
 impl ScenarioReport {
@@ -106,6 +138,15 @@ impl ScenarioReport {
             figures: Vec::new(),
             targets: Vec::new(),
             notes: Vec::new(),
+            failure: None,
+        }
+    }
+
+    /// The report of a scenario that could not be measured, saying why.
+    pub fn failed(scenario: &'static str, why: String) -> ScenarioReport {
+        ScenarioReport {
+            failure: Some(why),
+            ..ScenarioReport::new(scenario)
         }
     }
 
@@ -130,6 +171,17 @@ impl ScenarioReport {
         }
     }
 
+    /// Copies the durable baseline's values into this report's figures of the same name.
+    pub fn attach_durable_baseline(&mut self, durable: &[Figure]) {
+        for f in &mut self.figures {
+            f.durable = durable
+                .iter()
+                .find(|b| b.name == f.name)
+                .map(|b| b.value)
+                .filter(|v| v.is_finite());
+        }
+    }
+
     /// Adds a target judged by `check` on the figure's value (or its ratio when `on_ratio`).
     pub fn target(
         &mut self,
@@ -138,22 +190,35 @@ impl ScenarioReport {
         on_ratio: bool,
         check: impl Fn(f64) -> bool,
     ) {
+        let judge = if on_ratio { Judge::Ratio } else { Judge::Value };
+        self.judge(figure, text, judge, check);
+    }
+
+    /// Adds a target judged by `check` on what `judge` picks of the figure.
+    pub fn judge(&mut self, figure: &str, text: &str, judge: Judge, check: impl Fn(f64) -> bool) {
         let found = self.figure(figure).cloned();
         let (met, note) = match found {
             None => (None, "not measured in this run".to_string()),
             Some(f) => {
-                let v = if on_ratio { f.ratio() } else { Some(f.value) };
-                match v.filter(|v| v.is_finite()) {
-                    Some(v) => (
+                let v = match judge {
+                    Judge::Value => Some(f.value),
+                    Judge::Ratio => f.ratio(),
+                    Judge::DurableRatio => f.durable_ratio(),
+                };
+                match (v.filter(|v| v.is_finite()), judge) {
+                    (Some(v), Judge::Value) => {
+                        (Some(check(v)), format!("{} {}", fmt_num(v), f.unit))
+                    }
+                    (Some(v), Judge::Ratio) => (Some(check(v)), format!("ratio {}", fmt_num(v))),
+                    (Some(v), Judge::DurableRatio) => (
                         Some(check(v)),
-                        if on_ratio {
-                            format!("ratio {}", fmt_num(v))
-                        } else {
-                            format!("{} {}", fmt_num(v), f.unit)
-                        },
+                        format!("ratio to the durable baseline {}", fmt_num(v)),
                     ),
-                    None if on_ratio => (None, "the baseline did not run".to_string()),
-                    None => (None, "no value".to_string()),
+                    (None, Judge::Value) => (None, "no value".to_string()),
+                    (None, Judge::Ratio) => (None, "the baseline did not run".to_string()),
+                    (None, Judge::DurableRatio) => {
+                        (None, "the durable baseline did not run".to_string())
+                    }
                 }
             }
         };
@@ -166,7 +231,8 @@ impl ScenarioReport {
     }
 
     /// The `--json` line, keys in the issue's order:
-    /// `{"scenario","params","figures":[{name,value,unit[,baseline,ratio]}]}`.
+    /// `{"scenario","params","figures":[{name,value,unit[,baseline,ratio]
+    /// [,durable_baseline,durable_ratio]}][,"error"]}`.
     pub fn to_json(&self) -> String {
         #[derive(Serialize)]
         struct JsonFigure<'a> {
@@ -177,12 +243,18 @@ impl ScenarioReport {
             baseline: Option<Value>,
             #[serde(skip_serializing_if = "Option::is_none")]
             ratio: Option<Value>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            durable_baseline: Option<Value>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            durable_ratio: Option<Value>,
         }
         #[derive(Serialize)]
         struct JsonReport<'a> {
             scenario: &'a str,
             params: &'a Map<String, Value>,
             figures: Vec<JsonFigure<'a>>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            error: Option<&'a str>,
         }
         let figures = self
             .figures
@@ -193,12 +265,17 @@ impl ScenarioReport {
                 unit: f.unit,
                 baseline: f.baseline.map(json_num),
                 ratio: f.baseline.map(|_| f.ratio().map_or(Value::Null, json_num)),
+                durable_baseline: f.durable.map(json_num),
+                durable_ratio: f
+                    .durable
+                    .map(|_| f.durable_ratio().map_or(Value::Null, json_num)),
             })
             .collect();
         serde_json::to_string(&JsonReport {
             scenario: self.scenario,
             params: &self.params,
             figures,
+            error: self.failure.as_deref(),
         })
         .expect("report serializes")
     }
@@ -247,57 +324,7 @@ fn group_thousands(n: i64) -> String {
 pub fn table(reports: &[ScenarioReport]) -> String {
     let mut out = String::new();
     for r in reports {
-        let params: Vec<String> = r.params.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        let _ = writeln!(out, "\n## {}  ({})", r.scenario, params.join(", "));
-        let rows: Vec<[String; 5]> = r
-            .figures
-            .iter()
-            .map(|f| {
-                [
-                    f.name.clone(),
-                    fmt_num(f.value),
-                    f.baseline.map_or(String::new(), fmt_num),
-                    f.ratio().map_or(String::new(), |x| format!("{x:.2}x")),
-                    f.unit.to_string(),
-                ]
-            })
-            .collect();
-        let head = ["figure", "roundtable", "baseline", "ratio", "unit"];
-        let mut widths = head.map(str::len);
-        for row in &rows {
-            for (w, cell) in widths.iter_mut().zip(row) {
-                *w = (*w).max(cell.chars().count());
-            }
-        }
-        let line = |cells: [&str; 5]| {
-            format!(
-                "  {:<w0$}  {:>w1$}  {:>w2$}  {:>w3$}  {:<w4$}",
-                cells[0],
-                cells[1],
-                cells[2],
-                cells[3],
-                cells[4],
-                w0 = widths[0],
-                w1 = widths[1],
-                w2 = widths[2],
-                w3 = widths[3],
-                w4 = widths[4]
-            )
-        };
-        let _ = writeln!(out, "{}", line(head).trim_end());
-        for row in &rows {
-            let cells = [
-                row[0].as_str(),
-                row[1].as_str(),
-                row[2].as_str(),
-                row[3].as_str(),
-                row[4].as_str(),
-            ];
-            let _ = writeln!(out, "{}", line(cells).trim_end());
-        }
-        for n in &r.notes {
-            let _ = writeln!(out, "  note: {n}");
-        }
+        scenario_table(r, &mut out);
     }
     let targets: Vec<(&str, &Target)> = reports
         .iter()
@@ -321,6 +348,87 @@ pub fn table(reports: &[ScenarioReport]) -> String {
     out
 }
 
+/// One scenario's section: its parameters, the figures (the durable baseline's two columns
+/// only when it ran), the notes, or why it could not be measured.
+fn scenario_table(r: &ScenarioReport, out: &mut String) {
+    let params: Vec<String> = r.params.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    if params.is_empty() {
+        let _ = writeln!(out, "\n## {}", r.scenario);
+    } else {
+        let _ = writeln!(out, "\n## {}  ({})", r.scenario, params.join(", "));
+    }
+    if let Some(why) = &r.failure {
+        let _ = writeln!(out, "  FAILED: {why}");
+    }
+    let durable = r.figures.iter().any(|f| f.durable.is_some());
+    let ratio = |x: Option<f64>| x.map_or(String::new(), |x| format!("{x:.2}x"));
+    // Against `--url` the server may be anyone's.
+    let external = r.params.get("server").and_then(Value::as_str) == Some("url");
+    let mut rows: Vec<Vec<String>> = vec![[
+        "figure",
+        if external { "server" } else { "roundtable" },
+        "baseline",
+        "ratio",
+        "durable",
+        "vs durable",
+        "unit",
+    ]
+    .map(str::to_string)
+    .to_vec()];
+    rows.extend(r.figures.iter().map(|f| {
+        vec![
+            f.name.clone(),
+            fmt_num(f.value),
+            f.baseline.map_or(String::new(), fmt_num),
+            ratio(f.ratio()),
+            f.durable.map_or(String::new(), fmt_num),
+            ratio(f.durable_ratio()),
+            f.unit.to_string(),
+        ]
+    }));
+    if !durable {
+        for row in &mut rows {
+            row.drain(4..6);
+        }
+    }
+    if rows.len() > 1 {
+        let mut widths = vec![0; rows[0].len()];
+        for row in &rows {
+            for (w, cell) in widths.iter_mut().zip(row) {
+                *w = (*w).max(cell.chars().count());
+            }
+        }
+        let last = widths.len() - 1;
+        for row in &rows {
+            let mut line = String::from(" ");
+            for (i, (cell, w)) in row.iter().zip(&widths).enumerate() {
+                // The name and the unit align left, numbers right.
+                if i == 0 || i == last {
+                    let _ = write!(line, " {cell:<w$}");
+                } else {
+                    let _ = write!(line, " {cell:>w$}");
+                }
+                if i < last {
+                    line.push(' ');
+                }
+            }
+            let _ = writeln!(out, "{}", line.trim_end());
+        }
+    }
+    for n in &r.notes {
+        let _ = writeln!(out, "  note: {n}");
+    }
+}
+
+/// What the harness is doing now (the label of the last progress bar), for the scenario
+/// watchdog's message.
+static ACTIVITY: Mutex<String> = Mutex::new(String::new());
+
+/// The label of the last progress bar started.
+pub fn activity() -> String {
+    ACTIVITY.lock().map(|a| a.clone()).unwrap_or_default()
+}
+
 /// A progress bar on stderr (hidden when stderr is not a terminal).
 pub fn progress(len: u64, message: String) -> ProgressBar {
     let bar = ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::stderr());
@@ -329,6 +437,9 @@ pub fn progress(len: u64, message: String) -> ProgressBar {
             .expect("valid progress template")
             .progress_chars("=> "),
     );
+    if let Ok(mut a) = ACTIVITY.lock() {
+        a.clone_from(&message);
+    }
     bar.set_message(message);
     bar.enable_steady_tick(Duration::from_millis(200));
     bar

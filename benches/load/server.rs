@@ -1,5 +1,6 @@
 //! The servers under test as child processes: the real `roundtable serve` on a temporary
-//! instance directory, or the baseline (this bench executable re-run as `__baseline`).
+//! instance directory, or the baseline (this bench executable re-run as `__baseline`, with
+//! `--durable DIR` for the durable baseline).
 //! Spawning, reading the port from the `listening on ws://127.0.0.1:<port>/` line on stderr and
 //! stopping (SIGTERM, then SIGKILL) are `tests/support/server.rs`, shared with the integration
 //! tests; this module adds the two kinds of server, the server's RSS and CPU time from `/proc`,
@@ -27,6 +28,8 @@ pub enum Kind {
     Roundtable,
     /// The actor-free reference server.
     Baseline,
+    /// The same, fsyncing each turn's log entries before its completion (`durable.rs`).
+    DurableBaseline,
 }
 
 impl Kind {
@@ -35,6 +38,7 @@ impl Kind {
         match self {
             Kind::Roundtable => "roundtable",
             Kind::Baseline => "baseline",
+            Kind::DurableBaseline => "durable baseline",
         }
     }
 }
@@ -74,12 +78,20 @@ impl ServerProcess {
         ServerProcess::spawn(cmd, Kind::Roundtable)
     }
 
-    /// Starts the baseline: this executable with `__baseline`.
-    pub fn baseline() -> Result<ServerProcess, String> {
+    /// Starts the baseline: this executable with `__baseline`; with `durable`, the durable
+    /// baseline writing its logs under that directory.
+    pub fn baseline(durable: Option<&Path>) -> Result<ServerProcess, String> {
         let exe = std::env::current_exe().map_err(|e| format!("cannot find myself: {e}"))?;
         let mut cmd = Command::new(exe);
         cmd.arg("__baseline");
-        ServerProcess::spawn(cmd, Kind::Baseline)
+        let kind = match durable {
+            Some(dir) => {
+                cmd.arg("--durable").arg(dir);
+                Kind::DurableBaseline
+            }
+            None => Kind::Baseline,
+        };
+        ServerProcess::spawn(cmd, kind)
     }
 
     fn spawn(cmd: Command, kind: Kind) -> Result<ServerProcess, String> {
@@ -147,7 +159,7 @@ pub fn cpu_seconds(pid: u32) -> Option<f64> {
     Some(ticks as f64 / if hz > 0 { hz as f64 } else { 100.0 })
 }
 
-/// Samples a process's RSS every 50 ms on a thread until dropped; keeps the peak.
+/// Samples a process's RSS every 50 ms on a thread until finished or dropped; keeps the peak.
 pub struct RssSampler {
     peak: Arc<Mutex<u64>>,
     stop: Arc<std::sync::atomic::AtomicBool>,
@@ -182,6 +194,13 @@ impl RssSampler {
         }
         let peak = *self.peak.lock().expect("peak lock");
         (peak > 0).then_some(peak)
+    }
+}
+
+impl Drop for RssSampler {
+    /// A sampler abandoned without [`RssSampler::finish`] (a scenario that failed) stops too.
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
     }
 }
 

@@ -106,8 +106,11 @@ async fn measure(
     stop.store(true, Ordering::Relaxed);
     bar.finish_and_clear();
     let mut first_error = None;
+    // Each client stops after its current join or leave (each bounded by the RPC time-out).
+    let stop_by = tokio::time::Instant::now() + crate::client::RPC_TIMEOUT;
     for t in tasks {
-        match tokio::time::timeout(Duration::from_secs(30), t).await {
+        let abort = t.abort_handle();
+        match tokio::time::timeout_at(stop_by, t).await {
             Ok(Ok(Ok(()))) => {}
             Ok(Ok(Err(e))) => {
                 first_error.get_or_insert(e);
@@ -116,7 +119,11 @@ async fn measure(
                 first_error.get_or_insert(e.to_string());
             }
             Err(_) => {
-                first_error.get_or_insert("a churn client did not stop".to_string());
+                abort.abort();
+                first_error.get_or_insert(format!(
+                    "a churn client did not finish its join or leave within {} s",
+                    crate::client::RPC_TIMEOUT.as_secs()
+                ));
             }
         }
     }
@@ -125,7 +132,7 @@ async fn measure(
     }
     control.close().await;
     if let Some(e) = first_error {
-        return Err(format!("churn against {}: {e}", kind.name()));
+        return Err(e);
     }
     let mut figures = vec![Figure::new(
         "cycles_per_s",

@@ -5,7 +5,6 @@
 //! (the target is 0) and the restart time (exec → first join answered).
 
 use std::collections::HashSet;
-use std::time::Duration;
 
 use serde_json::{json, Value};
 
@@ -151,9 +150,14 @@ async fn run_turn(client: &mut Client, id: &str, text: &str) -> Result<String, S
             }
         }
     };
-    tokio::time::timeout(Duration::from_secs(30), wait)
+    tokio::time::timeout(crate::client::RPC_TIMEOUT, wait)
         .await
-        .map_err(|_| format!("no commandComplete for {rid}"))??;
+        .map_err(|_| {
+            format!(
+                "no commandComplete for request {rid} within {} s",
+                crate::client::RPC_TIMEOUT.as_secs()
+            )
+        })??;
     Ok(rid)
 }
 

@@ -1,8 +1,9 @@
 //! The eight scenarios (the load issue's seven, and `crash`) and what they share: the run
-//! context ([`Ctx`]: sizes, how to start servers, the `--url` target, the open-file limit), the default and quick
-//! [`Sizes`], and [`Running`], a server under test (a child process on a temporary instance
-//! directory, or the external `--url` server). Each scenario lives in its own module and
-//! returns a [`ScenarioReport`].
+//! context ([`Ctx`]: sizes, how to start servers, the `--url` target, the open-file limit, the
+//! turn text and time-out), the default and quick [`Sizes`], [`Running`], a server under test
+//! (a child process on a temporary instance directory, or the external `--url` server), and
+//! [`with_baselines`], which runs a scenario's measurement against the server and the two
+//! baselines. Each scenario lives in its own module and returns a [`ScenarioReport`].
 
 pub mod churn;
 pub mod crash;
@@ -132,6 +133,12 @@ pub struct Ctx {
     pub url: Option<String>,
     /// Run the baseline beside Roundtable where it applies.
     pub baseline: bool,
+    /// Run the durable baseline too, in the scenarios whose turns wait for an fsync.
+    pub durable_baseline: bool,
+    /// The text each turn of `fanout`, `rooms` and `slow` submits (`--command`).
+    pub command: String,
+    /// How long a turn may go without completing before its scenario fails (`--turn-timeout`).
+    pub turn_timeout: Duration,
     /// The harness's open-file limit after raising it.
     pub fd_limit: u64,
     /// Where temporary instance directories go.
@@ -144,6 +151,30 @@ impl Ctx {
     /// When a run against one server must stop.
     pub fn deadline(&self) -> Instant {
         Instant::now() + Duration::from_secs(self.sizes.max_seconds)
+    }
+
+    /// The turn book of a scenario run: room for `max_turns` turns of `--command`.
+    pub fn stats(
+        &self,
+        max_turns: usize,
+    ) -> (
+        std::sync::Arc<crate::fleet::Stats>,
+        tokio::sync::mpsc::UnboundedReceiver<usize>,
+    ) {
+        crate::fleet::Stats::for_turns(max_turns, &self.command, self.turn_timeout)
+    }
+
+    /// Records `--command` in the report when it is not the default echo text (with a note
+    /// when the scenario runs the baselines, which always echo).
+    pub fn command_param(&self, report: &mut ScenarioReport, baselines: bool) {
+        if self.command != crate::fleet::TURN_TEXT {
+            report.param("command", self.command.as_str());
+            if baselines && self.baseline {
+                report.notes.push(
+                    "the baselines answer every command with an echo turn of its text".into(),
+                );
+            }
+        }
     }
 
     /// Clients the open-file limit allows the harness (each is one socket; 64 spare).
@@ -192,7 +223,8 @@ pub struct Running {
 
 impl Running {
     /// Starts a fresh server of `kind` (Roundtable on a temporary instance prepared by
-    /// `fixture`), or wraps `--url` for Roundtable when given (then `fixture` must be `None`).
+    /// `fixture`, the durable baseline on a temporary directory for its logs), or wraps `--url`
+    /// for Roundtable when given (then `fixture` must be `None`).
     pub fn start(
         ctx: &Ctx,
         kind: Kind,
@@ -200,14 +232,20 @@ impl Running {
         extra: &[&str],
     ) -> Result<Running, String> {
         match kind {
-            Kind::Baseline => Ok(Running {
-                process: Some(ServerProcess::baseline()?).inspect(|p| {
-                    crate::report::say(&format!("baseline started on port {}", p.port))
-                }),
-                url: String::new(),
-                _dir: None,
+            Kind::Baseline | Kind::DurableBaseline => {
+                let dir = match kind {
+                    Kind::DurableBaseline => Some(ctx.tempdir()?),
+                    _ => None,
+                };
+                let process = ServerProcess::baseline(dir.as_ref().map(|d| d.path()))?;
+                crate::report::say(&format!("{} started on port {}", kind.name(), process.port));
+                Ok(Running {
+                    process: Some(process),
+                    url: String::new(),
+                    _dir: dir,
+                }
+                .with_url())
             }
-            .with_url()),
             Kind::Roundtable => {
                 if let Some(url) = &ctx.url {
                     if fixture.is_some() {
@@ -282,27 +320,71 @@ pub fn mb(kb: u64) -> f64 {
 }
 
 /// Runs `f` for Roundtable, then for the baseline when enabled, and returns the Roundtable
-/// report with the baseline's figures attached.
+/// report with the baseline's figures attached (no durable baseline: see [`with_baselines`]).
 pub async fn with_baseline<F, Fut>(
     ctx: &Ctx,
+    report: ScenarioReport,
+    f: F,
+) -> Result<ScenarioReport, String>
+where
+    F: FnMut(Kind) -> Fut,
+    Fut: std::future::Future<Output = Result<(Vec<crate::report::Figure>, Vec<String>), String>>,
+{
+    with_baselines(ctx, report, false, f).await
+}
+
+/// Runs `f` for Roundtable, then for the baseline and (with `durable`, for scenarios whose
+/// turns wait for an fsync in Roundtable) the durable baseline when enabled, and returns the
+/// Roundtable report with both baselines' figures attached.
+pub async fn with_baselines<F, Fut>(
+    ctx: &Ctx,
     mut report: ScenarioReport,
+    durable: bool,
     mut f: F,
 ) -> Result<ScenarioReport, String>
 where
     F: FnMut(Kind) -> Fut,
     Fut: std::future::Future<Output = Result<(Vec<crate::report::Figure>, Vec<String>), String>>,
 {
-    let (figures, notes) = f(Kind::Roundtable).await?;
+    let (figures, notes) = f(Kind::Roundtable).await.map_err(on(Kind::Roundtable))?;
     report.figures = figures;
     report.notes.extend(notes);
-    if ctx.baseline {
-        let (base, notes) = f(Kind::Baseline).await?;
-        report.attach_baseline(&base);
+    if !ctx.baseline {
         report
             .notes
-            .extend(notes.into_iter().map(|n| format!("baseline: {n}")));
-    } else {
-        report.notes.push("baseline not run (--no-baseline)".into());
+            .push("baselines not run (--no-baseline)".into());
+        return Ok(report);
     }
+    let (base, notes) = f(Kind::Baseline).await.map_err(on(Kind::Baseline))?;
+    report.attach_baseline(&base);
+    report
+        .notes
+        .extend(notes.into_iter().map(|n| format!("baseline: {n}")));
+    if !durable {
+        return Ok(report);
+    }
+    if !ctx.durable_baseline {
+        report
+            .notes
+            .push("durable baseline not run (--no-durable-baseline)".into());
+        return Ok(report);
+    }
+    let (base, notes) = f(Kind::DurableBaseline)
+        .await
+        .map_err(on(Kind::DurableBaseline))?;
+    report.attach_durable_baseline(&base);
+    report
+        .notes
+        .extend(notes.into_iter().map(|n| format!("durable baseline: {n}")));
     Ok(report)
+}
+
+/// Prefixes an error with the server it happened against.
+fn on(kind: Kind) -> impl Fn(String) -> String {
+    let server = match kind {
+        Kind::Roundtable => "Roundtable",
+        Kind::Baseline => "the baseline",
+        Kind::DurableBaseline => "the durable baseline",
+    };
+    move |e| format!("against {server}: {e}")
 }

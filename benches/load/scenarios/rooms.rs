@@ -1,12 +1,13 @@
 //! `rooms`: M conversations × K clients (default 1,000 × 10) joined and idle. Measures the time
 //! to join them all, the server's RSS per joined client (RSS with everyone joined minus RSS with
 //! the conversations created and nobody connected, over M × K), then a light load: echo turns
-//! spread round-robin over the conversations at a fixed rate, with delivery latency.
+//! (or `--command`) spread round-robin over the conversations at a fixed rate, with delivery
+//! latency. Runs against Roundtable, the baseline and the durable baseline.
 
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use crate::fleet::{self, Mode, Stats};
+use crate::fleet::{self, Mode};
 use crate::report::{self, Figure, ScenarioReport};
 use crate::scenarios::{mb, run_tag, Ctx, Running};
 use crate::server::Kind;
@@ -30,7 +31,8 @@ pub async fn run(ctx: &Ctx) -> Result<ScenarioReport, String> {
     report.param("clients", rooms * per_room);
     report.param("light_rate_turns_per_s", s.rooms_rate);
     report.param("light_seconds", s.rooms_seconds);
-    let mut report = crate::scenarios::with_baseline(ctx, report, |kind| async move {
+    ctx.command_param(&mut report, true);
+    let mut report = crate::scenarios::with_baselines(ctx, report, true, |kind| async move {
         let server = Running::start(ctx, kind, None, &[])?;
         let result = measure(ctx, &server, kind, rooms, per_room).await;
         server.stop();
@@ -93,7 +95,7 @@ async fn measure(
     tokio::time::sleep(Duration::from_millis(if ctx.quick { 100 } else { 1000 })).await;
     let rss_before = server.rss_kb();
     let total_turns = (s.rooms_rate * s.rooms_seconds).ceil().max(1.0) as usize;
-    let (stats, mut done) = Stats::new(total_turns);
+    let (stats, mut done) = ctx.stats(total_turns);
     // Room-major order: member r * per_room is room r's submitter.
     let plan: Vec<_> = ids
         .iter()
@@ -137,11 +139,18 @@ async fn measure(
     .await;
     let delivery = stats.delivery.lock().expect("histogram lock").clone();
     let errors = stats.submit_errors.load(Ordering::Relaxed);
+    let invokes = stats.invokes_answered.load(Ordering::Relaxed);
     fleet::stop_all(joined.members).await;
     if server.external() {
         let mut control = crate::client::Client::connect(&server.url).await?;
         control.delete_conversations(&ids).await;
         control.close().await;
+    }
+    light.check("light load")?;
+    if invokes > 0 {
+        notes.push(format!(
+            "the clients answered {invokes} server → client invokes with the harness's defaults"
+        ));
     }
     fleet::run_notes("light load", &light, &stats, &mut notes);
     if errors > 0 {

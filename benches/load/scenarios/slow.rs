@@ -1,4 +1,5 @@
-//! `slow`: the fanout scenario with one client that stops reading. Phase A runs turns in a
+//! `slow`: the fanout scenario (echo turns, or `--command`) with one client that stops
+//! reading. Phase A runs turns in a
 //! conversation of N reading clients; phase B runs the same turns in a fresh conversation of N
 //! reading clients plus one that joins and never reads again (with a 4 KB receive buffer, so
 //! it fills in seconds). Phase B goes on until the server has closed the slow client (seen in
@@ -9,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::fleet::{self, Mode, Stats};
+use crate::fleet::{self, Mode};
 use crate::report::{self, Figure, ScenarioReport};
 use crate::scenarios::{mb, run_tag, Ctx, Running};
 use crate::server::{metric, Kind, RssSampler};
@@ -32,6 +33,7 @@ pub async fn run(ctx: &Ctx) -> Result<ScenarioReport, String> {
     report.param("clients", clients);
     report.param("turns", s.turns);
     report.param("window", s.window);
+    ctx.command_param(&mut report, false);
     // Quick mode bounds the per-socket queue at 64 frames so the close comes in seconds; the
     // full run uses the server's default bound (4096 frames / 32 MiB).
     let extra: &[&str] = if ctx.quick {
@@ -85,7 +87,7 @@ async fn measure(
         // Room for the turns of a phase that runs until the slow client is closed (quick mode
         // stops after three rounds: the kernel's socket buffers alone hold megabytes).
         let max_turns = s.turns.max(1) * if ctx.quick { 3 } else { 50 };
-        let (stats, mut done) = Stats::new(max_turns);
+        let (stats, mut done) = ctx.stats(max_turns);
         let mut plan: Vec<_> = (0..clients)
             .map(|_| (conversation.clone(), Mode::Reading))
             .collect();
@@ -125,7 +127,7 @@ async fn measure(
         };
         let mut turns_done = 0;
         let mut delivery = report::latency_histogram();
-        loop {
+        let stalled = loop {
             let r = fleet::drive(
                 &stats,
                 &mut done,
@@ -140,23 +142,25 @@ async fn measure(
             )
             .await;
             turns_done += r.completed;
+            let stalled = r.check(&format!("{label} slow client"));
             fleet::run_notes(&format!("{label} slow client"), &r, &stats, &mut notes);
             let closed = closed_at.lock().expect("lock").is_some();
             if !with_slow
+                || stalled.is_err()
                 || closed
                 || r.timed_out
                 || r.lost > 0
                 || r.completed == 0
                 || turns_done + s.turns > max_turns
             {
-                if with_slow && !closed {
+                if with_slow && !closed && stalled.is_ok() {
                     notes.push(format!(
                         "the slow client was not closed within {turns_done} turns"
                     ));
                 }
-                break;
+                break stalled;
             }
-        }
+        };
         watching.store(false, Ordering::Relaxed);
         let _ = watcher.await;
         delivery.add(&*stats.delivery.lock().expect("lock")).ok();
@@ -193,6 +197,10 @@ async fn measure(
         fleet::stop_all(joined.members).await;
         if server.external() {
             control.delete_conversations([&conversation]).await;
+        }
+        if let Err(why) = stalled {
+            control.close().await;
+            return Err(why);
         }
     }
     control.close().await;
