@@ -36,6 +36,8 @@ pub struct ServerConfig {
     pub token: Option<String>,
     /// Move a corrupt registry aside instead of refusing to start.
     pub repair: bool,
+    /// Throw the content search index away and rebuild it from the display logs.
+    pub reindex: bool,
     /// Heartbeat: ping every interval, drop a peer that missed the previous ping.
     pub ping_interval: Duration,
     /// A connection whose peer accepts no data for this long is aborted (`TCP_USER_TIMEOUT`).
@@ -86,6 +88,7 @@ impl ServerConfig {
             allowed_origins: Vec::new(),
             token: None,
             repair: false,
+            reindex: false,
             // TypeAgent's server sweeps every 30 s; clients (OkHttp) ping on the same period.
             ping_interval: Duration::from_secs(30),
             stall_timeout: Duration::from_secs(30),
@@ -147,6 +150,10 @@ pub struct ServeArgs {
     /// Move an unparsable registry aside to conversations.json.corrupt-<ts> and start empty.
     #[arg(long)]
     pub(crate) repair: bool,
+    /// Rebuild the content search index from the display logs (in the background; searches
+    /// answer from what is indexed so far).
+    #[arg(long)]
+    pub(crate) reindex: bool,
     /// Seconds between heartbeat pings.
     #[arg(long, default_value_t = 30.0, hide = true)]
     pub(crate) ping_interval: f64,
@@ -305,6 +312,7 @@ impl TryFrom<ServeArgs> for ServerConfig {
             );
         }
         config.repair = args.repair;
+        config.reindex = args.reindex;
         config.outbox.max_frames = args.max_queued_frames.max(1);
         config.outbox.max_bytes = args.max_queued_bytes.max(1024);
         config.outbox.server = Some(ServerBudget::new(args.max_queued_bytes_total.max(1024)));

@@ -128,6 +128,7 @@ settings! {
     "token" => token: String = Some, "Require this token on every upgrade (prefer token-file).";
     "token-file" => token_file: PathBuf = Some, "Read the token from this file (its first line).";
     "repair" => repair: bool = same, "Move an unparsable registry aside and start empty.";
+    "reindex" => reindex: bool = same, "Rebuild the content search index from the display logs.";
     "ping-interval" => ping_interval: f64 = same, "Seconds between heartbeat pings.";
     "stall-timeout" => stall_timeout: f64 = same, "Seconds a connection may take no data before it is aborted.";
     "max-queued-frames" => max_queued_frames: usize = same, "Largest outbound queue per socket, in frames.";

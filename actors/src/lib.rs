@@ -42,4 +42,5 @@ pub mod metrics;
 pub mod outbox;
 pub mod protocol;
 pub mod registry;
+pub mod search;
 pub mod storage;

@@ -49,6 +49,17 @@ pub struct Metrics {
     /// waits on it: it lets a watcher (the actor-level tests) await a lifecycle change instead
     /// of polling the counts. Cheap when nobody watches (a lock and a version bump).
     pub lifecycle: tokio::sync::watch::Sender<u64>,
+    /// Documents added to the search index (live and by scans).
+    pub search_documents: AtomicU64,
+    /// Content searches answered.
+    pub search_queries: AtomicU64,
+    /// Search index reads or writes that failed.
+    pub search_failures: AtomicU64,
+    /// Times a conversation's documents went to a scan because the live queue was full.
+    pub search_overflows: AtomicU64,
+    /// Conversations waiting for the search writer to scan their logs (a rebuild shows here
+    /// until it reaches 0).
+    pub search_pending_scans: AtomicI64,
 }
 
 /// The `rpc_errors` label of every method name the server does not implement.
@@ -118,6 +129,11 @@ impl Metrics {
     /// Reads a gauge.
     pub fn gauge(g: &AtomicI64) -> i64 {
         g.load(Ordering::Relaxed)
+    }
+
+    /// Sets a gauge.
+    pub fn set(g: &AtomicI64, value: i64) {
+        g.store(value, Ordering::Relaxed);
     }
 
     /// Moves a gauge by `delta`.

@@ -25,6 +25,7 @@ use roundtable_actors::conversation::RuntimeConfig;
 use roundtable_actors::metrics::Metrics;
 use roundtable_actors::protocol::frames::InboundBudget;
 use roundtable_actors::registry::{ConversationRegistry, RegistryConfig, ShutdownRegistry};
+use roundtable_actors::search::SearchIndex;
 use roundtable_actors::storage::layout::Layout;
 use roundtable_actors::storage::lock::InstanceLock;
 use roundtable_actors::storage::log_writer::LogWriter;
@@ -100,6 +101,8 @@ struct Started {
     conversation_arbiters: Vec<Arbiter>,
     /// The shared append writer.
     log_writer: LogWriter,
+    /// The content search index (its threads stop after the conversations have).
+    search: SearchIndex,
 }
 
 /// Runs the server until it is stopped (the `shutdown` RPC or a signal). Must be called inside
@@ -186,6 +189,9 @@ pub async fn serve(config: ServerConfig) -> Result<(), StartError> {
     // Give connections a moment to queue their 1001 close frames.
     actix_web::rt::time::sleep(Duration::from_millis(100)).await;
     let _ = started.registry.send(ShutdownRegistry).await;
+    // Every conversation has stopped and handed over its last documents: commit them.
+    let search = started.search.clone();
+    let _ = actix_web::rt::task::spawn_blocking(move || search.shutdown()).await;
     handle.stop(true).await;
     let _ = running.await;
     signals.abort();
@@ -212,6 +218,7 @@ async fn start_registry(
     let provider = providers::agent_provider(config.provider).map_err(StartError::Config)?;
     let conversation_arbiters: Vec<Arbiter> = (0..cores).map(|_| Arbiter::new()).collect();
     let log_writer = LogWriter::start(metrics.clone(), layout.root.clone());
+    let search = SearchIndex::open(layout, config.reindex, metrics.clone())?;
     let registry = ConversationRegistry::open(RegistryConfig {
         layout: layout.clone(),
         idle_timeout: config.idle_timeout,
@@ -227,6 +234,7 @@ async fn start_registry(
             interaction_timeout: config.interaction_timeout,
             instance_root: layout.root.clone(),
             log_filter: crate::logging::control(),
+            search: Some(search.clone()),
         }),
     })?;
     let registry_arbiter = Arbiter::new();
@@ -237,6 +245,7 @@ async fn start_registry(
         registry_arbiter,
         conversation_arbiters,
         log_writer,
+        search,
     })
 }
 

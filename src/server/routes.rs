@@ -181,6 +181,36 @@ const METRICS: &[MetricSpec] = &[
         help: "Times a conversation paused because the log writer's queue was over its bound.",
         read: |s| Metrics::get(&s.state.metrics.writer_backpressure).into(),
     },
+    MetricSpec {
+        name: "roundtable_search_documents_total",
+        kind: "counter",
+        help: "Documents (a request, or a request's output) added to the content search index.",
+        read: |s| Metrics::get(&s.state.metrics.search_documents).into(),
+    },
+    MetricSpec {
+        name: "roundtable_search_queries_total",
+        kind: "counter",
+        help: "Content searches answered.",
+        read: |s| Metrics::get(&s.state.metrics.search_queries).into(),
+    },
+    MetricSpec {
+        name: "roundtable_search_failures_total",
+        kind: "counter",
+        help: "Content search index reads or writes that failed.",
+        read: |s| Metrics::get(&s.state.metrics.search_failures).into(),
+    },
+    MetricSpec {
+        name: "roundtable_search_overflows_total",
+        kind: "counter",
+        help: "Times the live search queue was full and a conversation went to a log scan instead.",
+        read: |s| Metrics::get(&s.state.metrics.search_overflows).into(),
+    },
+    MetricSpec {
+        name: "roundtable_search_pending_scans",
+        kind: "gauge",
+        help: "Conversations waiting for the search index to scan their logs (0 once caught up).",
+        read: |s| Metrics::gauge(&s.state.metrics.search_pending_scans).into(),
+    },
 ];
 
 /// `/metrics`: every label-free metric of the `METRICS` table, then `invokeError` answers by method.

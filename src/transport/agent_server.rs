@@ -12,7 +12,7 @@ use roundtable_actors::protocol::{self, Args, RpcError, RpcResult, AGENT_SERVER_
 use roundtable_actors::registry::{
     CollisionBehavior, CreateConversation, DeleteConversation, FindConversations, JoinConversation,
     Joined, LeaveConversation, ListConversations, PanicForTest, RenameConversation,
-    SubscribeConversations, UnsubscribeConversations,
+    SearchConversationContent, SubscribeConversations, UnsubscribeConversations,
 };
 use serde_json::{json, Value};
 
@@ -43,8 +43,8 @@ enum AgentServerRequest {
     Delete(DeleteConversation),
     /// `findConversations(query?, maxMatches?)`.
     Find(FindConversations),
-    /// `searchConversationContent(query?, maxMatches?)`: arguments checked, nothing indexed.
-    SearchContent,
+    /// `searchConversationContent(query?, maxMatches?)`: the content index.
+    SearchContent(SearchConversationContent),
     /// `getUserIdentity()`.
     GetUserIdentity,
     /// `subscribeConversations()` (Roundtable extension): the list now, changes as calls.
@@ -118,7 +118,10 @@ impl AgentServerRequest {
                 let query = args.opt_str(m, 0, "query")?.unwrap_or_default().to_string();
                 let max_matches = args.opt_count(m, 1, "maxMatches")?;
                 if m == "searchConversationContent" {
-                    AgentServerRequest::SearchContent
+                    AgentServerRequest::SearchContent(SearchConversationContent {
+                        query,
+                        max_matches,
+                    })
                 } else {
                     AgentServerRequest::Find(FindConversations { query, max_matches })
                 }
@@ -212,10 +215,12 @@ impl Connection {
                     ))
                 });
             }
-            // No content index yet: content search finds nothing, as a lexical-only TypeAgent
-            // server does.
-            AgentServerRequest::SearchContent => {
-                self.reply(&ch, call_id, &method, Ok(Some(json!([]))))
+            AgentServerRequest::SearchContent(msg) => {
+                let req = registry.send(msg);
+                self.answer(ctx, ch, call_id, method, async move {
+                    let hits = req.await.map_err(registry_lost)??;
+                    Ok(Some(serde_json::to_value(hits).expect("matches serialize")))
+                });
             }
             AgentServerRequest::GetUserIdentity => {
                 self.reply(&ch, call_id, &method, Ok(Some(user_identity())))

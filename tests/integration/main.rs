@@ -17,6 +17,7 @@ mod lifecycle;
 mod live_list;
 mod providers;
 mod runtime;
+mod search;
 mod security;
 mod service;
 mod storage;

@@ -223,6 +223,14 @@ impl Conversation {
         }
         let log = self.log.as_mut().ok()?;
         let before = log.message_count();
+        if let Some(search) = &self.setup.runtime.search {
+            // Observed before the append moves the entry; a send, never a wait.
+            if let crate::search::Observed::Settled { seq, doc } =
+                self.search_turn.observe(log.next_seq(), &entry)
+            {
+                search.add(self.setup.id, seq, doc);
+            }
+        }
         let seq = log.append(obj(entry));
         let after = log.message_count();
         if after != before {

@@ -144,6 +144,9 @@ pub struct RuntimeConfig {
     /// The server's log filter, for `@system trace`; `None` when the process's logger cannot
     /// be changed at run time (the command then says so).
     pub log_filter: Option<Arc<dyn LogFilterControl>>,
+    /// The content search index, fed each logged turn; `None`: content search is off (actor
+    /// tests).
+    pub search: Option<crate::search::SearchIndex>,
 }
 
 /// Everything a conversation needs at start.
@@ -245,6 +248,9 @@ pub struct Conversation {
     pending_stop: Option<PendingStop>,
     /// Client-hosted agents registered here; each goes when its client leaves.
     client_agents: ClientAgents,
+    /// Cuts the entries this actor logs into search documents (request text, then the
+    /// request's output at its `command-result`) for the search index.
+    search_turn: crate::search::TurnCollector,
 }
 
 impl Conversation {
@@ -287,6 +293,7 @@ impl Conversation {
             open_requests: Vec::new(),
             requests_appended: 0,
             writes_closed: false,
+            search_turn: Default::default(),
             pending_stop: None,
             client_agents: ClientAgents::default(),
         }

@@ -19,7 +19,9 @@ pub struct ConversationInfo {
     pub created_at: String,
     /// Number of `user-request` entries in the display log.
     pub message_count: u64,
-    /// Present in list/find results (always 0: no content index), absent in create results.
+    /// Present in list/find results, absent in create results. Always 0: TypeAgent counts the
+    /// messages of its conversation memory here, which Roundtable does not have (content
+    /// search keeps its own index).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub indexed_message_count: Option<u64>,
 }
@@ -50,4 +52,15 @@ pub struct ConversationMatch {
     pub conversation: ConversationInfo,
     /// 0..1, best first.
     pub score: f64,
+}
+
+/// One `searchConversationContent` hit (`ConversationContentMatch` in the reference).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ContentMatch {
+    /// The conversation.
+    pub conversation: ConversationInfo,
+    /// 0..1, best first.
+    pub score: f64,
+    /// The best passages, `"user: …"` / `"agent: …"`, matched words in `**…**`.
+    pub snippets: Vec<String>,
 }

@@ -12,7 +12,7 @@ use tokio::sync::oneshot;
 use super::watchers::ChangeKind;
 use super::{naming, new_stored, storage_error, ConversationRegistry, Entry, LoadState};
 use crate::conversation::{Shutdown, ShutdownReason};
-use crate::protocol::{ConversationInfo, ConversationMatch, RpcError, RpcResult};
+use crate::protocol::{ContentMatch, ConversationInfo, ConversationMatch, RpcError, RpcResult};
 use crate::storage::journal::JournalRecord;
 
 /// `nameCollisionBehavior` of `createConversation` / `renameConversation`, read once from the
@@ -189,6 +189,52 @@ impl Handler<FindConversations> for ConversationRegistry {
     }
 }
 
+/// `searchConversationContent(query, maxMatches)`: the content index's best conversations,
+/// each with its info as `listConversations` shows it.
+#[derive(Message)]
+#[rtype(result = "RpcResult<Vec<ContentMatch>>")]
+pub struct SearchConversationContent {
+    /// The user's text.
+    pub query: String,
+    /// At most this many (default 10, at most 100).
+    pub max_matches: Option<u64>,
+}
+
+impl Handler<SearchConversationContent> for ConversationRegistry {
+    type Result = ResponseActFuture<Self, RpcResult<Vec<ContentMatch>>>;
+
+    fn handle(&mut self, msg: SearchConversationContent, _ctx: &mut Self::Context) -> Self::Result {
+        let Some(search) = self.config.runtime.search.clone() else {
+            return Box::pin(fut::ready(Ok(Vec::new())));
+        };
+        let asked = search.query(msg.query, msg.max_matches);
+        Box::pin(asked.into_actor(self).map(|res, act, _| {
+            let hits = match res {
+                Ok(Ok(hits)) => hits,
+                Ok(Err(e)) => return Err(RpcError::Message(e.to_string())),
+                Err(_) => {
+                    return Err(RpcError::Internal(
+                        "the search query thread has stopped".into(),
+                    ))
+                }
+            };
+            // Names and counts are the registry's, as of now; a conversation deleted since it
+            // was indexed is not named.
+            Ok(hits
+                .into_iter()
+                .filter_map(|hit| {
+                    let entry = act.entries.get(&hit.conversation).filter(|e| !e.deleting)?;
+                    Some(ContentMatch {
+                        conversation: act.info(hit.conversation, entry, true),
+                        score: hit.score,
+                        snippets: hit.snippets,
+                    })
+                })
+                .collect())
+        }))
+    }
+}
+
 /// `renameConversation(id, newName, options)`.
 #[derive(Message)]
 #[rtype(result = "RpcResult<()>")]
@@ -290,6 +336,7 @@ impl Handler<DeleteConversation> for ConversationRegistry {
         self.config.metrics.lifecycle_changed();
         entry.client_count = None;
         let writer = self.writer.clone();
+        let search = self.config.runtime.search.clone();
         self.journal_len += 1;
         let work = async move {
             if let Some(rx) = stopped {
@@ -306,6 +353,17 @@ impl Handler<DeleteConversation> for ConversationRegistry {
                 log::error!(
                     "conversation {id}: deleted from the registry but its directory remains: {e}"
                 );
+            }
+            // Its content leaves the search index before the delete answers (searches only
+            // ever name registry entries, so a failure here cannot show it either).
+            if let Some(search) = search {
+                match search.delete(id).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => {
+                        log::error!("conversation {id}: not removed from the search index: {e}")
+                    }
+                    Err(_) => log::error!("conversation {id}: the search writer has stopped"),
+                }
             }
             Ok(())
         };

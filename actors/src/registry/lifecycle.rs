@@ -97,6 +97,9 @@ impl ConversationRegistry {
             registry_file::fold(&layout, &reg.snapshot())?;
         }
         log::info!("registry: {} conversations", reg.entries.len());
+        if let Some(search) = &reg.config.runtime.search {
+            search.sync(reg.entries.keys().copied().collect());
+        }
         // The parse of a large registry is transient: give it back.
         crate::memory::trim();
         Ok(reg)

@@ -62,6 +62,7 @@ pub use backup::SnapshotInstance;
 pub use catalog::{
     CollisionBehavior, ConversationExists, CreateConversation, DeleteConversation,
     FindConversations, GetConversationInfo, ListConversations, RenameConversation,
+    SearchConversationContent,
 };
 pub use lifecycle::{ConversationEvent, ShutdownRegistry};
 pub use membership::{JoinConversation, JoinLease, Joined, LeaveConversation, Pending};

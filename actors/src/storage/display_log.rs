@@ -334,6 +334,50 @@ fn last_line(file: &mut File, len: u64) -> io::Result<Option<LastLine>> {
     }
 }
 
+/// Calls `f(seq, entry)` for every complete entry of the log in `dir`, first to last, without
+/// changing anything (the search index's scans). A line that does not parse (a torn last line
+/// being written) is skipped. A TypeAgent `displayLog.json` not imported yet is read instead.
+pub fn for_each_entry(dir: &Path, mut f: impl FnMut(u64, Value)) -> io::Result<()> {
+    use std::io::BufRead;
+    let path = dir.join(FILE_NAME);
+    let file = match File::open(&path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            let legacy = dir.join(LEGACY_FILE_NAME);
+            if !legacy.is_file() {
+                return Ok(());
+            }
+            let entries: Vec<Value> =
+                serde_json::from_slice(&fs::read(&legacy)?).map_err(io::Error::other)?;
+            for (i, entry) in entries.into_iter().enumerate() {
+                let seq = entry.get("seq").and_then(Value::as_u64).unwrap_or(i as u64);
+                f(seq, entry);
+            }
+            return Ok(());
+        }
+        Err(e) => return Err(e),
+    };
+    #[derive(Deserialize)]
+    struct Owned {
+        s: u64,
+        e: Value,
+    }
+    let mut reader = io::BufReader::with_capacity(64 * 1024, file);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        if reader.read_until(b'\n', &mut line)? == 0 {
+            return Ok(());
+        }
+        if line.last() != Some(&b'\n') {
+            return Ok(()); // a line still being written
+        }
+        if let Ok(parsed) = serde_json::from_slice::<Owned>(&line) {
+            f(parsed.s, parsed.e);
+        }
+    }
+}
+
 /// Converts TypeAgent's `displayLog.json` (a JSON array) into `displayLog.jsonl`, durably.
 fn import_legacy(legacy: &Path, path: &Path) -> io::Result<()> {
     let entries: Vec<Value> = match serde_json::from_slice(&fs::read(legacy)?) {

@@ -144,6 +144,7 @@ fn start() -> Harness {
         interaction_timeout: NEVER,
         instance_root: instance.path().to_path_buf(),
         log_filter: None,
+        search: None,
     });
     let id = ConversationId::new_random();
     let dir = instance.path().join("conversations").join(id.to_string());

@@ -69,6 +69,7 @@ fn start(idle_timeout: Duration) -> Instance {
             interaction_timeout: Duration::from_secs(60),
             instance_root: layout.root.clone(),
             log_filter: None,
+            search: None,
         }),
     })
     .expect("open the registry");

@@ -1,0 +1,971 @@
+//! Content search: `searchConversationContent` over every conversation's user requests and
+//! agent output, loaded or not.
+//!
+//! Who talks to it: each [`Conversation`](crate::conversation::Conversation) hands it the
+//! documents its entries complete ([`SearchIndex::add`], never blocking: a send on a channel);
+//! the registry tells it at start which conversations exist ([`SearchIndex::sync`]), deletes a
+//! conversation's documents before a delete answers ([`SearchIndex::delete`]) and asks it
+//! queries ([`SearchIndex::query`]). It runs on two threads of its own, never on an arbiter:
+//!
+//! - the **writer** owns the index file ([`store`], SQLite FTS5): it batches documents into one
+//!   transaction per round (at most [`BATCH_WINDOW`] old, so a turn is searchable well within a
+//!   second), and between rounds *scans* conversations whose documents it may have missed;
+//! - the **query thread** answers searches through its own read connection (WAL: readers never
+//!   wait for the writer).
+//!
+//! A query sees every document handed over before it was asked (so a turn whose completion a
+//! client has seen is searchable by that client's next search): it waits, at most
+//! [`FRESHNESS_WAIT`], until the writer has committed every document job sent before it, and
+//! the writer cuts its round short when a query waits.
+//!
+//! A scan reads a conversation's display log from the start and indexes what lies past its
+//! `indexed_seq` with the same [`TurnCollector`] the live path uses. Conversations are
+//! scanned when the index is new (missing, corrupt, another format, `--reindex`: the rebuild
+//! is a scan of everything), when their log ends past what the index holds at start (an
+//! unclean stop lost documents that were still queued), and when the live queue was full
+//! ([`MAX_QUEUED_DOCS`]): while a conversation waits for its scan, its live documents are not
+//! queued (the scan will read them from the file; it retries until the file holds the last
+//! one it was told about).
+
+pub mod query;
+pub mod store;
+pub mod text;
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use tokio::sync::oneshot;
+
+use crate::ids::ConversationId;
+use crate::metrics::Metrics;
+use crate::storage::display_log;
+use crate::storage::layout::Layout;
+
+pub use query::QueryError;
+pub use text::{Doc, DocKind, Observed, TurnCollector};
+
+/// Live document jobs queued for the writer at most; past it, the conversation is scanned
+/// instead (nothing is dropped, nothing waits).
+pub const MAX_QUEUED_DOCS: usize = 16_384;
+/// Queries waiting for the query thread at most; past it a query is refused ([`SearchError::Busy`]).
+pub const MAX_QUEUED_QUERIES: usize = 64;
+/// A writer round commits after this long at most (documents are searchable after a commit).
+pub const BATCH_WINDOW: Duration = Duration::from_millis(200);
+/// A query waits at most this long for the documents sent before it to be committed (the
+/// writer commits early when a query waits, so this only bites when the disk stalls).
+pub const FRESHNESS_WAIT: Duration = Duration::from_secs(1);
+/// Documents per transaction at most.
+const BATCH_DOCS: usize = 4096;
+/// A scan whose file did not yet hold the last document it was told about is retried after
+/// this long (the log writer has not written it yet).
+const RESCAN_DELAY: Duration = Duration::from_millis(500);
+/// Documents of the query's best ones grouped into conversations.
+const CANDIDATE_DOCS: usize = 1000;
+/// Most conversations one query answers.
+pub const MAX_MATCHES: usize = 100;
+/// Default `maxMatches`.
+pub const DEFAULT_MATCHES: usize = 10;
+/// Snippets per conversation.
+const SNIPPETS: usize = 2;
+
+/// Why a search was not answered.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum SearchError {
+    /// The query itself is refused.
+    #[error(transparent)]
+    Query(#[from] QueryError),
+    /// [`MAX_QUEUED_QUERIES`] are waiting.
+    #[error("Search is busy ({MAX_QUEUED_QUERIES} queries waiting); try again")]
+    Busy,
+    /// The index could not be read.
+    #[error("Search index unavailable: {0}")]
+    Unavailable(String),
+}
+
+/// One conversation that matched.
+#[derive(Debug, Clone)]
+pub struct ContentHit {
+    /// The conversation.
+    pub conversation: ConversationId,
+    /// In (0, 1), higher is better.
+    pub score: f64,
+    /// Its best matching passages, matched words in `**…**`.
+    pub snippets: Vec<String>,
+}
+
+/// A conversation waiting for a scan.
+struct PendingScan {
+    /// The highest seq of a live document not queued for it: the scan is done once the index
+    /// holds it.
+    wanted: Option<u64>,
+    /// When to try (a retry waits [`RESCAN_DELAY`]).
+    due: Instant,
+}
+
+/// Told once a delete is committed (or why it failed).
+type DeleteDone = oneshot::Sender<Result<(), String>>;
+
+/// What the writer is asked.
+enum Job {
+    /// Documents of one conversation, completed up to `settled`.
+    Docs {
+        conversation: ConversationId,
+        docs: Vec<Doc>,
+        settled: u64,
+    },
+    /// The conversations that exist, at start.
+    Sync { conversations: Vec<ConversationId> },
+    /// Remove a conversation's documents; answered once that is committed.
+    Delete {
+        conversation: ConversationId,
+        done: DeleteDone,
+    },
+    /// A conversation was put in the scan queue by the live path: look at the queue (sent
+    /// once per conversation put there, so bounded like the queue).
+    Wake,
+    /// Commit and stop.
+    Shutdown,
+}
+
+/// A query for the query thread.
+struct QueryJob {
+    text: String,
+    max: usize,
+    /// `Docs` jobs sent before this query: it answers once that many are committed.
+    docs_sent: u64,
+    reply: oneshot::Sender<Result<Vec<ContentHit>, SearchError>>,
+}
+
+/// State both sides share.
+struct Shared {
+    /// To the writer.
+    jobs: mpsc::Sender<Job>,
+    /// `Docs` jobs in `jobs` (bounded by [`MAX_QUEUED_DOCS`]).
+    queued_docs: AtomicUsize,
+    /// `Docs` jobs ever sent (counted before the send).
+    docs_sent: AtomicU64,
+    /// `Docs` jobs the writer has handled and committed; queries wait on `docs_progress`.
+    docs_committed: Mutex<u64>,
+    /// Signalled after each commit.
+    docs_progress: Condvar,
+    /// Queries waiting for a commit: the writer ends its round early while any do.
+    queries_waiting: AtomicUsize,
+    /// Conversations waiting for a scan; bounded by the registry's size.
+    scans: Mutex<HashMap<ConversationId, PendingScan>>,
+    /// To the query thread.
+    queries: mpsc::Sender<QueryJob>,
+    /// Jobs in `queries` (bounded by [`MAX_QUEUED_QUERIES`]).
+    queued_queries: AtomicUsize,
+    /// Counters.
+    metrics: Arc<Metrics>,
+    /// The threads, joined at shutdown.
+    threads: Mutex<Vec<JoinHandle<()>>>,
+    /// Bumped after each commit of the writer (a round or a scan): lets a watcher (tests, the
+    /// load harness through `/metrics`) await "more is searchable" instead of polling.
+    committed: tokio::sync::watch::Sender<u64>,
+}
+
+/// The handle every actor holds. Cheap to clone.
+#[derive(Clone)]
+pub struct SearchIndex {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for SearchIndex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SearchIndex")
+    }
+}
+
+/// `<instance>/search/index.sqlite`.
+pub fn index_path(layout: &Layout) -> PathBuf {
+    layout.root.join("search").join("index.sqlite")
+}
+
+/// Creates the index file empty (an empty file is an empty SQLite database) for its owner
+/// only, as every instance file is: SQLite would create it 0644, and gives its `-wal` and
+/// `-shm` files the main file's mode.
+fn create_private(path: &Path) -> std::io::Result<()> {
+    crate::storage::durable::private_file_options()
+        .open(path)
+        .map(drop)
+}
+
+/// Moves an unusable index file (and its WAL) away; it is derived data, so it is removed
+/// rather than kept.
+fn discard(path: &Path) {
+    for suffix in ["", "-wal", "-shm"] {
+        let p = PathBuf::from(format!("{}{suffix}", path.display()));
+        if let Err(e) = std::fs::remove_file(&p) {
+            if e.kind() != std::io::ErrorKind::NotFound {
+                log::warn!("search index: cannot remove {}: {e}", p.display());
+            }
+        }
+    }
+}
+
+impl SearchIndex {
+    /// Opens the index of `layout` (creating, resetting or rebuilding it as needed) and starts
+    /// its threads. `reindex`: throw the index away and rebuild it from the logs.
+    pub fn open(
+        layout: &Layout,
+        reindex: bool,
+        metrics: Arc<Metrics>,
+    ) -> std::io::Result<SearchIndex> {
+        let path = index_path(layout);
+        crate::storage::durable::private_dir_builder()
+            .recursive(true)
+            .create(path.parent().expect("has a parent"))?;
+        if reindex {
+            log::info!("search index: --reindex: rebuilding from the display logs");
+            discard(&path);
+        }
+        create_private(&path)?;
+        let (store, fresh) = match store::Store::open(&path) {
+            Ok(opened) => opened,
+            Err(e) => {
+                log::warn!(
+                    "search index {} is unusable ({e}); rebuilding it from the display logs",
+                    path.display()
+                );
+                discard(&path);
+                create_private(&path)?;
+                store::Store::open(&path).map_err(std::io::Error::other)?
+            }
+        };
+        let reader = store::open_reader(&path).map_err(std::io::Error::other)?;
+        let (jobs, job_rx) = mpsc::channel();
+        let (queries, query_rx) = mpsc::channel();
+        let shared = Arc::new(Shared {
+            jobs,
+            queued_docs: AtomicUsize::new(0),
+            docs_sent: AtomicU64::new(0),
+            docs_committed: Mutex::new(0),
+            docs_progress: Condvar::new(),
+            queries_waiting: AtomicUsize::new(0),
+            scans: Mutex::new(HashMap::new()),
+            queries,
+            queued_queries: AtomicUsize::new(0),
+            metrics,
+            threads: Mutex::new(Vec::new()),
+            committed: tokio::sync::watch::Sender::new(0),
+        });
+        let writer = Writer {
+            store,
+            fresh,
+            layout: layout.clone(),
+            shared: shared.clone(),
+            order: VecDeque::new(),
+            started_sync: None,
+        };
+        let w = std::thread::Builder::new()
+            .name("roundtable-search".into())
+            .spawn(move || writer.run(job_rx))?;
+        let q_shared = shared.clone();
+        let q = std::thread::Builder::new()
+            .name("roundtable-search-query".into())
+            .spawn(move || answer_queries(reader, query_rx, q_shared))?;
+        shared
+            .threads
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend([w, q]);
+        Ok(SearchIndex { shared })
+    }
+
+    /// Tells the writer which conversations exist (once, at start): documents of others go,
+    /// new or behind ones are scanned.
+    pub fn sync(&self, conversations: Vec<ConversationId>) {
+        let _ = self.shared.jobs.send(Job::Sync { conversations });
+    }
+
+    /// Hands over what one entry of `conversation` settled (from its [`TurnCollector`]).
+    /// Never blocks.
+    pub fn add(&self, conversation: ConversationId, settled: u64, doc: Option<Doc>) {
+        let shared = &self.shared;
+        {
+            let mut scans = shared.scans.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(scan) = scans.get_mut(&conversation) {
+                // Waiting for a scan: the scan reads this from the file.
+                scan.wanted = Some(scan.wanted.map_or(settled, |w| w.max(settled)));
+                return;
+            }
+            if shared.queued_docs.load(Ordering::Relaxed) >= MAX_QUEUED_DOCS {
+                log::debug!(
+                    "conversation {conversation}: search queue full; the conversation will be scanned"
+                );
+                scans.insert(
+                    conversation,
+                    PendingScan {
+                        wanted: Some(settled),
+                        due: Instant::now() + RESCAN_DELAY,
+                    },
+                );
+                Metrics::inc(&shared.metrics.search_overflows);
+                Metrics::set(&shared.metrics.search_pending_scans, scans.len() as i64);
+                drop(scans);
+                let _ = shared.jobs.send(Job::Wake);
+                return;
+            }
+        }
+        shared.queued_docs.fetch_add(1, Ordering::Relaxed);
+        shared.docs_sent.fetch_add(1, Ordering::SeqCst);
+        let job = Job::Docs {
+            conversation,
+            docs: doc.into_iter().collect(),
+            settled,
+        };
+        if shared.jobs.send(job).is_err() {
+            shared.queued_docs.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Removes `conversation`'s documents; resolves once that is committed.
+    pub fn delete(&self, conversation: ConversationId) -> oneshot::Receiver<Result<(), String>> {
+        let (done, rx) = oneshot::channel();
+        if let Err(mpsc::SendError(Job::Delete { done, .. })) =
+            self.shared.jobs.send(Job::Delete { conversation, done })
+        {
+            let _ = done.send(Err("the search writer has stopped".into()));
+        }
+        rx
+    }
+
+    /// Runs a query on the query thread.
+    pub fn query(
+        &self,
+        text: String,
+        max: Option<u64>,
+    ) -> oneshot::Receiver<Result<Vec<ContentHit>, SearchError>> {
+        let (reply, rx) = oneshot::channel();
+        let shared = &self.shared;
+        if shared.queued_queries.fetch_add(1, Ordering::Relaxed) >= MAX_QUEUED_QUERIES {
+            shared.queued_queries.fetch_sub(1, Ordering::Relaxed);
+            let _ = reply.send(Err(SearchError::Busy));
+            return rx;
+        }
+        let max = max.map_or(DEFAULT_MATCHES, |m| (m as usize).min(MAX_MATCHES));
+        let docs_sent = shared.docs_sent.load(Ordering::SeqCst);
+        if let Err(mpsc::SendError(job)) = shared.queries.send(QueryJob {
+            text,
+            max,
+            docs_sent,
+            reply,
+        }) {
+            shared.queued_queries.fetch_sub(1, Ordering::Relaxed);
+            let _ = job.reply.send(Err(SearchError::Unavailable(
+                "the query thread has stopped".into(),
+            )));
+        }
+        rx
+    }
+
+    /// Changes after each commit of the writer.
+    pub fn committed(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.shared.committed.subscribe()
+    }
+
+    /// Conversations waiting for a scan (a rebuild in progress shows here).
+    pub fn pending_scans(&self) -> usize {
+        self.shared
+            .scans
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .len()
+    }
+
+    /// Commits what is queued and stops both threads (blocking; called once the
+    /// conversations have stopped).
+    pub fn shutdown(&self) {
+        let _ = self.shared.jobs.send(Job::Shutdown);
+        // Dropping our senders is not possible (other clones hold them); the query thread
+        // stops on an empty query it recognises.
+        let (reply, _rx) = oneshot::channel();
+        let _ = self.shared.queries.send(QueryJob {
+            text: String::new(),
+            max: 0,
+            docs_sent: 0,
+            reply,
+        });
+        let threads = std::mem::take(
+            &mut *self
+                .shared
+                .threads
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()),
+        );
+        for t in threads {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The writer thread's state.
+struct Writer {
+    /// The index.
+    store: store::Store,
+    /// The index was empty when opened: the first sync scans everything (a rebuild).
+    fresh: bool,
+    /// Where the display logs are.
+    layout: Layout,
+    /// Shared with the handles.
+    shared: Arc<Shared>,
+    /// Scan order (first come, first scanned); entries of `shared.scans`.
+    order: VecDeque<ConversationId>,
+    /// When the startup sync began, for the "caught up" log line.
+    started_sync: Option<(Instant, usize)>,
+}
+
+impl Writer {
+    /// Jobs first; between them, scans back to back while any is due; asleep otherwise.
+    fn run(mut self, jobs: mpsc::Receiver<Job>) {
+        loop {
+            let job = if self.order.is_empty() {
+                match jobs.recv() {
+                    Ok(job) => job,
+                    Err(_) => return self.finish(),
+                }
+            } else {
+                match jobs.try_recv() {
+                    Ok(job) => job,
+                    Err(mpsc::TryRecvError::Disconnected) => return self.finish(),
+                    Err(mpsc::TryRecvError::Empty) => {
+                        if self.scan_next() {
+                            continue;
+                        }
+                        // Nothing due yet (a scan waiting for the log writer): a nap that
+                        // any job ends.
+                        match jobs.recv_timeout(Duration::from_millis(20)) {
+                            Ok(job) => job,
+                            Err(mpsc::RecvTimeoutError::Timeout) => continue,
+                            Err(mpsc::RecvTimeoutError::Disconnected) => return self.finish(),
+                        }
+                    }
+                }
+            };
+            if !self.round(job, &jobs) {
+                return self.finish();
+            }
+            self.scan_next();
+        }
+    }
+
+    /// Handles `first` and whatever else is queued, within [`BATCH_WINDOW`], in one
+    /// transaction. `false` when told to stop.
+    fn round(&mut self, first: Job, jobs: &mpsc::Receiver<Job>) -> bool {
+        let started = Instant::now();
+        let mut docs = 0;
+        let mut doc_jobs = 0;
+        let mut next = Some(first);
+        let mut keep_running = true;
+        let mut answers: Vec<(DeleteDone, Result<(), String>)> = Vec::new();
+        while let Some(job) = next.take() {
+            if !self.store.in_transaction() {
+                if let Err(e) = self.store.begin() {
+                    self.failed("begin", &e);
+                }
+            }
+            match job {
+                Job::Docs {
+                    conversation,
+                    docs: d,
+                    settled,
+                } => {
+                    self.shared.queued_docs.fetch_sub(1, Ordering::Relaxed);
+                    doc_jobs += 1;
+                    match self.store.add(&conversation, &d, settled) {
+                        Ok(n) => {
+                            docs += n;
+                            self.shared
+                                .metrics
+                                .search_documents
+                                .fetch_add(n as u64, Ordering::Relaxed);
+                        }
+                        Err(e) => {
+                            self.failed("add", &e);
+                            self.want_scan(conversation, Some(settled));
+                        }
+                    }
+                }
+                Job::Sync { conversations } => self.sync(conversations),
+                Job::Delete { conversation, done } => {
+                    self.forget_scan(&conversation);
+                    let res = self
+                        .store
+                        .remove(&conversation.to_string())
+                        .map_err(|e| e.to_string());
+                    answers.push((done, res));
+                }
+                Job::Wake => {}
+                Job::Shutdown => keep_running = false,
+            }
+            if !keep_running
+                || docs >= BATCH_DOCS
+                || started.elapsed() >= BATCH_WINDOW
+                || self.shared.queries_waiting.load(Ordering::SeqCst) > 0
+            {
+                break;
+            }
+            next = jobs.try_recv().ok();
+        }
+        self.commit();
+        if doc_jobs > 0 {
+            *self
+                .shared
+                .docs_committed
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()) += doc_jobs;
+            self.shared.docs_progress.notify_all();
+        }
+        for (done, res) in answers {
+            let _ = done.send(res);
+        }
+        keep_running
+    }
+
+    /// Commits the open transaction, if any.
+    fn commit(&mut self) {
+        if self.store.in_transaction() {
+            if let Err(e) = self.store.commit() {
+                self.failed("commit", &e);
+            }
+        }
+        self.shared.committed.send_modify(|n| *n += 1);
+    }
+
+    fn failed(&self, what: &str, e: &rusqlite::Error) {
+        Metrics::inc(&self.shared.metrics.search_failures);
+        log::error!("search index: {what} failed: {e}");
+    }
+
+    fn finish(mut self) {
+        self.commit();
+        log::debug!("search writer stopped");
+    }
+
+    /// The startup reconciliation: drop documents of conversations that are gone; queue a
+    /// scan of each conversation the index lacks or whose log ends past it.
+    fn sync(&mut self, conversations: Vec<ConversationId>) {
+        let existing: HashSet<ConversationId> = conversations.iter().copied().collect();
+        let indexed: HashMap<String, u64> = match self.store.conversations() {
+            Ok(rows) => rows.into_iter().collect(),
+            Err(e) => {
+                self.failed("read", &e);
+                HashMap::new()
+            }
+        };
+        for id in indexed.keys() {
+            if ConversationId::parse(id).is_none_or(|c| !existing.contains(&c)) {
+                if let Err(e) = self.store.remove(id) {
+                    self.failed("remove", &e);
+                }
+            }
+        }
+        let mut behind = 0;
+        for id in conversations {
+            let dir = self.layout.conversation_dir(&id);
+            let last = last_seq(&dir);
+            let needs = match indexed.get(&id.to_string()) {
+                None => last.is_some(),
+                // The index is ahead of the log (a crash took entries the index had already
+                // taken): start this conversation over.
+                Some(seq) if last.is_none_or(|l| l < *seq) => {
+                    log::info!("search index: {id} is ahead of its log; indexing it again");
+                    if let Err(e) = self.store.remove(&id.to_string()) {
+                        self.failed("remove", &e);
+                    }
+                    last.is_some()
+                }
+                Some(seq) => last.is_some_and(|l| l > *seq),
+            };
+            if needs || self.fresh {
+                behind += 1;
+                self.want_scan(id, None);
+            }
+        }
+        if behind > 0 {
+            log::info!(
+                "search index: {behind} conversations to index from their logs{}",
+                if self.fresh { " (new index)" } else { "" }
+            );
+            self.started_sync = Some((Instant::now(), behind));
+        }
+        self.fresh = false;
+    }
+
+    /// Queues a scan of `conversation` (now), remembering `wanted`.
+    fn want_scan(&mut self, conversation: ConversationId, wanted: Option<u64>) {
+        let mut scans = self.shared.scans.lock().unwrap_or_else(|e| e.into_inner());
+        let entry = scans.entry(conversation).or_insert_with(|| {
+            self.order.push_back(conversation);
+            PendingScan {
+                wanted: None,
+                due: Instant::now(),
+            }
+        });
+        entry.wanted = entry.wanted.max(wanted);
+        Metrics::set(
+            &self.shared.metrics.search_pending_scans,
+            scans.len() as i64,
+        );
+    }
+
+    fn forget_scan(&mut self, conversation: &ConversationId) {
+        let mut scans = self.shared.scans.lock().unwrap_or_else(|e| e.into_inner());
+        if scans.remove(conversation).is_some() {
+            self.order.retain(|c| c != conversation);
+        }
+        Metrics::set(
+            &self.shared.metrics.search_pending_scans,
+            scans.len() as i64,
+        );
+    }
+
+    /// Scans the first due conversation of the queue (also picks up ones the live path
+    /// queued), in its own transaction. `false` when none was due.
+    fn scan_next(&mut self) -> bool {
+        {
+            // Conversations the live path put in `scans` (queue full) join the order here.
+            let scans = self.shared.scans.lock().unwrap_or_else(|e| e.into_inner());
+            if scans.len() != self.order.len() {
+                let known: HashSet<ConversationId> = self.order.iter().copied().collect();
+                self.order
+                    .extend(scans.keys().filter(|c| !known.contains(c)).copied());
+            }
+        }
+        let Some(id) = self.order.pop_front() else {
+            return false;
+        };
+        let due = {
+            let scans = self.shared.scans.lock().unwrap_or_else(|e| e.into_inner());
+            scans.get(&id).map(|s| s.due)
+        };
+        // Gone from the queue (deleted meanwhile): on to the next.
+        let Some(due) = due else { return true };
+        if due > Instant::now() {
+            self.order.push_back(id);
+            return false;
+        }
+        let indexed = match self.store.state(&id) {
+            Ok(s) => s.map(|(_, seq)| seq),
+            Err(e) => {
+                self.failed("read", &e);
+                self.order.push_back(id);
+                return false;
+            }
+        };
+        let dir = self.layout.conversation_dir(&id);
+        let mut collector = TurnCollector::default();
+        let mut docs = Vec::new();
+        let mut settled = None;
+        let read = display_log::for_each_entry(&dir, |seq, entry: Value| {
+            if let Observed::Settled { seq, doc } = collector.observe(seq, &entry) {
+                if indexed.is_none_or(|s| seq > s) {
+                    docs.extend(doc);
+                    settled = Some(seq);
+                }
+            }
+        });
+        if let Err(e) = read {
+            log::warn!("search index: cannot read the log of {id}: {e}");
+        }
+        let mut added = 0;
+        if let Some(settled) = settled {
+            let res = self.store.begin().and_then(|()| {
+                let n = self.store.add(&id, &docs, settled)?;
+                self.store.commit()?;
+                Ok(n)
+            });
+            match res {
+                Ok(n) => added = n,
+                Err(e) => {
+                    self.failed("scan", &e);
+                    if self.store.in_transaction() {
+                        let _ = self.store.commit();
+                    }
+                }
+            }
+        }
+        self.shared
+            .metrics
+            .search_documents
+            .fetch_add(added as u64, Ordering::Relaxed);
+        let now_at = settled.or(indexed);
+        let mut scans = self.shared.scans.lock().unwrap_or_else(|e| e.into_inner());
+        let done = match scans.get(&id).and_then(|s| s.wanted) {
+            Some(wanted) => now_at.is_some_and(|s| s >= wanted),
+            None => true,
+        };
+        if done {
+            scans.remove(&id);
+        } else if let Some(s) = scans.get_mut(&id) {
+            s.due = Instant::now() + RESCAN_DELAY;
+            self.order.push_back(id);
+        }
+        let left = scans.len();
+        Metrics::set(&self.shared.metrics.search_pending_scans, left as i64);
+        drop(scans);
+        self.shared.committed.send_modify(|n| *n += 1);
+        if let Some((since, total)) = self.started_sync {
+            let scanned = total.saturating_sub(left);
+            if left == 0 {
+                log::info!(
+                    "search index: caught up ({total} conversations scanned in {:.1} s)",
+                    since.elapsed().as_secs_f64()
+                );
+                self.started_sync = None;
+            } else if scanned % 1000 == 0 {
+                log::info!("search index: {scanned} of {total} conversations scanned");
+            }
+        }
+        true
+    }
+}
+
+/// The seq of the last entry of the log in `dir` (reads its tail only).
+fn last_seq(dir: &Path) -> Option<u64> {
+    let path = dir.join(display_log::FILE_NAME);
+    match std::fs::metadata(&path) {
+        Ok(m) => display_log::last_entry_at(&path, m.len())
+            .ok()
+            .flatten()
+            .map(|(seq, _)| seq),
+        // A TypeAgent log not imported yet: scan it.
+        Err(_) => dir
+            .join(display_log::LEGACY_FILE_NAME)
+            .is_file()
+            .then_some(u64::MAX),
+    }
+}
+
+/// The query thread.
+fn answer_queries(
+    conn: rusqlite::Connection,
+    queries: mpsc::Receiver<QueryJob>,
+    shared: Arc<Shared>,
+) {
+    while let Ok(job) = queries.recv() {
+        shared.queued_queries.fetch_sub(1, Ordering::Relaxed);
+        if job.max == 0 && job.text.is_empty() {
+            break; // shutdown
+        }
+        Metrics::inc(&shared.metrics.search_queries);
+        wait_for_documents(&shared, job.docs_sent);
+        let res = run_query(&conn, &job.text, job.max);
+        if let Err(SearchError::Unavailable(e)) = &res {
+            Metrics::inc(&shared.metrics.search_failures);
+            log::error!("search query failed: {e}");
+        }
+        let _ = job.reply.send(res);
+    }
+    log::debug!("search query thread stopped");
+}
+
+/// Waits (at most [`FRESHNESS_WAIT`]) until `docs_sent` document jobs are committed.
+fn wait_for_documents(shared: &Shared, docs_sent: u64) {
+    let committed = shared
+        .docs_committed
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    if *committed >= docs_sent {
+        return;
+    }
+    shared.queries_waiting.fetch_add(1, Ordering::SeqCst);
+    let (committed, timeout) = shared
+        .docs_progress
+        .wait_timeout_while(committed, FRESHNESS_WAIT, |c| *c < docs_sent)
+        .unwrap_or_else(|e| e.into_inner());
+    shared.queries_waiting.fetch_sub(1, Ordering::SeqCst);
+    if timeout.timed_out() {
+        log::warn!(
+            "search: answering from the index as it is, {} documents behind",
+            docs_sent - *committed
+        );
+    }
+}
+
+/// Runs one query: the best documents, grouped by conversation, then snippets for the best
+/// conversations.
+///
+/// Each term is *narrow* or *broad* ([`store::BROAD_DOCS`] matches or more; a walk of its
+/// doclist that stops there tells, and scores nothing). A broad bare word is matched exactly
+/// (see [`query`]). The *filter* is every term (or, when no document has them all, any
+/// term). Documents that pass the filter and match a narrow term are ranked by BM25 over the
+/// narrow terms (plus the bare words as a phrase when none is broad); documents that pass on
+/// broad terms only follow, newest first, among the newest [`store::BROAD_DOCS`] that pass.
+/// So no query scores a broad word's whole doclist (FTS5's BM25 counts every document of
+/// each phrase it ranks), and a query of rare words is pure BM25.
+pub fn run_query(
+    conn: &rusqlite::Connection,
+    text: &str,
+    max: usize,
+) -> Result<Vec<ContentHit>, SearchError> {
+    let unavailable = |e: rusqlite::Error| SearchError::Unavailable(e.to_string());
+    let terms = query::parse(text)?;
+    if terms.is_empty() {
+        return Ok(Vec::new());
+    }
+    let broad = store::BROAD_DOCS;
+    // Walks by expression: a one-term query's filter is its term, walked once.
+    let mut walks: HashMap<String, Vec<i64>> = HashMap::new();
+    let mut walk = |expression: &str| -> Result<Vec<i64>, SearchError> {
+        if let Some(rows) = walks.get(expression) {
+            return Ok(rows.clone());
+        }
+        let rows = store::matching_rowids(conn, expression, broad).map_err(unavailable)?;
+        walks.insert(expression.to_string(), rows.clone());
+        Ok(rows)
+    };
+    // Each term's expression, and whether it is narrow.
+    let mut expressions = Vec::with_capacity(terms.len());
+    let mut narrow = Vec::new();
+    let mut any_prefix_dropped = false;
+    for term in &terms {
+        let exact = term.exact();
+        let expression = if walk(&exact)?.len() >= broad {
+            any_prefix_dropped |= exact != term.expression();
+            exact
+        } else {
+            let full = term.expression();
+            if walk(&full)?.len() < broad {
+                narrow.push(full.clone());
+            }
+            full
+        };
+        expressions.push(expression);
+    }
+    let mut filter = expressions.join(" AND ");
+    let mut every_term = true;
+    let mut passing = walk(&filter)?;
+    if passing.is_empty() && expressions.len() > 1 {
+        filter = expressions.join(" OR ");
+        every_term = false;
+        passing = walk(&filter)?;
+    }
+    if passing.is_empty() {
+        return Ok(Vec::new());
+    }
+    let passing_set: HashSet<i64> = passing.iter().copied().collect();
+    let mut docs: Vec<(i64, f64)> = Vec::new();
+    let mut seen: HashSet<i64> = HashSet::new();
+    if !narrow.is_empty() {
+        let mut rank_expr = narrow.join(" OR ");
+        if narrow.len() == terms.len() {
+            if let Some(phrase) = query::words_phrase(&terms) {
+                rank_expr = format!("{rank_expr} OR {phrase}");
+            }
+        }
+        for (rowid, bm25) in store::ranked(conn, &rank_expr).map_err(unavailable)? {
+            // Every term: only documents that pass the filter (all of them are in `passing`,
+            // since a narrow term bounds the filter's matches under BROAD_DOCS). Any term: a
+            // narrow match passes by itself.
+            let passes = !every_term || passing_set.contains(&rowid);
+            if passes && seen.insert(rowid) {
+                docs.push((rowid, (-bm25).max(0.0)));
+                if docs.len() == CANDIDATE_DOCS {
+                    break;
+                }
+            }
+        }
+    }
+    // Then the newest documents that pass on broad terms only, at a flat low relevance.
+    for &rowid in &passing {
+        if docs.len() == CANDIDATE_DOCS {
+            break;
+        }
+        if seen.insert(rowid) {
+            docs.push((rowid, BROAD_RELEVANCE));
+        }
+    }
+    let owners = store::conversations_of(
+        conn,
+        &docs.iter().map(|(rowid, _)| *rowid).collect::<Vec<_>>(),
+    )
+    .map_err(unavailable)?;
+    // A conversation scores its best three documents, weighted 1, ½, ¼, so one strong passage
+    // beats many weak ones but several strong ones beat one.
+    struct Group {
+        score: f64,
+        hits: usize,
+        best: Vec<i64>,
+    }
+    let mut groups: Vec<(String, Group)> = Vec::new();
+    let mut index: HashMap<String, usize> = HashMap::new();
+    for (rowid, relevance) in docs {
+        let Some(conversation) = owners.get(&rowid) else {
+            continue;
+        };
+        let at = *index.entry(conversation.clone()).or_insert_with(|| {
+            groups.push((
+                conversation.clone(),
+                Group {
+                    score: 0.0,
+                    hits: 0,
+                    best: Vec::new(),
+                },
+            ));
+            groups.len() - 1
+        });
+        let g = &mut groups[at].1;
+        if g.hits < 3 {
+            g.score += relevance / f64::from(1u32 << g.hits);
+        }
+        if g.best.len() < SNIPPETS {
+            g.best.push(rowid);
+        }
+        g.hits += 1;
+    }
+    // Stable: among equal scores, the conversation met first (better ranked, or newer) wins.
+    groups.sort_by(|a, b| b.1.score.total_cmp(&a.1.score));
+    let mut out = Vec::new();
+    for (id, g) in groups {
+        if out.len() == max {
+            break;
+        }
+        let Some(conversation) = ConversationId::parse(&id) else {
+            continue;
+        };
+        let mut snippets = Vec::new();
+        for rowid in g.best {
+            let Some((text, kind)) = store::document(conn, rowid).map_err(unavailable)? else {
+                continue;
+            };
+            let who = if kind == DocKind::Request.code() {
+                "user"
+            } else {
+                "agent"
+            };
+            if let Some(passage) =
+                query::highlight(&text, &terms, SNIPPET_TOKENS, !any_prefix_dropped)
+            {
+                snippets.push(format!("{who}: {passage}"));
+            }
+        }
+        // BM25 orders the hits, but its idf is near zero for a word in half the documents,
+        // which in a small instance is most words: the score a user sees is half coverage
+        // (every term matched, or only some) and half BM25 mapped onto 0..1.
+        let coverage = if every_term { 0.5 } else { 0.25 };
+        let score = coverage + 0.5 * g.score / (1.0 + g.score);
+        out.push(ContentHit {
+            conversation,
+            score: (score * 10_000.0).round() / 10_000.0,
+            snippets,
+        });
+    }
+    Ok(out)
+}
+
+/// Tokens of a snippet, about.
+const SNIPPET_TOKENS: usize = 16;
+
+/// The relevance of a document that matched only broad terms (BM25 of a narrow match is
+/// usually well above it).
+const BROAD_RELEVANCE: f64 = 0.1;
+
+#[cfg(test)]
+mod tests;

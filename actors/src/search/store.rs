@@ -1,0 +1,261 @@
+//! The index file, `<instance>/search/index.sqlite`: SQLite (WAL) with an FTS5 table. Only the
+//! search writer thread writes it; the query thread reads it through its own connection.
+//!
+//! ```text
+//! conversations(key, id, indexed_seq, requests)   one row per indexed conversation
+//! docs(rowid, conv, seq, kind)                     one row per document (rowids rise with time)
+//! entries(text)  FTS5, rowid = docs.rowid          unicode61, diacritics removed, prefixes 2–3
+//! ```
+//! `indexed_seq` is the seq of the last `user-request` / `command-result` whose document is
+//! in: a scan resumes after it, and a live document at or below it is already in. The file
+//! is derived data: when it is missing, of another format or corrupt, it is rebuilt from the
+//! display logs (see [`super`]).
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
+
+use super::text::{Doc, DocKind};
+use crate::ids::ConversationId;
+
+/// `PRAGMA user_version` of the schema below; another value means rebuild.
+pub const FORMAT: i64 = 1;
+
+/// The writer's connection.
+pub struct Store {
+    conn: Connection,
+}
+
+/// Applies the settings both connections share.
+fn tune(conn: &Connection) -> rusqlite::Result<()> {
+    // A small page cache: the index must not cost the idle server memory; the OS page cache
+    // holds the hot pages anyway.
+    conn.pragma_update(None, "cache_size", -1024)?;
+    conn.busy_timeout(std::time::Duration::from_secs(5))?;
+    Ok(())
+}
+
+impl Store {
+    /// Opens (creating it if needed) the index at `path`. `Ok((store, fresh))`: `fresh` when
+    /// it holds nothing (new, or reset because its format differs). Errors mean the file is
+    /// unusable (corrupt, not a database): the caller moves it away and retries.
+    pub fn open(path: &Path) -> rusqlite::Result<(Store, bool)> {
+        let conn = Connection::open(path)?;
+        tune(&conn)?;
+        let mode: String =
+            conn.pragma_update_and_check(None, "journal_mode", "wal", |r| r.get(0))?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            log::warn!("search index: journal mode is {mode}, not WAL");
+        }
+        // WAL + NORMAL: a commit survives a crash of the process (not of the machine; a scan
+        // after an unclean stop fills in whatever the machine lost).
+        conn.pragma_update(None, "synchronous", "NORMAL")?;
+        let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
+        let mut fresh = false;
+        if version != FORMAT {
+            if version != 0 {
+                log::info!(
+                    "search index: format {version}, this build writes {FORMAT}: rebuilding"
+                );
+            }
+            conn.execute_batch(
+                "DROP TABLE IF EXISTS entries; DROP TABLE IF EXISTS docs;
+                 DROP TABLE IF EXISTS conversations;",
+            )?;
+            fresh = true;
+        }
+        conn.execute_batch(
+            "CREATE TABLE IF NOT EXISTS conversations(
+                 key INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE,
+                 indexed_seq INTEGER NOT NULL, requests INTEGER NOT NULL DEFAULT 0);
+             CREATE TABLE IF NOT EXISTS docs(
+                 rowid INTEGER PRIMARY KEY, conv INTEGER NOT NULL,
+                 seq INTEGER NOT NULL, kind INTEGER NOT NULL);
+             CREATE INDEX IF NOT EXISTS docs_conv ON docs(conv);
+             CREATE VIRTUAL TABLE IF NOT EXISTS entries USING fts5(
+                 text, tokenize = 'unicode61 remove_diacritics 2', prefix = '2 3');",
+        )?;
+        conn.pragma_update(None, "user_version", FORMAT)?;
+        if !fresh {
+            // A cheap read of every table: a file that is not a database, or whose pages are
+            // damaged where it matters first, fails here rather than on the first turn.
+            conn.query_row("SELECT count(*) FROM conversations", [], |r| {
+                r.get::<_, i64>(0)
+            })?;
+            conn.query_row("SELECT count(*) FROM docs", [], |r| r.get::<_, i64>(0))?;
+            conn.query_row("SELECT rowid FROM entries LIMIT 1", [], |_| Ok(()))
+                .optional()?;
+        }
+        Ok((Store { conn }, fresh))
+    }
+
+    /// Starts a transaction (the writer batches everything until [`Store::commit`]).
+    pub fn begin(&self) -> rusqlite::Result<()> {
+        self.conn.execute_batch("BEGIN IMMEDIATE")
+    }
+
+    /// Commits the open transaction.
+    pub fn commit(&self) -> rusqlite::Result<()> {
+        self.conn.execute_batch("COMMIT")
+    }
+
+    /// Whether a transaction is open.
+    pub fn in_transaction(&self) -> bool {
+        !self.conn.is_autocommit()
+    }
+
+    /// Every indexed conversation: (id text, indexed seq).
+    pub fn conversations(&self) -> rusqlite::Result<Vec<(String, u64)>> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT id, indexed_seq FROM conversations")?;
+        let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get::<_, i64>(1)? as u64)))?;
+        rows.collect()
+    }
+
+    /// `(key, indexed_seq)` of a conversation, if it has a row.
+    pub fn state(&self, id: &ConversationId) -> rusqlite::Result<Option<(i64, u64)>> {
+        self.conn
+            .prepare_cached("SELECT key, indexed_seq FROM conversations WHERE id = ?1")?
+            .query_row([id.to_string()], |r| {
+                Ok((r.get(0)?, r.get::<_, i64>(1)? as u64))
+            })
+            .optional()
+    }
+
+    /// Adds `docs` (those above the conversation's `indexed_seq`) and moves `indexed_seq` to
+    /// `settled` when that is higher. Returns the documents added.
+    pub fn add(&self, id: &ConversationId, docs: &[Doc], settled: u64) -> rusqlite::Result<usize> {
+        let (key, indexed) = match self.state(id)? {
+            Some((key, seq)) => (key, Some(seq)),
+            None => {
+                self.conn
+                    .prepare_cached(
+                        "INSERT INTO conversations(id, indexed_seq, requests) VALUES (?1, ?2, 0)",
+                    )?
+                    .execute(params![id.to_string(), settled as i64])?;
+                (self.conn.last_insert_rowid(), None)
+            }
+        };
+        let mut added = 0;
+        let mut requests = 0i64;
+        for d in docs.iter().filter(|d| indexed.is_none_or(|s| d.seq > s)) {
+            self.conn
+                .prepare_cached("INSERT INTO docs(conv, seq, kind) VALUES (?1, ?2, ?3)")?
+                .execute(params![key, d.seq as i64, d.kind.code()])?;
+            let rowid = self.conn.last_insert_rowid();
+            self.conn
+                .prepare_cached("INSERT INTO entries(rowid, text) VALUES (?1, ?2)")?
+                .execute(params![rowid, d.text])?;
+            added += 1;
+            requests += i64::from(d.kind == DocKind::Request);
+        }
+        if indexed.is_some_and(|s| settled > s) || requests > 0 {
+            self.conn
+                .prepare_cached(
+                    "UPDATE conversations SET indexed_seq = max(indexed_seq, ?2),
+                     requests = requests + ?3 WHERE key = ?1",
+                )?
+                .execute(params![key, settled as i64, requests])?;
+        }
+        Ok(added)
+    }
+
+    /// Removes everything of a conversation (by id text, so a malformed one can go too).
+    pub fn remove(&self, id: &str) -> rusqlite::Result<()> {
+        let key: Option<i64> = self
+            .conn
+            .prepare_cached("SELECT key FROM conversations WHERE id = ?1")?
+            .query_row([id], |r| r.get(0))
+            .optional()?;
+        if let Some(key) = key {
+            self.conn
+                .prepare_cached(
+                    "DELETE FROM entries WHERE rowid IN (SELECT rowid FROM docs WHERE conv = ?1)",
+                )?
+                .execute([key])?;
+            self.conn
+                .prepare_cached("DELETE FROM docs WHERE conv = ?1")?
+                .execute([key])?;
+            self.conn
+                .prepare_cached("DELETE FROM conversations WHERE key = ?1")?
+                .execute([key])?;
+        }
+        Ok(())
+    }
+}
+
+/// Opens the index read-only for queries.
+pub fn open_reader(path: &Path) -> rusqlite::Result<Connection> {
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )?;
+    tune(&conn)?;
+    Ok(conn)
+}
+
+/// Matches past which a term (or a whole query) is *broad*: BM25 is not used on it. FTS5's
+/// `bm25()` counts every document of each phrase it scores (its idf), so one very common word
+/// costs a walk of most of the index on every query (measured: 0.9 s for a word in 90% of
+/// 670,000 documents); for such a word idf is near zero anyway, and recency orders better.
+pub const BROAD_DOCS: usize = 5_000;
+
+/// The rowids of documents matching `expression`, newest first, at most `limit` (a walk of
+/// the doclists that scores nothing and stops at `limit`).
+pub fn matching_rowids(
+    conn: &Connection,
+    expression: &str,
+    limit: usize,
+) -> rusqlite::Result<Vec<i64>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT rowid FROM entries WHERE entries MATCH ?1 ORDER BY rowid DESC LIMIT ?2",
+    )?;
+    let rows = stmt.query_map(params![expression, limit as i64], |r| r.get(0))?;
+    rows.collect()
+}
+
+/// Every document matching `expression` with its BM25 (lower is better), best first. Only
+/// for expressions of narrow terms (each under [`BROAD_DOCS`] matches).
+pub fn ranked(conn: &Connection, expression: &str) -> rusqlite::Result<Vec<(i64, f64)>> {
+    let mut stmt = conn
+        .prepare_cached("SELECT rowid, rank FROM entries WHERE entries MATCH ?1 ORDER BY rank")?;
+    let rows = stmt.query_map(params![expression], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    rows.collect()
+}
+
+/// The conversation id text of each document in `rowids`.
+pub fn conversations_of(
+    conn: &Connection,
+    rowids: &[i64],
+) -> rusqlite::Result<HashMap<i64, String>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT conversations.id FROM docs JOIN conversations ON conversations.key = docs.conv
+         WHERE docs.rowid = ?1",
+    )?;
+    let mut out = HashMap::with_capacity(rowids.len());
+    for &rowid in rowids {
+        if let Some(id) = stmt.query_row([rowid], |r| r.get(0)).optional()? {
+            out.insert(rowid, id);
+        }
+    }
+    Ok(out)
+}
+
+/// The stored text and kind of one document.
+pub fn document(conn: &Connection, rowid: i64) -> rusqlite::Result<Option<(String, i64)>> {
+    conn.prepare_cached(
+        "SELECT entries.text, docs.kind FROM entries JOIN docs ON docs.rowid = entries.rowid
+         WHERE entries.rowid = ?1",
+    )?
+    .query_row([rowid], |r| Ok((r.get(0)?, r.get(1)?)))
+    .optional()
+}
+
+/// Documents and requests indexed per conversation id text.
+pub fn counts(conn: &Connection) -> rusqlite::Result<Vec<(String, u64)>> {
+    let mut stmt = conn.prepare_cached("SELECT id, requests FROM conversations")?;
+    let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get::<_, i64>(1)? as u64)))?;
+    rows.collect()
+}
