@@ -23,7 +23,7 @@ export const createConversation = (name) => agent("createConversation", [name, n
 export const renameConversation = (id, name) => agent("renameConversation", [id, name, null]);
 export const deleteConversation = (id) => agent("deleteConversation", [id]);
 export const findConversations = (q) => agent("findConversations", [q, null]);
-export const searchConversationContent = (q) => agent("searchConversationContent", [q, null]);
+export const searchConversationContent = (q, max = null) => agent("searchConversationContent", [q, max]);
 export const history = (id, afterSeq) =>
   conn.invoke(dispatcherOf(id), "getDisplayHistory", afterSeq == null ? [] : [afterSeq], 60000);
 

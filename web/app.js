@@ -30,7 +30,7 @@ import { onCall, onInvoke } from "./live.js";
 import { clearView, followScroll } from "./log.js";
 import { renderInline, renderMarkdown, safeHref } from "./markdown.js";
 import { contentNode } from "./render.js";
-import { closeSidebar, newFromSidebar, openSidebar, renderSidebar } from "./sidebar.js";
+import { closeSidebar, newFromSidebar, openSidebar, renderSidebar, scheduleContentSearch } from "./sidebar.js";
 import { ui } from "./ui.js";
 
 ui.composer.addEventListener("submit", (ev) => {
@@ -51,7 +51,10 @@ document.querySelector(".skip-link").addEventListener("click", (ev) => {
 ui.cancel.addEventListener("click", cancelMine);
 ui.clearView.addEventListener("click", clearView);
 ui.newConversation.addEventListener("click", newFromSidebar);
-ui.filter.addEventListener("input", renderSidebar);
+ui.filter.addEventListener("input", () => {
+  renderSidebar();
+  scheduleContentSearch();
+});
 ui.menu.addEventListener("click", () => (ui.app.classList.contains("sidebar-open") ? closeSidebar() : openSidebar()));
 ui.scrim.addEventListener("click", closeSidebar);
 ui.nameForm.addEventListener("submit", submitName);

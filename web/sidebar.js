@@ -1,9 +1,18 @@
 // The conversation list, kept live: subscribeConversations answers the list once per
 // connection and the server then pushes each change (conversationsChanged, applied by
-// applyListChange); one row per conversation (open, rename, delete), the filter, the
-// phone-sized drawer, and the create / rename / delete dialogs started from it. app.js wires
+// applyListChange); one row per conversation (open, rename, delete), the search box (names
+// filter the list as one types; a pause also searches what was said, shown under the list
+// with the passages that matched), the phone-sized drawer, and the create / rename / delete dialogs started from it. app.js wires
 // its buttons; modules call refreshList() after their own changes (a cheap re-read).
-import { conn, createConversation, deleteConversation, listConversations, renameConversation, subscribeConversations } from "./api.js";
+import {
+  conn,
+  createConversation,
+  deleteConversation,
+  listConversations,
+  renameConversation,
+  searchConversationContent,
+  subscribeConversations,
+} from "./api.js";
 import { askName, confirmDialog } from "./dialogs.js";
 import { button, el, icon } from "./dom.js";
 import { addLocal } from "./log.js";
@@ -106,7 +115,74 @@ export function renderSidebar() {
     }
   }
   ui.listEmpty.hidden = !(listLoaded && list.length === 0);
-  ui.listEmpty.textContent = filter ? "No conversation matches the filter." : "No conversations yet.";
+  ui.listEmpty.textContent = filter ? "No conversation name matches." : "No conversations yet.";
+}
+
+/** Pause after the last keystroke before the content search runs. */
+const CONTENT_SEARCH_DELAY_MS = 250;
+/** Most conversations shown under "In messages". */
+const CONTENT_MATCHES = 8;
+let contentTimer = null;
+/** Bumped per search: an answer to an older query is dropped. */
+let contentGeneration = 0;
+
+/** Runs the content search for the box's text after a pause in typing. */
+export function scheduleContentSearch() {
+  clearTimeout(contentTimer);
+  contentGeneration++;
+  const query = ui.filter.value.trim();
+  if (!query) {
+    ui.contentResults.hidden = true;
+    ui.contentList.replaceChildren();
+    return;
+  }
+  contentTimer = setTimeout(() => searchContent(query, contentGeneration), CONTENT_SEARCH_DELAY_MS);
+}
+
+async function searchContent(query, generation) {
+  if (!conn.isOpen) return;
+  ui.contentResults.hidden = false;
+  ui.contentStatus.textContent = "Searching…";
+  let matches;
+  try {
+    matches = await searchConversationContent(query, CONTENT_MATCHES);
+  } catch (e) {
+    if (generation !== contentGeneration) return;
+    ui.contentList.replaceChildren();
+    ui.contentStatus.textContent = `Search failed: ${errText(e)}`;
+    return;
+  }
+  if (generation !== contentGeneration) return;
+  const valid = (Array.isArray(matches) ? matches : []).filter((m) => m?.conversation?.conversationId);
+  ui.contentList.replaceChildren(...valid.map(contentRow));
+  ui.contentStatus.textContent = valid.length ? "" : `Nothing said matches “${query}”.`;
+}
+
+/** One content hit: the conversation's name and the passages that matched, opening it. */
+function contentRow(match) {
+  const li = el("li", "content-hit");
+  const open = el("button", "conv-open");
+  open.type = "button";
+  open.dataset.id = match.conversation.conversationId;
+  open.append(el("span", "conv-name", String(match.conversation.name)));
+  for (const snippet of (Array.isArray(match.snippets) ? match.snippets : []).slice(0, 2)) {
+    open.append(snippetNode(String(snippet)));
+  }
+  open.addEventListener("click", () => {
+    closeSidebar();
+    navigate(() => switchTo(match.conversation.conversationId));
+  });
+  li.append(open);
+  return li;
+}
+
+/** A snippet with its `**matched**` words as <mark> (text nodes only: nothing is parsed as HTML). */
+function snippetNode(text) {
+  const span = el("span", "snippet");
+  text.split("**").forEach((part, i) => {
+    if (part) span.append(i % 2 ? el("mark", null, part) : document.createTextNode(part));
+  });
+  return span;
 }
 
 function makeRow(id) {

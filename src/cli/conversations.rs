@@ -1,10 +1,11 @@
-//! `roundtable conversations create | list | rename | delete`: one call each, printed as text
+//! `roundtable conversations create | list | search | rename | delete`: one call each, printed as text
 //! or, with `--json`, as JSON.
 
 use std::io::{IsTerminal, Write};
 
 use serde_json::json;
 
+use super::render::content_matches;
 use super::{table, terminal_safe, CliError, CliResult};
 use crate::client::conversation::sort_newest_first;
 use crate::client::Connection;
@@ -22,6 +23,15 @@ pub enum ConversationsCommand {
         /// Only names containing this (case-insensitive).
         #[arg(long)]
         name: Option<String>,
+    },
+    /// Search every conversation's requests and agent output; best first, with the passages
+    /// that matched.
+    Search {
+        /// Words (prefix matches count, `word*` asks for them), or a "quoted phrase".
+        text: String,
+        /// At most this many conversations (at most 100).
+        #[arg(long, short = 'n', default_value_t = 10)]
+        max: u64,
     },
     /// Rename a conversation.
     Rename {
@@ -65,6 +75,19 @@ pub async fn conversations(url: &str, command: ConversationsCommand, as_json: bo
                 println!("No conversations found.");
             } else {
                 println!("{}", terminal_safe(&table(&list, None)));
+            }
+        }
+        ConversationsCommand::Search { text, max } => {
+            let matches = conn.search_conversation_content(&text, Some(max)).await?;
+            if as_json {
+                println!("{}", serde_json::to_string(&matches).expect("serializes"));
+            } else if matches.is_empty() {
+                println!(
+                    "No conversation content matches \"{}\".",
+                    terminal_safe(&text)
+                );
+            } else {
+                println!("{}", terminal_safe(&content_matches(&matches)));
             }
         }
         ConversationsCommand::Rename { id, new_name } => {

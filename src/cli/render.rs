@@ -7,7 +7,7 @@ use roundtable_actors::conversation::commands;
 use serde_json::Value;
 
 use crate::client::conversation::ActionResult;
-use crate::client::ConversationInfo;
+use crate::client::{ContentMatch, ConversationInfo};
 
 /// `text` made safe for a terminal: C0 and C1 control characters other than newline and tab
 /// (ESC starts sequences that set the window title, write the clipboard, move the cursor…)
@@ -143,14 +143,25 @@ pub fn render_action(result: &ActionResult) -> String {
             if matches.is_empty() {
                 format!("No conversation content matches \"{query}\".")
             } else {
-                matches
-                    .iter()
-                    .map(Value::to_string)
-                    .collect::<Vec<_>>()
-                    .join("\n")
+                content_matches(matches)
             }
         }
     }
+}
+
+/// Content search hits: score, id and name, then each snippet indented below.
+pub fn content_matches(matches: &[ContentMatch]) -> String {
+    let mut out = Vec::new();
+    for m in matches {
+        out.push(format!(
+            "{:.2}  {}  {}",
+            m.score, m.conversation.conversation_id, m.conversation.name
+        ));
+        for snippet in &m.snippets {
+            out.push(format!("      {snippet}"));
+        }
+    }
+    out.join("\n")
 }
 
 /// The `conversations list` table.

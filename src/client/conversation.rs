@@ -6,7 +6,8 @@
 use serde_json::Value;
 
 use super::{
-    ClientError, ClientResult, Connection, ConversationInfo, ConversationMatch, JoinResult,
+    ClientError, ClientResult, Connection, ContentMatch, ConversationInfo, ConversationMatch,
+    JoinResult,
 };
 
 /// The key names are compared by: the server's uniqueness rule itself (JavaScript `trim()`,
@@ -186,8 +187,8 @@ pub enum ActionResult {
     ContentMatches {
         /// The query.
         query: String,
-        /// Raw matches.
-        matches: Vec<Value>,
+        /// Best first, with snippets.
+        matches: Vec<ContentMatch>,
     },
     /// `info`.
     Info {
@@ -329,6 +330,17 @@ async fn manage(
                     .ok()
                     .and_then(|m| m.into_iter().next())
                     .filter(|m| m.score >= 0.6)
+                    .map(|m| m.conversation),
+            };
+            // Last resort, as TypeAgent's `manageSwitch`: the conversation whose content
+            // matches best.
+            let target = match target {
+                Some(t) => Some(t),
+                None => conn
+                    .search_conversation_content(name, Some(1))
+                    .await
+                    .ok()
+                    .and_then(|m| m.into_iter().next())
                     .map(|m| m.conversation),
             };
             let Some(target) = target else {

@@ -22,7 +22,9 @@ mod types;
 
 pub use connection::Connection;
 pub use error::{ClientError, ClientResult};
-pub use types::{CommandOutcome, ConversationInfo, ConversationMatch, Event, JoinResult};
+pub use types::{
+    CommandOutcome, ContentMatch, ConversationInfo, ConversationMatch, Event, JoinResult,
+};
 
 /// `ws://127.0.0.1:<port>/` (TypeAgent clients say `localhost`; we avoid its IPv6-first lookup).
 pub fn url_for_port(port: u16) -> String {

@@ -6,8 +6,8 @@
 use serde_json::{json, Value};
 
 use super::{
-    ClientError, ClientResult, CommandOutcome, Connection, ConversationInfo, ConversationMatch,
-    JoinResult,
+    ClientError, ClientResult, CommandOutcome, Connection, ContentMatch, ConversationInfo,
+    ConversationMatch, JoinResult,
 };
 
 impl Connection {
@@ -75,7 +75,7 @@ impl Connection {
         &self,
         query: &str,
         max: Option<u64>,
-    ) -> ClientResult<Vec<Value>> {
+    ) -> ClientResult<Vec<ContentMatch>> {
         parse(
             self.invoke(
                 "agent-server",

@@ -73,6 +73,18 @@ pub struct JoinResult {
     pub queue_snapshot: Option<Value>,
 }
 
+/// `{conversation, score, snippets}` from `searchConversationContent`.
+#[derive(Debug, Clone, PartialEq, Deserialize, serde::Serialize)]
+pub struct ContentMatch {
+    /// The conversation.
+    pub conversation: ConversationInfo,
+    /// 0..1, best first.
+    pub score: f64,
+    /// Passages that matched (`user: …` / `agent: …`), matched words in `**…**`.
+    #[serde(default)]
+    pub snippets: Vec<String>,
+}
+
 /// `{conversation, score}` from `findConversations`.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct ConversationMatch {

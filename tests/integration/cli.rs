@@ -293,7 +293,12 @@ fn interactive_prompt_in_a_pty() {
     p.exp_string("Created \"Elsewhere\" and switched to it.")
         .unwrap();
     p.exp_string("Elsewhere> ").unwrap();
-    p.send_line("/conversation switch CLI").unwrap();
+    // Content search from here finds what was said in CLI, snippet and all; a switch whose
+    // words name no conversation falls back to the best content match.
+    p.send_line("@conversation search ELSEWHERE").unwrap();
+    p.exp_string("user: hello from **elsewhere**").unwrap();
+    p.exp_string("Elsewhere> ").unwrap();
+    p.send_line("/conversation switch hello from").unwrap();
     p.exp_string("Switched to \"CLI\".").unwrap();
     p.exp_string("] what is 2+3").unwrap();
     p.exp_string("CLI> ").unwrap();
@@ -304,6 +309,57 @@ fn interactive_prompt_in_a_pty() {
         serde_json::from_str(&std::fs::read_to_string(home.path().join("cli-state.json")).unwrap())
             .unwrap();
     assert_eq!(state["conversationId"], id.as_str());
+}
+
+/// `conversations search <text>`: what a request said, as text with snippets and as JSON.
+#[test]
+fn conversations_search_subcommand() {
+    let server = Server::start(&[]);
+    let home = tempfile::tempdir().unwrap();
+    let out = cli(
+        server.port,
+        home.path(),
+        &["run", "request", "tell me about the lighthouse keeper"],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+
+    let out = cli(
+        server.port,
+        home.path(),
+        &["conversations", "search", "Lighthouse"],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    let first = text.lines().next().unwrap();
+    assert!(first.ends_with("  CLI"), "{text}");
+    assert!(
+        text.contains("      user: tell me about the **lighthouse** keeper"),
+        "{text}"
+    );
+
+    let out = cli(
+        server.port,
+        home.path(),
+        &["conversations", "--json", "search", "keep*", "-n", "1"],
+    );
+    let hits: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(hits.as_array().unwrap().len(), 1, "{hits}");
+    assert_eq!(hits[0]["conversation"]["name"], "CLI");
+    assert!(hits[0]["snippets"][0]
+        .as_str()
+        .unwrap()
+        .contains("**keeper**"));
+
+    let out = cli(
+        server.port,
+        home.path(),
+        &["conversations", "search", "zeppelin"],
+    );
+    assert!(out.status.success());
+    assert_eq!(
+        stdout(&out).trim(),
+        "No conversation content matches \"zeppelin\"."
+    );
 }
 
 /// `--resume` rejoins the saved conversation; when it was deleted, the CLI asks before

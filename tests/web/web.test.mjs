@@ -422,6 +422,42 @@ test("create a conversation from the sidebar and get 5 for 2+3 (tool call, resul
   assert.equal(await page.locator(".msg.user .user-text").last().textContent(), "line one\nline two");
 });
 
+test("the search box filters names and finds what was said, with the matched words marked", async (t) => {
+  const { server } = await serverFor(t);
+  const { page, sentMethods } = await openClient(t, server);
+  await createFromSidebar(page, "Trip");
+  await send(page, "Weather in Zürich tomorrow?");
+  await page.locator(".msg.user .user-text", { hasText: "Zürich" }).waitFor();
+  await waitIdle(page);
+  await createFromSidebar(page, "Groceries");
+  assert.equal(await title(page), "Groceries");
+
+  // No name has the word, so the list is empty; "In messages" has Trip, with "Zürich" marked
+  // (typed without its accent).
+  await page.locator("#filter").fill("zurich");
+  await page.waitForFunction(() => document.querySelectorAll("#conversation-list li.conv").length === 0);
+  const hit = page.locator("#content-list .content-hit").first();
+  await hit.waitFor();
+  assert.equal(await hit.locator(".conv-name").textContent(), "Trip");
+  assert.equal(await hit.locator("mark").first().textContent(), "Zürich");
+  assert.match(await hit.locator(".snippet").first().textContent(), /^user: Weather in Zürich tomorrow\?/);
+  assert.ok(sentMethods.includes("searchConversationContent"), sentMethods.join(" "));
+  await shot(page, "search-content");
+
+  // Nothing said matches: a plain line, no hits; clearing the box hides the section.
+  await page.locator("#filter").fill("xylophone");
+  await page.locator("#content-status", { hasText: "Nothing said matches “xylophone”." }).waitFor();
+  assert.equal(await page.locator("#content-list .content-hit").count(), 0);
+  await page.locator("#filter").fill("zurich");
+  await hit.waitFor();
+
+  // A hit opens its conversation.
+  await hit.locator(".conv-open").click();
+  await waitReady(page, "Trip");
+  await page.locator("#filter").fill("");
+  await page.locator("#content-results").waitFor({ state: "hidden" });
+});
+
 test("a second browser sees new messages live, in both directions", async (t) => {
   const { server } = await serverFor(t);
   const rpc = await rpcPage(t, server);
