@@ -9,7 +9,7 @@
 //! every wait has a deadline, a scenario the server cannot serve fails with what it waited
 //! for, the next scenario still runs, and the exit code is 1.
 //!
-//! Modules: [`scenarios`] (the eight scenarios), [`fleet`] (many joined clients and their
+//! Modules: [`scenarios`] (the nine scenarios), [`fleet`] (many joined clients and their
 //! turns), [`client`] (one lean protocol client), [`invokes`] (its answers to server → client
 //! invokes), [`server`] (child processes, RSS, metrics, the loopback rule), [`support`]
 //! (spawning and stopping a server, frame building: shared with the integration tests),
@@ -54,11 +54,11 @@ const MAX_COMMAND_CHARS: usize = 10_000;
 #[command(
     name = "load",
     about = "Roundtable load harness: cargo bench --bench load -- <scenario> [options]",
-    after_help = "Scenarios: fanout, rooms, churn, registry, history, slow, startup, all \
-                  crash (comma-separated lists work too). See BENCHMARKS.md."
+    after_help = "Scenarios: fanout, rooms, churn, registry, history, slow, startup, crash, \
+                  search, all (comma-separated lists work too). See BENCHMARKS.md."
 )]
 struct Args {
-    /// Scenario to run: fanout, rooms, churn, registry, history, slow, startup, crash or all.
+    /// Scenario to run: fanout, rooms, churn, registry, history, slow, startup, crash, search or all.
     scenario: String,
     /// Tiny sizes: every scenario finishes in seconds (what CI runs).
     #[arg(long)]
@@ -130,6 +130,9 @@ struct Args {
     /// startup: conversations on disk.
     #[arg(long)]
     startup_conversations: Option<usize>,
+    /// search: conversations on disk (100 display entries each).
+    #[arg(long)]
+    search_conversations: Option<usize>,
     /// Connects and joins in flight while joining many clients.
     #[arg(long)]
     join_concurrency: Option<usize>,
@@ -342,6 +345,7 @@ async fn run_scenario(ctx: &Ctx, name: &str) -> Result<ScenarioReport, String> {
         "history" => scenarios::history::run(ctx).await,
         "slow" => scenarios::slow::run(ctx).await,
         "startup" => scenarios::startup::run(ctx).await,
+        "search" => scenarios::search::run(ctx).await,
         "crash" => scenarios::crash::run(ctx).await,
         other => Err(format!("unknown scenario {other}")),
     }?;
@@ -429,6 +433,9 @@ fn sizes(args: &Args) -> Result<Sizes, String> {
     }
     if let Some(v) = args.startup_conversations {
         s.startup_conversations = bounded("startup-conversations", v, MAX_REGISTRY)?;
+    }
+    if let Some(v) = args.search_conversations {
+        s.search_conversations = bounded("search-conversations", v, MAX_REGISTRY)?;
     }
     if let Some(v) = args.join_concurrency {
         s.join_concurrency = bounded("join-concurrency", v, 10_000)?;

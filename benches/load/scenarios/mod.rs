@@ -11,6 +11,7 @@ pub mod fanout;
 pub mod history;
 pub mod registry;
 pub mod rooms;
+pub mod search;
 pub mod slow;
 pub mod startup;
 
@@ -21,8 +22,8 @@ use crate::report::ScenarioReport;
 use crate::server::{Kind, Launch, ServerProcess};
 
 /// Every scenario, in the order `all` runs them.
-pub const ALL: [&str; 8] = [
-    "fanout", "rooms", "churn", "registry", "history", "slow", "startup", "crash",
+pub const ALL: [&str; 9] = [
+    "fanout", "rooms", "churn", "registry", "history", "slow", "startup", "crash", "search",
 ];
 
 /// Sizes of every scenario (defaults are the issue's; `--quick` shrinks them to seconds).
@@ -64,6 +65,10 @@ pub struct Sizes {
     pub startup_conversations: usize,
     /// startup: cold joins measured.
     pub cold_joins: usize,
+    /// search: conversations on disk (100 display entries each).
+    pub search_conversations: usize,
+    /// search: queries of each kind.
+    pub search_queries_per_kind: usize,
     /// Connects / joins in flight while joining many clients.
     pub join_concurrency: usize,
     /// Time cap of each scenario run against one server.
@@ -93,6 +98,8 @@ impl Sizes {
                 history_reads: 50,
                 startup_conversations: 1_000,
                 cold_joins: 5,
+                search_conversations: 300,
+                search_queries_per_kind: 10,
                 join_concurrency: 50,
                 max_seconds: 20,
             }
@@ -116,6 +123,8 @@ impl Sizes {
                 history_reads: 500,
                 startup_conversations: 10_000,
                 cold_joins: 20,
+                search_conversations: 10_000,
+                search_queries_per_kind: 50,
                 join_concurrency: 200,
                 max_seconds: 300,
             }
