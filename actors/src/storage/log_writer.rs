@@ -26,7 +26,11 @@
 //!   (conversations use `ctx.wait`, which holds their mailbox and turn without blocking the
 //!   arbiter thread) until the queue drains below [`QUEUE_LOW_WATER`]. One handler can
 //!   overshoot by what it appends itself, which the frame size bound limits.
-//! - Open files: one per file of a loaded conversation; closed at eviction, delete and shutdown.
+//! - Open files: at most [`MAX_OPEN_FILES`] append handles (one per file of a loaded
+//!   conversation, closed at eviction, delete and shutdown); past it the least recently
+//!   written one is closed (fsynced first if this batch wrote it) and reopened when next
+//!   written. Sockets and files share the process's open-file limit: without the cap, 1,900
+//!   busy conversations × 3 files beside 19,000 sockets ran the server out of descriptors.
 //! - Retired directories remembered: [`RETIRED_MEMORY`] (the actor that wrote there has stopped
 //!   before it retires, so this only guards against a stray late job).
 
@@ -49,6 +53,8 @@ use crate::metrics::Metrics;
 pub const QUEUE_HIGH_WATER: usize = 32 << 20;
 /// Queued bytes below which paused producers go on.
 pub const QUEUE_LOW_WATER: usize = 16 << 20;
+/// Append handles kept open at most (see the module's Bounds).
+pub const MAX_OPEN_FILES: usize = 256;
 /// Deleted directories remembered so a stray job cannot recreate them.
 pub const RETIRED_MEMORY: usize = 4096;
 /// How often a failing disk is probed for recovery.
@@ -88,6 +94,7 @@ impl LogWriter {
     pub fn start(metrics: Arc<Metrics>, probe_dir: PathBuf) -> LogWriter {
         let state = WriterState {
             files: HashMap::new(),
+            clock: 0,
             errors: HashMap::new(),
             retired: HashSet::new(),
             retired_order: VecDeque::new(),
@@ -181,12 +188,19 @@ impl LogWriter {
 struct OpenFile {
     file: File,
     len: u64,
+    /// [`WriterState::clock`] at its last append: the least recent is closed first.
+    used: u64,
+    /// Written since its last fsync.
+    unsynced: bool,
 }
 
 /// The writer thread's state: open files, per-file errors, retired directories.
 struct WriterState {
-    /// Append handles of the files written since they were last closed.
+    /// Append handles of the files written since they were last closed (at most
+    /// [`MAX_OPEN_FILES`]).
     files: HashMap<PathBuf, OpenFile>,
+    /// Counts appends, to order `files` by recency.
+    clock: u64,
     /// First error of an append per file since the last sync that named it.
     errors: HashMap<PathBuf, String>,
     /// Deleted conversation directories: nothing is written under them again.
@@ -223,7 +237,12 @@ fn open_append(path: &Path) -> std::io::Result<OpenFile> {
         Err(e) => return Err(e),
     };
     let len = file.metadata()?.len();
-    Ok(OpenFile { file, len })
+    Ok(OpenFile {
+        file,
+        len,
+        used: 0,
+        unsynced: false,
+    })
 }
 
 impl WriterState {
@@ -249,6 +268,9 @@ impl WriterState {
             return;
         }
         if !self.files.contains_key(path) {
+            if self.files.len() >= MAX_OPEN_FILES {
+                self.close_least_recent();
+            }
             match open_append(path) {
                 Ok(f) => {
                     self.files.insert(path.to_path_buf(), f);
@@ -256,7 +278,10 @@ impl WriterState {
                 Err(e) => return self.fail(path, "cannot open", e, report),
             }
         }
+        self.clock += 1;
         let open = self.files.get_mut(path).expect("opened above");
+        open.used = self.clock;
+        open.unsynced = true;
         let written = faults::check("write", path).and_then(|()| open.file.write_all(bytes));
         match written {
             Ok(()) => {
@@ -277,18 +302,51 @@ impl WriterState {
     }
 
     fn fsync(&mut self, path: &Path) -> bool {
-        let Some(open) = self.files.get(path) else {
+        let Some(open) = self.files.get_mut(path) else {
             return true;
         };
         Metrics::inc(&self.metrics.log_fsyncs);
         match faults::check("fsync", path).and_then(|()| open.file.sync_data()) {
-            Ok(()) => true,
+            Ok(()) => {
+                open.unsynced = false;
+                true
+            }
             Err(e) => {
                 // After a failed fsync the kernel may have dropped the dirty pages: reopen.
                 self.files.remove(path);
                 self.fail(path, "fsync of", e, true);
                 false
             }
+        }
+    }
+
+    /// Makes room: closes the least recently written eighth of the handles, those whose
+    /// bytes are fsynced already (a batch writing to more files than the cap fsyncs the
+    /// least recent of its own first, so its barriers still cover them). Pending errors stay.
+    fn close_least_recent(&mut self) {
+        let mut clean: Vec<(u64, PathBuf)> = self
+            .files
+            .iter()
+            .filter(|(_, f)| !f.unsynced)
+            .map(|(p, f)| (f.used, p.clone()))
+            .collect();
+        if clean.is_empty() {
+            let Some(victim) = self
+                .files
+                .iter()
+                .min_by_key(|(_, f)| f.used)
+                .map(|(p, _)| p.clone())
+            else {
+                return;
+            };
+            if self.fsync(&victim) {
+                self.files.remove(&victim);
+            }
+            return;
+        }
+        clean.sort_unstable_by_key(|(used, _)| *used);
+        for (_, path) in clean.into_iter().take(MAX_OPEN_FILES.div_ceil(8)) {
+            self.files.remove(&path);
         }
     }
 

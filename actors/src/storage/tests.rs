@@ -85,3 +85,37 @@ fn unknown_keys_survive_a_round_trip() {
     assert!(legacy);
     assert_eq!(e.conversation_id, "y");
 }
+
+/// The log writer keeps at most `MAX_OPEN_FILES` append handles: writing to more files than
+/// that closes the least recent ones (and reopens them when written again), and every byte
+/// is on disk once its barrier answers.
+#[test]
+fn log_writer_bounds_its_open_files() {
+    use super::log_writer::{LogWriter, MAX_OPEN_FILES};
+    use std::path::Path;
+    use std::sync::Arc;
+    let dir = tempfile::tempdir().unwrap();
+    let writer = LogWriter::start(Default::default(), dir.path().to_path_buf());
+    let files: Vec<Arc<Path>> = (0..MAX_OPEN_FILES + 40)
+        .map(|i| Arc::from(dir.path().join(format!("c{i}")).join("log.jsonl")))
+        .collect();
+    // Two rounds, so evicted files are reopened and appended to; each round in one batch
+    // and in separate ones.
+    for round in 0..2 {
+        for f in &files {
+            writer.append(f, format!("line {round}\n").into_bytes());
+        }
+        writer.sync(files.clone()).blocking_recv().unwrap().unwrap();
+    }
+    for f in &files {
+        assert_eq!(std::fs::read_to_string(f).unwrap(), "line 0\nline 1\n");
+    }
+    // Descriptors of this process that point into the test's directory.
+    let ours = std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .flatten()
+        .filter(|e| std::fs::read_link(e.path()).is_ok_and(|target| target.starts_with(dir.path())))
+        .count();
+    assert!(ours <= MAX_OPEN_FILES, "{ours} files open");
+    assert!(ours > 0);
+}
