@@ -64,13 +64,14 @@ impl ConversationRegistry {
             watchers: Default::default(),
         };
         let mut swept = 0;
-        for stored in loaded.entries {
+        reg.entries.reserve(loaded.entries.len());
+        for stored in &loaded.entries {
             let Some(id) = ConversationId::parse(&stored.conversation_id) else {
                 log::warn!(
                     "registry entry {:?} has an id that is not a UUID; kept on disk but not served",
                     stored.conversation_id
                 );
-                reg.foreign.push(stored);
+                reg.foreign.push(stored.clone());
                 continue;
             };
             if layout::EPHEMERAL_PREFIXES
@@ -84,12 +85,14 @@ impl ConversationRegistry {
             }
             reg.insert_entry(id, stored);
         }
+        // Everything parsed goes at once (see `insert_entry`).
+        drop(loaded.entries);
         if swept > 0 {
             log::info!("swept {swept} ephemeral conversations left by crashed clients");
         }
         if reg.entries.is_empty() {
             let id = ConversationId::new_random();
-            reg.insert_entry(id, new_stored(id, DEFAULT_CONVERSATION_NAME.to_string()));
+            reg.insert_entry(id, &new_stored(id, DEFAULT_CONVERSATION_NAME.to_string()));
             needs_fold = true;
             log::info!("empty registry: created conversation {DEFAULT_CONVERSATION_NAME:?} ({id})");
         }

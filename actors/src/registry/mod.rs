@@ -220,28 +220,36 @@ pub struct ConversationRegistry {
 }
 
 impl ConversationRegistry {
-    fn insert_entry(&mut self, id: ConversationId, stored: StoredConversation) {
+    /// Adds the entry of `stored`, copying what it keeps (the caller drops `stored` after:
+    /// at startup the whole loaded registry goes at once, so the copies sit together in
+    /// fresh memory and the parse's memory can go back to the OS instead of staying pinned
+    /// by strings moved out of it).
+    fn insert_entry(&mut self, id: ConversationId, stored: &StoredConversation) {
         let order = self.next_order;
         self.next_order += 1;
         self.order.insert(order, id);
         self.index_name(id, &stored.name);
         // Kept in the entry only (not twice); `snapshot` writes it back into the record.
-        let StoredConversation {
-            name,
-            created_at,
-            mut extra,
-            ..
-        } = stored;
-        let message_count = extra
-            .remove("messageCount")
+        let message_count = stored
+            .extra
+            .get("messageCount")
             .and_then(|v| v.as_u64())
             .unwrap_or(0);
+        let extra = stored
+            .extra
+            .iter()
+            .any(|(k, _)| k != "messageCount")
+            .then(|| {
+                let mut extra = stored.extra.clone();
+                extra.remove("messageCount");
+                Box::new(extra)
+            });
         self.entries.insert(
             id,
             Entry {
-                name: name.into_boxed_str(),
-                created_at: created_at.into_boxed_str(),
-                extra: (!extra.is_empty()).then(|| Box::new(extra)),
+                name: Box::from(stored.name.as_str()),
+                created_at: Box::from(stored.created_at.as_str()),
+                extra,
                 order,
                 state: LoadState::Unloaded,
                 generation: 0,

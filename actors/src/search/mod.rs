@@ -596,6 +596,11 @@ impl Writer {
             self.started_sync = Some((Instant::now(), behind));
         }
         self.fresh = false;
+        // The comparison's maps and tail reads are garbage now: give them back (this thread's
+        // malloc arena keeps freed memory otherwise).
+        drop(indexed);
+        drop(existing);
+        crate::memory::trim();
     }
 
     /// Queues a scan of `conversation` (now), remembering `wanted`.
@@ -719,6 +724,7 @@ impl Writer {
                     since.elapsed().as_secs_f64()
                 );
                 self.started_sync = None;
+                crate::memory::trim();
             } else if scanned % 1000 == 0 {
                 log::info!("search index: {scanned} of {total} conversations scanned");
             }
