@@ -323,6 +323,37 @@ pub fn run_tag() -> String {
     format!("load-{}", std::process::id())
 }
 
+/// Waits until `server`'s content index holds `documents` documents (its `/metrics`
+/// counter), at most `limit`.
+pub async fn wait_indexed(
+    server: &crate::server::ServerProcess,
+    documents: u64,
+    limit: Duration,
+) -> Result<(), String> {
+    let port = server.port;
+    let deadline = Instant::now() + limit;
+    loop {
+        let indexed = tokio::task::spawn_blocking(move || {
+            crate::server::metric(port, "roundtable_search_documents_total")
+        })
+        .await
+        .ok()
+        .flatten()
+        .unwrap_or(0.0);
+        if indexed >= documents as f64 {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(format!(
+                "the content index held {indexed} of {documents} documents after {} s:\n{}",
+                limit.as_secs(),
+                server.log_tail(20)
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// KB → MB.
 pub fn mb(kb: u64) -> f64 {
     kb as f64 / 1024.0

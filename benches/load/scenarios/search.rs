@@ -23,8 +23,8 @@ use serde_json::json;
 use crate::client::{Client, AGENT_SERVER};
 use crate::fixtures::{write_registry, write_text_log, Corpus, FixtureConversation, FixtureRng};
 use crate::report::{self, latency_histogram, Figure, ScenarioReport};
-use crate::scenarios::{mb, Ctx};
-use crate::server::{self, RssSampler, ServerProcess};
+use crate::scenarios::{mb, wait_indexed, Ctx};
+use crate::server::{RssSampler, ServerProcess};
 
 /// Display entries per conversation.
 const LOG_ENTRIES: u64 = 100;
@@ -137,28 +137,7 @@ pub async fn run(ctx: &Ctx) -> Result<ScenarioReport, String> {
     let server = ServerProcess::roundtable(&ctx.launch, dir.path(), &[])?;
     let sampler = RssSampler::start(Some(server.pid()));
     let t = Instant::now();
-    let port = server.port;
-    let deadline = t + REBUILD_TIMEOUT;
-    loop {
-        let indexed = tokio::task::spawn_blocking(move || {
-            server::metric(port, "roundtable_search_documents_total")
-        })
-        .await
-        .ok()
-        .flatten()
-        .unwrap_or(0.0);
-        if indexed >= documents as f64 {
-            break;
-        }
-        if Instant::now() > deadline {
-            return Err(format!(
-                "the index held {indexed} of {documents} documents after {} s:\n{}",
-                REBUILD_TIMEOUT.as_secs(),
-                server.log_tail(20)
-            ));
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_indexed(&server, documents, REBUILD_TIMEOUT).await?;
     report
         .figures
         .push(Figure::new("rebuild_s", t.elapsed().as_secs_f64(), "s"));

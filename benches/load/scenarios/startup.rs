@@ -16,7 +16,7 @@ use serde_json::json;
 use crate::client::{Client, AGENT_SERVER};
 use crate::fixtures::{write_display_log, write_registry, FixtureConversation};
 use crate::report::{self, latency_histogram, Figure, ScenarioReport};
-use crate::scenarios::{mb, Ctx};
+use crate::scenarios::{mb, wait_indexed, Ctx};
 use crate::server::ServerProcess;
 
 /// Entries in each conversation's log (ten echo turns).
@@ -81,7 +81,7 @@ pub async fn run(ctx: &Ctx) -> Result<ScenarioReport, String> {
     let documents: u64 = conversations.iter().map(|c| 2 * c.message_count).sum();
     let (ready, _, client) = boot(ctx, dir.path(), n).await?;
     let t = Instant::now();
-    wait_indexed(&ready.1, documents).await?;
+    wait_indexed(&ready.1, documents, Duration::from_secs(600)).await?;
     report.notes.push(format!(
         "a first boot indexed the {documents} documents for content search in {:.1} s before the measured boots",
         t.elapsed().as_secs_f64()
@@ -216,31 +216,6 @@ async fn boot(ctx: &Ctx, dir: &Path, n: usize) -> Result<Booted, String> {
         ));
     }
     Ok(((ready, server), listening, client))
-}
-
-/// Waits until the server's search index holds `documents` documents (`/metrics`).
-async fn wait_indexed(server: &ServerProcess, documents: u64) -> Result<(), String> {
-    let port = server.port;
-    let deadline = Instant::now() + Duration::from_secs(600);
-    loop {
-        let indexed = tokio::task::spawn_blocking(move || {
-            crate::server::metric(port, "roundtable_search_documents_total")
-        })
-        .await
-        .ok()
-        .flatten()
-        .unwrap_or(0.0);
-        if indexed >= documents as f64 {
-            return Ok(());
-        }
-        if Instant::now() > deadline {
-            return Err(format!(
-                "the search index held {indexed} of {documents} documents after 600 s:\n{}",
-                server.log_tail(20)
-            ));
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 fn ms(d: Duration) -> f64 {
