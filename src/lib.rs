@@ -11,8 +11,10 @@
 //!   `server/guards.rs` (Origin, Host, token, same-user checks), `server/web.rs` (the
 //!   built-in web client, served on `/` and `/app/<file>`).
 //! - [`transport`]: the `Connection` actor, one per WebSocket, and the only module that
-//!   touches `actix-ws`: `frames.rs` (reassembly glue, UTF-8, close codes), `writer.rs` (the
-//!   socket writer task), `agent_server.rs` (the typed `agent-server` / `discovery` requests).
+//!   speaks WebSocket: `upgrade.rs` (actix-http's upgrade service: the request runs through
+//!   the app, then the TCP stream is handed over), `reader.rs` (frames parsed from the read
+//!   half), `frames.rs` (reassembly glue, UTF-8, close codes), `writer.rs` (the socket writer
+//!   task), `agent_server.rs` (the typed `agent-server` / `discovery` requests).
 //! - [`providers`]: the OpenAI-compatible model provider (`providers/openai/`) and external
 //!   tool servers over HTTP (`--tool-server NAME=URL`).
 //! - [`client`]: the Rust client library (connection and multiplexing, typed RPC calls,

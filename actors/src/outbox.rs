@@ -6,8 +6,8 @@
 //!
 //! The bound is both a frame count (the channel capacity) and a byte budget (a semaphore whose
 //! permits travel with each frame; the transport keeps a text frame's permit inside the bytes
-//! it hands to actix-ws, so it is released only when the frame has been encoded for the socket
-//! — the budget covers actix-ws's own channel too).
+//! it hands to the socket writer, so it is released only when the frame has been written to the
+//! socket).
 //! A push that does not fit fails at once with [`PushError::Full`]; the caller then closes the
 //! client as a slow consumer. Nothing here ever waits.
 
@@ -261,6 +261,21 @@ impl OutboxReceiver {
             biased;
             close = self.close.wait() => Some((close, None)),
             item = self.rx.recv() => item,
+        }
+    }
+
+    /// The next thing to write if it is there now (a pending close first), without waiting:
+    /// the writer puts every frame already queued into one write.
+    pub fn try_next_with_budget(&mut self) -> Option<(Outgoing, Option<Budget>)> {
+        let close = self
+            .close
+            .pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        match close {
+            Some(close) => Some((close, None)),
+            None => self.rx.try_recv().ok(),
         }
     }
 

@@ -18,9 +18,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
+use actix_http::HttpService;
+use actix_service::{map_config, IntoServiceFactory, ServiceFactoryExt as _};
 use actix_web::dev::{ServiceFactory, ServiceRequest, ServiceResponse};
 use actix_web::web::{self as web_routes, Data};
-use actix_web::{App, HttpServer};
+use actix_web::App;
 use roundtable_actors::conversation::RuntimeConfig;
 use roundtable_actors::metrics::Metrics;
 use roundtable_actors::protocol::frames::InboundBudget;
@@ -33,6 +35,7 @@ use tokio::sync::watch;
 
 use crate::config::ServerConfig;
 use crate::providers;
+use crate::transport;
 
 pub mod backup;
 pub mod guards;
@@ -136,17 +139,16 @@ pub async fn serve(config: ServerConfig) -> Result<(), StartError> {
         log_writer: started.log_writer.clone(),
         inbound: InboundBudget::new(INBOUND_REASSEMBLY_BUDGET),
     });
-    let app_state = state.clone();
-    let mut server = HttpServer::new(move || app(app_state.clone()))
+    let mut server = actix_server::Server::build()
         .workers(cores)
-        // Small frames must not wait ~40 ms for the peer's delayed ACK (Nagle).
-        .tcp_nodelay(true)
-        // Close TCP as soon as a WebSocket's close handshake is done (Autobahn needs exactly 0).
-        .client_disconnect_timeout(Duration::ZERO)
         .shutdown_timeout(5)
         .disable_signals();
-    for l in listeners {
-        server = server.listen(l)?;
+    for listener in listeners {
+        let addr = listener.local_addr()?;
+        let state = state.clone();
+        server = server.listen(format!("roundtable-{addr}"), listener, move || {
+            http_service(state.clone(), addr)
+        })?;
     }
     let server = server.run();
     let handle = server.handle();
@@ -250,6 +252,41 @@ async fn start_registry(
 }
 
 /// One worker's application: the `Host` check in front of every route, then the routes.
+/// One worker's HTTP service on the listener bound to `addr`: actix-web's application for
+/// ordinary requests, and the same application behind actix-http's upgrade service for
+/// WebSocket upgrades, which then get the TCP stream without the HTTP/1 dispatcher
+/// ([`transport::upgrade_service`]). The settings are `HttpServer`'s, which this replaces only
+/// to reach that upgrade hook.
+fn http_service(
+    state: Data<AppState>,
+    addr: SocketAddr,
+) -> impl ServiceFactory<
+    tokio::net::TcpStream,
+    Config = (),
+    Response = (),
+    Error = actix_http::error::DispatchError,
+    InitError = (),
+> {
+    let app_config =
+        move |()| actix_web::dev::AppConfig::__priv_test_new(false, addr.to_string(), addr);
+    let requests = map_config(
+        app(state.clone())
+            .into_factory()
+            .map_err(|err: actix_web::Error| err.error_response()),
+        app_config,
+    );
+    let upgrades = transport::upgrade_service(map_config(app(state).into_factory(), app_config));
+    HttpService::build()
+        // Small frames must not wait ~40 ms for the peer's delayed ACK (Nagle).
+        .tcp_nodelay(true)
+        // Close TCP as soon as a response that ends the connection is written.
+        .client_disconnect_timeout(Duration::ZERO)
+        .local_addr(addr)
+        .upgrade(upgrades)
+        .finish(requests)
+        .tcp()
+}
+
 fn app(
     state: Data<AppState>,
 ) -> App<

@@ -10,7 +10,7 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use actix_web::http::header;
-use actix_web::web::{Data, Payload};
+use actix_web::web::Data;
 use actix_web::{HttpRequest, HttpResponse};
 use roundtable_actors::metrics::Metrics;
 use roundtable_actors::registry::{GetRegistryStats, RegistryStats};
@@ -252,7 +252,7 @@ pub async fn metrics_text(state: Data<AppState>) -> HttpResponse {
 
 /// Any path other than the fixed routes: a WebSocket upgrade, after the security checks.
 /// Plain requests get the web client's files ([`web::respond`]) or 404.
-pub async fn upgrade(req: HttpRequest, body: Payload, state: Data<AppState>) -> HttpResponse {
+pub async fn upgrade(req: HttpRequest, state: Data<AppState>) -> HttpResponse {
     let config = &state.config;
     let is_upgrade = req
         .headers()
@@ -270,5 +270,5 @@ pub async fn upgrade(req: HttpRequest, body: Payload, state: Data<AppState>) -> 
         return refusal;
     }
     let echo = config.echo_path.as_deref() == Some(req.path());
-    transport::start(&req, body, state.into_inner(), echo)
+    transport::start(&req, state.into_inner(), echo)
 }

@@ -1,10 +1,10 @@
-//! Inbound frames of one [`Connection`]: the actix-ws stream handler, the glue to the pure
+//! Inbound frames of one [`Connection`]: the handler of the [`reader`](super::reader)'s stream, the glue to the pure
 //! reassembler (`roundtable_actors::protocol::frames`: continuations, the `max_frame_bytes` cap, the
 //! server-wide reassembly budget), UTF-8 checks and the close codes each failure earns. A
 //! complete message goes to [`Connection::on_message`].
 
 use actix::prelude::*;
-use actix_ws::{Item, Message, ProtocolError};
+use actix_http::ws::{Item, Message, ProtocolError};
 use roundtable_actors::metrics::Metrics;
 use roundtable_actors::outbox::Outgoing;
 use roundtable_actors::protocol::frames::{Piece, Reassembled};

@@ -1,5 +1,9 @@
-//! The WebSocket transport: one `Connection` actor per socket. It is the only user of
-//! `actix-ws`, chosen over the deprecated `actix-web-actors` for backpressure, by measurement:
+//! The WebSocket transport: one `Connection` actor per socket, on the TCP stream that
+//! actix-http's upgrade service hands over once the 101 is written (`upgrade.rs`): the socket
+//! keeps no HTTP/1 dispatcher and no idle buffer (an actix-ws socket kept the dispatcher's two
+//! 8 KB buffers for its whole life). Frames are parsed and written with actix-http's `ws`
+//! codec (`reader.rs`, `writer.rs`). An earlier design, `actix-web-actors`, was dropped for
+//! backpressure, by measurement:
 //! a `WebsocketContext` actor is only polled when its socket is writable, so with a peer that
 //! stops reading it stalls — it cannot run its heartbeat or close the socket — while producers'
 //! `do_send`s pile up in its mailbox. A test server pushing 10 KB frames at 100 MB/s to a
@@ -16,9 +20,11 @@
 //! answers on a hosted client agent's `agent:<name>` channel complete the server's invokes.
 //!
 //! Outbound: everything goes through the socket's bounded [`Outbox`]; one writer task drains
-//! it into the `Session`. A full outbox closes the socket as a slow consumer.
+//! it into the TCP write half, every queued frame in one write. A full outbox closes the socket
+//! as a slow consumer.
 //!
 //! Files: this one holds the actor (state, lifecycle, envelope routing, answers);
+//! `upgrade.rs` the hand-over from HTTP; `reader.rs` the inbound frame stream;
 //! `frames.rs` the inbound stream handler, reassembly glue and close codes; `writer.rs` the
 //! writer task; `agent_server.rs` the typed `agent-server` requests and `discovery`;
 //! `client_agents.rs` the client agents this socket hosts and the server → client invokes.
@@ -34,7 +40,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use actix::prelude::*;
-use actix_web::{web, HttpRequest, HttpResponse};
+use actix_web::{HttpMessage as _, HttpRequest, HttpResponse};
 use roundtable_actors::client::{ConversationGone, OutboundCall};
 use roundtable_actors::conversation::{
     Conversation, DispatcherCall, DispatcherInvoke, DispatcherReply,
@@ -51,6 +57,7 @@ use roundtable_actors::registry::{
     ConversationExists, ConversationsChanged, JoinLease, UnsubscribeConversations,
 };
 use serde_json::Value;
+use tokio::sync::oneshot;
 
 use crate::server::AppState;
 use frames::CLOSE_GOING_AWAY;
@@ -58,21 +65,24 @@ use frames::CLOSE_GOING_AWAY;
 mod agent_server;
 mod client_agents;
 mod frames;
+mod reader;
+mod upgrade;
 mod writer;
 
-/// Upgrades the request and starts a [`Connection`] (or the echo endpoint when `echo`).
-pub fn start(
-    req: &HttpRequest,
-    body: web::Payload,
-    state: Arc<AppState>,
-    echo: bool,
-) -> HttpResponse {
-    let (response, session, stream) = match actix_ws::handle(req, body) {
-        Ok(parts) => parts,
-        Err(e) => return HttpResponse::from_error(e),
+pub use upgrade::{upgrade_service, RawUpgrade};
+
+/// Accepts the upgrade and leaves in the request's [`RawUpgrade`] slot what starts a
+/// [`Connection`] (or the echo endpoint when `echo`) on the socket once the 101 is written.
+pub fn start(req: &HttpRequest, state: Arc<AppState>, echo: bool) -> HttpResponse {
+    let Some(slot) = req.extensions().get::<RawUpgrade>().cloned() else {
+        // Only the upgrade service runs requests that can be upgraded.
+        return HttpResponse::InternalServerError().body("this connection cannot be upgraded");
+    };
+    let response = match actix_http::ws::handshake(req.head()) {
+        Ok(mut accepted) => accepted.finish().map_into_boxed_body(),
+        Err(refused) => return HttpResponse::from(actix_http::Response::from(refused)),
     };
     let max = state.config.max_frame_bytes;
-    let stream = stream.max_frame_size(max);
     let (tx, rx) = outbox(state.config.outbox.clone());
     let inbound = state.inbound.clone();
     let socket_id = state.next_socket.fetch_add(1, Ordering::Relaxed);
@@ -93,13 +103,18 @@ pub fn start(
         pending: HashMap::new(),
         next_agent_token: 0,
     };
-    log::debug!("socket {socket_id}: connected from {peer}");
-    Connection::create(move |ctx| {
-        ctx.add_stream(stream);
-        actix::spawn(writer::write_loop(session, rx));
-        connection
-    });
-    response
+    slot.set(Box::new(move |io, leftover| {
+        log::debug!("socket {socket_id}: connected from {peer}");
+        let (read, write) = io.into_split();
+        let (writer_done, stop_reading) = oneshot::channel();
+        let frames = reader::Frames::new(read, leftover, max, stop_reading);
+        Connection::create(move |ctx| {
+            ctx.add_stream(frames);
+            actix::spawn(writer::write_loop(write, rx, writer_done));
+            connection
+        });
+    }));
+    HttpResponse::from(response)
 }
 
 /// What this socket has joined.

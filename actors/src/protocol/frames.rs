@@ -1,7 +1,7 @@
 //! WebSocket message reassembly: continuation frames joined into one message, capped in size,
 //! text checked as UTF-8 while the fragments arrive (RFC 6455 sections 5.4 and 8.1). Pure
 //! bytes in, a message or a close reason out, so it is fuzzed and unit-tested without sockets;
-//! the transport's `Connection` feeds it the frames actix-ws decodes.
+//! the transport's `Connection` feeds it the frames actix-http's `ws` codec parses.
 
 /// Which frame of a message a piece is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
