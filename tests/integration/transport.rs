@@ -358,3 +358,63 @@ fn echo_endpoint() {
     let mut c = server.connect();
     assert!(c.agent("listConversations", json!([])).is_ok());
 }
+
+/// The upgrade hand-over (actix-http's upgrade service gives the TCP stream to the transport):
+/// frames a client sends in the same write as its handshake reach the socket's reader (they were
+/// read into the HTTP parser's buffer), and a refused upgrade gets its whole answer, body
+/// included, before the connection closes.
+#[test]
+fn upgrade_hand_over_keeps_pipelined_frames_and_refusal_bodies() {
+    use std::io::{Read, Write};
+    let server = Server::start(&["--echo-path", "/echo"]);
+    let mut tcp = std::net::TcpStream::connect(("127.0.0.1", server.port)).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let mut request = b"GET /echo HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n".to_vec();
+    for text in ["one", "two"] {
+        let mask = [0x11u8, 0x22, 0x33, 0x44];
+        request.extend([0x81, 0x80 | text.len() as u8]);
+        request.extend(mask);
+        request.extend(text.bytes().enumerate().map(|(i, b)| b ^ mask[i % 4]));
+    }
+    tcp.write_all(&request).unwrap();
+    let mut received = Vec::new();
+    let expected_frames = b"\x81\x03one\x81\x03two";
+    let head_end = loop {
+        let mut chunk = [0u8; 1024];
+        let n = tcp.read(&mut chunk).unwrap();
+        assert!(
+            n > 0,
+            "connection closed after {:?}",
+            String::from_utf8_lossy(&received)
+        );
+        received.extend_from_slice(&chunk[..n]);
+        if let Some(i) = received.windows(4).position(|w| w == b"\r\n\r\n") {
+            if received.len() >= i + 4 + expected_frames.len() {
+                break i + 4;
+            }
+        }
+    };
+    let head = String::from_utf8_lossy(&received[..head_end]).to_lowercase();
+    assert!(head.starts_with("http/1.1 101"), "{head}");
+    assert!(head.contains("upgrade: websocket"), "{head}");
+    assert!(
+        head.contains("sec-websocket-accept: s3pplmbitxaq9kygzzhzrbk+xoo="),
+        "{head}"
+    );
+    assert_eq!(&received[head_end..], expected_frames);
+
+    // Refused by the Host check (DNS rebinding) and by the handshake itself: status and body.
+    let (status, body) = http_request(
+        server.port,
+        "GET / HTTP/1.1\r\nHost: attacker.example:8999\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n",
+    );
+    assert_eq!((status, body.as_str()), (403, "Host not allowed"));
+    let (status, body) = http_request(
+        server.port,
+        "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 12\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n",
+    );
+    // RFC 6455 section 4.4: an unsupported version is answered 426 Upgrade Required.
+    assert_eq!(status, 426, "{body}");
+    let mut c = server.connect();
+    assert!(c.agent("listConversations", json!([])).is_ok());
+}
