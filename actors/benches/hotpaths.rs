@@ -95,8 +95,8 @@ fn routing(c: &mut Criterion) {
                         }
                         for rx in receivers.iter_mut() {
                             match rx.next().await {
-                                Some(Outgoing::Text(t)) => {
-                                    black_box(t);
+                                Some(frame @ Outgoing::Spliced { .. }) => {
+                                    black_box(frame);
                                 }
                                 other => panic!("unexpected {other:?}"),
                             }

@@ -24,7 +24,7 @@ use actix::prelude::*;
 
 use crate::ids::{ConnectionId, ConversationId};
 use crate::metrics::Metrics;
-use crate::outbox::{Outbox, PushError};
+use crate::outbox::{Outbox, Outgoing, PushError};
 
 /// Close code sent to a client whose queue overflowed (RFC 6455 1008, policy violation).
 pub const SLOW_CONSUMER_CLOSE_CODE: u16 = 1008;
@@ -41,8 +41,9 @@ pub const CLIENT_MAILBOX: usize = 16;
 pub struct OutboundCall {
     /// Method name (`appendDisplay`, `notify`, …).
     pub method: &'static str,
-    /// Everything after the callId (`,"name":…,"args":[…]}}`), built once for all recipients.
-    tail: String,
+    /// Everything after the callId (`,"name":…,"args":[…]}}`), built once for all recipients
+    /// and shared by their frames ([`Outgoing::Spliced`]).
+    tail: Arc<str>,
     /// Where the args array starts in `tail`.
     args_start: usize,
 }
@@ -55,7 +56,7 @@ impl OutboundCall {
         let args_start = tail.len() - 2 - args_json.len();
         Arc::new(OutboundCall {
             method,
-            tail,
+            tail: tail.into(),
             args_start,
         })
     }
@@ -65,9 +66,18 @@ impl OutboundCall {
         &self.tail[self.args_start..self.tail.len() - 2]
     }
 
-    /// The whole frame for one recipient's channel prefix and callId.
+    /// The whole frame for one recipient's channel prefix and callId, as text.
     pub fn frame(&self, prefix: &str, call_id: u64) -> String {
         crate::protocol::splice_call(prefix, call_id, &self.tail)
+    }
+
+    /// The frame for one recipient, as parts the socket writer joins (no text built here).
+    pub fn spliced(&self, prefix: &Arc<str>, call_id: u64) -> Outgoing {
+        Outgoing::Spliced {
+            prefix: prefix.clone(),
+            number: call_id,
+            tail: self.tail.clone(),
+        }
     }
 }
 
@@ -114,7 +124,7 @@ pub struct ClientOutput {
     /// False until the join result has been queued; frames wait in `held` meanwhile.
     ready: bool,
     /// Frames produced before the client was ready (at most [`MAX_HELD_FRAMES`]).
-    held: Vec<String>,
+    held: Vec<Outgoing>,
     /// Shared counters (`frames_out`).
     metrics: Arc<Metrics>,
 }
@@ -137,7 +147,7 @@ impl ClientOutput {
     pub fn send(&mut self, call: &OutboundCall) -> Sent {
         let id = self.next_call_id;
         self.next_call_id += 1;
-        let frame = call.frame(&self.call_prefix, id);
+        let frame = call.spliced(&self.call_prefix, id);
         if !self.ready {
             if self.held.len() >= MAX_HELD_FRAMES {
                 return Sent::SlowConsumer;
@@ -161,8 +171,8 @@ impl ClientOutput {
         Sent::Queued
     }
 
-    fn push(&mut self, frame: String) -> Sent {
-        match self.outbox.push(frame) {
+    fn push(&mut self, frame: Outgoing) -> Sent {
+        match self.outbox.push_frame(frame) {
             Ok(()) => {
                 Metrics::inc(&self.metrics.frames_out);
                 Sent::Queued

@@ -81,6 +81,18 @@ impl Default for OutboxLimits {
 pub enum Outgoing {
     /// A JSON text frame.
     Text(String),
+    /// A text frame written from three parts, `prefix` + `number` in decimal + `tail`: a
+    /// `clientio` call for one recipient (its channel's prefix, its callId, the call serialized
+    /// once for every recipient). Fan-out builds no text per recipient: the writer puts the
+    /// parts straight into its write.
+    Spliced {
+        /// Everything before the number (shared by every frame of the channel).
+        prefix: Arc<str>,
+        /// The callId.
+        number: u64,
+        /// Everything after it (shared by every recipient of the call).
+        tail: Arc<str>,
+    },
     /// A binary frame (only the conformance echo endpoint sends these).
     Binary(Vec<u8>),
     /// A heartbeat ping.
@@ -89,6 +101,39 @@ pub enum Outgoing {
     Pong(Vec<u8>),
     /// Close the socket with this code and reason (`None`: an empty close frame), then stop.
     Close(Option<(u16, String)>),
+}
+
+impl Outgoing {
+    /// Payload bytes of a text frame (0 for the others).
+    pub fn text_len(&self) -> usize {
+        match self {
+            Outgoing::Text(t) => t.len(),
+            Outgoing::Spliced {
+                prefix,
+                number,
+                tail,
+            } => prefix.len() + decimal_digits(*number) + tail.len(),
+            _ => 0,
+        }
+    }
+
+    /// The text of a text frame, whole (tests and benches; the writer writes the parts).
+    pub fn to_text(&self) -> Option<String> {
+        match self {
+            Outgoing::Text(t) => Some(t.clone()),
+            Outgoing::Spliced {
+                prefix,
+                number,
+                tail,
+            } => Some(format!("{prefix}{number}{tail}")),
+            _ => None,
+        }
+    }
+}
+
+/// Digits of `n` in decimal.
+fn decimal_digits(n: u64) -> usize {
+    n.checked_ilog10().map_or(1, |d| d as usize + 1)
 }
 
 /// Why a push failed.
@@ -185,6 +230,7 @@ impl Outbox {
         }
         let len = match &frame {
             Outgoing::Text(t) => t.len(),
+            Outgoing::Spliced { .. } => frame.text_len(),
             Outgoing::Binary(b) | Outgoing::Ping(b) | Outgoing::Pong(b) => b.len(),
             Outgoing::Close(_) => 0,
         };

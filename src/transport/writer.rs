@@ -13,8 +13,7 @@ use std::time::Duration;
 
 use actix_codec::Encoder;
 use actix_http::ws::{CloseCode, CloseReason, Codec, Message};
-use bytes::{Buf, BytesMut};
-use bytestring::ByteString;
+use bytes::{Buf, BufMut, BytesMut};
 use roundtable_actors::outbox::{OutboxReceiver, Outgoing};
 use tokio::io::AsyncWriteExt;
 use tokio::net::tcp::OwnedWriteHalf;
@@ -105,10 +104,27 @@ async fn write_batch(
     Written::All
 }
 
-/// Encodes one frame into `buf`; true for a close frame (the last one).
+/// Encodes one frame into `buf`; true for a close frame (the last one). Text frames are
+/// written here (header, then the text or its parts: no intermediate string); the others go
+/// through the codec.
 fn encode(codec: &mut Codec, frame: Outgoing, buf: &mut BytesMut) -> bool {
     let (message, close) = match frame {
-        Outgoing::Text(text) => (Message::Text(ByteString::from(text)), false),
+        Outgoing::Text(text) => {
+            text_header(buf, text.len());
+            buf.extend_from_slice(text.as_bytes());
+            return false;
+        }
+        Outgoing::Spliced {
+            ref prefix,
+            number,
+            ref tail,
+        } => {
+            text_header(buf, frame.text_len());
+            buf.extend_from_slice(prefix.as_bytes());
+            put_decimal(buf, number);
+            buf.extend_from_slice(tail.as_bytes());
+            return false;
+        }
         Outgoing::Binary(bytes) => (Message::Binary(bytes.into()), false),
         Outgoing::Ping(bytes) => (Message::Ping(bytes.into()), false),
         Outgoing::Pong(bytes) => (Message::Pong(bytes.into()), false),
@@ -135,4 +151,103 @@ fn encode(codec: &mut Codec, frame: Outgoing, buf: &mut BytesMut) -> bool {
         log::warn!("socket writer: cannot encode a frame: {e}");
     }
     close
+}
+
+/// The header of a final, unmasked text frame (RFC 6455 section 5.2) of `len` payload bytes;
+/// room for the payload is reserved with it.
+fn text_header(buf: &mut BytesMut, len: usize) {
+    buf.reserve(len + 10);
+    buf.put_u8(0x80 | 0x1);
+    if len < 126 {
+        buf.put_u8(len as u8);
+    } else if let Ok(len) = u16::try_from(len) {
+        buf.put_u8(126);
+        buf.put_u16(len);
+    } else {
+        buf.put_u8(127);
+        buf.put_u64(len as u64);
+    }
+}
+
+/// `n` in decimal ASCII.
+fn put_decimal(buf: &mut BytesMut, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut start = digits.len();
+    loop {
+        start -= 1;
+        digits[start] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    buf.extend_from_slice(&digits[start..]);
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use actix_codec::Decoder;
+    use actix_http::ws::Frame;
+
+    /// What the writer encodes, read back by the codec's own parser (client side).
+    fn parse(buf: &mut BytesMut) -> Vec<Frame> {
+        let mut parser = Codec::new().client_mode().max_size(1 << 20);
+        let mut frames = Vec::new();
+        while let Some(frame) = parser.decode(buf).unwrap() {
+            frames.push(frame);
+        }
+        assert!(buf.is_empty());
+        frames
+    }
+
+    #[test]
+    fn text_frames_of_every_length_class_and_spliced_calls() {
+        let mut codec = Codec::new();
+        let mut buf = BytesMut::new();
+        let texts = [
+            "",
+            "short",
+            &"x".repeat(125),
+            &"y".repeat(126),
+            &"z".repeat(70_000),
+        ];
+        for text in texts {
+            assert!(!encode(
+                &mut codec,
+                Outgoing::Text(text.to_string()),
+                &mut buf
+            ));
+        }
+        for number in [0, 7, 10, 12_345, u64::MAX] {
+            let frame = Outgoing::Spliced {
+                prefix: Arc::from("{\"id\":"),
+                number,
+                tail: Arc::from("}"),
+            };
+            assert!(!encode(&mut codec, frame, &mut buf));
+        }
+        assert!(encode(
+            &mut codec,
+            Outgoing::Close(Some((1000, "bye".into()))),
+            &mut buf
+        ));
+        let frames = parse(&mut buf);
+        let mut expected: Vec<String> = texts.iter().map(|t| t.to_string()).collect();
+        expected.extend(
+            ["0", "7", "10", "12345", "18446744073709551615"].map(|n| format!("{{\"id\":{n}}}")),
+        );
+        for (frame, text) in frames.iter().zip(&expected) {
+            match frame {
+                Frame::Text(bytes) => assert_eq!(&bytes[..], text.as_bytes()),
+                other => panic!("expected text {text:?}, got {other:?}"),
+            }
+        }
+        assert!(
+            matches!(&frames[expected.len()], Frame::Close(Some(r)) if r.description.as_deref() == Some("bye"))
+        );
+        assert_eq!(frames.len(), expected.len() + 1);
+    }
 }

@@ -21,7 +21,7 @@ use roundtable_actors::conversation::{
 };
 use roundtable_actors::ids::{ConnectionId, ConversationId};
 use roundtable_actors::metrics::Metrics;
-use roundtable_actors::outbox::{outbox, OutboxLimits, OutboxReceiver, Outgoing};
+use roundtable_actors::outbox::{outbox, OutboxLimits, OutboxReceiver};
 use roundtable_actors::protocol::Args;
 use roundtable_actors::registry::ConversationRegistry;
 use roundtable_actors::storage::log_writer::LogWriter;
@@ -255,7 +255,7 @@ impl TestClient {
     async fn wait_for(&mut self, method: &str, wanted: impl Fn(&Value) -> bool) -> Value {
         loop {
             let frame = within(self.frames.next()).await.expect("a frame");
-            let Outgoing::Text(text) = frame else {
+            let Some(text) = frame.to_text() else {
                 panic!("expected a text frame, got {frame:?}")
             };
             let frame: Value = serde_json::from_str(&text).expect("frame JSON");
