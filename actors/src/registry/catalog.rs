@@ -434,7 +434,7 @@ impl ConversationRegistry {
     fn name_owner(&self, key: &str, except: Option<ConversationId>) -> Option<&Entry> {
         self.named(key)
             .filter(|id| Some(*id) != except)
-            .filter_map(|id| self.entries.get(&id))
+            .filter_map(|id| self.entries.get(&id).map(|e| &**e))
             .find(|e| !e.deleting && naming::normalize(&e.name) == key)
     }
 

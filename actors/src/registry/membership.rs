@@ -235,6 +235,7 @@ impl Handler<LeaveConversation> for ConversationRegistry {
         let addr = match self
             .entries
             .get(&msg.conversation_id)
+            .map(|e| &**e)
             .filter(|e| !e.deleting)
         {
             Some(Entry {

@@ -194,8 +194,10 @@ pub struct ConversationRegistry {
     /// The durable writer thread: journal appends and folds happen off the actor's thread,
     /// and an RPC is answered when its append is acknowledged.
     writer: RegistryWriter,
-    /// All conversations by id.
-    entries: HashMap<ConversationId, Entry>,
+    /// All conversations by id. Each entry is boxed: a hash table keeps a quarter to a half of
+    /// its slots empty, and an empty slot costs 24 bytes this way instead of the 136 of an
+    /// inline entry (10,000 conversations: 16,384 slots, 2.2 → 1.6 MB with the boxes).
+    entries: HashMap<ConversationId, Box<Entry>>,
     /// Registry order: order key → id (ids are random; lists follow creation order).
     order: BTreeMap<u64, ConversationId>,
     /// Next order key; only grows, so a new entry always sorts last.
@@ -246,7 +248,7 @@ impl ConversationRegistry {
             });
         self.entries.insert(
             id,
-            Entry {
+            Box::new(Entry {
                 name: Box::from(stored.name.as_str()),
                 created_at: Box::from(stored.created_at.as_str()),
                 extra,
@@ -257,7 +259,7 @@ impl ConversationRegistry {
                 client_count: None,
                 message_count,
                 deleting: false,
-            },
+            }),
         );
     }
 
@@ -340,7 +342,7 @@ impl ConversationRegistry {
     fn in_order(&self) -> impl Iterator<Item = (ConversationId, &Entry)> {
         self.order
             .values()
-            .filter_map(|id| self.entries.get(id).map(|e| (*id, e)))
+            .filter_map(|id| self.entries.get(id).map(|e| (*id, &**e)))
             .filter(|(_, e)| !e.deleting)
     }
 
