@@ -13,6 +13,10 @@
 //! - the **query thread** answers searches through its own read connection (WAL: readers never
 //!   wait for the writer).
 //!
+//! At start a third, short-lived thread of low CPU priority reads every conversation's log
+//! tail for the writer's reconciliation ([`last_seqs`]), so that check does not slow the
+//! threads answering the first clients.
+//!
 //! A query sees every document handed over before it was asked (so a turn whose completion a
 //! client has seen is searchable by that client's next search): it waits, at most
 //! [`FRESHNESS_WAIT`], until the writer has committed every document job sent before it, and
@@ -547,7 +551,9 @@ impl Writer {
     }
 
     /// The startup reconciliation: drop documents of conversations that are gone; queue a
-    /// scan of each conversation the index lacks or whose log ends past it.
+    /// scan of each conversation the index lacks or whose log ends past it (the log tails are
+    /// read at low priority, [`last_seqs`]; none when the index is new: everything is
+    /// scanned). Then gives back the page cache the comparison filled.
     fn sync(&mut self, conversations: Vec<ConversationId>) {
         let existing: HashSet<ConversationId> = conversations.iter().copied().collect();
         let indexed: HashMap<String, u64> = match self.store.conversations() {
@@ -565,9 +571,13 @@ impl Writer {
             }
         }
         let mut behind = 0;
-        for id in conversations {
-            let dir = self.layout.conversation_dir(&id);
-            let last = last_seq(&dir);
+        // A new index scans everything: no log tail needs reading.
+        let lasts = if self.fresh {
+            vec![None; conversations.len()]
+        } else {
+            last_seqs(&self.layout, &conversations)
+        };
+        for (id, last) in conversations.into_iter().zip(lasts) {
             let needs = match indexed.get(&id.to_string()) {
                 None => last.is_some(),
                 // The index is ahead of the log (a crash took entries the index had already
@@ -598,6 +608,7 @@ impl Writer {
         // malloc arena keeps freed memory otherwise).
         drop(indexed);
         drop(existing);
+        self.store.release_memory();
         crate::memory::trim();
     }
 
@@ -722,6 +733,7 @@ impl Writer {
                     since.elapsed().as_secs_f64()
                 );
                 self.started_sync = None;
+                self.store.release_memory();
                 crate::memory::trim();
             } else if scanned % 1000 == 0 {
                 log::info!("search index: {scanned} of {total} conversations scanned");
@@ -729,6 +741,47 @@ impl Writer {
         }
         true
     }
+}
+
+/// Nice value of the thread that reads the log tails at startup: it yields the CPU to the
+/// threads serving clients (on a 2-core machine the 10,000 tail reads of the catch-up check
+/// otherwise took a core for 100+ ms while the first `listConversations` was answered).
+const TAIL_READER_NICE: libc::c_int = 10;
+
+/// [`last_seq`] of each of `conversations`' logs, in order. Read on a short-lived thread of
+/// lower CPU priority ([`TAIL_READER_NICE`]; a thread's nice value can only be raised, hence a
+/// thread of its own rather than the writer); the writer waits for it, so the startup
+/// reconciliation still happens before any other job, as if it read them itself. Read here
+/// when that thread cannot be started.
+fn last_seqs(layout: &Layout, conversations: &[ConversationId]) -> Vec<Option<u64>> {
+    let read = |layout: &Layout, ids: &[ConversationId]| -> Vec<Option<u64>> {
+        ids.iter()
+            .map(|id| last_seq(&layout.conversation_dir(id)))
+            .collect()
+    };
+    let (l, ids) = (layout.clone(), conversations.to_vec());
+    let reader = std::thread::Builder::new()
+        .name("roundtable-search-tails".into())
+        .spawn(move || {
+            lower_this_threads_priority(TAIL_READER_NICE);
+            read(&l, &ids)
+        });
+    match reader.map(JoinHandle::join) {
+        Ok(Ok(lasts)) => lasts,
+        _ => read(layout, conversations),
+    }
+}
+
+/// Raises the calling thread's nice value (Linux: per thread); a no-op elsewhere.
+fn lower_this_threads_priority(nice: libc::c_int) {
+    #[cfg(target_os = "linux")]
+    // SAFETY: gettid and setpriority have no memory preconditions; on Linux PRIO_PROCESS with
+    // a thread id changes that thread only.
+    unsafe {
+        libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, nice);
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = nice;
 }
 
 /// The seq of the last entry of the log in `dir` (reads its tail only).
