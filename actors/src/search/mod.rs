@@ -743,7 +743,7 @@ impl Writer {
     }
 }
 
-/// Nice value of the thread that reads the log tails at startup: it yields the CPU to the
+/// Nice increment of the thread that reads the log tails at startup: it yields the CPU to the
 /// threads serving clients (on a 2-core machine the 10,000 tail reads of the catch-up check
 /// otherwise took a core for 100+ ms while the first `listConversations` was answered).
 const TAIL_READER_NICE: libc::c_int = 10;
@@ -772,16 +772,18 @@ fn last_seqs(layout: &Layout, conversations: &[ConversationId]) -> Vec<Option<u6
     }
 }
 
-/// Raises the calling thread's nice value (Linux: per thread); a no-op elsewhere.
-fn lower_this_threads_priority(nice: libc::c_int) {
+/// Adds `increment` to the calling thread's nice value (relative, so a server started under
+/// `nice` keeps the difference; on Linux `nice` applies to the calling thread only); a no-op
+/// elsewhere.
+fn lower_this_threads_priority(increment: libc::c_int) {
     #[cfg(target_os = "linux")]
-    // SAFETY: gettid and setpriority have no memory preconditions; on Linux PRIO_PROCESS with
-    // a thread id changes that thread only.
+    // SAFETY: nice has no memory preconditions; under Linux/NPTL the nice value is a
+    // per-thread attribute, so only this thread is lowered.
     unsafe {
-        libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, nice);
+        libc::nice(increment);
     }
     #[cfg(not(target_os = "linux"))]
-    let _ = nice;
+    let _ = increment;
 }
 
 /// The seq of the last entry of the log in `dir` (reads its tail only).
