@@ -23,33 +23,13 @@ use crate::storage::registry_file::StoredConversation;
 use crate::storage::StoreError;
 use crate::storage::{format, layout, migrate, registry_file, snapshot};
 
-/// Where glibc starts serving an allocation with its own `mmap`: its default, 128 KiB.
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
-const MMAP_THRESHOLD: libc::c_int = 128 * 1024;
-
-/// Pins glibc's mmap threshold (and with it the trim threshold) at their defaults, before the
-/// registry's startup parse. Left dynamic, freeing the parse's large buffers (the file's
-/// bytes, the parsed entries: 1–2 MB each at 10,000 conversations) raises the mmap threshold
-/// to their size and the trim threshold to twice that; later buffers of that size (a long
-/// `listConversations` answer, a log scan) then come from the threads' arenas, whose free
-/// top `malloc_trim` never returns. Measured at 10,000 conversations: 4.2 MB of freed but
-/// resident arena memory in an idle server, RSS 19.6 → 15.4 MB with the threshold pinned.
-/// Process-wide and idempotent (the registry opens once per server).
-fn pin_allocator_thresholds() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: mallopt only sets the allocator's parameters; it has no memory preconditions.
-    unsafe {
-        libc::mallopt(libc::M_MMAP_THRESHOLD, MMAP_THRESHOLD);
-    }
-}
-
 impl ConversationRegistry {
     /// Loads the registry from disk (layout version check and upgrade, leftover backup links,
     /// migrations, journal replay, ephemeral sweep, startup `default`) and starts its writer
     /// thread. Fails on a corrupt registry unless
     /// `config.repair`.
     pub fn open(config: RegistryConfig) -> Result<ConversationRegistry, StoreError> {
-        pin_allocator_thresholds();
+        crate::memory::pin_allocator_thresholds();
         let layout = config.layout.clone();
         for step in format::open(&layout)? {
             log::info!("layout: {step}");
