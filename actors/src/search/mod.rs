@@ -14,7 +14,7 @@
 //!   wait for the writer).
 //!
 //! At start a third, short-lived thread of low CPU priority reads every conversation's log
-//! tail for the writer's reconciliation ([`last_seqs`]), so that check does not slow the
+//! tail for the writer's reconciliation (`last_seqs`), so that check does not slow the
 //! threads answering the first clients.
 //!
 //! A query sees every document handed over before it was asked (so a turn whose completion a
