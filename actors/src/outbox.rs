@@ -5,9 +5,8 @@
 //! server memory.
 //!
 //! The bound is both a frame count (the channel capacity) and a byte budget (a semaphore whose
-//! permits travel with each frame; the transport keeps a text frame's permit inside the bytes
-//! it hands to the socket writer, so it is released only when the frame has been written to the
-//! socket).
+//! permits travel with each frame; the socket writer holds a frame's permits until the write
+//! that carries it is done, so the budget covers what is being written too).
 //! A push that does not fit fails at once with [`PushError::Full`]; the caller then closes the
 //! client as a slow consumer. Nothing here ever waits.
 
@@ -125,7 +124,7 @@ impl Outgoing {
                 prefix,
                 number,
                 tail,
-            } => Some(format!("{prefix}{number}{tail}")),
+            } => Some(crate::protocol::splice_call(prefix, *number, tail)),
             _ => None,
         }
     }
@@ -229,8 +228,7 @@ impl Outbox {
             return Err(PushError::Closed);
         }
         let len = match &frame {
-            Outgoing::Text(t) => t.len(),
-            Outgoing::Spliced { .. } => frame.text_len(),
+            Outgoing::Text(_) | Outgoing::Spliced { .. } => frame.text_len(),
             Outgoing::Binary(b) | Outgoing::Ping(b) | Outgoing::Pong(b) => b.len(),
             Outgoing::Close(_) => 0,
         };
