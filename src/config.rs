@@ -13,6 +13,7 @@ use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use roundtable_actors::cluster::ClusterSettings;
 use roundtable_actors::outbox::{OutboxLimits, ServerBudget, DEFAULT_SERVER_QUEUED_BYTES};
 
 /// Everything `serve` needs.
@@ -58,6 +59,8 @@ pub struct ServerConfig {
     pub tool_servers: Vec<(String, String)>,
     /// How long a call to a client-hosted agent's action waits for the client's answer.
     pub client_agent_timeout: Duration,
+    /// `--cluster`: the NATS server and this node's name; `None` runs a single node.
+    pub cluster: Option<ClusterSettings>,
 }
 
 /// The agent's model backend.
@@ -101,6 +104,7 @@ impl ServerConfig {
             interaction_timeout: Duration::from_secs(600),
             tool_servers: Vec::new(),
             client_agent_timeout: roundtable_actors::agent::client_agent::DEFAULT_CALL_TIMEOUT,
+            cluster: None,
         }
     }
 
@@ -194,6 +198,15 @@ pub struct ServeArgs {
     /// that socket's queue were full (it is closed as a slow consumer).
     #[arg(long, default_value_t = DEFAULT_SERVER_QUEUED_BYTES)]
     pub(crate) max_queued_bytes_total: usize,
+    /// Join a cluster through this NATS server with JetStream (nats://HOST:PORT; several
+    /// comma-separated): the conversation list lives there, shared by every node
+    /// (docs/cluster.md).
+    #[arg(long, env = "ROUNDTABLE_CLUSTER")]
+    pub(crate) cluster: Option<String>,
+    /// This node's name in the cluster (letters, digits, '-', '_'; unique per node). Default:
+    /// the host name.
+    #[arg(long, env = "ROUNDTABLE_NODE_NAME")]
+    pub(crate) node_name: Option<String>,
 }
 
 /// A `roundtable serve` flag that cannot be used; the text is what the user sees.
@@ -225,6 +238,9 @@ pub enum ConfigError {
         /// Why it cannot be read.
         source: io::Error,
     },
+    /// `--cluster` / `--node-name` cannot be used (the text says why).
+    #[error("{0}")]
+    Cluster(String),
     /// An empty token would silently turn authentication off.
     #[error("the token is empty; give a non-empty token, or none to serve only your own user")]
     EmptyToken,
@@ -260,9 +276,68 @@ impl ConfigError {
             ConfigError::ToolServer(_) => Some("tool-server"),
             ConfigError::TokenFile { .. } => Some("token-file"),
             ConfigError::EmptyToken => Some("token"),
+            ConfigError::Cluster(_) => Some("cluster"),
             _ => None,
         }
     }
+}
+
+/// `--cluster URL [--node-name N]`: the URL must name NATS (`nats://` or `tls://`, or a bare
+/// `host:port`); the node name defaults to the host name, with characters a NATS subject
+/// cannot carry replaced by `-`.
+fn cluster_settings(
+    url: Option<String>,
+    node_name: Option<String>,
+) -> Result<Option<ClusterSettings>, ConfigError> {
+    let Some(url) = url else {
+        return match node_name {
+            Some(_) => Err(ConfigError::Cluster(
+                "--node-name names a cluster node: it needs --cluster".into(),
+            )),
+            None => Ok(None),
+        };
+    };
+    for server in url.split(',') {
+        let server = server.trim();
+        let rest = server
+            .strip_prefix("nats://")
+            .or_else(|| server.strip_prefix("tls://"))
+            .unwrap_or(server);
+        if rest.is_empty() || rest.contains("://") {
+            return Err(ConfigError::Cluster(format!(
+                "--cluster {url:?}: expected nats://HOST:PORT"
+            )));
+        }
+    }
+    let node_name = match node_name {
+        Some(name) => name,
+        None => host_name()
+            .map(|h| {
+                h.chars()
+                    .map(|c| {
+                        if c.is_ascii_alphanumeric() || c == '_' {
+                            c
+                        } else {
+                            '-'
+                        }
+                    })
+                    .take(64)
+                    .collect()
+            })
+            .ok_or_else(|| {
+                ConfigError::Cluster("no host name to name this node; pass --node-name".into())
+            })?,
+    };
+    ClusterSettings::validate_node_name(&node_name)
+        .map_err(|e| ConfigError::Cluster(format!("--node-name: {e}")))?;
+    Ok(Some(ClusterSettings { url, node_name }))
+}
+
+/// The machine's host name (Linux: the kernel's UTS name).
+fn host_name() -> Option<String> {
+    let name = std::fs::read_to_string("/proc/sys/kernel/hostname").ok()?;
+    let name = name.trim();
+    (!name.is_empty()).then(|| name.to_string())
 }
 
 impl TryFrom<ServeArgs> for ServerConfig {
@@ -316,6 +391,7 @@ impl TryFrom<ServeArgs> for ServerConfig {
         config.outbox.max_frames = args.max_queued_frames.max(1);
         config.outbox.max_bytes = args.max_queued_bytes.max(1024);
         config.outbox.server = Some(ServerBudget::new(args.max_queued_bytes_total.max(1024)));
+        config.cluster = cluster_settings(args.cluster, args.node_name)?;
         Ok(config)
     }
 }

@@ -140,6 +140,8 @@ settings! {
     "max-queued-bytes" => max_queued_bytes: usize = same, "Largest outbound queue per socket, in bytes.";
     "max-queued-bytes-total" => max_queued_bytes_total: usize = same, "Largest outbound queue of all sockets together, in bytes.";
     "client-agent-timeout" => client_agent_timeout: f64 = same, "Seconds a client-hosted agent's action may take to answer.";
+    "cluster" => cluster: String = Some, "Join a cluster through this NATS server (nats://HOST:PORT).";
+    "node-name" => node_name: String = Some, "This node's name in the cluster (default: the host name).";
 }
 
 /// Whether flags and environment left `id` at its default (so the file may set it).

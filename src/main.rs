@@ -22,7 +22,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run the server.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Chat interactively in a conversation (default: the one named CLI).
     Connect(ConnectArgs),
     /// Manage conversations without joining them.
@@ -231,7 +231,7 @@ fn main() -> ExitCode {
     };
     roundtable::logging::init(default_level);
     match cli.command {
-        Command::Serve(args) => serve(args, sub_matches(&matches, &["serve"])),
+        Command::Serve(args) => serve(*args, sub_matches(&matches, &["serve"])),
         Command::Connect(args) => cli::block_on(async move {
             let url = args.address.url();
             let options = cli::ConnectOptions {

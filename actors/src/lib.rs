@@ -23,6 +23,8 @@
 //! - [`ids`]: [`ConnectionId`](ids::ConnectionId), typed from the join onwards.
 //! - [`clock`]: the one `now_iso` / `now_millis` every timestamp comes from.
 //! - [`metrics`]: counters read by `/health` and `/metrics`.
+//! - [`cluster`]: `serve --cluster`: the NATS connection and the registry in a JetStream
+//!   key-value bucket (docs/cluster.md).
 //! - [`memory`]: returning freed heap to the OS after large transient allocations.
 //!
 //! # Actor tree
@@ -35,6 +37,7 @@
 pub mod agent;
 pub mod client;
 pub mod clock;
+pub mod cluster;
 pub mod conversation;
 pub mod ids;
 pub mod memory;

@@ -23,10 +23,13 @@ use actix_service::{map_config, IntoServiceFactory, ServiceFactoryExt as _};
 use actix_web::dev::{ServiceFactory, ServiceRequest, ServiceResponse};
 use actix_web::web::{self as web_routes, Data};
 use actix_web::App;
+use roundtable_actors::cluster::Cluster;
 use roundtable_actors::conversation::RuntimeConfig;
 use roundtable_actors::metrics::Metrics;
 use roundtable_actors::protocol::frames::InboundBudget;
-use roundtable_actors::registry::{ConversationRegistry, RegistryConfig, ShutdownRegistry};
+use roundtable_actors::registry::{
+    start_cluster_sync, ConversationRegistry, RegistryConfig, ShutdownRegistry,
+};
 use roundtable_actors::search::SearchIndex;
 use roundtable_actors::storage::layout::Layout;
 use roundtable_actors::storage::lock::InstanceLock;
@@ -66,6 +69,8 @@ pub struct AppState {
     pub log_writer: LogWriter,
     /// Bytes of fragmented messages in reassembly, over every connection.
     pub inbound: Arc<InboundBudget>,
+    /// `serve --cluster`: the NATS connection, for `/health` and `/metrics`.
+    pub cluster: Option<Cluster>,
 }
 
 /// Bytes all connections together may hold in messages being reassembled from fragments;
@@ -121,7 +126,21 @@ pub async fn serve(config: ServerConfig) -> Result<(), StartError> {
             .map(|n| n.get())
             .unwrap_or(2)
     };
-    let started = start_registry(&config, &layout, &metrics, cores).await?;
+    let cluster = match &config.cluster {
+        Some(settings) => Some(
+            Cluster::connect(settings.clone())
+                .await
+                .map_err(|e| StartError::Config(format!("cluster: {e}")))?,
+        ),
+        None => None,
+    };
+    let started = start_registry(&config, &layout, &metrics, cores, cluster.clone()).await?;
+    if let Some(cluster) = &cluster {
+        // The list this node answers is the cluster's before the first client connects.
+        start_cluster_sync(cluster.clone(), started.registry.clone())
+            .await
+            .map_err(|e| StartError::Config(format!("cluster: {e}")))?;
+    }
 
     let listeners = bind(&config)?;
     let port = listeners[0].local_addr()?.port();
@@ -138,6 +157,7 @@ pub async fn serve(config: ServerConfig) -> Result<(), StartError> {
         next_socket: Default::default(),
         log_writer: started.log_writer.clone(),
         inbound: InboundBudget::new(INBOUND_REASSEMBLY_BUDGET),
+        cluster,
     });
     let mut server = actix_server::Server::build()
         .workers(cores)
@@ -164,6 +184,9 @@ pub async fn serve(config: ServerConfig) -> Result<(), StartError> {
         lock.path().display()
     );
 
+    if let Some(cluster) = state.cluster.clone() {
+        actix_web::rt::spawn(transport::serve_relays(state.clone().into_inner(), cluster));
+    }
     let running = actix_web::rt::spawn(server);
     let signals = actix_web::rt::spawn(watch_signals(state.stop.clone()));
     systemd::ready(port);
@@ -213,6 +236,7 @@ async fn start_registry(
     layout: &Layout,
     metrics: &Arc<Metrics>,
     cores: usize,
+    cluster: Option<Cluster>,
 ) -> Result<Started, StartError> {
     let tool_servers = providers::connect_tool_servers(&config.tool_servers)
         .await
@@ -238,6 +262,7 @@ async fn start_registry(
             log_filter: crate::logging::control(),
             search: Some(search.clone()),
         }),
+        cluster,
     })?;
     let registry_arbiter = Arbiter::new();
     let registry =

@@ -41,6 +41,15 @@ pub async fn health(state: Data<AppState>) -> HttpResponse {
     if let Some(cause) = state.metrics.storage_failure() {
         problems.push(format!("storage writes fail: {cause}"));
     }
+    let cluster = state.cluster.as_ref().map(|c| c.status());
+    if let Some(status) = &cluster {
+        if status.nats != "connected" {
+            problems.push(format!(
+                "cluster: NATS {} ({}): writes answer `Cluster unavailable`",
+                status.nats, status.url
+            ));
+        }
+    }
     let mut response = if problems.is_empty() {
         HttpResponse::Ok()
     } else {
@@ -57,6 +66,7 @@ pub async fn health(state: Data<AppState>) -> HttpResponse {
         "loadedConversations": stats.map(|s| s.loaded),
         "connectedSockets": Metrics::gauge(&state.metrics.sockets),
         "joinedClients": Metrics::gauge(&state.metrics.joined_clients),
+        "cluster": cluster,
     }))
 }
 
@@ -231,6 +241,9 @@ pub async fn metrics_text(state: Data<AppState>) -> HttpResponse {
             "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}"
         );
     }
+    if let Some(cluster) = &state.cluster {
+        cluster_metrics(&mut out, &cluster.status());
+    }
     let _ = writeln!(
         out,
         "# HELP roundtable_rpc_errors_total invokeError answers by method.\n# TYPE roundtable_rpc_errors_total counter"
@@ -248,6 +261,55 @@ pub async fn metrics_text(state: Data<AppState>) -> HttpResponse {
     HttpResponse::Ok()
         .content_type("text/plain; version=0.0.4")
         .body(out)
+}
+
+/// The cluster's metrics (`serve --cluster` only; a single node prints none of them).
+fn cluster_metrics(out: &mut String, status: &roundtable_actors::cluster::ClusterStatus) {
+    let node = status.node.replace('\\', "\\\\").replace('"', "\\\"");
+    let rows: [(&str, &str, &str, u64); 6] = [
+        (
+            "roundtable_cluster_nats_connected",
+            "gauge",
+            "1 while this node is connected to NATS (labelled with the node name).",
+            u64::from(status.nats == "connected"),
+        ),
+        (
+            "roundtable_cluster_registry_writes_total",
+            "counter",
+            "Registry changes this node wrote to the cluster's KV bucket.",
+            status.registry_writes,
+        ),
+        (
+            "roundtable_cluster_registry_conflicts_total",
+            "counter",
+            "Registry writes refused by a compare-and-set (names taken on another node).",
+            status.registry_conflicts,
+        ),
+        (
+            "roundtable_cluster_watch_events_total",
+            "counter",
+            "Registry changes received from the KV watch (this node's own included).",
+            status.watch_events,
+        ),
+        (
+            "roundtable_cluster_disconnects_total",
+            "counter",
+            "Times the NATS connection was lost.",
+            status.disconnects,
+        ),
+        (
+            "roundtable_cluster_relayed_frames_total",
+            "counter",
+            "Frames relayed between this node and others for clients of conversations served elsewhere.",
+            status.relayed_frames,
+        ),
+    ];
+    for (name, kind, help, value) in rows {
+        let _ = writeln!(
+            out,
+            "# HELP {name} {help}\n# TYPE {name} {kind}\n{name}{{node=\"{node}\"}} {value}"
+        );
+    }
 }
 
 /// Any path other than the fixed routes: a WebSocket upgrade, after the security checks.

@@ -7,7 +7,7 @@
 
 use actix::prelude::*;
 use roundtable_actors::client::Ready;
-use roundtable_actors::ids::ConversationRef;
+use roundtable_actors::ids::{ConversationId, ConversationRef};
 use roundtable_actors::protocol::{self, Args, RpcError, RpcResult, AGENT_SERVER_CHANNEL};
 use roundtable_actors::registry::{
     CollisionBehavior, CreateConversation, DeleteConversation, FindConversations, JoinConversation,
@@ -278,6 +278,24 @@ impl Connection {
     ) {
         let ch = AGENT_SERVER_CHANNEL;
         let id = conversation.id();
+        if let Some(remote) = id.and_then(|id| self.remote.remove(&id)) {
+            // The serving node answers (the client's callId), then its virtual connection,
+            // left with nothing, ends the relay.
+            self.in_flight.remove(&(ch.to_string(), call_id));
+            let id = id.expect("a remote join has an id");
+            remote.publisher.text(protocol::invoke_frame(
+                ch,
+                call_id,
+                "leaveConversation",
+                &json!([id]),
+            ));
+            log::info!(
+                "socket {}: leaving conversation {id} on node {}",
+                self.socket_id,
+                remote.node
+            );
+            return;
+        }
         let Some((conversation_id, joined)) = id.and_then(|id| self.joined.remove_entry(&id))
         else {
             // A UUID is quoted in its canonical form, anything else as sent.
@@ -310,7 +328,12 @@ impl Connection {
         let req = self.state.registry.send(JoinConversation {
             conversation_id: conversation,
             filter,
-            already_joined: self.joined.keys().copied().collect(),
+            already_joined: self
+                .joined
+                .keys()
+                .chain(self.remote.keys())
+                .copied()
+                .collect(),
             outbox: self.outbox.clone(),
             connection: ctx.address().recipient(),
         });
@@ -321,10 +344,19 @@ impl Connection {
                 Err(e) => Err(RpcError::Internal(e.to_string())),
             }
         };
-        ctx.spawn(joining.into_actor(self).map(move |joined, act, _| {
+        ctx.spawn(joining.into_actor(self).map(move |joined, act, ctx| {
             let joined: RpcResult<Joined> = joined;
             match joined {
-                Err(e) => act.reply(ch, call_id, m, Err(e)),
+                Err(RpcError::OnOtherNode { id, node }) if !act.relay => {
+                    match ConversationId::parse(&id) {
+                        Some(id) => act.join_remote(call_id, id, node, filter, ctx),
+                        None => act.reply(ch, call_id, m, Err(RpcError::ConversationNotFound(id))),
+                    }
+                }
+                Err(e) => {
+                    act.reply(ch, call_id, m, Err(e));
+                    act.end_idle_relay();
+                }
                 Ok(joined) if act.joined.contains_key(&joined.conversation_id) => {
                     // A concurrent duplicate join finished first; this one undoes itself (its
                     // lease leaves on drop).

@@ -66,9 +66,11 @@ mod agent_server;
 mod client_agents;
 mod frames;
 mod reader;
+mod relay;
 mod upgrade;
 mod writer;
 
+pub use relay::serve_relays;
 pub use upgrade::{upgrade_service, RawUpgrade};
 
 /// Accepts the upgrade and leaves in the request's [`RawUpgrade`] slot what starts a
@@ -84,25 +86,9 @@ pub fn start(req: &HttpRequest, state: Arc<AppState>, echo: bool) -> HttpRespons
     };
     let max = state.config.max_frame_bytes;
     let (tx, rx) = outbox(state.config.outbox.clone());
-    let inbound = state.inbound.clone();
-    let socket_id = state.next_socket.fetch_add(1, Ordering::Relaxed);
     let peer = req.peer_addr().map(|a| a.to_string()).unwrap_or_default();
-    let connection = Connection {
-        socket_id,
-        state,
-        outbox: tx,
-        echo,
-        joined: HashMap::new(),
-        in_flight: HashSet::new(),
-        fragments: Reassembler::with_budget(max, inbound),
-        awaiting_pong: false,
-        closing: false,
-        subscription: Subscription::None,
-        next_agent_server_call: 0,
-        agents: HashMap::new(),
-        pending: HashMap::new(),
-        next_agent_token: 0,
-    };
+    let connection = Connection::new(state, tx, echo, false);
+    let socket_id = connection.socket_id;
     slot.set(Box::new(move |io, leftover| {
         log::debug!("socket {socket_id}: connected from {peer}");
         let (read, write) = io.into_split();
@@ -139,6 +125,12 @@ pub struct Connection {
     echo: bool,
     /// Conversations this socket has joined, by id.
     joined: HashMap<ConversationId, JoinedConversation>,
+    /// Conversations this socket joined that another cluster node serves: their frames are
+    /// relayed (`relay.rs`). Bounded like `joined` (one per conversation).
+    remote: HashMap<ConversationId, relay::RemoteJoin>,
+    /// This is a virtual connection serving a client of another node: it never relays
+    /// further, and it ends when it has no conversation left.
+    relay: bool,
     /// (channel, callId) of invokes being handled; a duplicate is dropped unanswered.
     in_flight: HashSet<(String, u64)>,
     /// Joins continuation frames into messages (capped at `max_frame_bytes`).
@@ -166,6 +158,50 @@ pub struct Connection {
 const LARGE_ANSWER: usize = 1 << 20;
 
 impl Connection {
+    /// A connection writing to `outbox`: a socket's, or (`relay`) the virtual connection that
+    /// serves a client of another cluster node (`relay.rs`).
+    pub(super) fn new(state: Arc<AppState>, outbox: Outbox, echo: bool, relay: bool) -> Connection {
+        let max = state.config.max_frame_bytes;
+        let inbound = state.inbound.clone();
+        Connection {
+            socket_id: state.next_socket.fetch_add(1, Ordering::Relaxed),
+            state,
+            outbox,
+            echo,
+            relay,
+            joined: HashMap::new(),
+            remote: HashMap::new(),
+            in_flight: HashSet::new(),
+            fragments: Reassembler::with_budget(max, inbound),
+            awaiting_pong: false,
+            closing: false,
+            subscription: Subscription::None,
+            next_agent_server_call: 0,
+            agents: HashMap::new(),
+            pending: HashMap::new(),
+            next_agent_token: 0,
+        }
+    }
+
+    /// A virtual connection that no longer has a conversation ends its relay (its only client
+    /// left, or the conversation is gone).
+    pub(super) fn end_idle_relay(&mut self) {
+        if self.relay && self.joined.is_empty() {
+            self.close(1000, "");
+        }
+    }
+
+    /// The cross-node join a `dispatcher:<id>` or `clientio:<id>` channel belongs to.
+    fn remote_on(&self, channel: &str) -> Option<&relay::RemoteJoin> {
+        if self.remote.is_empty() {
+            return None;
+        }
+        let id = channel
+            .strip_prefix(DISPATCHER_PREFIX)
+            .or_else(|| channel.strip_prefix(protocol::CLIENTIO_PREFIX))?;
+        self.remote.get(&ConversationId::parse(id)?)
+    }
+
     /// Queues a close frame once; everything inbound is ignored from now on.
     pub(super) fn close(&mut self, code: u16, reason: &str) {
         if !self.closing {
@@ -262,7 +298,25 @@ impl Connection {
             self.send(text.to_string());
             return;
         }
-        match Inbound::parse(text) {
+        let parsed = Inbound::parse(text);
+        if !self.remote.is_empty() {
+            let channel = match &parsed {
+                Ok(Inbound::Invoke { channel, .. })
+                | Ok(Inbound::InvalidInvoke { channel, .. })
+                | Ok(Inbound::Unparsable { channel, .. })
+                | Ok(Inbound::Call { channel, .. })
+                | Ok(Inbound::Response { channel, .. }) => Some(channel.as_str()),
+                Err(_) => None,
+            };
+            if let Some(remote) = channel.and_then(|c| self.remote_on(c)) {
+                if !remote.publisher.text(text.to_string()) {
+                    log::warn!("socket {}: relay queue full, closing", self.socket_id);
+                    self.close(1013, "cluster relay overloaded");
+                }
+                return;
+            }
+        }
+        match parsed {
             Err(reason) => {
                 Metrics::inc(&self.state.metrics.frames_dropped);
                 log::warn!("socket {}: dropped inbound frame: {reason}", self.socket_id);
@@ -508,9 +562,12 @@ impl Actor for Connection {
                 socket: self.socket_id,
             });
         }
-        // Dropping the leases leaves every joined conversation.
-        let n = self.joined.len();
+        // Dropping the leases leaves every joined conversation; relays end.
+        let n = self.joined.len() + self.remote.len();
         self.joined.clear();
+        for (_, remote) in self.remote.drain() {
+            remote.publisher.end();
+        }
         self.fail_pending_invokes();
         // The writer task ends with the connection: a close already queued (the peer's close,
         // echoed) goes out; otherwise what is still queued is dropped ahead of it.
@@ -586,5 +643,6 @@ impl Handler<ConversationGone> for Connection {
                 msg.conversation_id
             );
         }
+        self.end_idle_relay();
     }
 }

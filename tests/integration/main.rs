@@ -11,6 +11,7 @@ mod agent_server;
 mod backup;
 mod cli;
 mod client_agents;
+mod cluster;
 mod durability;
 mod interactions;
 mod lifecycle;

@@ -12,5 +12,6 @@
 
 #![allow(dead_code)]
 
+pub mod nats;
 pub mod protocol;
 pub mod server;

@@ -111,6 +111,20 @@ pub enum RpcError {
     /// A durable write failed; the change was not made.
     #[error("Storage error: {0}")]
     Storage(String),
+    /// `serve --cluster`: NATS is unreachable or a cluster write failed; the change was not
+    /// made anywhere (a node never changes only its own copy of shared state).
+    #[error("Cluster unavailable: {0}")]
+    ClusterUnavailable(String),
+    /// `serve --cluster`: the conversation's log lives on another node's disk and this node
+    /// does not forward between nodes yet (docs/cluster.md, slice 3); the client can connect
+    /// to that node.
+    #[error("Conversation {id} is served by cluster node {node}: connect to that node to join it")]
+    OnOtherNode {
+        /// The conversation.
+        id: String,
+        /// The node whose disk holds it.
+        node: String,
+    },
     /// The server is shutting down and takes no new work.
     #[error("Server is shutting down")]
     ServerStopping,

@@ -76,6 +76,10 @@ impl Handler<CreateConversation> for ConversationRegistry {
             Ok(n) => n,
             Err(e) => return Box::pin(fut::ready(Err(e))),
         };
+        if let Some(cluster) = self.config.cluster.clone() {
+            let append = msg.collision == CollisionBehavior::AppendNumber;
+            return self.create_in_cluster(cluster, msg.name, name, append);
+        }
         let (id, ack) = self.create_entry(name);
         Box::pin(
             async move { storage_error(ack.await) }
@@ -267,6 +271,9 @@ impl Handler<RenameConversation> for ConversationRegistry {
             Ok(p) => p,
             Err(e) => return Box::pin(fut::ready(Err(e))),
         };
+        if let Some(cluster) = self.config.cluster.clone() {
+            return self.rename_in_cluster(cluster, id, name);
+        }
         let entry = self.entries.get_mut(&id).expect("looked up");
         let old = std::mem::replace(&mut entry.name, name.as_str().into());
         let record = JournalRecord::Put {
@@ -319,7 +326,42 @@ impl Handler<DeleteConversation> for ConversationRegistry {
                 msg.id.into_raw(),
             ))));
         };
-        let entry = self.entries.get_mut(&id).expect("looked up");
+        let Some(cluster) = self.config.cluster.clone() else {
+            return self.delete_local(id);
+        };
+        // In a cluster the record goes from the bucket first; joins here already answer
+        // `Conversation not found`, and the watch's echo of the delete is ignored (`deleting`).
+        self.entries.get_mut(&id).expect("looked up").deleting = true;
+        Box::pin(
+            async move { cluster.delete_conversation(id).await }
+                .into_actor(self)
+                .then(
+                    move |res, act, _| -> ResponseActFuture<Self, RpcResult<()>> {
+                        match res {
+                            Ok(()) => act.delete_local(id),
+                            Err(e) => {
+                                if let Some(entry) = act.entries.get_mut(&id) {
+                                    entry.deleting = false;
+                                }
+                                Box::pin(fut::ready(Err(RpcError::ClusterUnavailable(e.0))))
+                            }
+                        }
+                    },
+                ),
+        )
+    }
+}
+
+impl ConversationRegistry {
+    /// Deletes `id` here: shuts its actor down (clients told), journals the delete, removes its
+    /// directory and search documents, then drops the entry. Answers once the delete is durable.
+    pub(super) fn delete_local(
+        &mut self,
+        id: ConversationId,
+    ) -> ResponseActFuture<Self, RpcResult<()>> {
+        let Some(entry) = self.entries.get_mut(&id) else {
+            return Box::pin(fut::ready(Ok(())));
+        };
         entry.deleting = true;
         let stopped = match std::mem::replace(&mut entry.state, LoadState::Unloaded) {
             LoadState::Live(addr) => {

@@ -140,6 +140,9 @@ impl Handler<JoinConversation> for ConversationRegistry {
             },
             None => match self.default_conversation() {
                 Some(id) => id,
+                None if self.config.cluster.is_some() => {
+                    return MessageResult(self.join_new_cluster_default(msg, ctx));
+                }
                 None => {
                     // Single-flighted by the mailbox: the next join already sees this entry.
                     let (id, ack) = self.create_entry(DEFAULT_CONVERSATION_NAME.to_string());
@@ -162,6 +165,11 @@ impl Handler<JoinConversation> for ConversationRegistry {
         };
         if msg.already_joined.contains(&id) {
             return MessageResult(ready(Err(RpcError::AlreadyJoined(id.to_string()))));
+        }
+        if let Some(node) = self.other_home(id) {
+            // The transport relays the join to that node (`src/transport/relay.rs`).
+            let id = id.to_string();
+            return MessageResult(ready(Err(RpcError::OnOtherNode { id, node })));
         }
         let name = self.entries[&id].name.to_string();
         let registry = ctx.address();

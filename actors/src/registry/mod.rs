@@ -36,6 +36,7 @@
 
 mod backup;
 mod catalog;
+mod cluster;
 mod lifecycle;
 mod membership;
 pub mod naming;
@@ -64,6 +65,7 @@ pub use catalog::{
     FindConversations, GetConversationInfo, ListConversations, RenameConversation,
     SearchConversationContent,
 };
+pub use cluster::{start_cluster_sync, ClusterChange, ClusterSnapshot};
 pub use lifecycle::{ConversationEvent, ShutdownRegistry};
 pub use membership::{JoinConversation, JoinLease, Joined, LeaveConversation, Pending};
 pub use watchers::{
@@ -92,6 +94,10 @@ pub struct RegistryConfig {
     pub metrics: Arc<Metrics>,
     /// Agent and storage settings every conversation shares.
     pub runtime: Arc<RuntimeConfig>,
+    /// `serve --cluster`: the shared registry in NATS KV. Every create / rename / delete is
+    /// written there first; the entries here are this node's copy, fed by its watch
+    /// (`cluster.rs`). `None`: a single node, the files are the truth.
+    pub cluster: Option<crate::cluster::Cluster>,
 }
 
 /// Whether a conversation's actor runs (see the table under "Implementation notes").
@@ -227,8 +233,12 @@ impl ConversationRegistry {
     /// fresh memory and the parse's memory can go back to the OS instead of staying pinned
     /// by strings moved out of it).
     fn insert_entry(&mut self, id: ConversationId, stored: &StoredConversation) {
-        let order = self.next_order;
-        self.next_order += 1;
+        let order = if self.config.cluster.is_some() {
+            self.cluster_order_key(id, &stored.created_at)
+        } else {
+            self.next_order += 1;
+            self.next_order - 1
+        };
         self.order.insert(order, id);
         self.index_name(id, &stored.name);
         // Kept in the entry only (not twice); `snapshot` writes it back into the record.

@@ -71,6 +71,7 @@ fn start(idle_timeout: Duration) -> Instance {
             log_filter: None,
             search: None,
         }),
+        cluster: None,
     })
     .expect("open the registry");
     Instance {

@@ -1,0 +1,247 @@
+//! The cluster connection (`roundtable serve --cluster nats://HOST:PORT`): one NATS client per
+//! node, the JetStream key-value bucket that holds the shared registry, and the node's cluster
+//! state for `/health` and `/metrics`. The design is `docs/cluster.md`; what is built so far is
+//! its first two slices: the connection, and the registry in KV (see [`registry_kv`]).
+//!
+//! Who talks to it: `serve` connects ([`Cluster::connect`]) before the registry opens and hands
+//! the handle to the registry actor (through `RegistryConfig`), which does every create /
+//! rename / delete in the bucket first and keeps its in-memory list as a copy fed by the
+//! bucket's watch; `/health` and `/metrics` read [`Cluster::status`].
+//!
+//! NATS itself reconnects forever (async-nats' default); while it is disconnected `/health`
+//! answers 503 and every registry change answers `Cluster unavailable: …` instead of changing
+//! only this node's copy.
+
+pub mod registry_kv;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_nats::connection::State;
+use async_nats::jetstream;
+
+pub use registry_kv::{RegistryChange, RegistryRecord, RegistrySnapshot};
+
+/// How long one NATS or JetStream request may take before the change it belongs to fails with
+/// `Cluster unavailable` (a registry change is a few KV operations).
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// What `--cluster` and `--node-name` asked for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterSettings {
+    /// `nats://HOST:PORT` (anything async-nats accepts, comma-separated for several servers).
+    pub url: String,
+    /// This node's name in the cluster: unique per node, `[A-Za-z0-9_-]`, 1..=64 characters
+    /// (it becomes part of NATS subjects and KV values).
+    pub node_name: String,
+}
+
+impl ClusterSettings {
+    /// Checks the node name (it ends up in subjects, so dots and wildcards are refused).
+    pub fn validate_node_name(name: &str) -> Result<(), String> {
+        if name.is_empty() || name.len() > 64 {
+            return Err(format!(
+                "node name {name:?} must be 1 to 64 characters long"
+            ));
+        }
+        if !name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        {
+            return Err(format!(
+                "node name {name:?} may contain only letters, digits, '-' and '_'"
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Why the cluster could not be reached or a cluster operation failed.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{0}")]
+pub struct ClusterError(pub String);
+
+impl ClusterError {
+    fn new(context: &str, error: impl std::fmt::Display) -> ClusterError {
+        ClusterError(format!("{context}: {error}"))
+    }
+}
+
+/// Counters of the cluster layer, read by `/health` and `/metrics`.
+#[derive(Debug, Default)]
+pub struct ClusterStats {
+    /// Registry changes this node wrote to the bucket (create, rename, delete).
+    pub registry_writes: AtomicU64,
+    /// Writes refused by a compare-and-set (a name taken by another node, a record changed
+    /// under a rename): each became the protocol's answer or a retry.
+    pub registry_conflicts: AtomicU64,
+    /// Changes this node learnt from the bucket's watch (its own included).
+    pub watch_events: AtomicU64,
+    /// Times the NATS connection was lost.
+    pub disconnects: AtomicU64,
+    /// Frames relayed between this node and others for cross-node joins (both directions).
+    pub relayed_frames: AtomicU64,
+}
+
+impl ClusterStats {
+    fn count_write(&self) {
+        self.registry_writes.fetch_add(1, Ordering::Relaxed);
+    }
+    fn count_conflict(&self) {
+        self.registry_conflicts.fetch_add(1, Ordering::Relaxed);
+    }
+    fn count_watch_event(&self) {
+        self.watch_events.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// This node's handle on the cluster: cheap to clone.
+#[derive(Clone)]
+pub struct Cluster {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    /// From `--cluster` / `--node-name`.
+    settings: ClusterSettings,
+    /// The NATS connection (reconnects by itself).
+    client: async_nats::Client,
+    /// The registry bucket `rt_registry`.
+    registry: jetstream::kv::Store,
+    /// Counters (shared with the connection's event callback).
+    stats: Arc<ClusterStats>,
+}
+
+/// A snapshot of the cluster state for `/health`.
+#[derive(Debug, Clone, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterStatus {
+    /// This node's name.
+    pub node: String,
+    /// `connected`, `connecting` or `disconnected`.
+    pub nats: &'static str,
+    /// The NATS URL from `--cluster`.
+    pub url: String,
+    /// Registry changes written by this node.
+    pub registry_writes: u64,
+    /// Compare-and-set refusals.
+    pub registry_conflicts: u64,
+    /// Changes received from the watch.
+    pub watch_events: u64,
+    /// Connection losses since start.
+    pub disconnects: u64,
+    /// Frames relayed for cross-node joins.
+    pub relayed_frames: u64,
+}
+
+impl Cluster {
+    /// Connects to NATS and opens (or creates) the registry bucket. Fails when NATS cannot be
+    /// reached at start: a node that has never seen the cluster has nothing to serve.
+    pub async fn connect(settings: ClusterSettings) -> Result<Cluster, ClusterError> {
+        let stats = Arc::new(ClusterStats::default());
+        let events = stats.clone();
+        let node = settings.node_name.clone();
+        let client = async_nats::ConnectOptions::new()
+            .name(format!("roundtable:{}", settings.node_name))
+            .connection_timeout(REQUEST_TIMEOUT)
+            .request_timeout(Some(REQUEST_TIMEOUT))
+            .event_callback(move |event| {
+                let events = events.clone();
+                let node = node.clone();
+                async move {
+                    match event {
+                        async_nats::Event::Disconnected => {
+                            events.disconnects.fetch_add(1, Ordering::Relaxed);
+                            log::warn!("cluster node {node}: NATS connection lost, reconnecting");
+                        }
+                        async_nats::Event::Connected => {
+                            log::info!("cluster node {node}: NATS connected")
+                        }
+                        other => log::info!("cluster node {node}: NATS event: {other}"),
+                    }
+                }
+            })
+            .connect(settings.url.as_str())
+            .await
+            .map_err(|e| ClusterError::new(&format!("cannot connect to {}", settings.url), e))?;
+        let js = jetstream::new(client.clone());
+        let registry = registry_kv::open_bucket(&js).await?;
+        let cluster = Cluster {
+            inner: Arc::new(Inner {
+                settings,
+                client,
+                registry,
+                stats,
+            }),
+        };
+        log::info!(
+            "cluster node {}: connected to {}",
+            cluster.node(),
+            cluster.inner.settings.url
+        );
+        Ok(cluster)
+    }
+
+    /// This node's name.
+    pub fn node(&self) -> &str {
+        &self.inner.settings.node_name
+    }
+
+    /// Whether NATS is connected right now.
+    pub fn connected(&self) -> bool {
+        matches!(self.inner.client.connection_state(), State::Connected)
+    }
+
+    /// `Err(Cluster unavailable …)` unless connected: writes check this first so that a node
+    /// cut off from NATS answers at once instead of after a timeout.
+    pub fn require_connected(&self) -> Result<(), ClusterError> {
+        if self.connected() {
+            Ok(())
+        } else {
+            Err(ClusterError("NATS is disconnected".into()))
+        }
+    }
+
+    /// The counters.
+    pub fn stats(&self) -> &ClusterStats {
+        &self.inner.stats
+    }
+
+    /// The NATS connection (the transport's relays publish and subscribe on it).
+    pub fn client(&self) -> &async_nats::Client {
+        &self.inner.client
+    }
+
+    /// The registry bucket.
+    pub(crate) fn registry_bucket(&self) -> &jetstream::kv::Store {
+        &self.inner.registry
+    }
+
+    /// The cluster state for `/health`.
+    pub fn status(&self) -> ClusterStatus {
+        let stats = &self.inner.stats;
+        ClusterStatus {
+            node: self.node().to_string(),
+            nats: match self.inner.client.connection_state() {
+                State::Connected => "connected",
+                State::Pending => "connecting",
+                State::Disconnected => "disconnected",
+            },
+            url: self.inner.settings.url.clone(),
+            registry_writes: stats.registry_writes.load(Ordering::Relaxed),
+            registry_conflicts: stats.registry_conflicts.load(Ordering::Relaxed),
+            watch_events: stats.watch_events.load(Ordering::Relaxed),
+            disconnects: stats.disconnects.load(Ordering::Relaxed),
+            relayed_frames: stats.relayed_frames.load(Ordering::Relaxed),
+        }
+    }
+}
+
+impl std::fmt::Debug for Cluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cluster")
+            .field("node", &self.node())
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,439 @@
+//! The shared registry in the JetStream key-value bucket `rt_registry` (docs/cluster.md,
+//! "Registry"): `conv.<uuid>` holds a conversation's record, `name.<hex of the normalised name>`
+//! holds the id that owns the name. Every create and rename claims the name key with an
+//! insert-if-absent (`create`) or a compare-and-set on its revision, so two nodes racing for
+//! one name end with one conversation and one `A conversation named … already exists` answer.
+//!
+//! A crash between the two writes of a create, or of a delete, leaves a name key whose
+//! conversation record does not exist; the next claim of that name takes the key over once it
+//! is [`STALE_NAME_CLAIM`] old (a younger one is a create still in flight, and wins).
+//!
+//! Who talks to it: the registry actor (`registry/cluster.rs`) for writes, the snapshot at
+//! start and the watch that keeps every node's in-memory copy current.
+
+use std::time::Duration;
+
+use async_nats::jetstream::{self, kv};
+use bytes::Bytes;
+use futures_util::StreamExt;
+use serde::{Deserialize, Serialize};
+
+use super::{Cluster, ClusterError};
+use crate::ids::ConversationId;
+use crate::registry::naming;
+use crate::storage::registry_file::StoredConversation;
+
+/// The bucket's name.
+pub const REGISTRY_BUCKET: &str = "rt_registry";
+/// A name key whose conversation record is missing is taken over after this long (a create
+/// writes the record a round trip after the name key; only a crash leaves it missing longer).
+pub const STALE_NAME_CLAIM: Duration = Duration::from_secs(10);
+/// Compare-and-set retries of one rename before it answers `Cluster unavailable`.
+const CAS_ATTEMPTS: usize = 8;
+
+/// One conversation's record in the bucket (`conv.<uuid>`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RegistryRecord {
+    /// UUIDv4.
+    pub conversation_id: ConversationId,
+    /// Name as given by the client (untrimmed).
+    pub name: String,
+    /// ISO-8601 creation time.
+    pub created_at: String,
+    /// The node that holds the conversation's display log and history on its disk (until
+    /// logs move into streams, docs/cluster.md slice 4, a conversation is served there only).
+    pub node: String,
+}
+
+impl RegistryRecord {
+    /// The record as the local registry file stores it (`node` kept as an extra key).
+    pub fn to_stored(&self) -> StoredConversation {
+        let mut extra = serde_json::Map::new();
+        extra.insert("node".into(), self.node.clone().into());
+        StoredConversation {
+            conversation_id: self.conversation_id.to_string(),
+            name: self.name.clone(),
+            created_at: self.created_at.clone(),
+            extra,
+        }
+    }
+}
+
+/// A change seen through the watch.
+#[derive(Debug, Clone)]
+pub enum RegistryChange {
+    /// A conversation was created or renamed.
+    Put(RegistryRecord),
+    /// A conversation was deleted.
+    Deleted(ConversationId),
+}
+
+/// Every record in the bucket, and the revision to watch from so that nothing written after
+/// the snapshot is missed (changes already in it may come again: applying them is idempotent).
+#[derive(Debug)]
+pub struct RegistrySnapshot {
+    /// The records, in no particular order.
+    pub records: Vec<RegistryRecord>,
+    /// First revision the watch must deliver.
+    pub watch_from: u64,
+}
+
+/// What a create's name claim found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NameClaim {
+    /// The name key now names this conversation.
+    Claimed,
+    /// Another conversation has the name: its name as stored (for the protocol's error).
+    Taken(String),
+}
+
+/// Opens the bucket, creating it on the first node of a new cluster.
+pub(super) async fn open_bucket(js: &jetstream::Context) -> Result<kv::Store, ClusterError> {
+    match js.get_key_value(REGISTRY_BUCKET).await {
+        Ok(store) => return Ok(store),
+        Err(e) => log::info!("cluster: registry bucket not opened ({e}); creating it"),
+    }
+    let created = js
+        .create_key_value(kv::Config {
+            bucket: REGISTRY_BUCKET.into(),
+            description: "Roundtable conversation registry".into(),
+            history: 1,
+            storage: jetstream::stream::StorageType::File,
+            num_replicas: 1,
+            ..Default::default()
+        })
+        .await;
+    match created {
+        Ok(store) => Ok(store),
+        // Another node created it between the two calls.
+        Err(create_error) => js
+            .get_key_value(REGISTRY_BUCKET)
+            .await
+            .map_err(|_| ClusterError::new("cannot create the registry bucket", create_error)),
+    }
+}
+
+fn conv_key(id: ConversationId) -> String {
+    format!("conv.{id}")
+}
+
+/// The name key: hex of the normalised name (KV keys allow only `[-/_=.a-zA-Z0-9]`).
+fn name_key(name: &str) -> String {
+    let normalized = naming::normalize(name);
+    let mut key = String::with_capacity(5 + normalized.len() * 2);
+    key.push_str("name.");
+    for byte in normalized.bytes() {
+        key.push_str(&format!("{byte:02x}"));
+    }
+    key
+}
+
+fn unavailable(context: &str, error: impl std::fmt::Display) -> ClusterError {
+    ClusterError::new(context, error)
+}
+
+impl Cluster {
+    /// Reads one conversation's record.
+    async fn record(
+        &self,
+        id: ConversationId,
+    ) -> Result<Option<(RegistryRecord, u64)>, ClusterError> {
+        let entry = self
+            .registry_bucket()
+            .entry(conv_key(id))
+            .await
+            .map_err(|e| unavailable("registry read", e))?;
+        let Some(entry) = entry else { return Ok(None) };
+        if !matches!(entry.operation, kv::Operation::Put) {
+            return Ok(None);
+        }
+        let record = serde_json::from_slice(&entry.value)
+            .map_err(|e| unavailable(&format!("registry record of {id}"), e))?;
+        Ok(Some((record, entry.revision)))
+    }
+
+    /// The record of the conversation that holds `name`, if any.
+    pub async fn record_named(&self, name: &str) -> Result<Option<RegistryRecord>, ClusterError> {
+        let holder = self
+            .registry_bucket()
+            .get(name_key(name))
+            .await
+            .map_err(|e| unavailable("registry name read", e))?;
+        let Some(id) = holder
+            .as_deref()
+            .and_then(|v| std::str::from_utf8(v).ok())
+            .and_then(ConversationId::parse)
+        else {
+            return Ok(None);
+        };
+        Ok(self.record(id).await?.map(|(record, _)| record))
+    }
+
+    /// Makes `name`'s key name `id`: insert-if-absent, or take over a stale claim.
+    pub async fn claim_name(
+        &self,
+        name: &str,
+        id: ConversationId,
+    ) -> Result<NameClaim, ClusterError> {
+        let bucket = self.registry_bucket();
+        let key = name_key(name);
+        for _ in 0..CAS_ATTEMPTS {
+            match bucket.create(&key, Bytes::from(id.to_string())).await {
+                Ok(_) => return Ok(NameClaim::Claimed),
+                Err(e) if e.kind() == kv::CreateErrorKind::AlreadyExists => {}
+                Err(e) => return Err(unavailable("registry name claim", e)),
+            }
+            self.stats().count_conflict();
+            let Some(holder) = bucket
+                .entry(&key)
+                .await
+                .map_err(|e| unavailable("registry name read", e))?
+            else {
+                continue; // deleted in between: claim again
+            };
+            if !matches!(holder.operation, kv::Operation::Put) {
+                continue;
+            }
+            let holder_id = std::str::from_utf8(&holder.value)
+                .ok()
+                .and_then(ConversationId::parse);
+            if holder_id == Some(id) {
+                return Ok(NameClaim::Claimed);
+            }
+            if let Some(holder_id) = holder_id {
+                if let Some((record, _)) = self.record(holder_id).await? {
+                    return Ok(NameClaim::Taken(record.name));
+                }
+            }
+            let age = jiff::Timestamp::now().as_second() - holder.created.unix_timestamp();
+            if age < STALE_NAME_CLAIM.as_secs() as i64 {
+                // A create still writing its record: it wins.
+                return Ok(NameClaim::Taken(name.to_string()));
+            }
+            match bucket
+                .update(&key, Bytes::from(id.to_string()), holder.revision)
+                .await
+            {
+                Ok(_) => {
+                    log::info!("cluster: took over the stale name claim {key}");
+                    return Ok(NameClaim::Claimed);
+                }
+                Err(_) => continue, // someone else moved it: look again
+            }
+        }
+        Err(ClusterError(format!(
+            "registry name claim: still contended after {CAS_ATTEMPTS} attempts"
+        )))
+    }
+
+    /// Removes `name`'s key if it still names `id` (compare-and-set: a newer claim stays).
+    pub async fn release_name(&self, name: &str, id: ConversationId) -> Result<(), ClusterError> {
+        let bucket = self.registry_bucket();
+        let key = name_key(name);
+        let Some(holder) = bucket
+            .entry(&key)
+            .await
+            .map_err(|e| unavailable("registry name read", e))?
+        else {
+            return Ok(());
+        };
+        if matches!(holder.operation, kv::Operation::Put)
+            && holder.value == id.to_string().as_bytes()
+        {
+            if let Err(e) = bucket
+                .delete_expect_revision(&key, Some(holder.revision))
+                .await
+            {
+                // Moved on (taken over): nothing of ours to remove.
+                log::debug!("cluster: name key {key} not released: {e}");
+            }
+        }
+        Ok(())
+    }
+
+    /// Creates a conversation: claims its name, then writes its record. Answers `Taken` with
+    /// the holder's name when another conversation has it.
+    pub async fn create_conversation(
+        &self,
+        record: &RegistryRecord,
+    ) -> Result<NameClaim, ClusterError> {
+        self.require_connected()?;
+        let claim = self
+            .claim_name(&record.name, record.conversation_id)
+            .await?;
+        if claim != NameClaim::Claimed {
+            return Ok(claim);
+        }
+        let value = Bytes::from(serde_json::to_vec(record).expect("a record serializes"));
+        if let Err(e) = self
+            .registry_bucket()
+            .create(conv_key(record.conversation_id), value)
+            .await
+        {
+            let _ = self
+                .release_name(&record.name, record.conversation_id)
+                .await;
+            return Err(unavailable("registry create", e));
+        }
+        self.stats().count_write();
+        Ok(NameClaim::Claimed)
+    }
+
+    /// Renames a conversation: claims the new name (unless only its case or spacing changes),
+    /// rewrites the record with a compare-and-set, releases the old name. `Ok(None)` when the
+    /// record is gone (deleted on another node).
+    pub async fn rename_conversation(
+        &self,
+        id: ConversationId,
+        new_name: &str,
+    ) -> Result<Option<NameClaim>, ClusterError> {
+        self.require_connected()?;
+        let Some((current, _)) = self.record(id).await? else {
+            return Ok(None);
+        };
+        let same_key = name_key(&current.name) == name_key(new_name);
+        if !same_key {
+            let claim = self.claim_name(new_name, id).await?;
+            if claim != NameClaim::Claimed {
+                return Ok(Some(claim));
+            }
+        }
+        for _ in 0..CAS_ATTEMPTS {
+            let Some((mut record, revision)) = self.record(id).await? else {
+                if !same_key {
+                    let _ = self.release_name(new_name, id).await;
+                }
+                return Ok(None);
+            };
+            let old_name = std::mem::replace(&mut record.name, new_name.to_string());
+            let value = Bytes::from(serde_json::to_vec(&record).expect("a record serializes"));
+            match self
+                .registry_bucket()
+                .update(conv_key(id), value, revision)
+                .await
+            {
+                Ok(_) => {
+                    self.stats().count_write();
+                    if name_key(&old_name) != name_key(new_name) {
+                        self.release_name(&old_name, id).await?;
+                    }
+                    return Ok(Some(NameClaim::Claimed));
+                }
+                Err(_) => self.stats().count_conflict(),
+            }
+        }
+        Err(ClusterError(format!(
+            "registry rename of {id}: still contended after {CAS_ATTEMPTS} attempts"
+        )))
+    }
+
+    /// Deletes a conversation's record, then its name key.
+    pub async fn delete_conversation(&self, id: ConversationId) -> Result<(), ClusterError> {
+        self.require_connected()?;
+        let current = self.record(id).await?;
+        self.registry_bucket()
+            .delete(conv_key(id))
+            .await
+            .map_err(|e| unavailable("registry delete", e))?;
+        self.stats().count_write();
+        if let Some((record, _)) = current {
+            self.release_name(&record.name, id).await?;
+        }
+        Ok(())
+    }
+
+    /// Every record now, and where the watch must start.
+    pub async fn registry_snapshot(&self) -> Result<RegistrySnapshot, ClusterError> {
+        let bucket = self.registry_bucket();
+        let status = bucket
+            .status()
+            .await
+            .map_err(|e| unavailable("registry status", e))?;
+        let watch_from = status.info.state.last_sequence + 1;
+        let consumer = bucket
+            .stream
+            .create_consumer(jetstream::consumer::push::OrderedConfig {
+                deliver_subject: self.client().new_inbox(),
+                description: Some("roundtable registry snapshot".into()),
+                filter_subject: format!("{}conv.>", bucket.prefix),
+                deliver_policy: jetstream::consumer::DeliverPolicy::LastPerSubject,
+                replay_policy: jetstream::consumer::ReplayPolicy::Instant,
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| unavailable("registry snapshot", e))?;
+        let mut pending = consumer.cached_info().num_pending;
+        let mut messages = consumer
+            .messages()
+            .await
+            .map_err(|e| unavailable("registry snapshot", e))?;
+        let mut records = Vec::with_capacity(pending as usize);
+        while pending > 0 {
+            let Some(message) = messages.next().await else {
+                break;
+            };
+            let message = message.map_err(|e| unavailable("registry snapshot", e))?;
+            pending = message.info().map(|i| i.pending).unwrap_or(0);
+            let deleted = message
+                .headers
+                .as_ref()
+                .and_then(|h| h.get("KV-Operation"))
+                .is_some_and(|op| op.as_str() == "DEL" || op.as_str() == "PURGE");
+            if deleted || message.payload.is_empty() {
+                continue;
+            }
+            match serde_json::from_slice::<RegistryRecord>(&message.payload) {
+                Ok(record) => records.push(record),
+                Err(e) => log::error!(
+                    "cluster: unreadable registry record on {}: {e}",
+                    message.subject
+                ),
+            }
+        }
+        Ok(RegistrySnapshot {
+            records,
+            watch_from,
+        })
+    }
+
+    /// Changes from `revision` on, for the registry actor. Ends when the watch fails (the
+    /// caller restarts it from the last revision it saw).
+    pub async fn watch_registry(
+        &self,
+        from: u64,
+    ) -> Result<impl futures_util::Stream<Item = (u64, Option<RegistryChange>)>, ClusterError> {
+        let watch = self
+            .registry_bucket()
+            .watch_all_from_revision(from)
+            .await
+            .map_err(|e| unavailable("registry watch", e))?;
+        let stats = self.clone();
+        Ok(watch
+            .take_while(|entry| std::future::ready(entry.is_ok()))
+            .filter_map(move |entry| {
+                let entry = entry.expect("errors end the stream above");
+                stats.stats().count_watch_event();
+                let change = entry
+                    .key
+                    .strip_prefix("conv.")
+                    .and_then(ConversationId::parse)
+                    .and_then(|id| match entry.operation {
+                        kv::Operation::Put => match serde_json::from_slice(&entry.value) {
+                            Ok(record) => Some(RegistryChange::Put(record)),
+                            Err(e) => {
+                                log::error!(
+                                    "cluster: unreadable registry record {}: {e}",
+                                    entry.key
+                                );
+                                None
+                            }
+                        },
+                        kv::Operation::Delete | kv::Operation::Purge => {
+                            Some(RegistryChange::Deleted(id))
+                        }
+                    });
+                std::future::ready(Some((entry.revision, change)))
+            }))
+    }
+}

@@ -1,0 +1,472 @@
+//! Cross-node joins (`serve --cluster`, docs/cluster.md "Requests, output and order"): a client
+//! on node B joins a conversation that node A serves. B's socket keeps its [`Connection`];
+//! for that conversation it becomes a relay to a *virtual connection* on A — an ordinary
+//! [`Connection`] actor whose inbound frames come from NATS instead of a TCP reader and whose
+//! outbox is drained to NATS instead of a TCP writer. Everything A's conversation does with
+//! that client (join result, `clientio` calls, answers on `dispatcher:<id>`, interactions,
+//! notices, the close when it is deleted) is therefore exactly what a local client gets, in the
+//! order A's conversation decided, and B copies each frame into the real socket's outbox
+//! unchanged (callIds included: the virtual connection serves this one client, so its
+//! channels and callIds are the client's own).
+//!
+//! Subjects (`<relay>` is a UUID per cross-node join):
+//! - `rt.node.<A>.relay.open` (request-reply): B asks A for a virtual connection.
+//! - `rt.node.<A>.relay.<relay>.in`: B → A, the client's frames for that conversation.
+//! - `rt.node.<B>.relay.<relay>.out`: A → B, the virtual connection's frames.
+//!
+//! Each message starts with one kind byte: `T` a text frame, `C` a chunk of a text frame too
+//! large for one NATS message (the rest follows, ending with `T`), `P` a ping from A's
+//! heartbeat, `O` B's pong, `X` the end (B's socket closed or left; A's connection closed).
+//! One publisher task per direction keeps frames in order; its queue is bounded
+//! ([`RELAY_QUEUE_FRAMES`]): past it the relay ends as a slow consumer would. Liveness: A's
+//! virtual connection pings every `--ping-interval` and drops a relay that does not answer (B
+//! died); B ends a relay that hears nothing from A for three intervals (A died) and the
+//! client sees the conversation's channels close, as for a deleted conversation.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use actix::prelude::*;
+use actix_http::ws::{Message, ProtocolError};
+use bytes::Bytes;
+use futures_util::StreamExt;
+use roundtable_actors::cluster::Cluster;
+use roundtable_actors::ids::ConversationId;
+use roundtable_actors::metrics::Metrics;
+use roundtable_actors::outbox::{outbox, Outbox, OutboxReceiver, Outgoing, PushError};
+use roundtable_actors::protocol::{self, RpcError, AGENT_SERVER_CHANNEL};
+use serde::{Deserialize, Serialize};
+use tokio::sync::{mpsc, oneshot};
+
+use super::Connection;
+use crate::server::AppState;
+
+/// Frames one relay direction may have waiting for NATS.
+pub const RELAY_QUEUE_FRAMES: usize = 4096;
+/// Bytes of a NATS message's payload used for one chunk when a frame exceeds the server's
+/// `max_payload` (room left for the kind byte and headers).
+const CHUNK_MARGIN: usize = 1024;
+
+const TEXT: u8 = b'T';
+const CHUNK: u8 = b'C';
+const PING: u8 = b'P';
+const PONG: u8 = b'O';
+const END: u8 = b'X';
+
+fn open_subject(node: &str) -> String {
+    format!("rt.node.{node}.relay.open")
+}
+
+fn in_subject(node: &str, relay: &str) -> String {
+    format!("rt.node.{node}.relay.{relay}.in")
+}
+
+fn out_subject(node: &str, relay: &str) -> String {
+    format!("rt.node.{node}.relay.{relay}.out")
+}
+
+/// B's request for a virtual connection.
+#[derive(Serialize, Deserialize)]
+struct OpenRelay {
+    /// The relay's id (a UUID, part of its subjects).
+    relay: String,
+    /// The asking node (where the `.out` subject lives).
+    from: String,
+}
+
+/// The sending half of one relay direction: a bounded queue drained in order by one task.
+#[derive(Clone)]
+pub(super) struct Publisher {
+    tx: mpsc::Sender<(u8, Bytes)>,
+}
+
+impl Publisher {
+    /// Starts the task that publishes to `subject`; it ends after an [`END`] or when every
+    /// handle is dropped.
+    fn start(cluster: &Cluster, subject: String) -> Publisher {
+        let (tx, mut rx) = mpsc::channel::<(u8, Bytes)>(RELAY_QUEUE_FRAMES);
+        let client = cluster.client().clone();
+        let stats = cluster.clone();
+        actix::spawn(async move {
+            let max = (client.server_info().max_payload.max(4 * CHUNK_MARGIN)) - CHUNK_MARGIN;
+            while let Some((kind, body)) = rx.recv().await {
+                let mut rest = body;
+                loop {
+                    let last = rest.len() <= max;
+                    let piece = rest.split_to(rest.len().min(max));
+                    let mut payload = Vec::with_capacity(piece.len() + 1);
+                    payload.push(if last { kind } else { CHUNK });
+                    payload.extend_from_slice(&piece);
+                    if let Err(e) = client.publish(subject.clone(), payload.into()).await {
+                        log::warn!("cluster relay {subject}: publish failed: {e}");
+                        return;
+                    }
+                    if last {
+                        break;
+                    }
+                }
+                stats.stats().relayed_frames.fetch_add(1, Ordering::Relaxed);
+                if kind == END {
+                    return;
+                }
+            }
+        });
+        Publisher { tx }
+    }
+
+    /// Queues one message; false when the queue is full or the task has ended.
+    pub(super) fn send(&self, kind: u8, body: impl Into<Bytes>) -> bool {
+        self.tx.try_send((kind, body.into())).is_ok()
+    }
+
+    /// Queues a text frame.
+    pub(super) fn text(&self, text: String) -> bool {
+        self.send(TEXT, text)
+    }
+
+    /// Ends the relay (the other side stops).
+    pub(super) fn end(&self) {
+        let _ = self.send(END, Bytes::new());
+    }
+}
+
+/// Joins the chunks of one frame; answers (kind, body) once a message completes one.
+#[derive(Default)]
+struct Chunks {
+    partial: Vec<u8>,
+}
+
+impl Chunks {
+    fn take(&mut self, payload: &[u8]) -> Option<(u8, Vec<u8>)> {
+        let (&kind, body) = payload.split_first()?;
+        if kind == CHUNK {
+            self.partial.extend_from_slice(body);
+            return None;
+        }
+        let mut whole = std::mem::take(&mut self.partial);
+        whole.extend_from_slice(body);
+        Some((kind, whole))
+    }
+}
+
+/// One cross-node join held by a socket on this node (B's side).
+pub(super) struct RemoteJoin {
+    /// The node that serves the conversation.
+    pub(super) node: String,
+    /// This relay's id (a late "gone" of an earlier relay for the same conversation is
+    /// ignored).
+    pub(super) relay: String,
+    /// The client's frames toward the virtual connection.
+    pub(super) publisher: Publisher,
+}
+
+/// A relay ended (the other node closed it, stopped answering, or the socket's outbox
+/// overflowed): the socket no longer has that conversation.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub(super) struct RemoteGone {
+    /// The conversation.
+    pub(super) conversation_id: ConversationId,
+    /// Which relay.
+    pub(super) relay: String,
+}
+
+impl Handler<RemoteGone> for Connection {
+    type Result = ();
+
+    fn handle(&mut self, msg: RemoteGone, _ctx: &mut Self::Context) {
+        if self
+            .remote
+            .get(&msg.conversation_id)
+            .is_some_and(|r| r.relay == msg.relay)
+        {
+            self.remote.remove(&msg.conversation_id);
+            log::info!(
+                "socket {}: relay to conversation {} ended",
+                self.socket_id,
+                msg.conversation_id
+            );
+        }
+    }
+}
+
+impl Connection {
+    /// The registry answered that `id` is served by `node`: ask that node for a virtual
+    /// connection, then send it the join (the client's callId: the answer comes back as is).
+    pub(super) fn join_remote(
+        &mut self,
+        call_id: u64,
+        id: ConversationId,
+        node: String,
+        filter: bool,
+        ctx: &mut Context<Self>,
+    ) {
+        let Some(cluster) = self.state.cluster.clone() else {
+            return;
+        };
+        let relay = uuid::Uuid::new_v4().to_string();
+        let me = cluster.node().to_string();
+        let request = OpenRelay {
+            relay: relay.clone(),
+            from: me.clone(),
+        };
+        let client = cluster.client().clone();
+        let target = node.clone();
+        let relay_for_sub = relay.clone();
+        let opening = async move {
+            let subscription = client
+                .subscribe(out_subject(&me, &relay_for_sub))
+                .await
+                .map_err(|e| format!("subscribe: {e}"))?;
+            let body = serde_json::to_vec(&request).expect("serializes");
+            let answer = client
+                .request(open_subject(&target), body.into())
+                .await
+                .map_err(|e| format!("node {target} does not answer: {e}"))?;
+            if &answer.payload[..] != b"ok" {
+                return Err(format!(
+                    "node {target}: {}",
+                    String::from_utf8_lossy(&answer.payload)
+                ));
+            }
+            Ok(subscription)
+        };
+        ctx.spawn(opening.into_actor(self).map(move |opened, act, ctx| {
+            let subscription = match opened {
+                Ok(s) => s,
+                Err(e) => {
+                    let error = RpcError::ClusterUnavailable(e);
+                    return act.reply(
+                        AGENT_SERVER_CHANNEL,
+                        call_id,
+                        "joinConversation",
+                        Err(error),
+                    );
+                }
+            };
+            let publisher = Publisher::start(&cluster, in_subject(&node, &relay));
+            if act.closing || act.remote.contains_key(&id) {
+                publisher.end();
+                let error = RpcError::ChannelExists(protocol::clientio_channel(id));
+                return act.reply(
+                    AGENT_SERVER_CHANNEL,
+                    call_id,
+                    "joinConversation",
+                    Err(error),
+                );
+            }
+            // From here the other node answers this callId.
+            act.in_flight
+                .remove(&(AGENT_SERVER_CHANNEL.to_string(), call_id));
+            let join = protocol::invoke_frame(
+                AGENT_SERVER_CHANNEL,
+                call_id,
+                "joinConversation",
+                &serde_json::json!([{"conversationId": id, "filter": filter}]),
+            );
+            publisher.text(join);
+            log::info!(
+                "socket {}: joining conversation {id} on node {node} (relay {relay})",
+                act.socket_id
+            );
+            let ended = RemoteGone {
+                conversation_id: id,
+                relay: relay.clone(),
+            };
+            ctx.spawn(
+                receive(
+                    subscription,
+                    act.outbox.clone(),
+                    publisher.clone(),
+                    act.state.clone(),
+                    call_id,
+                )
+                .into_actor(act)
+                .map(move |(), _, ctx| ctx.notify(ended)),
+            );
+            act.remote.insert(
+                id,
+                RemoteJoin {
+                    node,
+                    relay,
+                    publisher,
+                },
+            );
+        }));
+    }
+}
+
+/// B's side of one relay: copies A's frames into the socket's outbox, answers pings, ends on
+/// A's end, on silence, or when the socket cannot take more.
+async fn receive(
+    mut subscription: async_nats::Subscriber,
+    socket: Outbox,
+    publisher: Publisher,
+    state: Arc<AppState>,
+    join_call_id: u64,
+) {
+    let silence = state.config.ping_interval * 3;
+    let mut chunks = Chunks::default();
+    let mut join_pending = true;
+    loop {
+        let message = match tokio::time::timeout(silence, subscription.next()).await {
+            Ok(Some(m)) => m,
+            Ok(None) => break,
+            Err(_) => {
+                log::warn!("cluster relay: the serving node went silent for {silence:?}");
+                break;
+            }
+        };
+        let Some((kind, body)) = chunks.take(&message.payload) else {
+            continue;
+        };
+        match kind {
+            TEXT => {
+                let Ok(text) = String::from_utf8(body) else {
+                    continue;
+                };
+                if join_pending && join_failed(&text, join_call_id) {
+                    let _ = socket.push(text);
+                    break;
+                }
+                if join_pending && answers(&text, join_call_id) {
+                    join_pending = false;
+                }
+                match socket.push(text) {
+                    Ok(()) => Metrics::inc(&state.metrics.frames_out),
+                    Err(PushError::Full) => {
+                        Metrics::inc(&state.metrics.slow_client_closes);
+                        socket.abort(
+                            roundtable_actors::client::SLOW_CONSUMER_CLOSE_CODE,
+                            roundtable_actors::client::SLOW_CONSUMER_REASON,
+                        );
+                        break;
+                    }
+                    Err(_) => break,
+                }
+            }
+            PING => {
+                publisher.send(PONG, Bytes::new());
+            }
+            END => break,
+            _ => {}
+        }
+    }
+    publisher.end();
+}
+
+/// Whether `text` is an answer on `agent-server` to `call_id`.
+fn answers(text: &str, call_id: u64) -> bool {
+    text.contains(AGENT_SERVER_CHANNEL)
+        && serde_json::from_str::<serde_json::Value>(text)
+            .is_ok_and(|v| v["name"] == AGENT_SERVER_CHANNEL && v["message"]["callId"] == call_id)
+}
+
+/// Whether `text` is the `invokeError` answering the relayed join.
+fn join_failed(text: &str, call_id: u64) -> bool {
+    answers(text, call_id)
+        && serde_json::from_str::<serde_json::Value>(text)
+            .is_ok_and(|v| v["message"]["type"] == "invokeError")
+}
+
+/// A's side: answers `rt.node.<A>.relay.open` for the server's life, starting one virtual
+/// connection per request.
+pub async fn serve_relays(state: Arc<AppState>, cluster: Cluster) {
+    let client = cluster.client().clone();
+    let me = cluster.node().to_string();
+    let mut requests = match client.subscribe(open_subject(&me)).await {
+        Ok(s) => s,
+        Err(e) => {
+            log::error!("cluster node {me}: cannot serve relays: {e}");
+            return;
+        }
+    };
+    while let Some(request) = requests.next().await {
+        let Some(reply) = request.reply.clone() else {
+            continue;
+        };
+        let answer = match serde_json::from_slice::<OpenRelay>(&request.payload) {
+            Ok(open)
+                if uuid::Uuid::parse_str(&open.relay).is_ok()
+                    && roundtable_actors::cluster::ClusterSettings::validate_node_name(
+                        &open.from,
+                    )
+                    .is_ok() =>
+            {
+                match open_virtual(&state, &cluster, &open).await {
+                    Ok(()) => Bytes::from_static(b"ok"),
+                    Err(e) => Bytes::from(e),
+                }
+            }
+            _ => Bytes::from_static(b"malformed relay request"),
+        };
+        let _ = client.publish(reply, answer).await;
+    }
+}
+
+/// Starts the virtual connection of one relay.
+async fn open_virtual(
+    state: &Arc<AppState>,
+    cluster: &Cluster,
+    open: &OpenRelay,
+) -> Result<(), String> {
+    let client = cluster.client().clone();
+    let inbound = client
+        .subscribe(in_subject(cluster.node(), &open.relay))
+        .await
+        .map_err(|e| format!("subscribe: {e}"))?;
+    let (tx, rx) = outbox(state.config.outbox.clone());
+    let publisher = Publisher::start(cluster, out_subject(&open.from, &open.relay));
+    let (done_tx, done_rx) = oneshot::channel::<()>();
+    actix::spawn(drain(rx, publisher, done_tx));
+    let mut chunks = Chunks::default();
+    let frames = inbound
+        .take_until(done_rx)
+        .filter_map(move |message| {
+            let frame = chunks
+                .take(&message.payload)
+                .and_then(|(kind, body)| match kind {
+                    TEXT => String::from_utf8(body)
+                        .ok()
+                        .map(|text| Ok(Message::Text(text.into()))),
+                    PONG => Some(Ok(Message::Pong(Bytes::new()))),
+                    END => Some(Ok(Message::Close(None))),
+                    _ => None,
+                });
+            std::future::ready(frame)
+        })
+        .map(|frame: Result<Message, ProtocolError>| frame);
+    let connection = Connection::new(state.clone(), tx, false, true);
+    log::info!(
+        "cluster: virtual connection for node {} (relay {})",
+        open.from,
+        open.relay
+    );
+    Connection::create(move |ctx| {
+        ctx.add_stream(frames);
+        connection
+    });
+    Ok(())
+}
+
+/// A's side: drains the virtual connection's outbox to NATS, in order.
+async fn drain(mut rx: OutboxReceiver, publisher: Publisher, done: oneshot::Sender<()>) {
+    while let Some(frame) = rx.next().await {
+        let queued = match frame {
+            Outgoing::Ping(_) => publisher.send(PING, Bytes::new()),
+            Outgoing::Close(_) => break,
+            Outgoing::Pong(_) | Outgoing::Binary(_) => true,
+            text => match text.to_text() {
+                Some(text) => publisher.text(text),
+                None => true,
+            },
+        };
+        if !queued {
+            log::warn!("cluster relay: queue toward the other node full; ending the relay");
+            break;
+        }
+    }
+    rx.close();
+    publisher.end();
+    let _ = done.send(());
+}

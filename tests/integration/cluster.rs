@@ -1,0 +1,358 @@
+//! The cluster (`serve --cluster`, docs/cluster.md) against a real `nats-server -js` on
+//! loopback and three real Roundtable nodes: one list and one set of names for every node,
+//! the 50-way create race across nodes, a conversation shared by clients on different nodes,
+//! delete across nodes, and losing and regaining NATS.
+
+use std::sync::{Arc, Barrier};
+
+use serde_json::{json, Value};
+
+use crate::harness::*;
+use crate::support::nats::NatsServer;
+
+/// The agent's last answer in a turn's calls.
+fn answer(calls: &[Call]) -> String {
+    Client::texts(calls).pop().expect("an answer")
+}
+
+/// A turn's own calls (from `requestQueued` on): what came before differs per client (notices
+/// of joins are for the others).
+fn turn(calls: &[Call]) -> &[Call] {
+    let start = calls
+        .iter()
+        .position(|(m, _)| m == "requestQueued")
+        .expect("requestQueued");
+    &calls[start..]
+}
+
+/// Three nodes `a`, `b`, `c` of one cluster, each on its own instance directory.
+fn three_nodes(nats: &NatsServer) -> Vec<Server> {
+    ["a", "b", "c"]
+        .iter()
+        .map(|node| Server::start(&["--cluster", &nats.url(), "--node-name", node]))
+        .collect()
+}
+
+/// Names a node lists, sorted.
+fn sorted_names(node: &Server) -> Vec<String> {
+    let mut names = node.connect().names();
+    names.sort();
+    names
+}
+
+/// The list every node answers is the same (ids, names, order) once the watch has delivered.
+fn wait_same_lists(nodes: &[Server]) -> Value {
+    let mut agreed = Value::Null;
+    eventually("every node to list the same conversations", || {
+        let lists: Vec<Value> = nodes
+            .iter()
+            .map(|n| {
+                let list = n
+                    .connect()
+                    .agent("listConversations", json!([null]))
+                    .unwrap();
+                let ids: Vec<Value> = list
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|c| json!([c["conversationId"], c["name"], c["createdAt"]]))
+                    .collect();
+                Value::from(ids)
+            })
+            .collect();
+        agreed = lists[0].clone();
+        lists.iter().all(|l| *l == lists[0])
+    });
+    agreed
+}
+
+/// Every node starts on the cluster's registry (one `default` for all), reports the cluster on
+/// `/health` and `/metrics`; a conversation created, renamed and deleted on any node shows the
+/// same on every node, names are unique across nodes, and the list order is the same.
+#[test]
+fn nodes_share_one_list_and_one_set_of_names() {
+    let nats = NatsServer::start();
+    let nodes = three_nodes(&nats);
+    for (node, name) in nodes.iter().zip(["a", "b", "c"]) {
+        let (status, body) = node.http_get("/health");
+        assert_eq!(status, 200, "{body}");
+        let health: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(health["cluster"]["node"], name);
+        assert_eq!(health["cluster"]["nats"], "connected");
+        let (_, metrics) = node.http_get("/metrics");
+        assert!(
+            metrics.contains(&format!(
+                "roundtable_cluster_nats_connected{{node=\"{name}\"}} 1"
+            )),
+            "{metrics}"
+        );
+    }
+    let list = wait_same_lists(&nodes);
+    assert_eq!(
+        list.as_array().unwrap().len(),
+        1,
+        "one default for the cluster: {list}"
+    );
+    assert_eq!(sorted_names(&nodes[2]), ["default"]);
+
+    let mut on_a = nodes[0].connect();
+    let mut on_b = nodes[1].connect();
+    let id = on_a.create("Planning");
+    // The same name on another node, in another case: the protocol's duplicate-name answer.
+    assert_eq!(
+        on_b.agent("createConversation", json!([" planning ", null]))
+            .unwrap_err(),
+        "A conversation named \"Planning\" already exists. Pick a different name."
+    );
+    // appendNumber moves past it, also from another node.
+    let numbered = on_b
+        .agent(
+            "createConversation",
+            json!(["planning", {"nameCollisionBehavior": "appendNumber"}]),
+        )
+        .unwrap();
+    assert_eq!(numbered["name"], "planning (1)");
+    wait_same_lists(&nodes);
+    // A subscriber on c hears of a rename made on b.
+    let mut watcher = nodes[2].connect();
+    watcher.agent("subscribeConversations", json!([])).unwrap();
+    on_b.agent("renameConversation", json!([id, "Roadmap"]))
+        .unwrap();
+    let change = watcher.expect_call(AGENT_SERVER, "conversationsChanged");
+    assert_eq!(change[0]["kind"], "renamed");
+    assert_eq!(change[0]["conversation"]["name"], "Roadmap");
+    // The old name is free again on every node; the new one is taken on every node.
+    let again = nodes[2].connect().create("Planning");
+    assert_ne!(again, id);
+    assert_eq!(
+        nodes[0]
+            .connect()
+            .agent("createConversation", json!(["roadmap", null]))
+            .unwrap_err(),
+        "A conversation named \"Roadmap\" already exists. Pick a different name."
+    );
+    // Delete on c: gone from every list, and its name free.
+    nodes[2]
+        .connect()
+        .agent("deleteConversation", json!([id]))
+        .unwrap();
+    let list = wait_same_lists(&nodes);
+    assert!(!list.to_string().contains(&id), "{list}");
+    nodes[1].connect().create("Roadmap");
+    wait_same_lists(&nodes);
+    assert!(nodes[0].metric("roundtable_cluster_registry_writes_total{node=\"a\"}") >= 1.0);
+}
+
+/// Fifty clients spread over three nodes create one name at the same moment: exactly one
+/// conversation exists afterwards, and the 49 others got the protocol's duplicate-name error.
+#[test]
+fn fifty_way_create_race_across_nodes_makes_one_conversation() {
+    let nats = NatsServer::start();
+    let nodes = three_nodes(&nats);
+    let barrier = Arc::new(Barrier::new(50));
+    let results: Vec<Result<Value, String>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..50)
+            .map(|i| {
+                let url = nodes[i % 3].url();
+                let barrier = barrier.clone();
+                scope.spawn(move || {
+                    let mut client = Client::connect(&url);
+                    barrier.wait();
+                    client.agent("createConversation", json!(["Race", null]))
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let won: Vec<&Value> = results.iter().filter_map(|r| r.as_ref().ok()).collect();
+    assert_eq!(won.len(), 1, "exactly one create wins: {results:?}");
+    for lost in results.iter().filter_map(|r| r.as_ref().err()) {
+        assert_eq!(
+            lost,
+            "A conversation named \"Race\" already exists. Pick a different name."
+        );
+    }
+    let list = wait_same_lists(&nodes);
+    let races = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c[1] == "Race")
+        .count();
+    assert_eq!(races, 1, "{list}");
+    assert_eq!(
+        list.to_string()
+            .matches(won[0]["conversationId"].as_str().unwrap())
+            .count(),
+        1
+    );
+}
+
+/// A conversation served by node a, with one client on a and one on b (its frames relayed
+/// through NATS): both see every turn of both, in the same order, with the same sequence
+/// numbers; the display history is the same from either node; leaving from b works like a
+/// local leave; a client on b that rejoins resumes with `afterSeq`.
+#[test]
+fn clients_on_two_nodes_share_one_conversation() {
+    let nats = NatsServer::start();
+    let nodes = three_nodes(&nats);
+    let (mut local, id) = nodes[0].joined("shared");
+    wait_same_lists(&nodes);
+    let mut remote = nodes[1].connect();
+    let joined = remote.join(&id);
+    assert_eq!(joined["conversationId"], id.as_str());
+    assert_eq!(joined["name"], "shared");
+    assert_eq!(joined["connectionId"], "1");
+    // Joined twice from one socket: the usual error, also for a relayed join.
+    assert_eq!(
+        remote
+            .agent("joinConversation", json!([{"conversationId": id}]))
+            .unwrap_err(),
+        format!(
+            "Already joined conversation '{id}'. Call leaveConversation() before joining again."
+        )
+    );
+
+    let ack = remote.submit(&id, "what is 2+3");
+    let rid = Client::request_id(&ack);
+    assert_eq!(ack["entry"]["originatorConnectionId"], "1");
+    let seen_remote = remote.until_complete(&id, &rid);
+    let seen_local = local.until_complete(&id, &rid);
+    assert_eq!(answer(&seen_remote), "5");
+    assert_eq!(
+        turn(&seen_remote),
+        turn(&seen_local),
+        "the same calls in the same order"
+    );
+    let ack = local.submit(&id, "what is 4+5");
+    let rid = Client::request_id(&ack);
+    let seen_local = local.until_complete(&id, &rid);
+    assert_eq!(answer(&seen_local), "9");
+    assert_eq!(turn(&remote.until_complete(&id, &rid)), turn(&seen_local));
+
+    let from_a = local
+        .invoke(&dispatcher(&id), "getDisplayHistory", json!([]))
+        .unwrap();
+    let from_b = remote
+        .invoke(&dispatcher(&id), "getDisplayHistory", json!([]))
+        .unwrap();
+    assert_eq!(from_a, from_b);
+    let entries = from_b.as_array().expect("entries");
+    let last_seq = entries.last().unwrap()["seq"].as_u64().unwrap();
+
+    // A third client, on c, sees the conversation's live output too.
+    let mut third = nodes[2].connect();
+    third.join(&id);
+    let ack = third.submit(&id, "what is 1+1");
+    let rid = Client::request_id(&ack);
+    for client in [&mut local, &mut remote, &mut third] {
+        assert_eq!(answer(&client.until_complete(&id, &rid)), "2");
+    }
+
+    // Leave from b, then join again: history after the last seq b saw holds the new turn.
+    remote.agent("leaveConversation", json!([id])).unwrap();
+    assert_eq!(
+        remote.agent("leaveConversation", json!([id])).unwrap_err(),
+        format!("Not joined to conversation: {id}")
+    );
+    remote.join(&id);
+    let after = remote
+        .invoke(&dispatcher(&id), "getDisplayHistory", json!([last_seq]))
+        .unwrap();
+    let after = after.as_array().unwrap();
+    assert_eq!(after[0]["seq"], last_seq + 1);
+    assert_eq!(after[0]["command"], "what is 1+1");
+    assert!(nodes[0].metric("roundtable_cluster_relayed_frames_total{node=\"a\"}") > 0.0);
+    // The clients' count includes the relayed ones.
+    let list = local.agent("listConversations", json!([null])).unwrap();
+    let shared = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["conversationId"] == id.as_str())
+        .unwrap()
+        .clone();
+    assert_eq!(shared["clientCount"], 3, "{shared}");
+}
+
+/// Deleting on node c a conversation served by a, with clients on a and b: both clients get
+/// the deletion notice and their channels close, and no node lists it.
+#[test]
+fn delete_on_one_node_reaches_clients_on_others() {
+    let nats = NatsServer::start();
+    let nodes = three_nodes(&nats);
+    let (mut on_a, id) = nodes[0].joined("doomed");
+    wait_same_lists(&nodes);
+    let mut on_b = nodes[1].connect();
+    on_b.join(&id);
+    nodes[2]
+        .connect()
+        .agent("deleteConversation", json!([id]))
+        .unwrap();
+    for client in [&mut on_a, &mut on_b] {
+        while client.expect_call(&clientio(&id), "appendDisplay")[0]["message"]["content"]
+            != "[This conversation was deleted.]"
+        {}
+        loop {
+            let n = client.expect_call(&clientio(&id), "notify");
+            if n[1] == "conversationDeleted" {
+                assert_eq!(n[2]["conversationId"], id.as_str());
+                break;
+            }
+        }
+    }
+    let list = wait_same_lists(&nodes);
+    assert!(!list.to_string().contains(&id));
+    for client in [&mut on_a, &mut on_b] {
+        eventually("channels closed", || {
+            client.agent("leaveConversation", json!([id])).err()
+                == Some(format!("Not joined to conversation: {id}"))
+        });
+        assert_eq!(
+            client
+                .agent("joinConversation", json!([{"conversationId": id}]))
+                .unwrap_err(),
+            format!("Conversation not found: {id}")
+        );
+    }
+}
+
+/// NATS goes away: `/health` turns 503 naming it and changes answer `Cluster unavailable`
+/// (nothing changes on one node only); lists still answer from the node's copy. NATS comes
+/// back (same store): health recovers, changes work again and reach the other nodes.
+#[test]
+fn losing_nats_fails_writes_clearly_and_recovers() {
+    let mut nats = NatsServer::start();
+    let nodes: Vec<Server> = three_nodes(&nats).into_iter().take(2).collect();
+    let mut on_a = nodes[0].connect();
+    on_a.create("before");
+    wait_same_lists(&nodes);
+
+    nats.stop();
+    eventually("health to report NATS lost", || {
+        nodes[0].http_get("/health").0 == 503
+    });
+    let (_, body) = nodes[0].http_get("/health");
+    let health: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(health["cluster"]["nats"], "disconnected", "{body}");
+    assert!(
+        health["problems"][0].as_str().unwrap().contains("NATS"),
+        "{body}"
+    );
+    let refused = on_a
+        .agent("createConversation", json!(["during", null]))
+        .unwrap_err();
+    assert!(refused.starts_with("Cluster unavailable: "), "{refused}");
+    assert!(on_a.names().contains(&"before".to_string()));
+    assert!(!on_a.names().contains(&"during".to_string()));
+
+    nats.restart();
+    for node in &nodes {
+        eventually("health to recover", || node.http_get("/health").0 == 200);
+    }
+    on_a.create("after");
+    eventually("the other node to hear of it", || {
+        nodes[1].connect().names().contains(&"after".to_string())
+    });
+    assert!(nodes[0].metric("roundtable_cluster_disconnects_total{node=\"a\"}") >= 1.0);
+}
