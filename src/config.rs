@@ -207,6 +207,10 @@ pub struct ServeArgs {
     /// the host name.
     #[arg(long, env = "ROUNDTABLE_NODE_NAME")]
     pub(crate) node_name: Option<String>,
+    /// Seconds an ownership lease lasts without renewal: how long a dead node's conversations
+    /// wait before another node takes them over (the first node of a cluster sets it).
+    #[arg(long, default_value_t = 6.0, hide = true)]
+    pub(crate) lease_time: f64,
 }
 
 /// A `roundtable serve` flag that cannot be used; the text is what the user sees.
@@ -330,7 +334,11 @@ fn cluster_settings(
     };
     ClusterSettings::validate_node_name(&node_name)
         .map_err(|e| ConfigError::Cluster(format!("--node-name: {e}")))?;
-    Ok(Some(ClusterSettings { url, node_name }))
+    Ok(Some(ClusterSettings {
+        url,
+        node_name,
+        lease_time: roundtable_actors::cluster::lease::DEFAULT_LEASE_TIME,
+    }))
 }
 
 /// The machine's host name (Linux: the kernel's UTS name).
@@ -392,6 +400,9 @@ impl TryFrom<ServeArgs> for ServerConfig {
         config.outbox.max_bytes = args.max_queued_bytes.max(1024);
         config.outbox.server = Some(ServerBudget::new(args.max_queued_bytes_total.max(1024)));
         config.cluster = cluster_settings(args.cluster, args.node_name)?;
+        if let Some(cluster) = &mut config.cluster {
+            cluster.lease_time = positive_seconds("lease-time", args.lease_time)?;
+        }
         Ok(config)
     }
 }

@@ -142,6 +142,7 @@ settings! {
     "client-agent-timeout" => client_agent_timeout: f64 = same, "Seconds a client-hosted agent's action may take to answer.";
     "cluster" => cluster: String = Some, "Join a cluster through this NATS server (nats://HOST:PORT).";
     "node-name" => node_name: String = Some, "This node's name in the cluster (default: the host name).";
+    "lease-time" => lease_time: f64 = same, "Seconds a cluster ownership lease lasts without renewal.";
 }
 
 /// Whether flags and environment left `id` at its default (so the file may set it).

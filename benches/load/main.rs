@@ -9,7 +9,7 @@
 //! every wait has a deadline, a scenario the server cannot serve fails with what it waited
 //! for, the next scenario still runs, and the exit code is 1.
 //!
-//! Modules: [`scenarios`] (the nine scenarios), [`fleet`] (many joined clients and their
+//! Modules: [`scenarios`] (the ten scenarios), [`fleet`] (many joined clients and their
 //! turns), [`client`] (one lean protocol client), [`invokes`] (its answers to server → client
 //! invokes), [`server`] (child processes, RSS, metrics, the loopback rule), [`support`]
 //! (spawning and stopping a server, frame building: shared with the integration tests),
@@ -55,10 +55,11 @@ const MAX_COMMAND_CHARS: usize = 10_000;
     name = "load",
     about = "Roundtable load harness: cargo bench --bench load -- <scenario> [options]",
     after_help = "Scenarios: fanout, rooms, churn, registry, history, slow, startup, crash, \
-                  search, all (comma-separated lists work too). See BENCHMARKS.md."
+                  search, cluster, all (comma-separated lists work too). See BENCHMARKS.md."
 )]
 struct Args {
-    /// Scenario to run: fanout, rooms, churn, registry, history, slow, startup, crash, search or all.
+    /// Scenario to run: fanout, rooms, churn, registry, history, slow, startup, crash, search,
+    /// cluster or all.
     scenario: String,
     /// Tiny sizes: every scenario finishes in seconds (what CI runs).
     #[arg(long)]
@@ -347,6 +348,7 @@ async fn run_scenario(ctx: &Ctx, name: &str) -> Result<ScenarioReport, String> {
         "startup" => scenarios::startup::run(ctx).await,
         "search" => scenarios::search::run(ctx).await,
         "crash" => scenarios::crash::run(ctx).await,
+        "cluster" => scenarios::cluster::run(ctx).await,
         other => Err(format!("unknown scenario {other}")),
     }?;
     report.param("quick", ctx.quick);

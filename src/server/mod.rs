@@ -23,6 +23,7 @@ use actix_service::{map_config, IntoServiceFactory, ServiceFactoryExt as _};
 use actix_web::dev::{ServiceFactory, ServiceRequest, ServiceResponse};
 use actix_web::web::{self as web_routes, Data};
 use actix_web::App;
+use roundtable_actors::cluster::log_stream::LogReplicator;
 use roundtable_actors::cluster::Cluster;
 use roundtable_actors::conversation::RuntimeConfig;
 use roundtable_actors::metrics::Metrics;
@@ -243,7 +244,12 @@ async fn start_registry(
         .map_err(StartError::Config)?;
     let provider = providers::agent_provider(config.provider).map_err(StartError::Config)?;
     let conversation_arbiters: Vec<Arbiter> = (0..cores).map(|_| Arbiter::new()).collect();
-    let log_writer = LogWriter::start(metrics.clone(), layout.root.clone());
+    let mut log_writer = LogWriter::start(metrics.clone(), layout.root.clone());
+    if let Some(cluster) = &cluster {
+        // Conversation files also go to the cluster's log stream; barriers wait for it.
+        log_writer =
+            log_writer.replicated(LogReplicator::start(cluster, layout.conversations_dir()));
+    }
     let search = SearchIndex::open(layout, config.reindex, metrics.clone())?;
     let registry = ConversationRegistry::open(RegistryConfig {
         layout: layout.clone(),

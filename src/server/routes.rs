@@ -266,7 +266,7 @@ pub async fn metrics_text(state: Data<AppState>) -> HttpResponse {
 /// The cluster's metrics (`serve --cluster` only; a single node prints none of them).
 fn cluster_metrics(out: &mut String, status: &roundtable_actors::cluster::ClusterStatus) {
     let node = status.node.replace('\\', "\\\\").replace('"', "\\\"");
-    let rows: [(&str, &str, &str, u64); 6] = [
+    let rows: [(&str, &str, &str, u64); 9] = [
         (
             "roundtable_cluster_nats_connected",
             "gauge",
@@ -302,6 +302,24 @@ fn cluster_metrics(out: &mut String, status: &roundtable_actors::cluster::Cluste
             "counter",
             "Frames relayed between this node and others for clients of conversations served elsewhere.",
             status.relayed_frames,
+        ),
+        (
+            "roundtable_cluster_owned_conversations",
+            "gauge",
+            "Conversations whose ownership lease this node holds (their actors run here).",
+            status.owned,
+        ),
+        (
+            "roundtable_cluster_lease_renewals_total",
+            "counter",
+            "Ownership lease renewals that succeeded.",
+            status.lease_renewals,
+        ),
+        (
+            "roundtable_cluster_leases_lost_total",
+            "counter",
+            "Ownership leases lost (a renewal failed; the conversation stopped here).",
+            status.leases_lost,
         ),
     ];
     for (name, kind, help, value) in rows {

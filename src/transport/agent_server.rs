@@ -314,6 +314,19 @@ impl Connection {
         });
     }
 
+    /// Keeps a join the registry made (a transparent rejoin, `relay.rs`); the caller marks
+    /// its client ready.
+    pub(super) fn adopt(&mut self, joined: Joined) {
+        self.joined.insert(
+            joined.conversation_id,
+            JoinedConversation {
+                connection_id: joined.connection_id,
+                conversation: joined.conversation,
+                lease: joined.lease,
+            },
+        );
+    }
+
     /// `joinConversation`: the registry attaches a client (not yet ready); the join result is
     /// queued, then the client is marked ready, so nothing reaches `clientio:<id>` before it.
     fn join(
@@ -349,7 +362,7 @@ impl Connection {
             match joined {
                 Err(RpcError::OnOtherNode { id, node }) if !act.relay => {
                     match ConversationId::parse(&id) {
-                        Some(id) => act.join_remote(call_id, id, node, filter, ctx),
+                        Some(id) => act.join_remote(Some(call_id), id, node, filter, ctx),
                         None => act.reply(ch, call_id, m, Err(RpcError::ConversationNotFound(id))),
                     }
                 }

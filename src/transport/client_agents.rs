@@ -113,6 +113,25 @@ impl Connection {
         &self,
         conversation: Option<&ConversationRef>,
     ) -> RpcResult<ConversationId> {
+        let relayed = |id: &ConversationId| {
+            self.remote.get(id).map(|r| {
+                RpcError::Message(format!(
+                    "Cannot register client agent: conversation {id} is served by cluster node {} \
+                     and client agents are not relayed between nodes",
+                    r.node
+                ))
+            })
+        };
+        if let Some(error) = conversation
+            .and_then(|c| c.id())
+            .or_else(|| {
+                (conversation.is_none() && self.joined.is_empty() && self.remote.len() == 1)
+                    .then(|| *self.remote.keys().next().expect("one"))
+            })
+            .and_then(|id| relayed(&id))
+        {
+            return Err(error);
+        }
         match conversation {
             Some(c) => match c.id().filter(|id| self.joined.contains_key(id)) {
                 Some(id) => Ok(id),

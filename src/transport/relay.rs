@@ -20,8 +20,14 @@
 //! One publisher task per direction keeps frames in order; its queue is bounded
 //! ([`RELAY_QUEUE_FRAMES`]): past it the relay ends as a slow consumer would. Liveness: A's
 //! virtual connection pings every `--ping-interval` and drops a relay that does not answer (B
-//! died); B ends a relay that hears nothing from A for three intervals (A died) and the
-//! client sees the conversation's channels close, as for a deleted conversation.
+//! died); A's side sends a heartbeat whenever it has been quiet for a third of the lease time,
+//! and B ends a relay that hears nothing for a whole lease time (A died).
+//!
+//! Failover: when a relay ends without the client leaving (A died, or lost the conversation's
+//! lease), B joins the conversation again on the client's behalf, without a join answer: it
+//! retries until the old owner's lease lapses, then either takes the conversation over itself
+//! (rebuilt from the log stream) or relays to whichever node did. The client keeps its socket
+//! and channels and reads what it missed with `getDisplayHistory(afterSeq)`.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -36,7 +42,12 @@ use roundtable_actors::metrics::Metrics;
 use roundtable_actors::outbox::{outbox, Outbox, OutboxReceiver, Outgoing, PushError};
 use roundtable_actors::protocol::{self, RpcError, AGENT_SERVER_CHANNEL};
 use serde::{Deserialize, Serialize};
+use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
+
+use roundtable_actors::client::Ready;
+use roundtable_actors::ids::ConversationRef;
+use roundtable_actors::registry::JoinConversation;
 
 use super::Connection;
 use crate::server::AppState;
@@ -156,12 +167,18 @@ pub(super) struct RemoteJoin {
     /// This relay's id (a late "gone" of an earlier relay for the same conversation is
     /// ignored).
     pub(super) relay: String,
+    /// The join's `filter` option (a transparent rejoin asks for the same).
+    pub(super) filter: bool,
     /// The client's frames toward the virtual connection.
     pub(super) publisher: Publisher,
 }
 
-/// A relay ended (the other node closed it, stopped answering, or the socket's outbox
-/// overflowed): the socket no longer has that conversation.
+/// callId of the join a relay sends on its own (a transparent rejoin after the serving node
+/// died or lost the conversation): its answer is not the client's and is not forwarded.
+const REJOIN_CALL_ID: u64 = u64::MAX;
+
+/// A relay ended: the other node closed it (leave, delete, lost lease), went silent (died), or
+/// the socket could not take more.
 #[derive(Message)]
 #[rtype(result = "()")]
 pub(super) struct RemoteGone {
@@ -169,18 +186,39 @@ pub(super) struct RemoteGone {
     pub(super) conversation_id: ConversationId,
     /// Which relay.
     pub(super) relay: String,
+    /// Whether the client should stay joined through another owner (false when the join
+    /// itself failed or the socket is gone).
+    pub(super) rejoin: bool,
 }
 
 impl Handler<RemoteGone> for Connection {
     type Result = ();
 
-    fn handle(&mut self, msg: RemoteGone, _ctx: &mut Self::Context) {
-        if self
+    fn handle(&mut self, msg: RemoteGone, ctx: &mut Self::Context) {
+        let current = self
             .remote
             .get(&msg.conversation_id)
-            .is_some_and(|r| r.relay == msg.relay)
-        {
-            self.remote.remove(&msg.conversation_id);
+            .is_some_and(|r| r.relay == msg.relay);
+        if !current {
+            return;
+        }
+        let remote = self.remote.remove(&msg.conversation_id).expect("checked");
+        if msg.rejoin && !self.closing {
+            log::info!(
+                "socket {}: relay to node {} for conversation {} ended; joining again",
+                self.socket_id,
+                remote.node,
+                msg.conversation_id
+            );
+            let deadline = std::time::Instant::now() + self.rejoin_budget();
+            self.rejoin(
+                msg.conversation_id,
+                remote.filter,
+                remote.node,
+                deadline,
+                ctx,
+            );
+        } else {
             log::info!(
                 "socket {}: relay to conversation {} ended",
                 self.socket_id,
@@ -191,11 +229,91 @@ impl Handler<RemoteGone> for Connection {
 }
 
 impl Connection {
+    /// How long a transparent rejoin keeps trying: the dead owner's lease must lapse first.
+    fn rejoin_budget(&self) -> Duration {
+        self.state
+            .cluster
+            .as_ref()
+            .map_or(Duration::ZERO, |c| c.lease_time() * 3)
+    }
+
+    /// Joins `id` again without the client seeing a join answer: locally when this node takes
+    /// the conversation over, else through a new relay to whichever node owns it now. The
+    /// client keeps its channels; it sees the new owner's output from here on and reads what it
+    /// missed with `getDisplayHistory(afterSeq)`.
+    fn rejoin(
+        &mut self,
+        id: ConversationId,
+        filter: bool,
+        previous: String,
+        deadline: std::time::Instant,
+        ctx: &mut Context<Self>,
+    ) {
+        if self.closing || self.joined.contains_key(&id) || self.remote.contains_key(&id) {
+            return;
+        }
+        let req = self.state.registry.send(JoinConversation {
+            conversation_id: Some(ConversationRef::parse(id.to_string())),
+            filter,
+            already_joined: self
+                .joined
+                .keys()
+                .chain(self.remote.keys())
+                .copied()
+                .collect(),
+            outbox: self.outbox.clone(),
+            connection: ctx.address().recipient(),
+        });
+        let joining = async move {
+            match req.await {
+                Ok(pending) => pending.await,
+                Err(e) => Err(RpcError::Internal(e.to_string())),
+            }
+        };
+        ctx.spawn(joining.into_actor(self).map(move |joined, act, ctx| {
+            let retry = std::time::Instant::now() < deadline;
+            match joined {
+                Ok(joined) => {
+                    if act.closing || act.joined.contains_key(&id) || act.remote.contains_key(&id) {
+                        return; // dropping it leaves again
+                    }
+                    log::info!(
+                        "socket {}: rejoined conversation {id} on this node as connection {}",
+                        act.socket_id,
+                        joined.connection_id
+                    );
+                    let client = joined.client.clone();
+                    act.adopt(joined);
+                    client.do_send(Ready);
+                }
+                // The old owner's lease has not lapsed yet, or the conversation is moving.
+                Err(RpcError::OnOtherNode { node, .. }) if node == previous && retry => {
+                    ctx.run_later(REJOIN_RETRY, move |act, ctx| {
+                        act.rejoin(id, filter, previous, deadline, ctx)
+                    });
+                }
+                Err(RpcError::ClusterUnavailable(_)) if retry => {
+                    ctx.run_later(REJOIN_RETRY, move |act, ctx| {
+                        act.rejoin(id, filter, previous, deadline, ctx)
+                    });
+                }
+                Err(RpcError::OnOtherNode { node, .. }) => {
+                    act.join_remote(None, id, node, filter, ctx)
+                }
+                Err(e) => log::info!(
+                    "socket {}: conversation {id} not rejoined: {e}",
+                    act.socket_id
+                ),
+            }
+        }));
+    }
+
     /// The registry answered that `id` is served by `node`: ask that node for a virtual
-    /// connection, then send it the join (the client's callId: the answer comes back as is).
+    /// connection, then send it the join. `call_id` is the client's join (its answer comes
+    /// back as is); `None` for a transparent rejoin, whose answer is not forwarded.
     pub(super) fn join_remote(
         &mut self,
-        call_id: u64,
+        call_id: Option<u64>,
         id: ConversationId,
         node: String,
         filter: bool,
@@ -231,36 +349,40 @@ impl Connection {
             }
             Ok(subscription)
         };
+        let fail = move |act: &mut Connection, error: RpcError| match call_id {
+            Some(call_id) => act.reply(
+                AGENT_SERVER_CHANNEL,
+                call_id,
+                "joinConversation",
+                Err(error),
+            ),
+            None => log::warn!(
+                "socket {}: conversation {id} not rejoined: {error}",
+                act.socket_id
+            ),
+        };
         ctx.spawn(opening.into_actor(self).map(move |opened, act, ctx| {
             let subscription = match opened {
                 Ok(s) => s,
-                Err(e) => {
-                    let error = RpcError::ClusterUnavailable(e);
-                    return act.reply(
-                        AGENT_SERVER_CHANNEL,
-                        call_id,
-                        "joinConversation",
-                        Err(error),
-                    );
-                }
+                Err(e) => return fail(act, RpcError::ClusterUnavailable(e)),
             };
             let publisher = Publisher::start(&cluster, in_subject(&node, &relay));
-            if act.closing || act.remote.contains_key(&id) {
+            if act.closing || act.remote.contains_key(&id) || act.joined.contains_key(&id) {
                 publisher.end();
-                let error = RpcError::ChannelExists(protocol::clientio_channel(id));
-                return act.reply(
-                    AGENT_SERVER_CHANNEL,
-                    call_id,
-                    "joinConversation",
-                    Err(error),
-                );
+                return fail(act, RpcError::ChannelExists(protocol::clientio_channel(id)));
             }
-            // From here the other node answers this callId.
-            act.in_flight
-                .remove(&(AGENT_SERVER_CHANNEL.to_string(), call_id));
+            let join_call_id = match call_id {
+                Some(call_id) => {
+                    // From here the other node answers this callId.
+                    act.in_flight
+                        .remove(&(AGENT_SERVER_CHANNEL.to_string(), call_id));
+                    call_id
+                }
+                None => REJOIN_CALL_ID,
+            };
             let join = protocol::invoke_frame(
                 AGENT_SERVER_CHANNEL,
-                call_id,
+                join_call_id,
                 "joinConversation",
                 &serde_json::json!([{"conversationId": id, "filter": filter}]),
             );
@@ -269,26 +391,32 @@ impl Connection {
                 "socket {}: joining conversation {id} on node {node} (relay {relay})",
                 act.socket_id
             );
-            let ended = RemoteGone {
-                conversation_id: id,
-                relay: relay.clone(),
-            };
+            let relay_id = relay.clone();
             ctx.spawn(
                 receive(
                     subscription,
                     act.outbox.clone(),
                     publisher.clone(),
                     act.state.clone(),
-                    call_id,
+                    cluster.lease_time(),
+                    join_call_id,
+                    call_id.is_none(),
                 )
                 .into_actor(act)
-                .map(move |(), _, ctx| ctx.notify(ended)),
+                .map(move |rejoin, _, ctx| {
+                    ctx.notify(RemoteGone {
+                        conversation_id: id,
+                        relay: relay_id,
+                        rejoin,
+                    })
+                }),
             );
             act.remote.insert(
                 id,
                 RemoteJoin {
                     node,
                     relay,
+                    filter,
                     publisher,
                 },
             );
@@ -296,25 +424,31 @@ impl Connection {
     }
 }
 
-/// B's side of one relay: copies A's frames into the socket's outbox, answers pings, ends on
-/// A's end, on silence, or when the socket cannot take more.
+/// Pause between attempts of a transparent rejoin.
+const REJOIN_RETRY: Duration = Duration::from_millis(300);
+
+/// B's side of one relay: copies A's frames into the socket's outbox, answers heartbeats, ends
+/// on A's end, on silence for `silence` (A died: its heartbeat comes every third of it), or when
+/// the socket cannot take more. The answer to `join_call_id` is held back when `silent_join`.
+/// Answers whether the client should be rejoined elsewhere.
 async fn receive(
     mut subscription: async_nats::Subscriber,
     socket: Outbox,
     publisher: Publisher,
     state: Arc<AppState>,
+    silence: Duration,
     join_call_id: u64,
-) {
-    let silence = state.config.ping_interval * 3;
+    silent_join: bool,
+) -> bool {
     let mut chunks = Chunks::default();
     let mut join_pending = true;
-    loop {
+    let rejoin = loop {
         let message = match tokio::time::timeout(silence, subscription.next()).await {
             Ok(Some(m)) => m,
-            Ok(None) => break,
+            Ok(None) => break true,
             Err(_) => {
                 log::warn!("cluster relay: the serving node went silent for {silence:?}");
-                break;
+                break true;
             }
         };
         let Some((kind, body)) = chunks.take(&message.payload) else {
@@ -325,12 +459,19 @@ async fn receive(
                 let Ok(text) = String::from_utf8(body) else {
                     continue;
                 };
-                if join_pending && join_failed(&text, join_call_id) {
-                    let _ = socket.push(text);
-                    break;
-                }
                 if join_pending && answers(&text, join_call_id) {
                     join_pending = false;
+                    let failed = join_failed(&text);
+                    if failed {
+                        log::info!("cluster relay: join refused by the serving node: {text}");
+                    }
+                    if !silent_join {
+                        let _ = socket.push(text);
+                    }
+                    if failed {
+                        break false;
+                    }
+                    continue;
                 }
                 match socket.push(text) {
                     Ok(()) => Metrics::inc(&state.metrics.frames_out),
@@ -340,19 +481,20 @@ async fn receive(
                             roundtable_actors::client::SLOW_CONSUMER_CLOSE_CODE,
                             roundtable_actors::client::SLOW_CONSUMER_REASON,
                         );
-                        break;
+                        break false;
                     }
-                    Err(_) => break,
+                    Err(_) => break false,
                 }
             }
             PING => {
                 publisher.send(PONG, Bytes::new());
             }
-            END => break,
+            END => break true,
             _ => {}
         }
-    }
+    };
     publisher.end();
+    rejoin
 }
 
 /// Whether `text` is an answer on `agent-server` to `call_id`.
@@ -362,11 +504,10 @@ fn answers(text: &str, call_id: u64) -> bool {
             .is_ok_and(|v| v["name"] == AGENT_SERVER_CHANNEL && v["message"]["callId"] == call_id)
 }
 
-/// Whether `text` is the `invokeError` answering the relayed join.
-fn join_failed(text: &str, call_id: u64) -> bool {
-    answers(text, call_id)
-        && serde_json::from_str::<serde_json::Value>(text)
-            .is_ok_and(|v| v["message"]["type"] == "invokeError")
+/// Whether `text` (an answer) is an `invokeError`.
+fn join_failed(text: &str) -> bool {
+    serde_json::from_str::<serde_json::Value>(text)
+        .is_ok_and(|v| v["message"]["type"] == "invokeError")
 }
 
 /// A's side: answers `rt.node.<A>.relay.open` for the server's life, starting one virtual
@@ -418,7 +559,7 @@ async fn open_virtual(
     let (tx, rx) = outbox(state.config.outbox.clone());
     let publisher = Publisher::start(cluster, out_subject(&open.from, &open.relay));
     let (done_tx, done_rx) = oneshot::channel::<()>();
-    actix::spawn(drain(rx, publisher, done_tx));
+    actix::spawn(drain(rx, publisher, cluster.lease_time() / 3, done_tx));
     let mut chunks = Chunks::default();
     let frames = inbound
         .take_until(done_rx)
@@ -450,8 +591,24 @@ async fn open_virtual(
 }
 
 /// A's side: drains the virtual connection's outbox to NATS, in order.
-async fn drain(mut rx: OutboxReceiver, publisher: Publisher, done: oneshot::Sender<()>) {
-    while let Some(frame) = rx.next().await {
+async fn drain(
+    mut rx: OutboxReceiver,
+    publisher: Publisher,
+    heartbeat: Duration,
+    done: oneshot::Sender<()>,
+) {
+    loop {
+        let frame = match tokio::time::timeout(heartbeat, rx.next()).await {
+            Ok(Some(frame)) => frame,
+            Ok(None) => break,
+            Err(_) => {
+                // Quiet: tell the other node this one is alive.
+                if !publisher.send(PING, Bytes::new()) {
+                    break;
+                }
+                continue;
+            }
+        };
         let queued = match frame {
             Outgoing::Ping(_) => publisher.send(PING, Bytes::new()),
             Outgoing::Close(_) => break,

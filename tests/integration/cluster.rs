@@ -213,6 +213,25 @@ fn clients_on_two_nodes_share_one_conversation() {
         )
     );
 
+    // Client agents are not relayed: a clear refusal, not a misleading "no conversation".
+    let registration = json!([{
+        "name": "phone",
+        "manifest": {
+            "description": "Acts on this phone.",
+            "schema": {
+                "description": "Acts on this phone.",
+                "schemaType": "PhoneAction",
+                "schemaFile": {"format": "ts", "content": "export type PhoneAction = { actionName: \"ring\" };"}
+            }
+        },
+        "agentInterface": ["executeAction"],
+        "conversationId": id
+    }]);
+    let refused = remote
+        .agent("registerClientAgent", registration)
+        .unwrap_err();
+    assert!(refused.contains("served by cluster node a"), "{refused}");
+
     let ack = remote.submit(&id, "what is 2+3");
     let rid = Client::request_id(&ack);
     assert_eq!(ack["entry"]["originatorConnectionId"], "1");
@@ -355,4 +374,141 @@ fn losing_nats_fails_writes_clearly_and_recovers() {
         nodes[1].connect().names().contains(&"after".to_string())
     });
     assert!(nodes[0].metric("roundtable_cluster_disconnects_total{node=\"a\"}") >= 1.0);
+}
+
+/// `getDisplayHistory` of `id` through `client`.
+fn history(client: &mut Client, id: &str) -> Vec<Value> {
+    client
+        .invoke(&dispatcher(id), "getDisplayHistory", json!([]))
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+/// Conversation files live in the cluster's log stream: a conversation used and evicted on
+/// node a is taken over by node b on its next join there, with the same history (b never had
+/// its files); the ownership gauge follows the lease.
+#[test]
+fn an_evicted_conversation_moves_to_another_node_with_its_history() {
+    let nats = NatsServer::start();
+    let flags = |node| {
+        vec![
+            "--cluster".to_string(),
+            nats.url(),
+            "--node-name".into(),
+            node,
+            "--idle-timeout".into(),
+            "0.2".into(),
+        ]
+    };
+    let start = |node: &str| {
+        let args = flags(node.to_string());
+        Server::start(&args.iter().map(String::as_str).collect::<Vec<_>>())
+    };
+    let a = start("a");
+    let b = start("b");
+    let (mut on_a, id) = a.joined("moving");
+    assert_eq!(answer(&on_a.run_turn(&id, "what is 6*7")), "42");
+    let before = history(&mut on_a, &id);
+    assert_eq!(
+        a.metric("roundtable_cluster_owned_conversations{node=\"a\"}"),
+        1.0
+    );
+    on_a.agent("leaveConversation", json!([id])).unwrap();
+    eventually("a to evict it and give its lease back", || {
+        a.metric("roundtable_cluster_owned_conversations{node=\"a\"}") == 0.0
+    });
+    eventually("b to know the conversation", || {
+        b.connect().names().contains(&"moving".to_string())
+    });
+    let mut on_b = b.connect();
+    on_b.join(&id);
+    assert_eq!(
+        b.metric("roundtable_cluster_owned_conversations{node=\"b\"}"),
+        1.0
+    );
+    assert!(!b
+        .dir
+        .join("conversations")
+        .join(&id)
+        .join("missing")
+        .exists());
+    assert_eq!(
+        history(&mut on_b, &id),
+        before,
+        "the same history on the new owner"
+    );
+    // The conversation goes on from there, and a joins through b now.
+    assert_eq!(answer(&on_b.run_turn(&id, "what is 1+2")), "3");
+    on_a.join(&id);
+    let seen = history(&mut on_a, &id);
+    assert_eq!(seen.len(), before.len() * 2, "{seen:?}");
+    assert_eq!(
+        a.metric("roundtable_cluster_owned_conversations{node=\"a\"}"),
+        0.0
+    );
+}
+
+/// `kill -9` of the node that owns a conversation: within a few lease times another node owns
+/// it, the client on a surviving node keeps its socket and its join (rejoined for it) and every
+/// turn acknowledged before the kill is in the history; a client of the dead node reconnects
+/// to another node and resumes with `afterSeq`.
+#[test]
+fn kill_9_of_the_owner_loses_no_acknowledged_turn() {
+    let nats = NatsServer::start();
+    let url = nats.url();
+    let start =
+        |node: &str| Server::start(&["--cluster", &url, "--node-name", node, "--lease-time", "2"]);
+    let a = start("a");
+    let b = start("b");
+    let c = start("c");
+    let (mut on_a, id) = a.joined("critical");
+    eventually("b to know the conversation", || {
+        b.connect().names().contains(&"critical".to_string())
+    });
+    let mut on_b = b.connect();
+    on_b.join(&id);
+    for i in 0..3 {
+        let client = if i == 1 { &mut on_a } else { &mut on_b };
+        let text = format!("what is {i}+10");
+        assert_eq!(answer(&client.run_turn(&id, &text)), (i + 10).to_string());
+    }
+    let acknowledged = history(&mut on_b, &id);
+    let last_seen_on_a = acknowledged.last().unwrap()["seq"].as_u64().unwrap();
+
+    let killed = std::time::Instant::now();
+    a.kill();
+    b.wait_log(&format!("rejoined conversation {id} on this node"));
+    eprintln!(
+        "failover: b owns the conversation {:?} after the kill",
+        killed.elapsed()
+    );
+    assert_eq!(
+        b.metric("roundtable_cluster_owned_conversations{node=\"b\"}"),
+        1.0
+    );
+    let after = history(&mut on_b, &id);
+    assert!(
+        after.len() >= acknowledged.len() && after[..acknowledged.len()] == acknowledged[..],
+        "every acknowledged entry survives: before {acknowledged:?}, after {after:?}"
+    );
+    // The surviving client goes on without joining again.
+    assert_eq!(answer(&on_b.run_turn(&id, "what is 2+2")), "4");
+    // The dead node's client reconnects elsewhere and reads what it missed.
+    let mut back = c.connect();
+    back.join(&id);
+    let missed = back
+        .invoke(
+            &dispatcher(&id),
+            "getDisplayHistory",
+            json!([last_seen_on_a]),
+        )
+        .unwrap();
+    let missed = missed.as_array().unwrap();
+    assert_eq!(missed[0]["seq"], last_seen_on_a + 1);
+    assert!(
+        missed.iter().any(|e| e["command"] == "what is 2+2"),
+        "{missed:?}"
+    );
 }

@@ -12,6 +12,8 @@
 //! answers 503 and every registry change answers `Cluster unavailable: …` instead of changing
 //! only this node's copy.
 
+pub mod lease;
+pub mod log_stream;
 pub mod registry_kv;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -35,6 +37,9 @@ pub struct ClusterSettings {
     /// This node's name in the cluster: unique per node, `[A-Za-z0-9_-]`, 1..=64 characters
     /// (it becomes part of NATS subjects and KV values).
     pub node_name: String,
+    /// How long an ownership lease lasts without renewal (`--lease-time`; failover takes about
+    /// this long).
+    pub lease_time: Duration,
 }
 
 impl ClusterSettings {
@@ -82,6 +87,12 @@ pub struct ClusterStats {
     pub disconnects: AtomicU64,
     /// Frames relayed between this node and others for cross-node joins (both directions).
     pub relayed_frames: AtomicU64,
+    /// Conversations whose ownership lease this node holds.
+    pub owned: AtomicU64,
+    /// Lease renewals that succeeded.
+    pub lease_renewals: AtomicU64,
+    /// Leases lost (a renewal failed: the conversation stopped here).
+    pub leases_lost: AtomicU64,
 }
 
 impl ClusterStats {
@@ -93,6 +104,15 @@ impl ClusterStats {
     }
     fn count_watch_event(&self) {
         self.watch_events.fetch_add(1, Ordering::Relaxed);
+    }
+    pub(crate) fn set_owned(&self, n: usize) {
+        self.owned.store(n as u64, Ordering::Relaxed);
+    }
+    pub(crate) fn count_renewal(&self) {
+        self.lease_renewals.fetch_add(1, Ordering::Relaxed);
+    }
+    pub(crate) fn count_lease_lost(&self) {
+        self.leases_lost.fetch_add(1, Ordering::Relaxed);
     }
 }
 
@@ -109,6 +129,12 @@ struct Inner {
     client: async_nats::Client,
     /// The registry bucket `rt_registry`.
     registry: jetstream::kv::Store,
+    /// JetStream, for the log stream's publishes.
+    js: jetstream::Context,
+    /// The log stream `RT_LOG`.
+    log_stream: jetstream::stream::Stream,
+    /// The ownership leases `rt_owners`.
+    owners: jetstream::kv::Store,
     /// Counters (shared with the connection's event callback).
     stats: Arc<ClusterStats>,
 }
@@ -133,6 +159,12 @@ pub struct ClusterStatus {
     pub disconnects: u64,
     /// Frames relayed for cross-node joins.
     pub relayed_frames: u64,
+    /// Conversations owned (leases held).
+    pub owned: u64,
+    /// Lease renewals.
+    pub lease_renewals: u64,
+    /// Leases lost.
+    pub leases_lost: u64,
 }
 
 impl Cluster {
@@ -167,11 +199,16 @@ impl Cluster {
             .map_err(|e| ClusterError::new(&format!("cannot connect to {}", settings.url), e))?;
         let js = jetstream::new(client.clone());
         let registry = registry_kv::open_bucket(&js).await?;
+        let log_stream = Cluster::open_log_stream(&js).await?;
+        let owners = lease::open_bucket(&js, settings.lease_time).await?;
         let cluster = Cluster {
             inner: Arc::new(Inner {
                 settings,
                 client,
                 registry,
+                js,
+                log_stream,
+                owners,
                 stats,
             }),
         };
@@ -213,6 +250,26 @@ impl Cluster {
         &self.inner.client
     }
 
+    /// JetStream.
+    pub(crate) fn jetstream(&self) -> &jetstream::Context {
+        &self.inner.js
+    }
+
+    /// The owners bucket.
+    pub(crate) fn owners_bucket(&self) -> &jetstream::kv::Store {
+        &self.inner.owners
+    }
+
+    /// How long a lease lasts without renewal.
+    pub fn lease_time(&self) -> Duration {
+        self.inner.settings.lease_time
+    }
+
+    /// The log stream.
+    pub(crate) fn log_stream(&self) -> &jetstream::stream::Stream {
+        &self.inner.log_stream
+    }
+
     /// The registry bucket.
     pub(crate) fn registry_bucket(&self) -> &jetstream::kv::Store {
         &self.inner.registry
@@ -234,6 +291,9 @@ impl Cluster {
             watch_events: stats.watch_events.load(Ordering::Relaxed),
             disconnects: stats.disconnects.load(Ordering::Relaxed),
             relayed_frames: stats.relayed_frames.load(Ordering::Relaxed),
+            owned: stats.owned.load(Ordering::Relaxed),
+            lease_renewals: stats.lease_renewals.load(Ordering::Relaxed),
+            leases_lost: stats.leases_lost.load(Ordering::Relaxed),
         }
     }
 }

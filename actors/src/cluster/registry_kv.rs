@@ -41,21 +41,16 @@ pub struct RegistryRecord {
     pub name: String,
     /// ISO-8601 creation time.
     pub created_at: String,
-    /// The node that holds the conversation's display log and history on its disk (until
-    /// logs move into streams, docs/cluster.md slice 4, a conversation is served there only).
-    pub node: String,
 }
 
 impl RegistryRecord {
-    /// The record as the local registry file stores it (`node` kept as an extra key).
+    /// The record as the local registry file stores it.
     pub fn to_stored(&self) -> StoredConversation {
-        let mut extra = serde_json::Map::new();
-        extra.insert("node".into(), self.node.clone().into());
         StoredConversation {
             conversation_id: self.conversation_id.to_string(),
             name: self.name.clone(),
             created_at: self.created_at.clone(),
-            extra,
+            extra: serde_json::Map::new(),
         }
     }
 }
@@ -339,6 +334,11 @@ impl Cluster {
         self.stats().count_write();
         if let Some((record, _)) = current {
             self.release_name(&record.name, id).await?;
+        }
+        // Its files go with it (the record is already gone: a failure here leaves only
+        // unreachable records, which a later purge or the stream's limits remove).
+        if let Err(e) = self.purge_conversation(id).await {
+            log::error!("{e}");
         }
         Ok(())
     }

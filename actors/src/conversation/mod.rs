@@ -123,6 +123,9 @@ pub enum ShutdownReason {
     Deleted,
     /// The server is stopping.
     ServerStopping,
+    /// `serve --cluster`: this node lost the conversation's ownership lease; another node
+    /// serves it from now on (its clients' channels close; they can join again).
+    Moved,
 }
 
 /// Settings shared by every conversation.

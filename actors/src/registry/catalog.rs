@@ -415,6 +415,7 @@ impl ConversationRegistry {
                     match &res {
                         Ok(()) => {
                             act.publish(ChangeKind::Deleted, id);
+                            act.release_lease(id);
                             act.remove_entry(&id);
                             act.maybe_fold();
                             log::info!("deleted conversation {id}");

@@ -11,22 +11,28 @@
 //!   subscribers of every node.
 //! - Lists follow creation time (then id) on every node, so all nodes list in one order.
 //!
-//! Until display logs move into streams (slice 4), a conversation's log stays on the disk of the
-//! node that created it (`node` in its record) and only that node serves its joins; the others
-//! answer [`RpcError::OnOtherNode`].
+//! - Ownership: a conversation is loaded only by the node holding its lease in `rt_owners`
+//!   ([`Ownership`]): a join of an unloaded conversation takes the lease first (and rebuilds
+//!   the conversation's files from the log stream); when another node holds it the join answers
+//!   [`RpcError::OnOtherNode`] and the transport relays it there. Leases are renewed on a timer;
+//!   a lost one stops the actor at once (`ShutdownReason::Moved`); an eviction, a delete or the
+//!   server's stop gives it back.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use actix::prelude::*;
 use futures_util::StreamExt;
 
-use super::{naming, ConversationRegistry};
+use super::{naming, ConversationRegistry, JoinConversation, Joined, LoadState, Pending};
+use crate::cluster::lease::Lease;
 use crate::cluster::registry_kv::NameClaim;
 use crate::cluster::{Cluster, ClusterError, RegistryChange, RegistryRecord};
+use crate::conversation::{Shutdown, ShutdownReason};
 use crate::ids::ConversationId;
 use crate::protocol::{ConversationInfo, RpcError, RpcResult};
 use crate::storage::journal::JournalRecord;
+use tokio::sync::oneshot;
 
 use super::watchers::ChangeKind;
 
@@ -71,7 +77,7 @@ pub async fn start_cluster_sync(
         .await
         .map_err(|e| ClusterError(format!("registry actor: {e}")))?;
     if empty {
-        let record = default_record(&cluster);
+        let record = default_record();
         match cluster.create_conversation(&record).await? {
             NameClaim::Claimed => {
                 log::info!(
@@ -112,12 +118,11 @@ pub async fn start_cluster_sync(
     Ok(())
 }
 
-fn default_record(cluster: &Cluster) -> RegistryRecord {
+fn default_record() -> RegistryRecord {
     RegistryRecord {
         conversation_id: ConversationId::new_random(),
         name: super::DEFAULT_CONVERSATION_NAME.to_string(),
         created_at: crate::clock::now_iso(),
-        node: cluster.node().to_string(),
     }
 }
 
@@ -233,19 +238,6 @@ impl ConversationRegistry {
         });
     }
 
-    /// The node whose disk holds `id`'s log, when it is not this one.
-    pub(super) fn other_home(&self, id: ConversationId) -> Option<String> {
-        let cluster = self.config.cluster.as_ref()?;
-        let home = self
-            .entries
-            .get(&id)?
-            .extra
-            .as_ref()?
-            .get("node")?
-            .as_str()?;
-        (home != cluster.node()).then(|| home.to_string())
-    }
-
     /// A join without a conversation id when the cluster has no conversation at all (every one
     /// was deleted): the `default` conversation is created in the bucket (or found, when
     /// another node won the name), applied here, and the join sent again.
@@ -257,7 +249,7 @@ impl ConversationRegistry {
         let cluster = self.config.cluster.clone().expect("cluster mode");
         let registry = ctx.address();
         Box::pin(async move {
-            let record = default_record(&cluster);
+            let record = default_record();
             let record = match cluster
                 .create_conversation(&record)
                 .await
@@ -300,7 +292,6 @@ impl ConversationRegistry {
         };
         let id = ConversationId::new_random();
         let created_at = crate::clock::now_iso();
-        let node = cluster.node().to_string();
         let work = async move {
             let mut candidate = first_choice;
             let mut taken: Vec<String> = Vec::new();
@@ -309,7 +300,6 @@ impl ConversationRegistry {
                     conversation_id: id,
                     name: candidate.clone(),
                     created_at: created_at.clone(),
-                    node: node.clone(),
                 };
                 match cluster
                     .create_conversation(&record)
@@ -371,22 +361,260 @@ impl ConversationRegistry {
             let Some(entry) = act.entries.get(&id) else {
                 return Err(RpcError::ConversationNotFound(id.to_string()));
             };
-            let mut record = RegistryRecord {
+            let record = RegistryRecord {
                 conversation_id: id,
                 name,
                 created_at: entry.created_at.to_string(),
-                node: String::new(),
             };
-            if let Some(node) = entry
-                .extra
-                .as_ref()
-                .and_then(|x| x.get("node"))
-                .and_then(|n| n.as_str())
-            {
-                record.node = node.to_string();
-            }
             act.apply_record(&record);
             Ok(())
         }))
+    }
+}
+
+/// The ownership leases this node holds, and the joins waiting for one to be taken.
+#[derive(Default)]
+pub(super) struct Ownership {
+    /// Conversation → revision of its lease in `rt_owners` (the next renewal's compare-and-set).
+    /// Bounded by the loaded conversations.
+    leases: HashMap<ConversationId, u64>,
+    /// Joins waiting while a lease is taken; the first one started the acquisition. Bounded by
+    /// the joins in flight (one per socket and conversation).
+    acquiring: HashMap<ConversationId, Vec<WaitingJoin>>,
+    /// A renewal round is running (a timer tick does not start a second one).
+    renewing: bool,
+}
+
+impl Ownership {
+    /// Whether this node holds `id`'s lease.
+    pub(super) fn holds(&self, id: ConversationId) -> bool {
+        self.leases.contains_key(&id)
+    }
+}
+
+/// A join waiting for a lease, and where its real answer goes once the lease is decided.
+type WaitingJoin = (JoinConversation, oneshot::Sender<Pending<Joined>>);
+
+/// A join answered now.
+fn answered<T: Send + 'static>(result: RpcResult<T>) -> Pending<T> {
+    Box::pin(async move { result })
+}
+
+impl ConversationRegistry {
+    /// A join of a conversation this node does not own: takes the lease (one acquisition for
+    /// every join that arrives meanwhile), rebuilds the files from the log stream, then runs the
+    /// joins as usual; when another node holds the lease they answer `OnOtherNode`.
+    pub(super) fn join_after_lease(
+        &mut self,
+        id: ConversationId,
+        msg: JoinConversation,
+        ctx: &mut Context<Self>,
+    ) -> Pending<Joined> {
+        let unloaded = self
+            .entries
+            .get(&id)
+            .is_some_and(|e| matches!(e.state, LoadState::Unloaded));
+        if !unloaded {
+            // Still stopping after a lost lease: the client library retries.
+            return answered(Err(RpcError::ClusterUnavailable(format!(
+                "conversation {id} is moving to another node; join again"
+            ))));
+        }
+        let (tx, rx) = oneshot::channel();
+        let first = !self.ownership.acquiring.contains_key(&id);
+        self.ownership
+            .acquiring
+            .entry(id)
+            .or_default()
+            .push((msg, tx));
+        if first {
+            let cluster = self.config.cluster.clone().expect("cluster mode");
+            let dir = self.config.layout.conversation_dir(&id);
+            let work = async move {
+                let lease = cluster.acquire_lease(id).await?;
+                if let Lease::Owned(revision) = lease {
+                    match cluster.restore_conversation(id, &dir).await {
+                        Ok(n) => log::info!(
+                            "conversation {id}: owned by this node; {n} log records restored"
+                        ),
+                        Err(e) => {
+                            cluster.release_lease(id, revision).await;
+                            return Err(e);
+                        }
+                    }
+                }
+                Ok(lease)
+            };
+            ctx.spawn(
+                work.into_actor(self)
+                    .map(move |lease, act, ctx| act.lease_decided(id, lease, ctx)),
+            );
+        }
+        Box::pin(async move {
+            rx.await
+                .map_err(|_| RpcError::ConversationNotFound(id.to_string()))?
+                .await
+        })
+    }
+
+    /// The acquisition of `id`'s lease ended: run or answer the joins that waited for it.
+    fn lease_decided(
+        &mut self,
+        id: ConversationId,
+        lease: Result<Lease, ClusterError>,
+        ctx: &mut Context<Self>,
+    ) {
+        let waiting = self.ownership.acquiring.remove(&id).unwrap_or_default();
+        let gone = self.stopping || self.entries.get(&id).is_none_or(|e| e.deleting);
+        match lease {
+            Ok(Lease::Owned(revision)) if gone => {
+                if let Some(cluster) = self.config.cluster.clone() {
+                    actix::spawn(async move { cluster.release_lease(id, revision).await });
+                }
+                for (_, tx) in waiting {
+                    let _ = tx.send(answered(Err(RpcError::ConversationNotFound(
+                        id.to_string(),
+                    ))));
+                }
+            }
+            Ok(Lease::Owned(revision)) => {
+                self.config.runtime.log_writer.replication_restarted(id);
+                self.ownership.leases.insert(id, revision);
+                self.count_owned();
+                for (msg, tx) in waiting {
+                    let MessageResult(pending) =
+                        <Self as Handler<JoinConversation>>::handle(self, msg, ctx);
+                    let _ = tx.send(pending);
+                }
+            }
+            Ok(Lease::OwnedBy(node)) => {
+                for (_, tx) in waiting {
+                    let error = RpcError::OnOtherNode {
+                        id: id.to_string(),
+                        node: node.clone(),
+                    };
+                    let _ = tx.send(answered(Err(error)));
+                }
+            }
+            Err(e) => {
+                log::warn!("conversation {id}: lease not taken: {e}");
+                for (_, tx) in waiting {
+                    let _ = tx.send(answered(Err(unavailable(e.clone()))));
+                }
+            }
+        }
+    }
+
+    fn count_owned(&self) {
+        if let Some(cluster) = &self.config.cluster {
+            cluster.stats().set_owned(self.ownership.leases.len());
+        }
+    }
+
+    /// Gives `id`'s lease back, if held (after an eviction or a delete: the files are flushed).
+    pub(super) fn release_lease(&mut self, id: ConversationId) {
+        let Some(revision) = self.ownership.leases.remove(&id) else {
+            return;
+        };
+        self.count_owned();
+        if let Some(cluster) = self.config.cluster.clone() {
+            actix::spawn(async move { cluster.release_lease(id, revision).await });
+        }
+    }
+
+    /// Every lease, given back once the returned future runs (at shutdown, after the
+    /// conversations stopped).
+    pub(super) fn take_leases(&mut self) -> impl std::future::Future<Output = ()> {
+        let leases: Vec<(ConversationId, u64)> = self.ownership.leases.drain().collect();
+        self.count_owned();
+        let cluster = self.config.cluster.clone();
+        async move {
+            if let Some(cluster) = cluster {
+                let releases = leases.into_iter().map(|(id, revision)| {
+                    let cluster = cluster.clone();
+                    async move { cluster.release_lease(id, revision).await }
+                });
+                futures_util::future::join_all(releases).await;
+            }
+        }
+    }
+
+    /// In a cluster: renews every held lease each third of the lease time.
+    pub(super) fn start_lease_renewals(&mut self, ctx: &mut Context<Self>) {
+        let Some(cluster) = &self.config.cluster else {
+            return;
+        };
+        ctx.run_interval(cluster.lease_time() / 3, |act, ctx| act.renew_leases(ctx));
+    }
+
+    fn renew_leases(&mut self, ctx: &mut Context<Self>) {
+        if self.ownership.renewing || self.ownership.leases.is_empty() || self.stopping {
+            return;
+        }
+        let Some(cluster) = self.config.cluster.clone() else {
+            return;
+        };
+        self.ownership.renewing = true;
+        let held: Vec<(ConversationId, u64)> = self
+            .ownership
+            .leases
+            .iter()
+            .map(|(k, v)| (*k, *v))
+            .collect();
+        let work = futures_util::future::join_all(held.into_iter().map(move |(id, revision)| {
+            let cluster = cluster.clone();
+            async move { (id, revision, cluster.renew_lease(id, revision).await) }
+        }));
+        ctx.spawn(work.into_actor(self).map(|results, act, ctx| {
+            act.ownership.renewing = false;
+            for (id, old, renewed) in results {
+                if act.ownership.leases.get(&id) != Some(&old) {
+                    continue; // released meanwhile
+                }
+                match renewed {
+                    Ok(revision) => {
+                        act.ownership.leases.insert(id, revision);
+                        if let Some(cluster) = &act.config.cluster {
+                            cluster.stats().count_renewal();
+                        }
+                    }
+                    Err(e) => act.lease_lost(id, e, ctx),
+                }
+            }
+        }));
+    }
+
+    /// The lease of `id` could not be renewed: another node may own it now, so this node's
+    /// actor stops at once (its clients' channels close; they join again and reach the owner).
+    fn lease_lost(&mut self, id: ConversationId, why: ClusterError, ctx: &mut Context<Self>) {
+        self.ownership.leases.remove(&id);
+        self.count_owned();
+        if let Some(cluster) = &self.config.cluster {
+            cluster.stats().count_lease_lost();
+        }
+        log::warn!("conversation {id}: ownership lease lost ({why}); stopping it here");
+        let Some(entry) = self.entries.get_mut(&id) else {
+            return;
+        };
+        if !matches!(entry.state, LoadState::Live(_)) {
+            return;
+        }
+        let LoadState::Live(addr) =
+            std::mem::replace(&mut entry.state, LoadState::Evicting(Vec::new()))
+        else {
+            unreachable!("checked above");
+        };
+        entry.client_count = None;
+        self.config.metrics.lifecycle_changed();
+        let (tx, rx) = oneshot::channel();
+        addr.do_send(Shutdown {
+            reason: ShutdownReason::Moved,
+            reply: tx,
+        });
+        ctx.spawn(
+            async move { rx.await.ok() }
+                .into_actor(self)
+                .map(move |_, act, ctx| act.evicted(id, ctx)),
+        );
     }
 }

@@ -63,6 +63,7 @@ impl ConversationRegistry {
             next_arbiter: 0,
             stopping: false,
             watchers: Default::default(),
+            ownership: Default::default(),
         };
         let mut swept = 0;
         reg.entries.reserve(loaded.entries.len());
@@ -288,7 +289,7 @@ impl Handler<ConversationEvent> for ConversationRegistry {
 
 impl ConversationRegistry {
     /// The evicted actor has flushed and stopped: reload for any join that waited.
-    fn evicted(&mut self, id: ConversationId, ctx: &mut Context<Self>) {
+    pub(super) fn evicted(&mut self, id: ConversationId, ctx: &mut Context<Self>) {
         let Some(entry) = self.entries.get_mut(&id) else {
             return;
         };
@@ -297,7 +298,11 @@ impl ConversationRegistry {
             return;
         };
         self.config.metrics.lifecycle_changed();
-        if !waiting.is_empty() && !entry.deleting {
+        let deleting = entry.deleting;
+        if waiting.is_empty() || deleting {
+            self.release_lease(id);
+        }
+        if !waiting.is_empty() && !deleting {
             log::info!(
                 "conversation {id}: {} joins arrived during eviction; reloading",
                 waiting.len()
@@ -336,10 +341,13 @@ impl Handler<ShutdownRegistry> for ConversationRegistry {
         let layout = self.config.layout.clone();
         let this = _ctx.address();
         self.journal_len = 0;
+        let leases = self.take_leases();
         Box::pin(async move {
             for rx in stops {
                 let _ = rx.await;
             }
+            // Everything is flushed: another node may take these over at once.
+            leases.await;
             // Conversations reported their final counts before stopping; fold after them.
             let snapshot = this.send(TakeSnapshot).await.unwrap_or_default();
             match writer.fold(snapshot).await {

@@ -166,10 +166,10 @@ impl Handler<JoinConversation> for ConversationRegistry {
         if msg.already_joined.contains(&id) {
             return MessageResult(ready(Err(RpcError::AlreadyJoined(id.to_string()))));
         }
-        if let Some(node) = self.other_home(id) {
-            // The transport relays the join to that node (`src/transport/relay.rs`).
-            let id = id.to_string();
-            return MessageResult(ready(Err(RpcError::OnOtherNode { id, node })));
+        if self.config.cluster.is_some() && !self.ownership.holds(id) {
+            // Take the ownership lease first (or learn which node serves it: the transport
+            // then relays the join there, `src/transport/relay.rs`).
+            return MessageResult(self.join_after_lease(id, msg, ctx));
         }
         let name = self.entries[&id].name.to_string();
         let registry = ctx.address();

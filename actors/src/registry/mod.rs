@@ -225,6 +225,9 @@ pub struct ConversationRegistry {
     /// The last run crashed: stored message counts may trail the logs; recount them (once,
     /// in the background, so startup does not wait on one file read per conversation).
     recount_pending: bool,
+    /// `serve --cluster`: the conversations this node holds the ownership lease of, and the
+    /// joins waiting for a lease to be taken (`cluster.rs`).
+    ownership: cluster::Ownership,
 }
 
 impl ConversationRegistry {
@@ -408,6 +411,7 @@ impl Actor for ConversationRegistry {
         if std::mem::take(&mut self.recount_pending) {
             self.recount_message_counts(ctx);
         }
+        self.start_lease_renewals(ctx);
     }
 }
 

@@ -47,6 +47,7 @@ use super::durable::{create_dir_durable, private_file_options, write_atomic};
 use super::faults;
 use super::group_commit::{Committer, GroupCommit};
 use super::snapshot::Hold;
+use crate::cluster::log_stream::{FileOp, LogReplicator};
 use crate::metrics::Metrics;
 
 /// Queued bytes past which producers pause.
@@ -86,6 +87,9 @@ enum Job {
 pub struct LogWriter {
     /// The thread and its queue, weighed in bytes of appends and replaces.
     queue: GroupCommit<WriterState>,
+    /// `serve --cluster`: every conversation file write is also published to the cluster's
+    /// log stream, and barriers wait for JetStream as well as for the disk.
+    replicator: Option<LogReplicator>,
 }
 
 impl LogWriter {
@@ -103,7 +107,44 @@ impl LogWriter {
         };
         LogWriter {
             queue: GroupCommit::start("log-writer", state, metrics),
+            replicator: None,
         }
+    }
+
+    /// This writer with conversation file writes also published to the cluster's log stream.
+    pub fn replicated(mut self, replicator: LogReplicator) -> LogWriter {
+        self.replicator = Some(replicator);
+        self
+    }
+
+    /// In a cluster: forgets a conversation's earlier failure to reach the log stream (its files
+    /// were just rebuilt from the stream, so there is no gap any more).
+    pub fn replication_restarted(&self, id: crate::ids::ConversationId) {
+        if let Some(r) = &self.replicator {
+            r.forget(id);
+        }
+    }
+
+    /// Resolves with the local outcome, then (in a cluster) with the stream's.
+    fn also_stored(
+        &self,
+        local: oneshot::Receiver<Result<(), String>>,
+        paths: &[Arc<Path>],
+    ) -> oneshot::Receiver<Result<(), String>> {
+        let Some(replicator) = &self.replicator else {
+            return local;
+        };
+        let stored = replicator.barrier(paths);
+        let (tx, rx) = oneshot::channel();
+        tokio::spawn(async move {
+            let outcome = match local.await {
+                Ok(Ok(())) => stored.await,
+                Ok(Err(e)) => Err(e),
+                Err(_) => Err("log writer stopped".to_string()),
+            };
+            let _ = tx.send(outcome);
+        });
+        rx
     }
 
     /// Queues a job; a job the stopped thread cannot take is logged as lost (its answer, if
@@ -117,6 +158,9 @@ impl LogWriter {
     /// Queues an append. A failure is reported to the next [`sync`](LogWriter::sync) that
     /// names the file (and to `/health`).
     pub fn append(&self, path: &Arc<Path>, bytes: Vec<u8>) {
+        if let Some(r) = &self.replicator {
+            r.record(path, FileOp::Append, &bytes);
+        }
         self.send(Job::Append(path.clone(), bytes, true));
     }
 
@@ -124,12 +168,19 @@ impl LogWriter {
     /// record that start-up recovery can rebuild): a failure goes to the log and `/health`
     /// only, so it cannot fail a later, unrelated acknowledgement.
     pub fn append_unreported(&self, path: &Arc<Path>, bytes: Vec<u8>) {
+        if let Some(r) = &self.replicator {
+            r.record(path, FileOp::Append, &bytes);
+        }
         self.send(Job::Append(path.clone(), bytes, false));
     }
 
     /// Whether producers should pause (more than [`QUEUE_HIGH_WATER`] bytes queued).
     pub fn backlogged(&self) -> bool {
         self.queue.queued_weight() > QUEUE_HIGH_WATER
+            || self
+                .replicator
+                .as_ref()
+                .is_some_and(|r| r.queued_bytes() > QUEUE_HIGH_WATER)
     }
 
     /// Bytes queued and not yet written.
@@ -139,15 +190,22 @@ impl LogWriter {
 
     /// Resolves once the queue is below [`QUEUE_LOW_WATER`].
     pub async fn drained(&self) {
-        self.queue.wait_below(QUEUE_LOW_WATER).await
+        self.queue.wait_below(QUEUE_LOW_WATER).await;
+        if let Some(r) = &self.replicator {
+            r.wait_below(QUEUE_LOW_WATER).await;
+        }
     }
 
     /// Resolves once every append queued so far is on disk: `Err` names the first failure of
     /// an append to one of `paths` since the last sync that named it.
     pub fn sync(&self, paths: Vec<Arc<Path>>) -> oneshot::Receiver<Result<(), String>> {
         let (tx, rx) = oneshot::channel();
+        let replicated = self.replicator.is_some().then(|| paths.clone());
         self.send(Job::Sync(paths, tx));
-        rx
+        match replicated {
+            Some(paths) => self.also_stored(rx, &paths),
+            None => rx,
+        }
     }
 
     /// Replaces `path` with `bytes` (temp file, fsync, rename, fsync directory) once every
@@ -158,8 +216,11 @@ impl LogWriter {
         bytes: Vec<u8>,
     ) -> oneshot::Receiver<Result<(), String>> {
         let (tx, rx) = oneshot::channel();
+        if let Some(r) = &self.replicator {
+            r.record(path, FileOp::Replace, &bytes);
+        }
         self.send(Job::Replace(path.clone(), bytes, tx));
-        rx
+        self.also_stored(rx, std::slice::from_ref(path))
     }
 
     /// Syncs and closes `path`'s handle; resolves when done.

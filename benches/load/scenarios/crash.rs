@@ -116,7 +116,7 @@ pub async fn run(ctx: &Ctx) -> Result<ScenarioReport, String> {
 }
 
 /// Submits one turn and waits for its `commandComplete`; returns the request id.
-async fn run_turn(client: &mut Client, id: &str, text: &str) -> Result<String, String> {
+pub(crate) async fn run_turn(client: &mut Client, id: &str, text: &str) -> Result<String, String> {
     // The completion may overtake the ack (clients buffer it, as TypeAgent's do).
     let mut completed: Vec<String> = Vec::new();
     let mut note = |frame: &str| {

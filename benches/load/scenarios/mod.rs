@@ -6,6 +6,7 @@
 //! baselines. Each scenario lives in its own module and returns a [`ScenarioReport`].
 
 pub mod churn;
+pub mod cluster;
 pub mod crash;
 pub mod fanout;
 pub mod history;
@@ -22,8 +23,9 @@ use crate::report::ScenarioReport;
 use crate::server::{Kind, Launch, ServerProcess};
 
 /// Every scenario, in the order `all` runs them.
-pub const ALL: [&str; 9] = [
+pub const ALL: [&str; 10] = [
     "fanout", "rooms", "churn", "registry", "history", "slow", "startup", "crash", "search",
+    "cluster",
 ];
 
 /// Sizes of every scenario (defaults are the issue's; `--quick` shrinks them to seconds).
