@@ -344,7 +344,9 @@ fn losing_nats_fails_writes_clearly_and_recovers() {
     let mut nats = NatsServer::start();
     let nodes: Vec<Server> = three_nodes(&nats).into_iter().take(2).collect();
     let mut on_a = nodes[0].connect();
-    on_a.create("before");
+    let before = on_a.create("before");
+    on_a.join(&before);
+    assert_eq!(answer(&on_a.run_turn(&before, "what is 3+4")), "7");
     wait_same_lists(&nodes);
 
     nats.stop();
@@ -373,6 +375,16 @@ fn losing_nats_fails_writes_clearly_and_recovers() {
     eventually("the other node to hear of it", || {
         nodes[1].connect().names().contains(&"after".to_string())
     });
+    // The conversation used before the outage works again, with its history, from either
+    // node (its lease may have lapsed meanwhile: the next join takes it over).
+    let mut again = nodes[1].connect();
+    again.join(&before);
+    assert_eq!(answer(&again.run_turn(&before, "what is 5+6")), "11");
+    let entries = history(&mut again, &before);
+    assert!(
+        entries.iter().any(|e| e["command"] == "what is 3+4"),
+        "{entries:?}"
+    );
     assert!(nodes[0].metric("roundtable_cluster_disconnects_total{node=\"a\"}") >= 1.0);
 }
 
