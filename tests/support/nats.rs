@@ -20,6 +20,16 @@ pub struct NatsServer {
     _temp: tempfile::TempDir,
 }
 
+/// Whether `nats-server` can be run here.
+pub fn available() -> bool {
+    Command::new("nats-server")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
 impl NatsServer {
     /// Starts `nats-server -js` on a free port. Panics with what to install when the binary is
     /// missing (CI installs Debian's `nats-server`; the cluster tests are not optional).

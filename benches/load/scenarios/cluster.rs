@@ -41,6 +41,9 @@ pub async fn run(ctx: &Ctx) -> Result<ScenarioReport, String> {
     report.param("turns", s.turns);
     report.param("window", s.window);
     report.param("lease_time_s", LEASE_SECONDS);
+    if !crate::support::nats::available() {
+        return Err("the cluster scenario needs nats-server: apt install nats-server".into());
+    }
     let nats = NatsServer::start();
     let nodes = start_nodes(ctx, &nats, &["a", "b", "c"])?;
     let one = fanout(ctx, &nodes, clients, false).await;
