@@ -541,3 +541,48 @@ fn kill_9_of_the_owner_loses_no_acknowledged_turn() {
         "{missed:?}"
     );
 }
+
+/// Fencing: once another writer has appended to a conversation's subject in the log stream
+/// (what a second owner would do after this node lost the lease without noticing), this
+/// node's next write is refused by JetStream and the submit is answered with a storage error
+/// instead of an acknowledgement: two owners never interleave silently.
+#[test]
+fn a_write_after_another_owner_wrote_is_refused() {
+    let Some(nats) = nats_or_skip() else {
+        return;
+    };
+    let a = Server::start(&["--cluster", &nats.url(), "--node-name", "a"]);
+    let (mut client, id) = a.joined("fenced");
+    assert_eq!(answer(&client.run_turn(&id, "what is 1+1")), "2");
+    // Another writer appends to the conversation's subject behind a's back.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let nats = async_nats::connect(nats.url()).await.unwrap();
+        let js = async_nats::jetstream::new(nats);
+        let mut headers = async_nats::HeaderMap::new();
+        headers.insert("Rt-File", "displayLog.jsonl");
+        headers.insert("Rt-Op", "append");
+        js.publish_with_headers(format!("rt.log.{id}"), headers, "{}\n".into())
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+    });
+    let refused = client
+        .invoke(
+            &dispatcher(&id),
+            "submitCommand",
+            json!(["what is 2+2", null, null, "fenced-1", null]),
+        )
+        .unwrap();
+    assert_eq!(refused["ok"], false, "{refused}");
+    assert_eq!(refused["error"], "storage_error", "{refused}");
+    let message = refused["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("cluster log stream: ") && message.contains("wrong last sequence"),
+        "{refused}"
+    );
+}

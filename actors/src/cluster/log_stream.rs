@@ -1,41 +1,44 @@
-//! Conversation files in a JetStream stream (docs/cluster.md "Durability", slice 4): every
-//! append to and every replacement of a conversation's files (display log, request journal,
-//! chat history) is also published to stream `RT_LOG`, subject `rt.log.<id>`, and a write
-//! barrier ([`LogWriter::sync`](crate::storage::log_writer::LogWriter::sync)) resolves only once
-//! JetStream has stored everything queued before it. So an acknowledged turn survives the node
-//! and its disk: the node that takes a conversation over rebuilds its files from the stream
-//! ([`Cluster::restore_conversation`]) before the conversation actor opens them.
+//! Conversation files in a JetStream stream (docs/cluster.md "Durability"): every append to
+//! and every replacement of a conversation's files (display log, request journal, chat history)
+//! is also published to stream `RT_LOG`, subject `rt.log.<id>`, and a write barrier
+//! ([`LogWriter::sync`](crate::storage::log_writer::LogWriter::sync)) resolves only once
+//! JetStream has stored everything queued before it for those conversations. So an
+//! acknowledged turn survives the node and its disk: the node that takes a conversation over
+//! rebuilds its files from the stream ([`Cluster::restore_conversation`]) before the
+//! conversation actor opens them.
 //!
 //! Records: headers `Rt-File` (the path inside the conversation directory) and `Rt-Op`
 //! (`append` or `replace`); a record larger than the NATS server's `max_payload` goes as
-//! several messages with `Rt-Part: <k>/<n>` that the restore joins. Publishes are pipelined:
-//! one task publishes in queue order, a second awaits the acknowledgements in the same order.
-//! A publish that fails marks its conversation failed: every later barrier of that conversation
-//! answers the error (nothing is acknowledged past a gap) until the conversation is closed and
-//! rebuilt from the stream on its next load.
+//! several messages with `Rt-Part: <k>/<n>` that the restore joins.
+//!
+//! Order and fencing: one record of a conversation is in flight at a time (conversations go
+//! concurrently), each published with `Nats-Expected-Last-Subject-Sequence` = the sequence
+//! the previous one got (the restore's last one for the first), so JetStream itself refuses
+//! the writes of an owner that was deposed: once another owner wrote, this one's next record
+//! fails. A record that fails marks its conversation: every later barrier of it answers the
+//! error (nothing is acknowledged past a gap, or beside another owner) and nothing more of it
+//! is published until the next owner rebuilds it from the stream ([`LogReplicator::begin`]).
 //!
 //! Bounds: bytes waiting to be published count toward the log writer's backpressure
-//! ([`LogReplicator::queued_bytes`]); acknowledgements in flight are at most
-//! [`MAX_IN_FLIGHT`].
+//! ([`LogReplicator::queued_bytes`]); one entry of progress per conversation written since
+//! start (bounded by the registry); one publish in flight per conversation.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use async_nats::jetstream::{self, stream};
 use async_nats::HeaderMap;
 use bytes::Bytes;
 use futures_util::StreamExt;
-use tokio::sync::{mpsc, watch, Notify};
+use tokio::sync::{mpsc, Notify};
 
 use super::{Cluster, ClusterError};
 use crate::ids::ConversationId;
 
 /// The stream's name.
 pub const LOG_STREAM: &str = "RT_LOG";
-/// Publish acknowledgements awaited at once.
-pub const MAX_IN_FLIGHT: usize = 1024;
 
 /// Subject of a conversation's records.
 pub fn log_subject(id: ConversationId) -> String {
@@ -62,7 +65,7 @@ impl FileOp {
 
 /// One write waiting to be published.
 struct Record {
-    /// Position in the replicator's queue (barriers wait for it).
+    /// Position in its conversation's queue (barriers wait for it).
     number: u64,
     conversation: ConversationId,
     file: String,
@@ -80,38 +83,49 @@ struct Inner {
     /// `<instance>/conversations`: paths under it are replicated.
     conversations_dir: PathBuf,
     tx: mpsc::UnboundedSender<Record>,
-    /// Numbers given out so far.
-    queued: AtomicU64,
-    /// Everything up to this number is stored (or failed, see `failed`).
-    stored: watch::Receiver<u64>,
+    /// Per conversation: what was queued, stored, failed, and the fencing sequence. One entry
+    /// per conversation this node has written since it started (bounded by the registry).
+    conversations: Mutex<HashMap<ConversationId, Progress>>,
+    /// Woken whenever a conversation's `stored` moves.
+    progress: Notify,
     /// Bytes queued and not yet published.
     queued_bytes: AtomicUsize,
     /// Woken when `queued_bytes` falls.
     drained: Notify,
-    /// Conversations whose stream has a gap: (number of the failed record, why).
-    failed: Mutex<HashMap<ConversationId, (u64, String)>>,
+}
+
+/// One conversation's replication state.
+#[derive(Default)]
+struct Progress {
+    /// Records numbered so far.
+    queued: u64,
+    /// Every record up to this number is stored (or failed, see `failed`).
+    stored: u64,
+    /// The first record that was not stored, and why: every barrier covering it fails, and
+    /// nothing more is published for the conversation until the next [`LogReplicator::begin`].
+    failed: Option<(u64, String)>,
+    /// Fencing: the stream sequence of the conversation's last record, sent as
+    /// `Nats-Expected-Last-Subject-Sequence` with the next one, so JetStream refuses the write
+    /// of an owner that was deposed (another owner wrote since). `None`: not fenced.
+    last_sequence: Option<u64>,
 }
 
 impl LogReplicator {
-    /// Starts the publishing tasks (on the current runtime, the server's main one) for files
+    /// Starts the publishing task (on the current runtime, the server's main one) for files
     /// under `conversations_dir`.
     pub fn start(cluster: &Cluster, conversations_dir: PathBuf) -> LogReplicator {
         let (tx, rx) = mpsc::unbounded_channel();
-        let (stored_tx, stored_rx) = watch::channel(0);
         let replicator = LogReplicator {
             inner: Arc::new(Inner {
                 conversations_dir,
                 tx,
-                queued: AtomicU64::new(0),
-                stored: stored_rx,
+                conversations: Mutex::default(),
+                progress: Notify::new(),
                 queued_bytes: AtomicUsize::new(0),
                 drained: Notify::new(),
-                failed: Mutex::default(),
             }),
         };
-        let (acks_tx, acks_rx) = mpsc::channel(MAX_IN_FLIGHT);
-        tokio::spawn(publish(cluster.clone(), replicator.clone(), rx, acks_tx));
-        tokio::spawn(await_acks(replicator.clone(), acks_rx, stored_tx));
+        tokio::spawn(publish(cluster.clone(), replicator.clone(), rx));
         replicator
     }
 
@@ -125,12 +139,34 @@ impl LogReplicator {
         (!file.is_empty()).then_some((id, file))
     }
 
+    fn progress(&self) -> std::sync::MutexGuard<'_, HashMap<ConversationId, Progress>> {
+        self.inner
+            .conversations
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// This node now owns `id`, whose last record in the stream has `last_sequence` (0: none):
+    /// later writes are fenced on it, and an earlier failure is forgotten (the files were just
+    /// rebuilt from the stream, so there is no gap).
+    pub fn begin(&self, id: ConversationId, last_sequence: u64) {
+        let mut all = self.progress();
+        let entry = all.entry(id).or_default();
+        entry.failed = None;
+        entry.last_sequence = Some(last_sequence);
+    }
+
     /// Queues a write of `path` (ignored for files that are not a conversation's).
     pub fn record(&self, path: &Path, op: FileOp, bytes: &[u8]) {
         let Some((conversation, file)) = self.locate(path) else {
             return;
         };
-        let number = self.inner.queued.fetch_add(1, Ordering::SeqCst) + 1;
+        let number = {
+            let mut all = self.progress();
+            let entry = all.entry(conversation).or_default();
+            entry.queued += 1;
+            entry.queued
+        };
         self.inner
             .queued_bytes
             .fetch_add(bytes.len(), Ordering::Relaxed);
@@ -160,141 +196,174 @@ impl LogReplicator {
     }
 
     /// Resolves once everything queued so far for the conversations of `paths` is stored:
-    /// `Err` when one of them has a gap.
+    /// `Err` when one of them has a gap (a record JetStream did not store).
     pub fn barrier(
         &self,
         paths: &[Arc<Path>],
     ) -> impl std::future::Future<Output = Result<(), String>> {
-        let target = self.inner.queued.load(Ordering::SeqCst);
-        let conversations: Vec<ConversationId> = paths
-            .iter()
-            .filter_map(|p| self.locate(p))
-            .map(|(id, _)| id)
-            .collect();
-        let mut stored = self.inner.stored.clone();
+        let targets: Vec<(ConversationId, u64)> = {
+            let all = self.progress();
+            paths
+                .iter()
+                .filter_map(|p| self.locate(p))
+                .map(|(id, _)| (id, all.get(&id).map_or(0, |p| p.queued)))
+                .collect()
+        };
         let replicator = self.clone();
         async move {
-            if !conversations.is_empty() {
-                while *stored.borrow_and_update() < target {
-                    if stored.changed().await.is_err() {
-                        return Err("cluster log stream: the publisher stopped".into());
+            loop {
+                let notified = replicator.inner.progress.notified();
+                {
+                    let all = replicator.progress();
+                    let mut done = true;
+                    for (id, target) in &targets {
+                        let Some(p) = all.get(id) else { continue };
+                        if let Some((number, why)) = &p.failed {
+                            if number <= target {
+                                return Err(format!("cluster log stream: {why}"));
+                            }
+                        }
+                        done &= p.stored >= *target;
+                    }
+                    if done {
+                        return Ok(());
                     }
                 }
+                notified.await;
             }
-            let failed = replicator.inner.failed.lock().unwrap();
-            for id in &conversations {
-                if let Some((number, why)) = failed.get(id) {
-                    if *number <= target {
-                        return Err(format!("cluster log stream: {why}"));
-                    }
-                }
-            }
-            Ok(())
         }
     }
 
-    /// Forgets a conversation's failure (it was closed; its next load rebuilds from the stream).
-    pub fn forget(&self, id: ConversationId) {
-        self.inner.failed.lock().unwrap().remove(&id);
+    /// Records the outcome of `number` of `id` and wakes the barriers.
+    fn settle(&self, id: ConversationId, number: u64, outcome: Result<Option<u64>, String>) {
+        {
+            let mut all = self.progress();
+            let entry = all.entry(id).or_default();
+            entry.stored = entry.stored.max(number);
+            match outcome {
+                Ok(sequence) => {
+                    if entry.last_sequence.is_some() {
+                        entry.last_sequence = sequence;
+                    }
+                }
+                Err(why) => {
+                    if entry.failed.is_none() {
+                        log::error!(
+                            "conversation {id}: not stored in the cluster log stream: {why}"
+                        );
+                        entry.failed = Some((number, why));
+                    }
+                }
+            }
+        }
+        self.inner.progress.notify_waiters();
     }
 
-    fn fail(&self, id: ConversationId, number: u64, why: String) {
-        log::error!("conversation {id}: not stored in the cluster log stream: {why}");
-        self.inner
-            .failed
-            .lock()
-            .unwrap()
-            .entry(id)
-            .or_insert((number, why));
+    /// Whether `id` has a gap (its later records are not published).
+    fn failed(&self, id: ConversationId) -> bool {
+        self.progress().get(&id).is_some_and(|p| p.failed.is_some())
+    }
+
+    /// The fencing sequence to publish `id`'s next record with.
+    fn last_sequence(&self, id: ConversationId) -> Option<u64> {
+        self.progress().get(&id).and_then(|p| p.last_sequence)
     }
 }
 
-/// The publishing task: records in queue order, each split to fit the server's `max_payload`.
+/// The publishing task: one record in flight per conversation (each fenced on the sequence the
+/// previous one got), conversations concurrently; each record split to fit `max_payload`.
 async fn publish(
     cluster: Cluster,
     replicator: LogReplicator,
     mut rx: mpsc::UnboundedReceiver<Record>,
-    acks: mpsc::Sender<PendingAck>,
 ) {
-    let js = cluster.jetstream();
+    use futures_util::stream::FuturesUnordered;
+    let js = cluster.jetstream().clone();
     let max = (cluster.client().server_info().max_payload.max(8192)) - 4096;
-    while let Some(record) = rx.recv().await {
-        let len = record.bytes.len();
-        let parts: Vec<&[u8]> = if record.bytes.is_empty() {
-            vec![&record.bytes[..]]
-        } else {
-            record.bytes.chunks(max).collect()
-        };
-        let count = parts.len();
-        let subject = log_subject(record.conversation);
-        for (k, part) in parts.into_iter().enumerate() {
-            let mut headers = HeaderMap::new();
-            headers.insert("Rt-File", record.file.as_str());
-            headers.insert("Rt-Op", record.op.as_str());
-            if count > 1 {
-                headers.insert("Rt-Part", format!("{}/{count}", k + 1).as_str());
-            }
-            match js
-                .publish_with_headers(subject.clone(), headers, Bytes::copy_from_slice(part))
-                .await
-            {
-                Ok(ack) => {
-                    // Only the last part's acknowledgement completes the record.
-                    if k + 1 == count
-                        && acks
-                            .send((record.number, record.conversation, Some(ack)))
-                            .await
-                            .is_err()
-                    {
-                        return;
+    let mut waiting: HashMap<ConversationId, std::collections::VecDeque<Record>> = HashMap::new();
+    let mut in_flight = FuturesUnordered::new();
+    let mut open = true;
+    loop {
+        tokio::select! {
+            record = rx.recv(), if open => match record {
+                Some(record) => {
+                    let id = record.conversation;
+                    let queue = waiting.entry(id).or_default();
+                    queue.push_back(record);
+                    if queue.len() == 1 {
+                        in_flight.push(send(js.clone(), replicator.clone(), max, id, queue.front().map(|r| (r.number, r.file.clone(), r.op, r.bytes.clone())).expect("just pushed")));
                     }
                 }
-                Err(e) => {
-                    replicator.fail(record.conversation, record.number, e.to_string());
-                    // Barriers still move past it (and answer the failure).
-                    if acks
-                        .send((record.number, record.conversation, None))
-                        .await
-                        .is_err()
-                    {
-                        return;
-                    }
-                    break;
+                None => open = false,
+            },
+            Some((id, number, outcome)) = in_flight.next() => {
+                replicator.settle(id, number, outcome);
+                let queue = waiting.get_mut(&id).expect("a record was in flight");
+                let done = queue.pop_front().expect("the record in flight");
+                replicator.inner.queued_bytes.fetch_sub(done.bytes.len(), Ordering::Relaxed);
+                replicator.inner.drained.notify_waiters();
+                match queue.front() {
+                    Some(next) => in_flight.push(send(js.clone(), replicator.clone(), max, id, (next.number, next.file.clone(), next.op, next.bytes.clone()))),
+                    None => { waiting.remove(&id); }
                 }
-            }
+            },
+            else => break,
         }
-        replicator
-            .inner
-            .queued_bytes
-            .fetch_sub(len, Ordering::Relaxed);
-        replicator.inner.drained.notify_waiters();
     }
 }
 
-/// Awaits acknowledgements in publish order and advances the stored mark.
-async fn await_acks(
+/// Publishes one record (its parts in order, each fenced on the previous sequence) and waits
+/// for JetStream's acknowledgement; a conversation with a gap publishes nothing more.
+async fn send(
+    js: jetstream::Context,
     replicator: LogReplicator,
-    mut acks: mpsc::Receiver<PendingAck>,
-    stored: watch::Sender<u64>,
-) {
-    while let Some((number, conversation, ack)) = acks.recv().await {
-        if let Some(Err(e)) = match ack {
-            Some(ack) => Some(ack.await),
-            None => None,
-        } {
-            replicator.fail(conversation, number, e.to_string());
-        }
-        let _ = stored.send(number);
+    max: usize,
+    id: ConversationId,
+    (number, file, op, bytes): (u64, String, FileOp, Vec<u8>),
+) -> (ConversationId, u64, Result<Option<u64>, String>) {
+    if replicator.failed(id) {
+        return (id, number, Err("an earlier record was not stored".into()));
     }
+    let mut expected = replicator.last_sequence(id);
+    let parts: Vec<&[u8]> = if bytes.is_empty() {
+        vec![&bytes[..]]
+    } else {
+        bytes.chunks(max).collect()
+    };
+    let count = parts.len();
+    let subject = log_subject(id);
+    for (k, part) in parts.into_iter().enumerate() {
+        let mut headers = HeaderMap::new();
+        headers.insert("Rt-File", file.as_str());
+        headers.insert("Rt-Op", op.as_str());
+        if count > 1 {
+            headers.insert("Rt-Part", format!("{}/{count}", k + 1).as_str());
+        }
+        if let Some(last) = expected {
+            headers.insert(
+                "Nats-Expected-Last-Subject-Sequence",
+                last.to_string().as_str(),
+            );
+        }
+        let stored = async {
+            js.publish_with_headers(subject.clone(), headers, Bytes::copy_from_slice(part))
+                .await
+                .map_err(|e| e.to_string())?
+                .await
+                .map_err(|e| e.to_string())
+        }
+        .await;
+        match stored {
+            Ok(ack) => {
+                if expected.is_some() {
+                    expected = Some(ack.sequence);
+                }
+            }
+            Err(why) => return (id, number, Err(why)),
+        }
+    }
+    (id, number, Ok(expected))
 }
-
-/// A record's number, its conversation, and JetStream's acknowledgement to wait for (`None`:
-/// the publish itself failed, already recorded).
-type PendingAck = (
-    u64,
-    ConversationId,
-    Option<jetstream::context::PublishAckFuture>,
-);
 
 impl Cluster {
     /// Opens (or creates) the log stream.
@@ -314,12 +383,13 @@ impl Cluster {
     }
 
     /// Rebuilds `dir` (a conversation's directory) from its records in the stream: the files
-    /// exactly as the last owner wrote them. Answers the number of messages read.
+    /// exactly as the last owner wrote them. Answers the number of messages read and the stream
+    /// sequence of the last one (0: none), which the new owner's first write is fenced on.
     pub async fn restore_conversation(
         &self,
         id: ConversationId,
         dir: &Path,
-    ) -> Result<u64, ClusterError> {
+    ) -> Result<(u64, u64), ClusterError> {
         let fail = |e: &dyn std::fmt::Display| {
             ClusterError(format!("restoring {id} from the log stream: {e}"))
         };
@@ -338,12 +408,18 @@ impl Cluster {
         let mut messages = consumer.messages().await.map_err(|e| fail(&e))?;
         let mut files: HashMap<String, Vec<u8>> = HashMap::new();
         let mut records = 0;
+        let mut last_sequence = 0;
         while pending > 0 {
             let Some(message) = messages.next().await else {
                 break;
             };
             let message = message.map_err(|e| fail(&e))?;
-            pending = message.info().map(|i| i.pending).unwrap_or(0);
+            if let Ok(info) = message.info() {
+                pending = info.pending;
+                last_sequence = info.stream_sequence;
+            } else {
+                pending = 0;
+            }
             let headers = message.headers.as_ref();
             let header = |name: &str| {
                 headers
@@ -383,7 +459,7 @@ impl Cluster {
         .await
         .map_err(|e| fail(&e))?
         .map_err(|e| fail(&e))?;
-        Ok(records)
+        Ok((records, last_sequence))
     }
 
     /// Removes a deleted conversation's records.

@@ -432,18 +432,22 @@ impl ConversationRegistry {
             let dir = self.config.layout.conversation_dir(&id);
             let work = async move {
                 let lease = cluster.acquire_lease(id).await?;
+                let mut last_sequence = 0;
                 if let Lease::Owned(revision) = lease {
                     match cluster.restore_conversation(id, &dir).await {
-                        Ok(n) => log::info!(
-                            "conversation {id}: owned by this node; {n} log records restored"
-                        ),
+                        Ok((n, last)) => {
+                            last_sequence = last;
+                            log::info!(
+                                "conversation {id}: owned by this node; {n} log records restored"
+                            );
+                        }
                         Err(e) => {
                             cluster.release_lease(id, revision).await;
                             return Err(e);
                         }
                     }
                 }
-                Ok(lease)
+                Ok((lease, last_sequence))
             };
             ctx.spawn(
                 work.into_actor(self)
@@ -461,9 +465,13 @@ impl ConversationRegistry {
     fn lease_decided(
         &mut self,
         id: ConversationId,
-        lease: Result<Lease, ClusterError>,
+        lease: Result<(Lease, u64), ClusterError>,
         ctx: &mut Context<Self>,
     ) {
+        let (lease, last_sequence) = match lease {
+            Ok((lease, last)) => (Ok(lease), last),
+            Err(e) => (Err(e), 0),
+        };
         let waiting = self.ownership.acquiring.remove(&id).unwrap_or_default();
         let gone = self.stopping || self.entries.get(&id).is_none_or(|e| e.deleting);
         match lease {
@@ -478,7 +486,10 @@ impl ConversationRegistry {
                 }
             }
             Ok(Lease::Owned(revision)) => {
-                self.config.runtime.log_writer.replication_restarted(id);
+                self.config
+                    .runtime
+                    .log_writer
+                    .replication_begins(id, last_sequence);
                 self.ownership.leases.insert(id, revision);
                 self.count_owned();
                 for (msg, tx) in waiting {

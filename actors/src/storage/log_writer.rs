@@ -117,11 +117,12 @@ impl LogWriter {
         self
     }
 
-    /// In a cluster: forgets a conversation's earlier failure to reach the log stream (its files
-    /// were just rebuilt from the stream, so there is no gap any more).
-    pub fn replication_restarted(&self, id: crate::ids::ConversationId) {
+    /// In a cluster: this node now owns `id`, whose files were just rebuilt from the log
+    /// stream up to `last_sequence`; later writes are fenced on it (see
+    /// [`LogReplicator::begin`]).
+    pub fn replication_begins(&self, id: crate::ids::ConversationId, last_sequence: u64) {
         if let Some(r) = &self.replicator {
-            r.forget(id);
+            r.begin(id, last_sequence);
         }
     }
 
