@@ -492,6 +492,9 @@ impl ConversationRegistry {
                     .replication_begins(id, last_sequence);
                 self.ownership.leases.insert(id, revision);
                 self.count_owned();
+                if let Some(search) = &self.config.runtime.search {
+                    search.restored(id);
+                }
                 for (msg, tx) in waiting {
                     let MessageResult(pending) =
                         <Self as Handler<JoinConversation>>::handle(self, msg, ctx);

@@ -123,6 +123,9 @@ enum Job {
     },
     /// The conversations that exist, at start.
     Sync { conversations: Vec<ConversationId> },
+    /// A conversation's files were rebuilt from the cluster's log stream (this node took it
+    /// over): index what its log holds beyond the index.
+    Restored { conversation: ConversationId },
     /// Remove a conversation's documents; answered once that is committed.
     Delete {
         conversation: ConversationId,
@@ -285,6 +288,23 @@ impl SearchIndex {
     /// new or behind ones are scanned.
     pub fn sync(&self, conversations: Vec<ConversationId>) {
         let _ = self.shared.jobs.send(Job::Sync { conversations });
+    }
+
+    /// `conversation`'s files were rebuilt from the cluster's log stream: what its log holds
+    /// beyond the index is scanned (as at start for a conversation that is behind).
+    pub fn restored(&self, conversation: ConversationId) {
+        // Pending at once, before the conversation's actor starts: its live documents then
+        // wait for the scan (else the first of them would move the index past the history).
+        self.shared
+            .scans
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(conversation)
+            .or_insert(PendingScan {
+                wanted: None,
+                due: Instant::now(),
+            });
+        let _ = self.shared.jobs.send(Job::Restored { conversation });
     }
 
     /// Hands over what one entry of `conversation` settled (from its [`TurnCollector`]).

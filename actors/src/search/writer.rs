@@ -110,6 +110,7 @@ impl Writer {
                     }
                 }
                 Job::Sync { conversations } => self.sync(conversations),
+                Job::Restored { conversation } => self.restored(conversation),
                 Job::Delete { conversation, done } => {
                     self.forget_scan(&conversation);
                     let res = self
@@ -163,6 +164,41 @@ impl Writer {
     fn finish(mut self) {
         self.commit();
         log::debug!("search writer stopped");
+    }
+
+    /// A conversation taken over in a cluster: its log may now hold entries another node
+    /// wrote; scan it from where the index stands (from the start when the index is ahead of
+    /// the log, which the takeover's rebuilt log can make it).
+    fn restored(&mut self, id: ConversationId) {
+        let indexed = match self.store.conversations() {
+            Ok(rows) => rows
+                .into_iter()
+                .find(|(c, _)| *c == id.to_string())
+                .map(|(_, seq)| seq),
+            Err(e) => {
+                self.failed("read", &e);
+                None
+            }
+        };
+        let last = last_seqs(&self.layout, &[id]).pop().flatten();
+        log::debug!("search index: {id} taken over: indexed up to {indexed:?}, log up to {last:?}");
+        // `SearchIndex::restored` already put it in the scan queue; keep it there or not.
+        let scan = match (indexed, last) {
+            (None, last) => last.is_some(),
+            (Some(seq), Some(l)) if l >= seq => l > seq,
+            // The index is ahead of the rebuilt log: start the conversation over.
+            (Some(_), last) => {
+                if let Err(e) = self.store.remove(&id.to_string()) {
+                    self.failed("remove", &e);
+                }
+                last.is_some()
+            }
+        };
+        if scan {
+            self.want_scan(id, None);
+        } else {
+            self.forget_scan(&id);
+        }
     }
 
     /// The startup reconciliation: drop documents of conversations that are gone; queue a
