@@ -556,7 +556,8 @@ fn kill_9_of_the_owner_loses_no_acknowledged_turn() {
 /// Fencing: once another writer has appended to a conversation's subject in the log stream
 /// (what a second owner would do after this node lost the lease without noticing), this
 /// node's next write is refused by JetStream and the submit is answered with a storage error
-/// instead of an acknowledgement: two owners never interleave silently.
+/// instead of an acknowledgement: two owners never interleave silently. The node then gives
+/// the conversation up, and the next join rebuilds it from the stream.
 #[test]
 fn a_write_after_another_owner_wrote_is_refused() {
     let Some(nats) = nats_or_skip() else {
@@ -574,9 +575,9 @@ fn a_write_after_another_owner_wrote_is_refused() {
         let nats = async_nats::connect(nats.url()).await.unwrap();
         let js = async_nats::jetstream::new(nats);
         let mut headers = async_nats::HeaderMap::new();
-        headers.insert("Rt-File", "displayLog.jsonl");
+        headers.insert("Rt-File", "interloper.txt");
         headers.insert("Rt-Op", "append");
-        js.publish_with_headers(format!("rt.log.{id}"), headers, "{}\n".into())
+        js.publish_with_headers(format!("rt.log.{id}"), headers, "hello\n".into())
             .await
             .unwrap()
             .await
@@ -595,5 +596,28 @@ fn a_write_after_another_owner_wrote_is_refused() {
     assert!(
         message.starts_with("cluster log stream: ") && message.contains("wrong last sequence"),
         "{refused}"
+    );
+    // a gives the conversation up at once (its files differ from the stream now): the
+    // client's channels close, the lease is free, and the next join rebuilds it from the
+    // stream, the other writer's record included, and goes on.
+    eventually("a to give the conversation up", || {
+        a.metric("roundtable_cluster_owned_conversations{node=\"a\"}") == 0.0
+    });
+    eventually("the client's channels to close", || {
+        client.agent("leaveConversation", json!([id])).err()
+            == Some(format!("Not joined to conversation: {id}"))
+    });
+    client.join(&id);
+    assert!(a
+        .dir
+        .join("conversations")
+        .join(&id)
+        .join("interloper.txt")
+        .exists());
+    assert_eq!(answer(&client.run_turn(&id, "what is 2+2")), "4");
+    let entries = history(&mut client, &id);
+    assert!(
+        entries.iter().any(|e| e["command"] == "what is 1+1"),
+        "{entries:?}"
     );
 }

@@ -92,6 +92,9 @@ struct Inner {
     queued_bytes: AtomicUsize,
     /// Woken when `queued_bytes` falls.
     drained: Notify,
+    /// Told the conversations whose stream write just failed (once per failure), so the owner
+    /// can give them up at once ([`LogReplicator::failures`]).
+    failures: Mutex<Option<mpsc::UnboundedSender<ConversationId>>>,
 }
 
 /// One conversation's replication state.
@@ -123,6 +126,7 @@ impl LogReplicator {
                 progress: Notify::new(),
                 queued_bytes: AtomicUsize::new(0),
                 drained: Notify::new(),
+                failures: Mutex::default(),
             }),
         };
         tokio::spawn(publish(cluster.clone(), replicator.clone(), rx));
@@ -177,6 +181,19 @@ impl LogReplicator {
             op,
             bytes: bytes.to_vec(),
         });
+    }
+
+    /// From now on, each conversation whose stream write fails is sent here once (the
+    /// registry stops it and gives its lease up, so it is rebuilt from the stream on its next
+    /// join instead of failing every write). A second call replaces the first receiver.
+    pub fn failures(&self) -> mpsc::UnboundedReceiver<ConversationId> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        *self
+            .inner
+            .failures
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(tx);
+        rx
     }
 
     /// Bytes waiting to be published.
@@ -236,6 +253,7 @@ impl LogReplicator {
 
     /// Records the outcome of `number` of `id` and wakes the barriers.
     fn settle(&self, id: ConversationId, number: u64, outcome: Result<Option<u64>, String>) {
+        let mut newly_failed = false;
         {
             let mut all = self.progress();
             let entry = all.entry(id).or_default();
@@ -252,11 +270,22 @@ impl LogReplicator {
                             "conversation {id}: not stored in the cluster log stream: {why}"
                         );
                         entry.failed = Some((number, why));
+                        newly_failed = true;
                     }
                 }
             }
         }
         self.inner.progress.notify_waiters();
+        if newly_failed {
+            let failures = self
+                .inner
+                .failures
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            if let Some(tx) = &*failures {
+                let _ = tx.send(id);
+            }
+        }
     }
 
     /// Whether `id` has a gap (its later records are not published).

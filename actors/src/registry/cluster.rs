@@ -16,7 +16,8 @@
 //!   the conversation's files from the log stream); when another node holds it the join answers
 //!   [`RpcError::OnOtherNode`] and the transport relays it there. Leases are renewed on a timer;
 //!   a lost one stops the actor at once (`ShutdownReason::Moved`); an eviction, a delete or the
-//!   server's stop gives it back.
+//!   server's stop gives it back, and so does a failed write to the log stream
+//!   ([`StreamWriteFailed`]: the conversation is rebuilt from the stream on its next join).
 
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
@@ -553,12 +554,19 @@ impl ConversationRegistry {
         }
     }
 
-    /// In a cluster: renews every held lease each third of the lease time.
+    /// In a cluster: renews every held lease each third of the lease time, and gives up at
+    /// once any conversation whose write to the log stream failed.
     pub(super) fn start_lease_renewals(&mut self, ctx: &mut Context<Self>) {
         let Some(cluster) = &self.config.cluster else {
             return;
         };
         ctx.run_interval(cluster.lease_time() / 3, |act, ctx| act.renew_leases(ctx));
+        if let Some(failures) = self.config.runtime.log_writer.replication_failures() {
+            let failures = futures_util::stream::unfold(failures, |mut rx| async move {
+                rx.recv().await.map(|id| (StreamWriteFailed(id), rx))
+            });
+            ctx.add_stream(failures);
+        }
     }
 
     fn renew_leases(&mut self, ctx: &mut Context<Self>) {
@@ -630,5 +638,31 @@ impl ConversationRegistry {
                 .into_actor(self)
                 .map(move |_, act, ctx| act.evicted(id, ctx)),
         );
+    }
+}
+
+/// A conversation's write to the log stream failed (refused by fencing, or NATS gone): its
+/// files here now differ from the stream, so this node stops it and gives its lease up; the
+/// next join (here or anywhere) rebuilds it from the stream.
+pub(super) struct StreamWriteFailed(ConversationId);
+
+impl StreamHandler<StreamWriteFailed> for ConversationRegistry {
+    fn handle(&mut self, msg: StreamWriteFailed, ctx: &mut Self::Context) {
+        let id = msg.0;
+        let Some(revision) = self.ownership.leases.get(&id).copied() else {
+            return;
+        };
+        self.lease_lost(
+            id,
+            ClusterError("a write to the log stream failed".into()),
+            ctx,
+        );
+        if let Some(cluster) = self.config.cluster.clone() {
+            actix::spawn(async move { cluster.release_lease(id, revision).await });
+        }
+    }
+
+    fn finished(&mut self, _ctx: &mut Self::Context) {
+        // The log writer's replicator stopped: nothing more will be reported.
     }
 }

@@ -126,6 +126,14 @@ impl LogWriter {
         }
     }
 
+    /// In a cluster: where conversations whose stream write failed are reported (see
+    /// [`LogReplicator::failures`]); `None` on a single node.
+    pub fn replication_failures(
+        &self,
+    ) -> Option<tokio::sync::mpsc::UnboundedReceiver<crate::ids::ConversationId>> {
+        self.replicator.as_ref().map(LogReplicator::failures)
+    }
+
     /// Resolves with the local outcome, then (in a cluster) with the stream's.
     fn also_stored(
         &self,
