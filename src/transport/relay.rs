@@ -14,8 +14,9 @@
 //! - `rt.node.<A>.relay.<relay>.in`: B → A, the client's frames for that conversation.
 //! - `rt.node.<B>.relay.<relay>.out`: A → B, the virtual connection's frames.
 //!
-//! Each message starts with one kind byte: `T` a text frame, `C` a chunk of a text frame too
-//! large for one NATS message (the rest follows, ending with `T`), `P` a ping from A's
+//! Each message starts with one kind byte: `T` a text frame, `B` several (what A's outbox held
+//! at once: each a 4-byte length and the frame), `C` a chunk of a message too large for one
+//! NATS message (the rest follows, ending with its own kind), `P` a ping from A's
 //! heartbeat, `O` B's pong, `X` the end (B's socket closed or left; A's connection closed).
 //! One publisher task per direction keeps frames in order; its queue is bounded
 //! ([`RELAY_QUEUE_FRAMES`]): past it the relay ends as a slow consumer would. Liveness: A's
@@ -59,6 +60,10 @@ pub const RELAY_QUEUE_FRAMES: usize = 4096;
 const CHUNK_MARGIN: usize = 1024;
 
 const TEXT: u8 = b'T';
+/// Several text frames in one message (see [`batch_frames`]).
+const BATCH: u8 = b'B';
+/// Text frames one [`BATCH`] carries at most.
+const BATCH_FRAMES: usize = 256;
 const CHUNK: u8 = b'C';
 const PING: u8 = b'P';
 const PONG: u8 = b'O';
@@ -441,8 +446,14 @@ async fn receive(
     silent_join: bool,
 ) -> bool {
     let mut chunks = Chunks::default();
-    let mut join_pending = true;
-    let rejoin = loop {
+    let mut delivery = Delivery {
+        socket,
+        state,
+        join_call_id,
+        silent_join,
+        join_pending: true,
+    };
+    let rejoin = 'relay: loop {
         let message = match tokio::time::timeout(silence, subscription.next()).await {
             Ok(Some(m)) => m,
             Ok(None) => break true,
@@ -456,34 +467,15 @@ async fn receive(
         };
         match kind {
             TEXT => {
-                let Ok(text) = String::from_utf8(body) else {
-                    continue;
-                };
-                if join_pending && answers(&text, join_call_id) {
-                    join_pending = false;
-                    let failed = join_failed(&text);
-                    if failed {
-                        log::info!("cluster relay: join refused by the serving node: {text}");
-                    }
-                    if !silent_join {
-                        let _ = socket.push(text);
-                    }
-                    if failed {
-                        break false;
-                    }
-                    continue;
+                if let Some(rejoin) = delivery.text(body) {
+                    break rejoin;
                 }
-                match socket.push(text) {
-                    Ok(()) => Metrics::inc(&state.metrics.frames_out),
-                    Err(PushError::Full) => {
-                        Metrics::inc(&state.metrics.slow_client_closes);
-                        socket.abort(
-                            roundtable_actors::client::SLOW_CONSUMER_CLOSE_CODE,
-                            roundtable_actors::client::SLOW_CONSUMER_REASON,
-                        );
-                        break false;
+            }
+            BATCH => {
+                for frame in batch_frames(&body) {
+                    if let Some(rejoin) = delivery.text(frame.to_vec()) {
+                        break 'relay rejoin;
                     }
-                    Err(_) => break false,
                 }
             }
             PING => {
@@ -495,6 +487,68 @@ async fn receive(
     };
     publisher.end();
     rejoin
+}
+
+/// Where B's side of a relay puts the frames it receives.
+struct Delivery {
+    socket: Outbox,
+    state: Arc<AppState>,
+    join_call_id: u64,
+    silent_join: bool,
+    /// The answer to the relayed join has not come yet.
+    join_pending: bool,
+}
+
+impl Delivery {
+    /// One text frame from the serving node into the socket's outbox; `Some(rejoin)` ends the
+    /// relay (the join was refused, or the socket cannot take more).
+    fn text(&mut self, body: Vec<u8>) -> Option<bool> {
+        let text = String::from_utf8(body).ok()?;
+        if self.join_pending && answers(&text, self.join_call_id) {
+            self.join_pending = false;
+            let failed = join_failed(&text);
+            if failed {
+                log::info!("cluster relay: join refused by the serving node: {text}");
+            }
+            if !self.silent_join {
+                let _ = self.socket.push(text);
+            }
+            return failed.then_some(false);
+        }
+        match self.socket.push(text) {
+            Ok(()) => {
+                Metrics::inc(&self.state.metrics.frames_out);
+                None
+            }
+            Err(PushError::Full) => {
+                Metrics::inc(&self.state.metrics.slow_client_closes);
+                self.socket.abort(
+                    roundtable_actors::client::SLOW_CONSUMER_CLOSE_CODE,
+                    roundtable_actors::client::SLOW_CONSUMER_REASON,
+                );
+                Some(false)
+            }
+            Err(_) => Some(false),
+        }
+    }
+}
+
+/// The frames of a [`BATCH`] message: each a big-endian `u32` length, then its bytes.
+fn batch_frames(body: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let mut rest = body;
+    std::iter::from_fn(move || {
+        let (len, tail) = rest.split_first_chunk::<4>()?;
+        let len = u32::from_be_bytes(*len) as usize;
+        let frame = tail.get(..len)?;
+        rest = &tail[len..];
+        Some(frame)
+    })
+}
+
+/// Appends one frame to a [`BATCH`] body.
+fn push_batch_frame(body: &mut Vec<u8>, frame: &str) {
+    body.extend_from_slice(&(frame.len() as u32).to_be_bytes());
+    body.extend_from_slice(frame.as_bytes());
 }
 
 /// Whether `text` is an answer on `agent-server` to `call_id`.
@@ -590,6 +644,22 @@ async fn open_virtual(
     Ok(())
 }
 
+/// Queues `texts` as one message (a [`TEXT`] for one frame, a [`BATCH`] for several); false
+/// when the queue toward the other node is full.
+fn flush(publisher: &Publisher, texts: &mut Vec<String>) -> bool {
+    match texts.len() {
+        0 => true,
+        1 => publisher.text(texts.pop().expect("one")),
+        _ => {
+            let mut body = Vec::with_capacity(texts.iter().map(|t| t.len() + 4).sum());
+            for text in texts.drain(..) {
+                push_batch_frame(&mut body, &text);
+            }
+            publisher.send(BATCH, body)
+        }
+    }
+}
+
 /// A's side: drains the virtual connection's outbox to NATS, in order.
 async fn drain(
     mut rx: OutboxReceiver,
@@ -597,8 +667,8 @@ async fn drain(
     heartbeat: Duration,
     done: oneshot::Sender<()>,
 ) {
-    loop {
-        let frame = match tokio::time::timeout(heartbeat, rx.next()).await {
+    'relay: loop {
+        let first = match tokio::time::timeout(heartbeat, rx.next()).await {
             Ok(Some(frame)) => frame,
             Ok(None) => break,
             Err(_) => {
@@ -609,21 +679,66 @@ async fn drain(
                 continue;
             }
         };
-        let queued = match frame {
-            Outgoing::Ping(_) => publisher.send(PING, Bytes::new()),
-            Outgoing::Close(_) => break,
-            Outgoing::Pong(_) | Outgoing::Binary(_) => true,
-            text => match text.to_text() {
-                Some(text) => publisher.text(text),
-                None => true,
-            },
-        };
-        if !queued {
+        // Every text frame queued now goes in one message (a turn's fan-out comes in bursts).
+        let mut texts: Vec<String> = Vec::new();
+        let mut next = Some(first);
+        let mut stop = false;
+        while let Some(frame) = next.take() {
+            match frame {
+                Outgoing::Ping(_) => {
+                    if !flush(&publisher, &mut texts) || !publisher.send(PING, Bytes::new()) {
+                        break 'relay;
+                    }
+                }
+                Outgoing::Close(_) => {
+                    stop = true;
+                    break;
+                }
+                Outgoing::Pong(_) | Outgoing::Binary(_) => {}
+                text => texts.extend(text.to_text()),
+            }
+            if texts.len() >= BATCH_FRAMES {
+                break;
+            }
+            next = rx.try_next_with_budget().map(|(frame, _)| frame);
+        }
+        if !flush(&publisher, &mut texts) {
             log::warn!("cluster relay: queue toward the other node full; ending the relay");
+            break;
+        }
+        if stop {
             break;
         }
     }
     rx.close();
     publisher.end();
     let _ = done.send(());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A batch read back frame by frame, through the chunking a large message gets; a
+    /// truncated batch yields its whole frames and stops.
+    #[test]
+    fn batches_and_chunks_round_trip() {
+        let frames = ["{\"a\":1}", "", "{\"b\":\"ü\"}"];
+        let mut body = Vec::new();
+        for f in frames {
+            push_batch_frame(&mut body, f);
+        }
+        let read: Vec<&[u8]> = batch_frames(&body).collect();
+        assert_eq!(read, frames.map(str::as_bytes));
+        // Split the way the publisher splits a message past max_payload.
+        let (first, rest) = body.split_at(5);
+        let mut chunks = Chunks::default();
+        assert_eq!(chunks.take(&[&[CHUNK][..], first].concat()), None);
+        let (kind, whole) = chunks.take(&[&[BATCH][..], rest].concat()).unwrap();
+        assert_eq!((kind, whole.as_slice()), (BATCH, body.as_slice()));
+        // A cut batch: the whole frames before the cut only.
+        let cut = &body[..body.len() - 2];
+        assert_eq!(batch_frames(cut).count(), 2);
+        assert_eq!(chunks.take(&[]), None);
+    }
 }
