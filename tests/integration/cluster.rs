@@ -297,16 +297,24 @@ fn clients_on_two_nodes_share_one_conversation() {
     assert_eq!(after[0]["seq"], last_seq + 1);
     assert_eq!(after[0]["command"], "what is 1+1");
     assert!(nodes[0].metric("roundtable_cluster_relayed_frames_total{node=\"a\"}") > 0.0);
-    // The clients' count includes the relayed ones.
-    let list = local.agent("listConversations", json!([null])).unwrap();
-    let shared = list
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["conversationId"] == id.as_str())
-        .unwrap()
-        .clone();
-    assert_eq!(shared["clientCount"], 3, "{shared}");
+    // Every node lists the same counts: the owner's clients (relayed ones included) and its
+    // message count, shared with the others.
+    for node in &nodes {
+        eventually("every node to list the owner's counts", || {
+            let list = node
+                .connect()
+                .agent("listConversations", json!([null]))
+                .unwrap();
+            let shared = list
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|c| c["conversationId"] == id.as_str())
+                .unwrap()
+                .clone();
+            shared["clientCount"] == 3 && shared["messageCount"] == 3
+        });
+    }
 }
 
 /// Deleting on node c a conversation served by a, with clients on a and b: both clients get

@@ -20,6 +20,7 @@
 //!   ([`StreamWriteFailed`]: the conversation is rebuilt from the stream on its next join).
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 use std::time::Duration;
 
 use actix::prelude::*;
@@ -91,6 +92,7 @@ pub async fn start_cluster_sync(
             NameClaim::Taken(_) => {} // another node made it; the watch brings it
         }
     }
+    share_counts_from_others(&cluster, &registry).await?;
     actix::spawn(async move {
         loop {
             match cluster.watch_registry(from).await {
@@ -117,6 +119,78 @@ pub async fn start_cluster_sync(
         }
     });
     Ok(())
+}
+
+/// Subject on which owners share the counts of their conversations (core NATS: a lost
+/// update is only a stale count until the next one).
+const COUNTS_SUBJECT: &str = "rt.counts";
+
+/// What an owner shares about one conversation.
+#[derive(serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SharedCounts {
+    conversation_id: ConversationId,
+    /// Clients joined, relayed ones included.
+    client_count: usize,
+    message_count: u64,
+    /// The owner (a node ignores its own).
+    node: String,
+}
+
+/// Applies the counts other nodes' conversations share, for the server's life.
+async fn share_counts_from_others(
+    cluster: &Cluster,
+    registry: &Addr<ConversationRegistry>,
+) -> Result<(), ClusterError> {
+    let mut counts = cluster
+        .client()
+        .subscribe(COUNTS_SUBJECT)
+        .await
+        .map_err(|e| ClusterError(format!("subscribe to {COUNTS_SUBJECT}: {e}")))?;
+    let me = cluster.node().to_string();
+    let registry = registry.clone();
+    actix::spawn(async move {
+        while let Some(message) = counts.next().await {
+            match serde_json::from_slice::<SharedCounts>(&message.payload) {
+                Ok(shared) if shared.node != me => {
+                    if registry.try_send(ClusterCounts(shared)).is_err() && !registry.connected() {
+                        return;
+                    }
+                }
+                Ok(_) => {}
+                Err(e) => log::debug!("cluster: unreadable counts: {e}"),
+            }
+        }
+    });
+    Ok(())
+}
+
+/// Counts another node's conversation has now.
+#[derive(Message)]
+#[rtype(result = "()")]
+struct ClusterCounts(SharedCounts);
+
+impl Handler<ClusterCounts> for ConversationRegistry {
+    type Result = ();
+
+    fn handle(&mut self, msg: ClusterCounts, ctx: &mut Self::Context) {
+        let shared = msg.0;
+        let id = shared.conversation_id;
+        if self.ownership.holds(id) {
+            return;
+        }
+        let Some(entry) = self.entries.get_mut(&id) else {
+            return;
+        };
+        if !matches!(entry.state, LoadState::Unloaded) {
+            return;
+        }
+        entry.message_count = shared.message_count;
+        // Not running here: the counter holds what the owner said.
+        entry.client_count = (shared.client_count > 0)
+            .then(|| Arc::new(std::sync::atomic::AtomicUsize::new(shared.client_count)));
+        self.mark_updated(id, ctx);
+    }
 }
 
 fn default_record() -> RegistryRecord {
@@ -384,6 +458,10 @@ pub(super) struct Ownership {
     acquiring: HashMap<ConversationId, Vec<WaitingJoin>>,
     /// A renewal round is running (a timer tick does not start a second one).
     renewing: bool,
+    /// Owned conversations whose counts changed since they were last shared (bounded by the
+    /// owned conversations), and whether the flush is armed.
+    counts_dirty: HashSet<ConversationId>,
+    counts_armed: bool,
 }
 
 impl Ownership {
@@ -518,6 +596,50 @@ impl ConversationRegistry {
                 }
             }
         }
+    }
+
+    /// In a cluster: shares `id`'s counts with the other nodes within
+    /// [`UPDATE_INTERVAL`](super::UPDATE_INTERVAL) (changes coalesced), when this node owns it.
+    pub(super) fn share_counts_soon(&mut self, id: ConversationId, ctx: &mut Context<Self>) {
+        if self.config.cluster.is_none() || !self.ownership.holds(id) {
+            return;
+        }
+        self.ownership.counts_dirty.insert(id);
+        if self.ownership.counts_armed {
+            return;
+        }
+        self.ownership.counts_armed = true;
+        ctx.run_later(super::UPDATE_INTERVAL, |act, _| {
+            act.ownership.counts_armed = false;
+            let Some(cluster) = act.config.cluster.clone() else {
+                return;
+            };
+            let dirty = std::mem::take(&mut act.ownership.counts_dirty);
+            let shared: Vec<Vec<u8>> = dirty
+                .into_iter()
+                .filter_map(|id| {
+                    let entry = act.entries.get(&id)?;
+                    serde_json::to_vec(&SharedCounts {
+                        conversation_id: id,
+                        client_count: entry.clients(),
+                        message_count: entry.message_count,
+                        node: cluster.node().to_string(),
+                    })
+                    .ok()
+                })
+                .collect();
+            actix::spawn(async move {
+                for payload in shared {
+                    if let Err(e) = cluster
+                        .client()
+                        .publish(COUNTS_SUBJECT, payload.into())
+                        .await
+                    {
+                        log::debug!("cluster: counts not shared: {e}");
+                    }
+                }
+            });
+        });
     }
 
     fn count_owned(&self) {

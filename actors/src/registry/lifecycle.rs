@@ -238,8 +238,12 @@ impl Handler<ConversationEvent> for ConversationRegistry {
                     e.message_count = count;
                 }
                 self.mark_updated(id, ctx);
+                self.share_counts_soon(id, ctx);
             }
-            ConversationEvent::ClientCount { id } => self.mark_updated(id, ctx),
+            ConversationEvent::ClientCount { id } => {
+                self.mark_updated(id, ctx);
+                self.share_counts_soon(id, ctx);
+            }
             ConversationEvent::IdleExpired {
                 id,
                 generation,
