@@ -629,3 +629,48 @@ fn a_write_after_another_owner_wrote_is_refused() {
         "{entries:?}"
     );
 }
+
+/// A question a turn asks reaches a client on another node, which answers it; a client that
+/// joins through a third node while the turn waits gets the pending interaction and the busy
+/// queue in its join answer, as on one node.
+#[test]
+fn an_interaction_is_answered_from_another_node() {
+    let Some(nats) = nats_or_skip() else {
+        return;
+    };
+    let nodes = three_nodes(&nats);
+    let (mut asker, id) = nodes[0].joined("asking");
+    wait_same_lists(&nodes);
+    let mut answerer = nodes[1].connect();
+    answerer.join(&id);
+    let ack = asker.submit(&id, "ask me Shall we proceed?");
+    let asking = Client::request_id(&ack);
+    let q = answerer.expect_call(&clientio(&id), "requestInteraction");
+    let interaction = q[0]["interactionId"].as_str().unwrap().to_string();
+    assert_eq!(q[0]["message"], "Shall we proceed?");
+    let joined = nodes[2].connect().join(&id);
+    assert_eq!(
+        joined["pendingInteractions"][0]["interactionId"],
+        interaction.as_str()
+    );
+    assert_eq!(
+        joined["queueSnapshot"]["running"]["requestId"],
+        asking.as_str()
+    );
+    answerer
+        .invoke(
+            &dispatcher(&id),
+            "respondToInteraction",
+            json!([{"interactionId": interaction, "type": "question", "value": 0}]),
+        )
+        .unwrap();
+    let calls = asker.until_complete(&id, &asking);
+    assert!(
+        Client::texts(&calls).contains(&"You answered Yes.".to_string()),
+        "{calls:?}"
+    );
+    let seen = answerer.until_complete(&id, &asking);
+    assert!(seen.iter().any(|(m, args)| m == "interactionResolved"
+        && args[0] == interaction.as_str()
+        && args[1] == 0));
+}
