@@ -28,7 +28,7 @@ use roundtable_actors::ids::{ConversationId, ConversationRef};
 use roundtable_actors::protocol::{
     self, agent_channel, Args, RpcError, RpcResult, AGENT_PREFIX, AGENT_SERVER_CHANNEL,
 };
-use serde_json::{Map, Value};
+use serde_json::{json, Map, Value};
 use tokio::sync::oneshot;
 
 use super::Connection;
@@ -107,31 +107,70 @@ impl ClientAgentRequest {
 }
 
 impl Connection {
+    /// The relayed conversation a registration means, when it is one: the one named, or the
+    /// only one this socket joined.
+    fn relayed_agent_target(
+        &self,
+        conversation: Option<&ConversationRef>,
+    ) -> Option<ConversationId> {
+        match conversation {
+            Some(c) => c.id().filter(|id| self.remote.contains_key(id)),
+            None if self.joined.is_empty() && self.remote.len() == 1 => {
+                self.remote.keys().next().copied()
+            }
+            None => None,
+        }
+    }
+
+    /// `registerClientAgent` for a conversation another node serves: the registration goes to
+    /// this socket's virtual connection there (which hosts the agent and answers with the
+    /// client's callId); `agent:<name>` frames are relayed from then on (`relay.rs`).
+    fn register_relayed_agent(
+        &mut self,
+        call_id: u64,
+        id: ConversationId,
+        request: ClientAgentRequest,
+    ) {
+        let (ch, m) = (AGENT_SERVER_CHANNEL, "registerClientAgent");
+        let taken = self.agents.contains_key(&request.name)
+            || self
+                .remote_agents
+                .get(&request.name)
+                .is_some_and(|other| *other != id);
+        if taken {
+            let error = RpcError::ChannelExists(agent_channel(&request.name));
+            return self.reply(ch, call_id, m, Err(error));
+        }
+        if !self.remote_agents.contains_key(&request.name)
+            && self.agents.len() + self.remote_agents.len() >= MAX_AGENTS_PER_CONNECTION
+        {
+            let error = RpcError::TooManyClientAgentsOnConnection(MAX_AGENTS_PER_CONNECTION);
+            return self.reply(ch, call_id, m, Err(error));
+        }
+        let Some(remote) = self.remote.get(&id) else {
+            return;
+        };
+        self.in_flight.remove(&(ch.to_string(), call_id));
+        remote.publisher.text(protocol::invoke_frame(
+            ch,
+            call_id,
+            m,
+            &json!([{
+                "name": request.name,
+                "manifest": request.manifest,
+                "agentInterface": request.agent_interface,
+                "conversationId": id,
+            }]),
+        ));
+        self.remote_agents.insert(request.name, id);
+    }
+
     /// The conversation a client agent request means: the given one (`Not joined to
     /// conversation: <id>` unless this socket joined it), else the only one joined.
     fn agent_conversation(
         &self,
         conversation: Option<&ConversationRef>,
     ) -> RpcResult<ConversationId> {
-        let relayed = |id: &ConversationId| {
-            self.remote.get(id).map(|r| {
-                RpcError::Message(format!(
-                    "Cannot register client agent: conversation {id} is served by cluster node {} \
-                     and client agents are not relayed between nodes",
-                    r.node
-                ))
-            })
-        };
-        if let Some(error) = conversation
-            .and_then(|c| c.id())
-            .or_else(|| {
-                (conversation.is_none() && self.joined.is_empty() && self.remote.len() == 1)
-                    .then(|| *self.remote.keys().next().expect("one"))
-            })
-            .and_then(|id| relayed(&id))
-        {
-            return Err(error);
-        }
         match conversation {
             Some(c) => match c.id().filter(|id| self.joined.contains_key(id)) {
                 Some(id) => Ok(id),
@@ -157,6 +196,13 @@ impl Connection {
         ctx: &mut Context<Self>,
     ) {
         let (ch, m) = (AGENT_SERVER_CHANNEL, "registerClientAgent");
+        if let Some(id) = self.relayed_agent_target(request.conversation.as_ref()) {
+            return self.register_relayed_agent(call_id, id, request);
+        }
+        if self.remote_agents.contains_key(&request.name) {
+            let error = RpcError::ChannelExists(agent_channel(&request.name));
+            return self.reply(ch, call_id, m, Err(error));
+        }
         let checked = self
             .agent_conversation(request.conversation.as_ref())
             .and_then(|id| match self.agents.get(&request.name) {
@@ -234,6 +280,20 @@ impl Connection {
         ctx: &mut Context<Self>,
     ) {
         let (ch, m) = (AGENT_SERVER_CHANNEL, "unregisterClientAgent");
+        if let Some(&id) = self.remote_agents.get(&name) {
+            if let Some(remote) = self.remote.get(&id) {
+                // The serving node's virtual connection answers (the client's callId).
+                self.in_flight.remove(&(ch.to_string(), call_id));
+                remote.publisher.text(protocol::invoke_frame(
+                    ch,
+                    call_id,
+                    m,
+                    &json!([{"name": name, "conversationId": id}]),
+                ));
+                self.remote_agents.remove(&name);
+                return;
+            }
+        }
         let conversation_id = match self.agent_conversation(conversation.as_ref()) {
             Ok(id) => id,
             Err(e) => return self.reply(ch, call_id, m, Err(e)),

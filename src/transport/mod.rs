@@ -131,6 +131,10 @@ pub struct Connection {
     /// This is a virtual connection serving a client of another node: it never relays
     /// further, and it ends when it has no conversation left.
     relay: bool,
+    /// Client agents this socket registered in relayed conversations, by name: their
+    /// `agent:<name>` frames go through that conversation's relay. At most
+    /// `MAX_AGENTS_PER_CONNECTION` together with `agents`.
+    remote_agents: HashMap<String, ConversationId>,
     /// (channel, callId) of invokes being handled; a duplicate is dropped unanswered.
     in_flight: HashSet<(String, u64)>,
     /// Joins continuation frames into messages (capped at `max_frame_bytes`).
@@ -171,6 +175,7 @@ impl Connection {
             relay,
             joined: HashMap::new(),
             remote: HashMap::new(),
+            remote_agents: HashMap::new(),
             in_flight: HashSet::new(),
             fragments: Reassembler::with_budget(max, inbound),
             awaiting_pong: false,
@@ -191,10 +196,14 @@ impl Connection {
         }
     }
 
-    /// The cross-node join a `dispatcher:<id>` or `clientio:<id>` channel belongs to.
+    /// The cross-node join a `dispatcher:<id>` or `clientio:<id>` channel belongs to, or the
+    /// one whose conversation hosts the relayed client agent of an `agent:<name>` channel.
     fn remote_on(&self, channel: &str) -> Option<&relay::RemoteJoin> {
         if self.remote.is_empty() {
             return None;
+        }
+        if let Some(name) = channel.strip_prefix(protocol::AGENT_PREFIX) {
+            return self.remote.get(self.remote_agents.get(name)?);
         }
         let id = channel
             .strip_prefix(DISPATCHER_PREFIX)

@@ -208,6 +208,9 @@ impl Handler<RemoteGone> for Connection {
             return;
         }
         let remote = self.remote.remove(&msg.conversation_id).expect("checked");
+        // Its client agents lived on the virtual connection that is gone.
+        self.remote_agents
+            .retain(|_, conversation| *conversation != msg.conversation_id);
         if msg.rejoin && !self.closing {
             log::info!(
                 "socket {}: relay to node {} for conversation {} ended; joining again",

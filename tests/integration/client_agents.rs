@@ -32,10 +32,10 @@ export type ShowAlarmsAction = {
 "#;
 
 /// The agent's channel.
-const PHONE: &str = "agent:androidDevice";
+pub(crate) const PHONE: &str = "agent:androidDevice";
 
 /// `registerClientAgent` as Android sends it, for `name` in `conversation`.
-fn registration(name: &str, conversation: Option<&str>) -> Value {
+pub(crate) fn registration(name: &str, conversation: Option<&str>) -> Value {
     let mut param = json!({
         "name": name,
         "manifest": {
@@ -87,7 +87,7 @@ fn await_leave_notice(c: &mut Client, id: &str, seen: &[Call]) {
 }
 
 /// The tool results a turn showed: (content, isError).
-fn tool_results(calls: &[Call]) -> Vec<(String, bool)> {
+pub(crate) fn tool_results(calls: &[Call]) -> Vec<(String, bool)> {
     calls
         .iter()
         .filter(|(m, _)| m == "appendDisplay")

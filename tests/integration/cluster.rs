@@ -228,25 +228,6 @@ fn clients_on_two_nodes_share_one_conversation() {
         )
     );
 
-    // Client agents are not relayed: a clear refusal, not a misleading "no conversation".
-    let registration = json!([{
-        "name": "phone",
-        "manifest": {
-            "description": "Acts on this phone.",
-            "schema": {
-                "description": "Acts on this phone.",
-                "schemaType": "PhoneAction",
-                "schemaFile": {"format": "ts", "content": "export type PhoneAction = { actionName: \"ring\" };"}
-            }
-        },
-        "agentInterface": ["executeAction"],
-        "conversationId": id
-    }]);
-    let refused = remote
-        .agent("registerClientAgent", registration)
-        .unwrap_err();
-    assert!(refused.contains("served by cluster node a"), "{refused}");
-
     let ack = remote.submit(&id, "what is 2+3");
     let rid = Client::request_id(&ack);
     assert_eq!(ack["entry"]["originatorConnectionId"], "1");
@@ -673,4 +654,82 @@ fn an_interaction_is_answered_from_another_node() {
     assert!(seen.iter().any(|(m, args)| m == "interactionResolved"
         && args[0] == interaction.as_str()
         && args[1] == 0));
+}
+
+/// A client-hosted agent registered from another node: the registration goes to the owner,
+/// the model's call reaches the phone on its `agent:<name>` channel through the relay, and the
+/// phone's answer comes back as the tool result.
+#[test]
+fn a_client_agent_on_another_node_runs_the_models_action() {
+    use crate::client_agents::{registration, tool_results, PHONE};
+    let Some(nats) = nats_or_skip() else {
+        return;
+    };
+    let model = scripted(|n, body| match n {
+        0 => (
+            200,
+            completion(
+                json!({"role": "assistant", "content": null, "tool_calls": [{
+                "id": "call_1", "type": "function", "function": {
+                    "name": "androidDevice__setAlarm",
+                    "arguments": "{\"time\":\"07:00\"}"}}]}),
+            ),
+        ),
+        _ => {
+            let last = body["messages"].as_array().unwrap().last().unwrap();
+            let answer = format!("Done: {}", last["content"].as_str().unwrap());
+            (
+                200,
+                completion(json!({"role": "assistant", "content": answer})),
+            )
+        }
+    });
+    let a = Server::with_model(
+        &model,
+        "test-model",
+        &["--cluster", &nats.url(), "--node-name", "a"],
+    );
+    let b = Server::start(&["--cluster", &nats.url(), "--node-name", "b"]);
+    let (mut cli, id) = a.joined("phone chat");
+    eventually("b to know the conversation", || {
+        b.connect().names().contains(&"phone chat".to_string())
+    });
+    let mut phone = b.connect();
+    phone.join(&id);
+    assert_eq!(
+        phone.agent(
+            "registerClientAgent",
+            registration("androidDevice", Some(&id))
+        ),
+        Ok(Value::Null)
+    );
+    // The name is taken on this socket, whichever node hosts it.
+    assert_eq!(
+        phone
+            .agent(
+                "registerClientAgent",
+                registration("androidDevice", Some(&id))
+            )
+            .unwrap_err(),
+        format!("Client agent 'androidDevice' is already registered on conversation '{id}'")
+    );
+    let rid = Client::request_id(&cli.submit(&id, "wake me at 7"));
+    let (call_id, args) = phone.expect_invoke(PHONE, "executeAction");
+    assert_eq!(args[0]["action"]["actionName"], "setAlarm");
+    phone.send_result(
+        PHONE,
+        call_id,
+        json!({"historyText": "Alarm set for 07:00.", "displayContent": "Alarm set for 07:00.",
+            "entities": []}),
+    );
+    let calls = cli.until_complete(&id, &rid);
+    assert_eq!(
+        tool_results(&calls),
+        [("Alarm set for 07:00.".to_string(), false)]
+    );
+    assert!(Client::texts(&calls).contains(&"Done: Alarm set for 07:00.".to_string()));
+    assert_eq!(
+        phone.agent("unregisterClientAgent", json!([{"name": "androidDevice"}])),
+        Ok(Value::Null)
+    );
 }
