@@ -330,17 +330,14 @@ impl Connection {
         );
     }
 
-    /// `joinConversation`: the registry attaches a client (not yet ready); the join result is
-    /// queued, then the client is marked ready, so nothing reaches `clientio:<id>` before it.
-    fn join(
-        &mut self,
-        call_id: u64,
+    /// Asks the registry to attach a client of this socket to `conversation`; the answer is a
+    /// future awaited on this socket's thread.
+    pub(super) fn join_request(
+        &self,
         conversation: Option<ConversationRef>,
         filter: bool,
         ctx: &mut Context<Self>,
-    ) {
-        let m = "joinConversation";
-        let ch = AGENT_SERVER_CHANNEL;
+    ) -> impl std::future::Future<Output = RpcResult<Joined>> + 'static {
         let req = self.state.registry.send(JoinConversation {
             conversation_id: conversation,
             filter,
@@ -353,13 +350,26 @@ impl Connection {
             outbox: self.outbox.clone(),
             connection: ctx.address().recipient(),
         });
-        // The registry answers with a future awaited here, on this socket's thread.
-        let joining = async move {
+        async move {
             match req.await {
                 Ok(pending) => pending.await,
                 Err(e) => Err(RpcError::Internal(e.to_string())),
             }
-        };
+        }
+    }
+
+    /// `joinConversation`: the registry attaches a client (not yet ready); the join result is
+    /// queued, then the client is marked ready, so nothing reaches `clientio:<id>` before it.
+    fn join(
+        &mut self,
+        call_id: u64,
+        conversation: Option<ConversationRef>,
+        filter: bool,
+        ctx: &mut Context<Self>,
+    ) {
+        let m = "joinConversation";
+        let ch = AGENT_SERVER_CHANNEL;
+        let joining = self.join_request(conversation, filter, ctx);
         ctx.spawn(joining.into_actor(self).map(move |joined, act, ctx| {
             let joined: RpcResult<Joined> = joined;
             match joined {

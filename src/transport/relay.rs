@@ -48,7 +48,6 @@ use tokio::sync::{mpsc, oneshot};
 
 use roundtable_actors::client::Ready;
 use roundtable_actors::ids::ConversationRef;
-use roundtable_actors::registry::JoinConversation;
 
 use super::Connection;
 use crate::server::AppState;
@@ -260,24 +259,7 @@ impl Connection {
         if self.closing || self.joined.contains_key(&id) || self.remote.contains_key(&id) {
             return;
         }
-        let req = self.state.registry.send(JoinConversation {
-            conversation_id: Some(ConversationRef::parse(id.to_string())),
-            filter,
-            already_joined: self
-                .joined
-                .keys()
-                .chain(self.remote.keys())
-                .copied()
-                .collect(),
-            outbox: self.outbox.clone(),
-            connection: ctx.address().recipient(),
-        });
-        let joining = async move {
-            match req.await {
-                Ok(pending) => pending.await,
-                Err(e) => Err(RpcError::Internal(e.to_string())),
-            }
-        };
+        let joining = self.join_request(Some(ConversationRef::parse(id.to_string())), filter, ctx);
         ctx.spawn(joining.into_actor(self).map(move |joined, act, ctx| {
             let retry = std::time::Instant::now() < deadline;
             match joined {

@@ -37,11 +37,9 @@ pub(super) async fn open_bucket(
     js: &jetstream::Context,
     lease_time: Duration,
 ) -> Result<kv::Store, ClusterError> {
-    if let Ok(store) = js.get_key_value(OWNERS_BUCKET).await {
-        return Ok(store);
-    }
-    let created = js
-        .create_key_value(kv::Config {
+    super::open_or_create_bucket(
+        js,
+        kv::Config {
             bucket: OWNERS_BUCKET.into(),
             description: "Roundtable conversation ownership leases".into(),
             history: 1,
@@ -49,15 +47,9 @@ pub(super) async fn open_bucket(
             storage: jetstream::stream::StorageType::File,
             num_replicas: 1,
             ..Default::default()
-        })
-        .await;
-    match created {
-        Ok(store) => Ok(store),
-        Err(e) => js
-            .get_key_value(OWNERS_BUCKET)
-            .await
-            .map_err(|_| ClusterError::new("cannot create the owners bucket", e)),
-    }
+        },
+    )
+    .await
 }
 
 fn key(id: ConversationId) -> String {

@@ -298,6 +298,25 @@ impl Cluster {
     }
 }
 
+/// Opens the KV bucket `config.bucket`, creating it when the cluster has none yet (another
+/// node may create it between the two calls: then it is opened).
+async fn open_or_create_bucket(
+    js: &jetstream::Context,
+    config: jetstream::kv::Config,
+) -> Result<jetstream::kv::Store, ClusterError> {
+    let bucket = config.bucket.clone();
+    if let Ok(store) = js.get_key_value(&bucket).await {
+        return Ok(store);
+    }
+    log::info!("cluster: creating the {bucket} bucket");
+    match js.create_key_value(config).await {
+        Ok(store) => Ok(store),
+        Err(create_error) => js.get_key_value(&bucket).await.map_err(|_| {
+            ClusterError::new(&format!("cannot create the {bucket} bucket"), create_error)
+        }),
+    }
+}
+
 impl std::fmt::Debug for Cluster {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Cluster")

@@ -85,28 +85,18 @@ pub enum NameClaim {
 
 /// Opens the bucket, creating it on the first node of a new cluster.
 pub(super) async fn open_bucket(js: &jetstream::Context) -> Result<kv::Store, ClusterError> {
-    match js.get_key_value(REGISTRY_BUCKET).await {
-        Ok(store) => return Ok(store),
-        Err(e) => log::info!("cluster: registry bucket not opened ({e}); creating it"),
-    }
-    let created = js
-        .create_key_value(kv::Config {
+    super::open_or_create_bucket(
+        js,
+        kv::Config {
             bucket: REGISTRY_BUCKET.into(),
             description: "Roundtable conversation registry".into(),
             history: 1,
             storage: jetstream::stream::StorageType::File,
             num_replicas: 1,
             ..Default::default()
-        })
-        .await;
-    match created {
-        Ok(store) => Ok(store),
-        // Another node created it between the two calls.
-        Err(create_error) => js
-            .get_key_value(REGISTRY_BUCKET)
-            .await
-            .map_err(|_| ClusterError::new("cannot create the registry bucket", create_error)),
-    }
+        },
+    )
+    .await
 }
 
 fn conv_key(id: ConversationId) -> String {

@@ -30,7 +30,7 @@ use super::{naming, ConversationRegistry, JoinConversation, Joined, LoadState, P
 use crate::cluster::lease::Lease;
 use crate::cluster::registry_kv::NameClaim;
 use crate::cluster::{Cluster, ClusterError, RegistryChange, RegistryRecord};
-use crate::conversation::{Shutdown, ShutdownReason};
+use crate::conversation::ShutdownReason;
 use crate::ids::ConversationId;
 use crate::protocol::{ConversationInfo, RpcError, RpcResult};
 use crate::storage::journal::JournalRecord;
@@ -737,29 +737,7 @@ impl ConversationRegistry {
             cluster.stats().count_lease_lost();
         }
         log::warn!("conversation {id}: ownership lease lost ({why}); stopping it here");
-        let Some(entry) = self.entries.get_mut(&id) else {
-            return;
-        };
-        if !matches!(entry.state, LoadState::Live(_)) {
-            return;
-        }
-        let LoadState::Live(addr) =
-            std::mem::replace(&mut entry.state, LoadState::Evicting(Vec::new()))
-        else {
-            unreachable!("checked above");
-        };
-        entry.client_count = None;
-        self.config.metrics.lifecycle_changed();
-        let (tx, rx) = oneshot::channel();
-        addr.do_send(Shutdown {
-            reason: ShutdownReason::Moved,
-            reply: tx,
-        });
-        ctx.spawn(
-            async move { rx.await.ok() }
-                .into_actor(self)
-                .map(move |_, act, ctx| act.evicted(id, ctx)),
-        );
+        self.stop_live(id, ShutdownReason::Moved, ctx);
     }
 }
 

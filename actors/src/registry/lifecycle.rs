@@ -259,39 +259,51 @@ impl Handler<ConversationEvent> for ConversationRegistry {
                     return;
                 }
                 // Only a live conversation is evicted; an `Evicting` one keeps its waiting joins.
-                if !matches!(entry.state, LoadState::Live(_)) {
-                    return;
+                if self.stop_live(id, ShutdownReason::Evicted, ctx) {
+                    Metrics::inc(&self.config.metrics.evictions);
+                    log::info!(
+                        "conversation {id}: evicting after {:?} idle",
+                        self.config.idle_timeout
+                    );
                 }
-                let LoadState::Live(addr) =
-                    std::mem::replace(&mut entry.state, LoadState::Evicting(Vec::new()))
-                else {
-                    unreachable!("checked above");
-                };
-                entry.client_count = None;
-                Metrics::inc(&self.config.metrics.evictions);
-                self.config.metrics.lifecycle_changed();
-                log::info!(
-                    "conversation {id}: evicting after {:?} idle",
-                    self.config.idle_timeout
-                );
-                let (tx, rx) = oneshot::channel();
-                addr.do_send(Shutdown {
-                    reason: ShutdownReason::Evicted,
-                    reply: tx,
-                });
-                ctx.spawn(
-                    async move { rx.await.ok() }
-                        .into_actor(self)
-                        .map(move |_, act, ctx| {
-                            act.evicted(id, ctx);
-                        }),
-                );
             }
         }
     }
 }
 
 impl ConversationRegistry {
+    /// Stops `id`'s actor if it is live (Live → Evicting, joins that arrive now wait), for
+    /// `reason`; [`evicted`](Self::evicted) follows once it has flushed. False when it was not
+    /// live.
+    pub(super) fn stop_live(
+        &mut self,
+        id: ConversationId,
+        reason: ShutdownReason,
+        ctx: &mut Context<Self>,
+    ) -> bool {
+        let Some(entry) = self.entries.get_mut(&id) else {
+            return false;
+        };
+        if !matches!(entry.state, LoadState::Live(_)) {
+            return false;
+        }
+        let LoadState::Live(addr) =
+            std::mem::replace(&mut entry.state, LoadState::Evicting(Vec::new()))
+        else {
+            unreachable!("checked above");
+        };
+        entry.client_count = None;
+        self.config.metrics.lifecycle_changed();
+        let (tx, rx) = oneshot::channel();
+        addr.do_send(Shutdown { reason, reply: tx });
+        ctx.spawn(
+            async move { rx.await.ok() }
+                .into_actor(self)
+                .map(move |_, act, ctx| act.evicted(id, ctx)),
+        );
+        true
+    }
+
     /// The evicted actor has flushed and stopped: reload for any join that waited.
     pub(super) fn evicted(&mut self, id: ConversationId, ctx: &mut Context<Self>) {
         let Some(entry) = self.entries.get_mut(&id) else {
