@@ -98,14 +98,10 @@ pub(crate) fn tool_results(calls: &[Call]) -> Vec<(String, bool)> {
         .collect()
 }
 
-/// The whole round trip with a scripted model: the model is offered the phone's two actions
-/// (descriptions and parameters from the schema), calls `androidDevice__setAlarm`, the phone
-/// gets `invoke executeAction` on `agent:androidDevice` with the action and context ids,
-/// answers an `ActionResult`, and the model's next request carries its `historyText` as the
-/// tool result. `getStatus` lists the agent.
-#[test]
-fn the_model_runs_an_action_on_the_phone() {
-    let model = scripted(|n, body| match n {
+/// A scripted model that calls `androidDevice__setAlarm` (07:00 on Mondays), then answers
+/// `Done: <the tool result>`.
+pub(crate) fn alarm_model() -> ScriptedHttp {
+    scripted(|n, body| match n {
         0 => (
             200,
             completion(
@@ -123,7 +119,17 @@ fn the_model_runs_an_action_on_the_phone() {
                 completion(json!({"role": "assistant", "content": answer})),
             )
         }
-    });
+    })
+}
+
+/// The whole round trip with a scripted model: the model is offered the phone's two actions
+/// (descriptions and parameters from the schema), calls `androidDevice__setAlarm`, the phone
+/// gets `invoke executeAction` on `agent:androidDevice` with the action and context ids,
+/// answers an `ActionResult`, and the model's next request carries its `historyText` as the
+/// tool result. `getStatus` lists the agent.
+#[test]
+fn the_model_runs_an_action_on_the_phone() {
+    let model = alarm_model();
     let server = Server::with_model(&model, "test-model", &[]);
     let (mut cli, id) = server.joined("phone chat");
     let mut phone = joined_phone(&server, &id);

@@ -661,29 +661,11 @@ fn an_interaction_is_answered_from_another_node() {
 /// phone's answer comes back as the tool result.
 #[test]
 fn a_client_agent_on_another_node_runs_the_models_action() {
-    use crate::client_agents::{registration, tool_results, PHONE};
+    use crate::client_agents::{alarm_model, registration, tool_results, PHONE};
     let Some(nats) = nats_or_skip() else {
         return;
     };
-    let model = scripted(|n, body| match n {
-        0 => (
-            200,
-            completion(
-                json!({"role": "assistant", "content": null, "tool_calls": [{
-                "id": "call_1", "type": "function", "function": {
-                    "name": "androidDevice__setAlarm",
-                    "arguments": "{\"time\":\"07:00\"}"}}]}),
-            ),
-        ),
-        _ => {
-            let last = body["messages"].as_array().unwrap().last().unwrap();
-            let answer = format!("Done: {}", last["content"].as_str().unwrap());
-            (
-                200,
-                completion(json!({"role": "assistant", "content": answer})),
-            )
-        }
-    });
+    let model = alarm_model();
     let a = Server::with_model(
         &model,
         "test-model",
