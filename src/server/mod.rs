@@ -141,6 +141,9 @@ pub async fn serve(config: ServerConfig) -> Result<(), StartError> {
         start_cluster_sync(cluster.clone(), started.registry.clone())
             .await
             .map_err(|e| StartError::Config(format!("cluster: {e}")))?;
+        // Searches reach every node's index; the others count the nodes they wait for.
+        actix_web::rt::spawn(cluster.clone().serve_search(started.search.clone()));
+        actix_web::rt::spawn(cluster.clone().announce_node());
     }
 
     let listeners = bind(&config)?;

@@ -266,7 +266,7 @@ pub async fn metrics_text(state: Data<AppState>) -> HttpResponse {
 /// The cluster's metrics (`serve --cluster` only; a single node prints none of them).
 fn cluster_metrics(out: &mut String, status: &roundtable_actors::cluster::ClusterStatus) {
     let node = status.node.replace('\\', "\\\\").replace('"', "\\\"");
-    let rows: [(&str, &str, &str, u64); 9] = [
+    let rows: [(&str, &str, &str, u64); 10] = [
         (
             "roundtable_cluster_nats_connected",
             "gauge",
@@ -302,6 +302,12 @@ fn cluster_metrics(out: &mut String, status: &roundtable_actors::cluster::Cluste
             "counter",
             "Frames relayed between this node and others for clients of conversations served elsewhere.",
             status.relayed_frames,
+        ),
+        (
+            "roundtable_cluster_nodes",
+            "gauge",
+            "Nodes alive in the cluster at this node's last count (itself included).",
+            status.nodes,
         ),
         (
             "roundtable_cluster_owned_conversations",

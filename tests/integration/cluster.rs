@@ -715,3 +715,48 @@ fn a_client_agent_on_another_node_runs_the_models_action() {
         Ok(Value::Null)
     );
 }
+
+/// Content search from any node finds what any node wrote: each node answers from its own
+/// index and the asking node merges the hits, best first.
+#[test]
+fn content_search_from_any_node_finds_every_conversation() {
+    let Some(nats) = nats_or_skip() else {
+        return;
+    };
+    let nodes = three_nodes(&nats);
+    let (mut on_a, reptiles) = nodes[0].joined("Reptiles");
+    on_a.run_turn(&reptiles, "tell me about the platypus");
+    let (mut on_b, birds) = nodes[1].joined("Birds");
+    on_b.run_turn(&birds, "tell me about the kingfisher");
+    let found = |node: &Server, word: &str| -> Vec<String> {
+        let hits = node
+            .connect()
+            .agent("searchConversationContent", json!([word, null]))
+            .unwrap();
+        hits.as_array()
+            .unwrap()
+            .iter()
+            .map(|h| h["conversation"]["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    // c never owned either conversation; a and b each own one.
+    eventually("c to find a's conversation", || {
+        found(&nodes[2], "platypus") == ["Reptiles"]
+    });
+    eventually("c to find b's conversation", || {
+        found(&nodes[2], "kingfisher") == ["Birds"]
+    });
+    eventually("a to find b's conversation", || {
+        found(&nodes[0], "kingfisher") == ["Birds"]
+    });
+    assert_eq!(found(&nodes[1], "platypus"), ["Reptiles"]);
+    assert!(found(&nodes[1], "aardvark").is_empty());
+    eventually("every node to count three nodes", || {
+        nodes.iter().all(|n| {
+            n.metric(&format!(
+                "roundtable_cluster_nodes{{node=\"{}\"}}",
+                ["a", "b", "c"][nodes.iter().position(|m| m.port == n.port).unwrap()]
+            )) == 3.0
+        })
+    });
+}

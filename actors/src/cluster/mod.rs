@@ -15,6 +15,7 @@
 pub mod lease;
 pub mod log_stream;
 pub mod registry_kv;
+pub mod search;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -93,6 +94,8 @@ pub struct ClusterStats {
     pub lease_renewals: AtomicU64,
     /// Leases lost (a renewal failed: the conversation stopped here).
     pub leases_lost: AtomicU64,
+    /// Nodes alive in `rt_nodes` at the last count (this one included).
+    pub known_nodes: AtomicU64,
 }
 
 impl ClusterStats {
@@ -135,6 +138,8 @@ struct Inner {
     log_stream: jetstream::stream::Stream,
     /// The ownership leases `rt_owners`.
     owners: jetstream::kv::Store,
+    /// The nodes alive `rt_nodes`.
+    nodes: jetstream::kv::Store,
     /// Counters (shared with the connection's event callback).
     stats: Arc<ClusterStats>,
 }
@@ -165,6 +170,8 @@ pub struct ClusterStatus {
     pub lease_renewals: u64,
     /// Leases lost.
     pub leases_lost: u64,
+    /// Nodes alive at the last count.
+    pub nodes: u64,
 }
 
 impl Cluster {
@@ -201,6 +208,7 @@ impl Cluster {
         let registry = registry_kv::open_bucket(&js).await?;
         let log_stream = Cluster::open_log_stream(&js).await?;
         let owners = lease::open_bucket(&js, settings.lease_time).await?;
+        let nodes = search::open_bucket(&js, settings.lease_time).await?;
         let cluster = Cluster {
             inner: Arc::new(Inner {
                 settings,
@@ -209,6 +217,7 @@ impl Cluster {
                 js,
                 log_stream,
                 owners,
+                nodes,
                 stats,
             }),
         };
@@ -260,6 +269,11 @@ impl Cluster {
         &self.inner.owners
     }
 
+    /// The bucket of live nodes.
+    pub(crate) fn nodes_bucket(&self) -> &jetstream::kv::Store {
+        &self.inner.nodes
+    }
+
     /// How long a lease lasts without renewal.
     pub fn lease_time(&self) -> Duration {
         self.inner.settings.lease_time
@@ -294,6 +308,7 @@ impl Cluster {
             owned: stats.owned.load(Ordering::Relaxed),
             lease_renewals: stats.lease_renewals.load(Ordering::Relaxed),
             leases_lost: stats.leases_lost.load(Ordering::Relaxed),
+            nodes: stats.known_nodes.load(Ordering::Relaxed),
         }
     }
 }

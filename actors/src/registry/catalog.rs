@@ -211,8 +211,23 @@ impl Handler<SearchConversationContent> for ConversationRegistry {
         let Some(search) = self.config.runtime.search.clone() else {
             return Box::pin(fut::ready(Ok(Vec::new())));
         };
+        // In a cluster the other nodes' indexes are asked too (each holds what it wrote).
+        let others = self.config.cluster.clone().map(|cluster| {
+            let (query, max) = (msg.query.clone(), msg.max_matches);
+            async move { cluster.search_others(query, max).await }
+        });
+        let max = msg.max_matches;
         let asked = search.query(msg.query, msg.max_matches);
-        Box::pin(asked.into_actor(self).map(|res, act, _| {
+        let asked = async move {
+            let remote = async move {
+                match others {
+                    Some(others) => others.await,
+                    None => Vec::new(),
+                }
+            };
+            futures_util::future::join(asked, remote).await
+        };
+        Box::pin(asked.into_actor(self).map(move |(res, remote), act, _| {
             let hits = match res {
                 Ok(Ok(hits)) => hits,
                 Ok(Err(e)) => return Err(RpcError::Message(e.to_string())),
@@ -221,6 +236,14 @@ impl Handler<SearchConversationContent> for ConversationRegistry {
                         "the search query thread has stopped".into(),
                     ))
                 }
+            };
+            let hits = if remote.is_empty() {
+                hits
+            } else {
+                crate::cluster::search::merge_hits(
+                    vec![hits, remote],
+                    crate::search::effective_max(max),
+                )
             };
             // Names and counts are the registry's, as of now; a conversation deleted since it
             // was indexed is not named.

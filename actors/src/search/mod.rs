@@ -101,6 +101,11 @@ pub struct ContentHit {
     pub snippets: Vec<String>,
 }
 
+/// Hits a query answers: `maxMatches`, else [`DEFAULT_MATCHES`], at most [`MAX_MATCHES`].
+pub fn effective_max(max: Option<u64>) -> usize {
+    max.map_or(DEFAULT_MATCHES, |m| (m as usize).min(MAX_MATCHES))
+}
+
 /// A conversation waiting for a scan.
 struct PendingScan {
     /// The highest seq of a live document not queued for it: the scan is done once the index
@@ -372,7 +377,7 @@ impl SearchIndex {
             let _ = reply.send(Err(SearchError::Busy));
             return rx;
         }
-        let max = max.map_or(DEFAULT_MATCHES, |m| (m as usize).min(MAX_MATCHES));
+        let max = effective_max(max);
         let docs_sent = shared.docs_sent.load(Ordering::SeqCst);
         if let Err(mpsc::SendError(job)) = shared.queries.send(QueryJob {
             text,

@@ -170,11 +170,8 @@ impl Writer {
     /// wrote; scan it from where the index stands (from the start when the index is ahead of
     /// the log, which the takeover's rebuilt log can make it).
     fn restored(&mut self, id: ConversationId) {
-        let indexed = match self.store.conversations() {
-            Ok(rows) => rows
-                .into_iter()
-                .find(|(c, _)| *c == id.to_string())
-                .map(|(_, seq)| seq),
+        let indexed = match self.store.state(&id) {
+            Ok(state) => state.map(|(_, seq)| seq),
             Err(e) => {
                 self.failed("read", &e);
                 None
@@ -182,23 +179,16 @@ impl Writer {
         };
         let last = last_seqs(&self.layout, &[id]).pop().flatten();
         log::debug!("search index: {id} taken over: indexed up to {indexed:?}, log up to {last:?}");
-        // `SearchIndex::restored` already put it in the scan queue; keep it there or not.
-        let scan = match (indexed, last) {
-            (None, last) => last.is_some(),
-            (Some(seq), Some(l)) if l >= seq => l > seq,
-            // The index is ahead of the rebuilt log: start the conversation over.
-            (Some(_), last) => {
-                if let Err(e) = self.store.remove(&id.to_string()) {
-                    self.failed("remove", &e);
-                }
-                last.is_some()
+        // The index is ahead of the rebuilt log (it held entries the stream did not keep):
+        // start this conversation over.
+        if indexed.is_some_and(|seq| last.is_none_or(|l| l < seq)) {
+            if let Err(e) = self.store.remove(&id.to_string()) {
+                self.failed("remove", &e);
             }
-        };
-        if scan {
-            self.want_scan(id, None);
-        } else {
-            self.forget_scan(&id);
         }
+        // `SearchIndex::restored` already put it in the scan queue, and live documents that
+        // arrived since wait for that scan: it always runs (it reads what is past the index).
+        self.want_scan(id, None);
     }
 
     /// The startup reconciliation: drop documents of conversations that are gone; queue a
