@@ -281,7 +281,7 @@ impl Connection {
         if let Some(remote) = id.and_then(|id| self.remote.remove(&id)) {
             let gone = id.expect("a remote join has an id");
             self.remote_agents
-                .retain(|_, conversation| *conversation != gone);
+                .retain(|_, agent| agent.conversation != gone);
             // The serving node answers (the client's callId), then its virtual connection,
             // left with nothing, ends the relay.
             self.in_flight.remove(&(ch.to_string(), call_id));

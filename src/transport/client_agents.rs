@@ -57,15 +57,16 @@ pub(super) struct PendingInvoke {
 
 /// `registerClientAgent({name, manifest, agentInterface, conversationId?})`, its argument
 /// types checked.
+#[derive(Clone)]
 pub(super) struct ClientAgentRequest {
     /// The agent's name.
-    name: String,
+    pub(super) name: String,
     /// Its `AppAgentManifest` (read once the conversation is resolved, as TypeAgent does).
     manifest: Map<String, Value>,
     /// The agent-rpc methods it implements (`executeAction`).
     agent_interface: Vec<String>,
     /// The conversation; `None` means the only one this socket joined.
-    conversation: Option<ConversationRef>,
+    pub(super) conversation: Option<ConversationRef>,
 }
 
 impl ClientAgentRequest {
@@ -125,7 +126,7 @@ impl Connection {
     /// `registerClientAgent` for a conversation another node serves: the registration goes to
     /// this socket's virtual connection there (which hosts the agent and answers with the
     /// client's callId); `agent:<name>` frames are relayed from then on (`relay.rs`).
-    fn register_relayed_agent(
+    pub(super) fn register_relayed_agent(
         &mut self,
         call_id: u64,
         id: ConversationId,
@@ -136,7 +137,7 @@ impl Connection {
             || self
                 .remote_agents
                 .get(&request.name)
-                .is_some_and(|other| *other != id);
+                .is_some_and(|other| other.conversation != id);
         if taken {
             let error = RpcError::ChannelExists(agent_channel(&request.name));
             return self.reply(ch, call_id, m, Err(error));
@@ -162,7 +163,13 @@ impl Connection {
                 "conversationId": id,
             }]),
         ));
-        self.remote_agents.insert(request.name, id);
+        self.remote_agents.insert(
+            request.name.clone(),
+            super::relay::RelayedAgent {
+                conversation: id,
+                registration: request,
+            },
+        );
     }
 
     /// The conversation a client agent request means: the given one (`Not joined to
@@ -280,7 +287,7 @@ impl Connection {
         ctx: &mut Context<Self>,
     ) {
         let (ch, m) = (AGENT_SERVER_CHANNEL, "unregisterClientAgent");
-        if let Some(&id) = self.remote_agents.get(&name) {
+        if let Some(id) = self.remote_agents.get(&name).map(|a| a.conversation) {
             if let Some(remote) = self.remote.get(&id) {
                 // The serving node's virtual connection answers (the client's callId).
                 self.in_flight.remove(&(ch.to_string(), call_id));

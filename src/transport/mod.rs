@@ -134,7 +134,10 @@ pub struct Connection {
     /// Client agents this socket registered in relayed conversations, by name: their
     /// `agent:<name>` frames go through that conversation's relay. At most
     /// `MAX_AGENTS_PER_CONNECTION` together with `agents`.
-    remote_agents: HashMap<String, ConversationId>,
+    remote_agents: HashMap<String, relay::RelayedAgent>,
+    /// Client agents a transparent rejoin registers again once its relay is open, by
+    /// conversation (at most one entry per relayed conversation).
+    pending_reregistrations: HashMap<ConversationId, Vec<client_agents::ClientAgentRequest>>,
     /// (channel, callId) of invokes being handled; a duplicate is dropped unanswered.
     in_flight: HashSet<(String, u64)>,
     /// Joins continuation frames into messages (capped at `max_frame_bytes`).
@@ -176,6 +179,7 @@ impl Connection {
             joined: HashMap::new(),
             remote: HashMap::new(),
             remote_agents: HashMap::new(),
+            pending_reregistrations: HashMap::new(),
             in_flight: HashSet::new(),
             fragments: Reassembler::with_budget(max, inbound),
             awaiting_pong: false,
@@ -203,7 +207,7 @@ impl Connection {
             return None;
         }
         if let Some(name) = channel.strip_prefix(protocol::AGENT_PREFIX) {
-            return self.remote.get(self.remote_agents.get(name)?);
+            return self.remote.get(&self.remote_agents.get(name)?.conversation);
         }
         let id = channel
             .strip_prefix(DISPATCHER_PREFIX)
@@ -255,6 +259,17 @@ impl Connection {
         result: RpcResult<Option<Value>>,
     ) {
         self.in_flight.remove(&(channel.to_string(), call_id));
+        if call_id > protocol::MAX_SAFE_INTEGER {
+            // The server's own invoke (a transparent rejoin re-registering a client agent):
+            // the client never sent it, so it gets no answer.
+            if let Err(e) = result {
+                log::info!(
+                    "socket {}: {method} on the client's behalf failed: {e}",
+                    self.socket_id
+                );
+            }
+            return;
+        }
         let frame = match result {
             Ok(value) => protocol::invoke_result(channel, call_id, value.as_ref()),
             Err(e) => {

@@ -177,6 +177,31 @@ pub(super) struct RemoteJoin {
     pub(super) publisher: Publisher,
 }
 
+/// A client agent this socket registered in a relayed conversation: kept so that a
+/// transparent rejoin registers it again with the new owner.
+pub(super) struct RelayedAgent {
+    /// The conversation it is registered in.
+    pub(super) conversation: ConversationId,
+    /// The registration as the client sent it.
+    pub(super) registration: super::client_agents::ClientAgentRequest,
+}
+
+/// First callId of the registrations a transparent rejoin sends on the client's behalf (above
+/// every callId a client may use, `MAX_SAFE_INTEGER`): their answers are not the client's.
+const REREGISTER_CALL_IDS: u64 = 1 << 60;
+
+/// What a transparent rejoin keeps between its attempts.
+struct Rejoin {
+    /// The join's `filter` option.
+    filter: bool,
+    /// The node that served the conversation until the relay ended.
+    previous: String,
+    /// When to stop retrying.
+    deadline: std::time::Instant,
+    /// The client agents to register again once joined.
+    agents: Vec<super::client_agents::ClientAgentRequest>,
+}
+
 /// callId of the join a relay sends on its own (a transparent rejoin after the serving node
 /// died or lost the conversation): its answer is not the client's and is not forwarded.
 const REJOIN_CALL_ID: u64 = u64::MAX;
@@ -207,9 +232,17 @@ impl Handler<RemoteGone> for Connection {
             return;
         }
         let remote = self.remote.remove(&msg.conversation_id).expect("checked");
-        // Its client agents lived on the virtual connection that is gone.
-        self.remote_agents
-            .retain(|_, conversation| *conversation != msg.conversation_id);
+        // Its client agents lived on the virtual connection that is gone; a rejoin registers
+        // them again.
+        let mut agents = Vec::new();
+        self.remote_agents.retain(|_, agent| {
+            if agent.conversation == msg.conversation_id {
+                agents.push(agent.registration.clone());
+                false
+            } else {
+                true
+            }
+        });
         if msg.rejoin && !self.closing {
             log::info!(
                 "socket {}: relay to node {} for conversation {} ended; joining again",
@@ -217,14 +250,13 @@ impl Handler<RemoteGone> for Connection {
                 remote.node,
                 msg.conversation_id
             );
-            let deadline = std::time::Instant::now() + self.rejoin_budget();
-            self.rejoin(
-                msg.conversation_id,
-                remote.filter,
-                remote.node,
-                deadline,
-                ctx,
-            );
+            let rejoin = Rejoin {
+                filter: remote.filter,
+                previous: remote.node,
+                deadline: std::time::Instant::now() + self.rejoin_budget(),
+                agents,
+            };
+            self.rejoin(msg.conversation_id, rejoin, ctx);
         } else {
             log::info!(
                 "socket {}: relay to conversation {} ended",
@@ -248,20 +280,17 @@ impl Connection {
     /// the conversation over, else through a new relay to whichever node owns it now. The
     /// client keeps its channels; it sees the new owner's output from here on and reads what it
     /// missed with `getDisplayHistory(afterSeq)`.
-    fn rejoin(
-        &mut self,
-        id: ConversationId,
-        filter: bool,
-        previous: String,
-        deadline: std::time::Instant,
-        ctx: &mut Context<Self>,
-    ) {
+    fn rejoin(&mut self, id: ConversationId, rejoin: Rejoin, ctx: &mut Context<Self>) {
         if self.closing || self.joined.contains_key(&id) || self.remote.contains_key(&id) {
             return;
         }
-        let joining = self.join_request(Some(ConversationRef::parse(id.to_string())), filter, ctx);
+        let joining = self.join_request(
+            Some(ConversationRef::parse(id.to_string())),
+            rejoin.filter,
+            ctx,
+        );
         ctx.spawn(joining.into_actor(self).map(move |joined, act, ctx| {
-            let retry = std::time::Instant::now() < deadline;
+            let retry = std::time::Instant::now() < rejoin.deadline;
             match joined {
                 Ok(joined) => {
                     if act.closing || act.joined.contains_key(&id) || act.remote.contains_key(&id) {
@@ -275,20 +304,23 @@ impl Connection {
                     let client = joined.client.clone();
                     act.adopt(joined);
                     client.do_send(Ready);
+                    for (k, mut agent) in rejoin.agents.into_iter().enumerate() {
+                        agent.conversation = Some(ConversationRef::parse(id.to_string()));
+                        act.register_client_agent(REREGISTER_CALL_IDS + k as u64, agent, ctx);
+                    }
                 }
                 // The old owner's lease has not lapsed yet, or the conversation is moving.
-                Err(RpcError::OnOtherNode { node, .. }) if node == previous && retry => {
-                    ctx.run_later(REJOIN_RETRY, move |act, ctx| {
-                        act.rejoin(id, filter, previous, deadline, ctx)
-                    });
+                Err(RpcError::OnOtherNode { ref node, .. })
+                    if *node == rejoin.previous && retry =>
+                {
+                    ctx.run_later(REJOIN_RETRY, move |act, ctx| act.rejoin(id, rejoin, ctx));
                 }
                 Err(RpcError::ClusterUnavailable(_)) if retry => {
-                    ctx.run_later(REJOIN_RETRY, move |act, ctx| {
-                        act.rejoin(id, filter, previous, deadline, ctx)
-                    });
+                    ctx.run_later(REJOIN_RETRY, move |act, ctx| act.rejoin(id, rejoin, ctx));
                 }
                 Err(RpcError::OnOtherNode { node, .. }) => {
-                    act.join_remote(None, id, node, filter, ctx)
+                    act.pending_reregistrations.insert(id, rejoin.agents);
+                    act.join_remote(None, id, node, rejoin.filter, ctx);
                 }
                 Err(e) => log::info!(
                     "socket {}: conversation {id} not rejoined: {e}",
@@ -410,6 +442,11 @@ impl Connection {
                     publisher,
                 },
             );
+            // A transparent rejoin registers the client's agents again, behind its join.
+            let agents = act.pending_reregistrations.remove(&id).unwrap_or_default();
+            for (k, agent) in agents.into_iter().enumerate() {
+                act.register_relayed_agent(REREGISTER_CALL_IDS + k as u64, id, agent);
+            }
         }));
     }
 }
@@ -489,6 +526,10 @@ impl Delivery {
     /// relay (the join was refused, or the socket cannot take more).
     fn text(&mut self, body: Vec<u8>) -> Option<bool> {
         let text = String::from_utf8(body).ok()?;
+        if text.contains(AGENT_SERVER_CHANNEL) && answers_own_call(&text) {
+            // A registration a rejoin sent on the client's behalf: not the client's answer.
+            return None;
+        }
         if self.join_pending && answers(&text, self.join_call_id) {
             self.join_pending = false;
             let failed = join_failed(&text);
@@ -541,6 +582,17 @@ fn answers(text: &str, call_id: u64) -> bool {
     text.contains(AGENT_SERVER_CHANNEL)
         && serde_json::from_str::<serde_json::Value>(text)
             .is_ok_and(|v| v["name"] == AGENT_SERVER_CHANNEL && v["message"]["callId"] == call_id)
+}
+
+/// Whether `text` answers, on `agent-server`, an invoke the server sent for the client
+/// (callIds from [`REREGISTER_CALL_IDS`]; the rejoin's own join is `join_call_id`).
+fn answers_own_call(text: &str) -> bool {
+    serde_json::from_str::<serde_json::Value>(text).is_ok_and(|v| {
+        v["name"] == AGENT_SERVER_CHANNEL
+            && v["message"]["callId"]
+                .as_u64()
+                .is_some_and(|id| (REREGISTER_CALL_IDS..REJOIN_CALL_ID).contains(&id))
+    })
 }
 
 /// Whether `text` (an answer) is an `invokeError`.

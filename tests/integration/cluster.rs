@@ -498,6 +498,14 @@ fn kill_9_of_the_owner_loses_no_acknowledged_turn() {
     });
     let mut on_b = b.connect();
     on_b.join(&id);
+    // A client agent registered through the relay (hosted by b's socket, registered on a).
+    assert_eq!(
+        on_b.agent(
+            "registerClientAgent",
+            crate::client_agents::registration("androidDevice", Some(&id))
+        ),
+        Ok(Value::Null)
+    );
     for i in 0..3 {
         let client = if i == 1 { &mut on_a } else { &mut on_b };
         let text = format!("what is {i}+10");
@@ -522,8 +530,13 @@ fn kill_9_of_the_owner_loses_no_acknowledged_turn() {
         after.len() >= acknowledged.len() && after[..acknowledged.len()] == acknowledged[..],
         "every acknowledged entry survives: before {acknowledged:?}, after {after:?}"
     );
-    // The surviving client goes on without joining again.
+    // The surviving client goes on without joining again, its client agent registered again
+    // with the new owner on its behalf.
     assert_eq!(answer(&on_b.run_turn(&id, "what is 2+2")), "4");
+    let status = on_b
+        .invoke(&dispatcher(&id), "getStatus", json!([]))
+        .unwrap();
+    assert_eq!(status["agents"][0]["name"], "androidDevice", "{status}");
     // The dead node's client reconnects elsewhere and reads what it missed.
     let mut back = c.connect();
     back.join(&id);
