@@ -152,6 +152,13 @@ impl Connection {
             return;
         };
         self.in_flight.remove(&(ch.to_string(), call_id));
+        if call_id <= protocol::MAX_SAFE_INTEGER {
+            remote
+                .unanswered
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert((ch.to_string(), call_id), m.to_string());
+        }
         remote.publisher.text(protocol::invoke_frame(
             ch,
             call_id,

@@ -333,6 +333,25 @@ impl Connection {
                 Err(_) => None,
             };
             if let Some(remote) = channel.and_then(|c| self.remote_on(c)) {
+                if let Ok(Inbound::Invoke {
+                    channel,
+                    call_id,
+                    method,
+                    ..
+                }) = &parsed
+                {
+                    let mut unanswered =
+                        remote.unanswered.lock().unwrap_or_else(|e| e.into_inner());
+                    if unanswered.len() >= protocol::MAX_IN_FLIGHT {
+                        drop(unanswered);
+                        let error = RpcError::TooManyInFlight(protocol::MAX_IN_FLIGHT);
+                        self.state.metrics.rpc_error(method);
+                        let frame = protocol::invoke_error(channel, *call_id, &error.to_string());
+                        self.send(frame);
+                        return;
+                    }
+                    unanswered.insert((channel.clone(), *call_id), method.clone());
+                }
                 if !remote.publisher.text(text.to_string()) {
                     log::warn!("socket {}: relay queue full, closing", self.socket_id);
                     self.close(1013, "cluster relay overloaded");

@@ -30,6 +30,7 @@
 //! (rebuilt from the log stream) or relays to whichever node did. The client keeps its socket
 //! and channels and reads what it missed with `getDisplayHistory(afterSeq)`.
 
+use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -175,7 +176,15 @@ pub(super) struct RemoteJoin {
     pub(super) filter: bool,
     /// The client's frames toward the virtual connection.
     pub(super) publisher: Publisher,
+    /// The client's invokes relayed and not answered yet (channel, callId → method): when the
+    /// relay ends they are answered `Cluster unavailable` instead of never. Shared with the
+    /// receiving task, which removes what the serving node answers; at most
+    /// [`protocol::MAX_IN_FLIGHT`].
+    pub(super) unanswered: Unanswered,
 }
+
+/// Invokes relayed and not answered yet, by (channel, callId), with their method.
+pub(super) type Unanswered = Arc<std::sync::Mutex<HashMap<(String, u64), String>>>;
 
 /// A client agent this socket registered in a relayed conversation: kept so that a
 /// transparent rejoin registers it again with the new owner.
@@ -232,6 +241,20 @@ impl Handler<RemoteGone> for Connection {
             return;
         }
         let remote = self.remote.remove(&msg.conversation_id).expect("checked");
+        let unanswered: Vec<((String, u64), String)> = remote
+            .unanswered
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain()
+            .collect();
+        for ((channel, call_id), method) in unanswered {
+            let error = RpcError::ClusterUnavailable(format!(
+                "the node serving conversation {} went away before answering; it may or may not \
+                 have run",
+                msg.conversation_id
+            ));
+            self.reply(&channel, call_id, &method, Err(error));
+        }
         // Its client agents lived on the virtual connection that is gone; a rejoin registers
         // them again.
         let mut agents = Vec::new();
@@ -414,15 +437,26 @@ impl Connection {
                 act.socket_id
             );
             let relay_id = relay.clone();
+            let unanswered = Unanswered::default();
+            if let Some(call_id) = call_id {
+                unanswered.lock().unwrap_or_else(|e| e.into_inner()).insert(
+                    (AGENT_SERVER_CHANNEL.to_string(), call_id),
+                    "joinConversation".into(),
+                );
+            }
             ctx.spawn(
                 receive(
                     subscription,
-                    act.outbox.clone(),
+                    Delivery {
+                        socket: act.outbox.clone(),
+                        state: act.state.clone(),
+                        join_call_id,
+                        silent_join: call_id.is_none(),
+                        join_pending: true,
+                        unanswered: unanswered.clone(),
+                    },
                     publisher.clone(),
-                    act.state.clone(),
                     cluster.lease_time(),
-                    join_call_id,
-                    call_id.is_none(),
                 )
                 .into_actor(act)
                 .map(move |rejoin, _, ctx| {
@@ -440,6 +474,7 @@ impl Connection {
                     relay,
                     filter,
                     publisher,
+                    unanswered,
                 },
             );
             // A transparent rejoin registers the client's agents again, behind its join.
@@ -460,21 +495,11 @@ const REJOIN_RETRY: Duration = Duration::from_millis(300);
 /// Answers whether the client should be rejoined elsewhere.
 async fn receive(
     mut subscription: async_nats::Subscriber,
-    socket: Outbox,
+    mut delivery: Delivery,
     publisher: Publisher,
-    state: Arc<AppState>,
     silence: Duration,
-    join_call_id: u64,
-    silent_join: bool,
 ) -> bool {
     let mut chunks = Chunks::default();
-    let mut delivery = Delivery {
-        socket,
-        state,
-        join_call_id,
-        silent_join,
-        join_pending: true,
-    };
     let rejoin = 'relay: loop {
         let message = match tokio::time::timeout(silence, subscription.next()).await {
             Ok(Some(m)) => m,
@@ -519,6 +544,8 @@ struct Delivery {
     silent_join: bool,
     /// The answer to the relayed join has not come yet.
     join_pending: bool,
+    /// The client's invokes not answered yet; answers passing through are taken out.
+    unanswered: Unanswered,
 }
 
 impl Delivery {
@@ -529,6 +556,18 @@ impl Delivery {
         if text.contains(AGENT_SERVER_CHANNEL) && answers_own_call(&text) {
             // A registration a rejoin sent on the client's behalf: not the client's answer.
             return None;
+        }
+        if text.contains("\"invokeResult\"") || text.contains("\"invokeError\"") {
+            if let Ok(frame) = serde_json::from_str::<serde_json::Value>(&text) {
+                if let (Some(channel), Some(call_id)) =
+                    (frame["name"].as_str(), frame["message"]["callId"].as_u64())
+                {
+                    self.unanswered
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .remove(&(channel.to_string(), call_id));
+                }
+            }
         }
         if self.join_pending && answers(&text, self.join_call_id) {
             self.join_pending = false;

@@ -482,7 +482,8 @@ fn an_evicted_conversation_moves_to_another_node_with_its_history() {
 /// `kill -9` of the node that owns a conversation: within a few lease times another node owns
 /// it, the client on a surviving node keeps its socket and its join (rejoined for it) and every
 /// turn acknowledged before the kill is in the history; a client of the dead node reconnects
-/// to another node and resumes with `afterSeq`.
+/// to another node and resumes with `afterSeq`. An invoke the surviving client sent into the
+/// dead relay is answered `Cluster unavailable`.
 #[test]
 fn kill_9_of_the_owner_loses_no_acknowledged_turn() {
     let Some(nats) = nats_or_skip() else { return };
@@ -516,6 +517,13 @@ fn kill_9_of_the_owner_loses_no_acknowledged_turn() {
 
     let killed = std::time::Instant::now();
     a.kill();
+    // An invoke relayed to the dead owner is answered when the relay gives up, not never.
+    let stranded = on_b.send_invoke(&dispatcher(&id), "getDisplayHistory", json!([]));
+    let error = on_b.wait_answer(&dispatcher(&id), stranded).unwrap_err();
+    assert!(
+        error.starts_with("Cluster unavailable: the node serving conversation"),
+        "{error}"
+    );
     b.wait_log(&format!("rejoined conversation {id} on this node"));
     eprintln!(
         "failover: b owns the conversation {:?} after the kill",
