@@ -35,7 +35,7 @@ fn stderr(o: &Output) -> String {
 }
 
 /// `roundtable backup <file> --port <port>`, which must succeed.
-fn backup(port: u16, file: &Path) {
+pub(crate) fn backup(port: u16, file: &Path) {
     let out = roundtable(&[
         "backup",
         file.to_str().unwrap(),
@@ -46,7 +46,7 @@ fn backup(port: u16, file: &Path) {
 }
 
 /// `roundtable restore <file> --instance-dir <dir> [extra]`.
-fn restore(file: &Path, dir: &Path, extra: &[&str]) -> Output {
+pub(crate) fn restore(file: &Path, dir: &Path, extra: &[&str]) -> Output {
     let mut args = vec![
         "restore",
         file.to_str().unwrap(),

@@ -781,3 +781,43 @@ fn content_search_from_any_node_finds_every_conversation() {
         })
     });
 }
+
+/// `roundtable backup` from a node that never owned a conversation still holds all of them:
+/// the node rebuilds every conversation from the log stream into its snapshot. The archive
+/// restores into a single server that has every conversation with its history.
+#[test]
+fn a_backup_from_any_node_holds_the_whole_cluster() {
+    let Some(nats) = nats_or_skip() else {
+        return;
+    };
+    let a = Server::start(&["--cluster", &nats.url(), "--node-name", "a"]);
+    let b = Server::start(&["--cluster", &nats.url(), "--node-name", "b"]);
+    let (mut on_a, alpha) = a.joined("alpha");
+    assert_eq!(answer(&on_a.run_turn(&alpha, "what is 2+5")), "7");
+    let (mut on_b, beta) = b.joined("beta");
+    assert_eq!(answer(&on_b.run_turn(&beta, "what is 3+5")), "8");
+    eventually("b to know alpha", || {
+        b.connect().names().contains(&"alpha".to_string())
+    });
+    let archive_dir = tempfile::tempdir().unwrap();
+    let archive = archive_dir.path().join("cluster.tar");
+    crate::backup::backup(b.port, &archive);
+    let restored = tempfile::tempdir().unwrap();
+    let instance = restored.path().join("instance");
+    let out = crate::backup::restore(&archive, &instance, &[]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let single = Server::start_in(&instance, &[]);
+    let mut c = single.connect();
+    for (id, command) in [(&alpha, "what is 2+5"), (&beta, "what is 3+5")] {
+        c.join(id);
+        let entries = history(&mut c, id);
+        assert!(
+            entries.iter().any(|e| e["command"] == command),
+            "{entries:?}"
+        );
+    }
+}

@@ -5,6 +5,9 @@
 //! holds; the waiting and linking run on a thread of their own
 //! ([`snapshot::take`]), so the registry's mailbox is not held up.
 //!
+//! In a cluster the conversations' directories in the snapshot are rebuilt from the log
+//! stream (the node's own copies may be partial or old).
+//!
 //! Talks to: the server's `GET /backup` route.
 
 use actix::prelude::*;
@@ -30,10 +33,37 @@ impl Handler<SnapshotInstance> for ConversationRegistry {
             &self.writer,
             &self.config.runtime.log_writer,
         );
+        // In a cluster this node's directories hold only what it owns or owned (maybe an
+        // older state): every conversation of the registry is rebuilt from the log stream
+        // into the snapshot instead, so a backup from any node holds the whole cluster.
+        let from_stream = self.config.cluster.clone().map(|cluster| {
+            let ids: Vec<_> = self.in_order().map(|(id, _)| id).collect();
+            (cluster, ids)
+        });
+        let conversations = self
+            .config
+            .layout
+            .conversations_dir()
+            .strip_prefix(&self.config.layout.root)
+            .map(|p| p.to_path_buf())
+            .unwrap_or_else(|_| "conversations".into());
         Box::pin(async move {
-            taken
+            let mut snapshot = taken
                 .await
-                .unwrap_or_else(|_| Err("the backup snapshot thread has stopped".into()))
+                .unwrap_or_else(|_| Err("the backup snapshot thread has stopped".into()))?;
+            if let Some((cluster, ids)) = from_stream {
+                for id in ids {
+                    let rel = conversations.join(id.to_string());
+                    cluster
+                        .restore_conversation(id, &snapshot.dir.join(&rel))
+                        .await
+                        .map_err(|e| format!("backup: {e}"))?;
+                    snapshot
+                        .relist(&rel)
+                        .map_err(|e| format!("backup: listing {}: {e}", rel.display()))?;
+                }
+            }
+            Ok(snapshot)
         })
     }
 }

@@ -121,6 +121,39 @@ impl Snapshot {
     }
 }
 
+impl Snapshot {
+    /// Forgets the files under `rel` (a directory relative to the instance directory) and lists
+    /// what it holds now: for a directory rewritten inside the snapshot after it was taken (a
+    /// cluster backup rebuilds each conversation's directory from the log stream).
+    pub fn relist(&mut self, rel: &Path) -> io::Result<()> {
+        self.files.retain(|f| !f.rel.starts_with(rel));
+        list(&self.dir, rel, &mut self.files)
+    }
+}
+
+/// Lists the files under `links/rel` with their lengths, recursively.
+fn list(links: &Path, rel: &Path, files: &mut Vec<SnapshotFile>) -> io::Result<()> {
+    let entries = match fs::read_dir(links.join(rel)) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    for entry in entries {
+        let entry = entry?;
+        let child = rel.join(entry.file_name());
+        let kind = entry.file_type()?;
+        if kind.is_dir() {
+            list(links, &child, files)?;
+        } else if kind.is_file() {
+            files.push(SnapshotFile {
+                rel: child,
+                len: entry.metadata()?.len(),
+            });
+        }
+    }
+    Ok(())
+}
+
 impl Drop for Snapshot {
     fn drop(&mut self) {
         if let Err(e) = fs::remove_dir_all(&self.dir) {
