@@ -23,8 +23,9 @@
 //! - [`ids`]: [`ConnectionId`](ids::ConnectionId), typed from the join onwards.
 //! - [`clock`]: the one `now_iso` / `now_millis` every timestamp comes from.
 //! - [`metrics`]: counters read by `/health` and `/metrics`.
-//! - [`cluster`]: `serve --cluster`: the NATS connection and the registry in a JetStream
-//!   key-value bucket (docs/cluster.md).
+//! - [`cluster`]: `serve --cluster` (docs/cluster.md): the NATS connection, the registry in a
+//!   JetStream key-value bucket, ownership leases, conversation files mirrored into a stream
+//!   (and rebuilt from it), the node list and cross-node content search.
 //! - [`memory`]: returning freed heap to the OS after large transient allocations.
 //!
 //! # Actor tree

@@ -27,7 +27,9 @@
 //! `upgrade.rs` the hand-over from HTTP; `reader.rs` the inbound frame stream;
 //! `frames.rs` the inbound stream handler, reassembly glue and close codes; `writer.rs` the
 //! writer task; `agent_server.rs` the typed `agent-server` requests and `discovery`;
-//! `client_agents.rs` the client agents this socket hosts and the server → client invokes.
+//! `client_agents.rs` the client agents this socket hosts and the server → client invokes;
+//! `relay.rs` (`serve --cluster`) a conversation another node serves: this socket's relay to a
+//! virtual connection there, and the virtual connections this node serves for other nodes.
 //!
 //! # Implementation notes
 //! States: **Open** → (**Closing**: a close frame was queued; inbound is ignored) → **Stopped**

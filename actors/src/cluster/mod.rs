@@ -1,12 +1,17 @@
 //! The cluster connection (`roundtable serve --cluster nats://HOST:PORT`): one NATS client per
-//! node, the JetStream key-value bucket that holds the shared registry, and the node's cluster
-//! state for `/health` and `/metrics`. The design is `docs/cluster.md`; what is built so far is
-//! its first two slices: the connection, and the registry in KV (see [`registry_kv`]).
+//! node, and what lives in JetStream: the shared registry ([`registry_kv`], bucket
+//! `rt_registry`), ownership leases ([`lease`], `rt_owners`), conversation files
+//! ([`log_stream`], stream `RT_LOG`), the node list and cross-node search ([`search`],
+//! `rt_nodes`, `rt.search`); and the node's cluster state for `/health` and `/metrics`. The
+//! design as built is `docs/cluster.md`; the relays between nodes live in the transport
+//! (`src/transport/relay.rs`).
 //!
 //! Who talks to it: `serve` connects ([`Cluster::connect`]) before the registry opens and hands
 //! the handle to the registry actor (through `RegistryConfig`), which does every create /
-//! rename / delete in the bucket first and keeps its in-memory list as a copy fed by the
-//! bucket's watch; `/health` and `/metrics` read [`Cluster::status`].
+//! rename / delete in the bucket first, keeps its in-memory list as a copy fed by the bucket's
+//! watch, and takes, renews and gives back leases; the log writer publishes through a
+//! [`log_stream::LogReplicator`]; the transport's relays use [`Cluster::client`]; `/health`
+//! and `/metrics` read [`Cluster::status`].
 //!
 //! NATS itself reconnects forever (async-nats' default); while it is disconnected `/health`
 //! answers 503 and every registry change answers `Cluster unavailable: …` instead of changing
