@@ -93,6 +93,7 @@ struct OpenRelay {
 /// The sending half of one relay direction: a bounded queue drained in order by one task.
 #[derive(Clone)]
 pub(super) struct Publisher {
+    /// To the task publishing this direction, in order; at most [`RELAY_QUEUE_FRAMES`].
     tx: mpsc::Sender<(u8, Bytes)>,
 }
 
@@ -149,6 +150,7 @@ impl Publisher {
 /// Joins the chunks of one frame; answers (kind, body) once a message completes one.
 #[derive(Default)]
 struct Chunks {
+    /// The chunks of the message being joined (empty between messages).
     partial: Vec<u8>,
 }
 
@@ -538,9 +540,13 @@ async fn receive(
 
 /// Where B's side of a relay puts the frames it receives.
 struct Delivery {
+    /// The real socket's outbox (bounded: a full one closes the socket as a slow consumer).
     socket: Outbox,
+    /// For the frame counters.
     state: Arc<AppState>,
+    /// The callId of the relayed join, whose answer decides whether the relay goes on.
     join_call_id: u64,
+    /// The join is a transparent rejoin: its answer is not the client's.
     silent_join: bool,
     /// The answer to the relayed join has not come yet.
     join_pending: bool,

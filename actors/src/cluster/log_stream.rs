@@ -67,9 +67,13 @@ impl FileOp {
 struct Record {
     /// Position in its conversation's queue (barriers wait for it).
     number: u64,
+    /// Whose file (the subject it goes to).
     conversation: ConversationId,
+    /// The path inside the conversation's directory (`Rt-File`).
     file: String,
+    /// Append or replace (`Rt-Op`).
     op: FileOp,
+    /// What was written.
     bytes: Vec<u8>,
 }
 
@@ -82,6 +86,8 @@ pub struct LogReplicator {
 struct Inner {
     /// `<instance>/conversations`: paths under it are replicated.
     conversations_dir: PathBuf,
+    /// To the publishing task, in write order. Unbounded as a channel, bounded in bytes:
+    /// `queued_bytes` counts toward the log writer's backpressure.
     tx: mpsc::UnboundedSender<Record>,
     /// Per conversation: what was queued, stored, failed, and the fencing sequence. One entry
     /// per conversation this node has written since it started (bounded by the registry).

@@ -34,7 +34,9 @@ pub const SEARCH_WAIT: Duration = Duration::from_millis(500);
 /// A search request on `rt.search`.
 #[derive(Serialize, Deserialize)]
 struct SearchRequest {
+    /// The user's text.
     query: String,
+    /// `maxMatches`.
     max: Option<u64>,
     /// The asking node (it does not answer itself: it searched its own index directly).
     from: String,
@@ -43,15 +45,20 @@ struct SearchRequest {
 /// One node's answer.
 #[derive(Serialize, Deserialize)]
 struct SearchAnswer {
+    /// Who answers.
     node: String,
+    /// Its index's hits, best first.
     hits: Vec<WireHit>,
 }
 
 /// A hit as it travels.
 #[derive(Serialize, Deserialize)]
 struct WireHit {
+    /// The conversation.
     conversation: ConversationId,
+    /// In (0, 1), from the answering node's index.
     score: f64,
+    /// Its best passages.
     snippets: Vec<String>,
 }
 

@@ -52,7 +52,10 @@ pub struct ClusterSnapshot {
 /// One change from the bucket's watch.
 #[derive(Message)]
 #[rtype(result = "()")]
-pub struct ClusterChange(pub RegistryChange);
+pub struct ClusterChange(
+    /// The change.
+    pub RegistryChange,
+);
 
 fn unavailable(error: ClusterError) -> RpcError {
     RpcError::ClusterUnavailable(error.0)
@@ -129,9 +132,11 @@ const COUNTS_SUBJECT: &str = "rt.counts";
 #[derive(serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct SharedCounts {
+    /// The conversation.
     conversation_id: ConversationId,
     /// Clients joined, relayed ones included.
     client_count: usize,
+    /// `user-request` entries in its display log.
     message_count: u64,
     /// The owner (a node ignores its own).
     node: String,
@@ -168,7 +173,10 @@ async fn share_counts_from_others(
 /// Counts another node's conversation has now.
 #[derive(Message)]
 #[rtype(result = "()")]
-struct ClusterCounts(SharedCounts);
+struct ClusterCounts(
+    /// What the owner shared.
+    SharedCounts,
+);
 
 impl Handler<ClusterCounts> for ConversationRegistry {
     type Result = ();
@@ -461,6 +469,7 @@ pub(super) struct Ownership {
     /// Owned conversations whose counts changed since they were last shared (bounded by the
     /// owned conversations), and whether the flush is armed.
     counts_dirty: HashSet<ConversationId>,
+    /// A flush of `counts_dirty` is scheduled.
     counts_armed: bool,
 }
 
@@ -744,7 +753,10 @@ impl ConversationRegistry {
 /// A conversation's write to the log stream failed (refused by fencing, or NATS gone): its
 /// files here now differ from the stream, so this node stops it and gives its lease up; the
 /// next join (here or anywhere) rebuilds it from the stream.
-pub(super) struct StreamWriteFailed(ConversationId);
+pub(super) struct StreamWriteFailed(
+    /// The conversation.
+    ConversationId,
+);
 
 impl StreamHandler<StreamWriteFailed> for ConversationRegistry {
     fn handle(&mut self, msg: StreamWriteFailed, ctx: &mut Self::Context) {
