@@ -561,7 +561,10 @@ impl Actor for Connection {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Self::Context) {
-        Metrics::add(&self.state.metrics.sockets, 1);
+        // A virtual connection (a client of another node) is not a socket of this server.
+        if !self.relay {
+            Metrics::add(&self.state.metrics.sockets, 1);
+        }
         ctx.run_interval(self.state.config.ping_interval, |act, ctx| {
             if act.closing {
                 return;
@@ -601,7 +604,9 @@ impl Actor for Connection {
     }
 
     fn stopped(&mut self, _ctx: &mut Self::Context) {
-        Metrics::add(&self.state.metrics.sockets, -1);
+        if !self.relay {
+            Metrics::add(&self.state.metrics.sockets, -1);
+        }
         if !matches!(self.subscription, Subscription::None) {
             self.state.registry.do_send(UnsubscribeConversations {
                 socket: self.socket_id,

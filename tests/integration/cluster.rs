@@ -278,6 +278,10 @@ fn clients_on_two_nodes_share_one_conversation() {
     assert_eq!(after[0]["seq"], last_seq + 1);
     assert_eq!(after[0]["command"], "what is 1+1");
     assert!(nodes[0].metric("roundtable_cluster_relayed_frames_total{node=\"a\"}") > 0.0);
+    // a's virtual connections serve b's and c's clients; they are not a's sockets.
+    eventually("a to count only its own socket", || {
+        nodes[0].metric("roundtable_sockets") == 1.0
+    });
     // Every node lists the same counts: the owner's clients (relayed ones included) and its
     // message count, shared with the others.
     for node in &nodes {
