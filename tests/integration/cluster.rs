@@ -374,6 +374,22 @@ fn losing_nats_fails_writes_clearly_and_recovers() {
         .agent("createConversation", json!(["during", null]))
         .unwrap_err();
     assert!(refused.starts_with("Cluster unavailable: "), "{refused}");
+    // A turn cannot be acknowledged either: its write cannot reach the stream (or the node
+    // gives the conversation up when its lease cannot be renewed, whichever comes first).
+    match on_a.invoke(
+        &dispatcher(&before),
+        "submitCommand",
+        json!(["what is 1+6", null, null, "during-outage", null]),
+    ) {
+        Ok(answer) => {
+            assert_eq!(answer["ok"], false, "{answer}");
+            assert_eq!(answer["error"], "storage_error", "{answer}");
+        }
+        Err(error) => assert!(
+            error.starts_with("Conversation not found") || error.starts_with("Cluster unavailable"),
+            "{error}"
+        ),
+    }
     assert!(on_a.names().contains(&"before".to_string()));
     assert!(!on_a.names().contains(&"during".to_string()));
 
@@ -388,7 +404,11 @@ fn losing_nats_fails_writes_clearly_and_recovers() {
     // The conversation used before the outage works again, with its history, from either
     // node (its lease may have lapsed meanwhile: the next join takes it over).
     let mut again = nodes[1].connect();
-    again.join(&before);
+    eventually("the conversation to be joinable again", || {
+        again
+            .agent("joinConversation", json!([{"conversationId": before}]))
+            .is_ok()
+    });
     assert_eq!(answer(&again.run_turn(&before, "what is 5+6")), "11");
     let entries = history(&mut again, &before);
     assert!(
