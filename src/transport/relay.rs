@@ -53,6 +53,9 @@ use roundtable_actors::ids::ConversationRef;
 use super::Connection;
 use crate::server::AppState;
 
+/// Largest message a relay joins from chunks (a history answer of a very long conversation
+/// can be tens of MB); a larger one is dropped with a warning.
+pub const MAX_RELAYED_MESSAGE: usize = 256 << 20;
 /// Frames one relay direction may have waiting for NATS.
 pub const RELAY_QUEUE_FRAMES: usize = 4096;
 /// Bytes of a NATS message's payload used for one chunk when a frame exceeds the server's
@@ -148,17 +151,42 @@ impl Publisher {
 }
 
 /// Joins the chunks of one frame; answers (kind, body) once a message completes one.
-#[derive(Default)]
 struct Chunks {
-    /// The chunks of the message being joined (empty between messages).
+    /// The chunks of the message being joined (empty between messages); at most `limit`
+    /// bytes.
     partial: Vec<u8>,
+    /// The message being received is too large and is being skipped to its last part.
+    dropping: bool,
+    /// [`MAX_RELAYED_MESSAGE`] (tests use less).
+    limit: usize,
+}
+
+impl Default for Chunks {
+    fn default() -> Chunks {
+        Chunks {
+            partial: Vec::new(),
+            dropping: false,
+            limit: MAX_RELAYED_MESSAGE,
+        }
+    }
 }
 
 impl Chunks {
     fn take(&mut self, payload: &[u8]) -> Option<(u8, Vec<u8>)> {
         let (&kind, body) = payload.split_first()?;
         if kind == CHUNK {
-            self.partial.extend_from_slice(body);
+            if self.partial.len() + body.len() > self.limit {
+                log::warn!("cluster relay: a message past {} bytes dropped", self.limit);
+                self.partial = Vec::new();
+                self.dropping = true;
+                return None;
+            }
+            if !self.dropping {
+                self.partial.extend_from_slice(body);
+            }
+            return None;
+        }
+        if std::mem::take(&mut self.dropping) {
             return None;
         }
         let mut whole = std::mem::take(&mut self.partial);
@@ -822,5 +850,21 @@ mod tests {
         let cut = &body[..body.len() - 2];
         assert_eq!(batch_frames(cut).count(), 2);
         assert_eq!(chunks.take(&[]), None);
+    }
+
+    /// A message joined from chunks past the limit is dropped whole; the next one arrives.
+    #[test]
+    fn chunks_past_the_limit_are_dropped() {
+        let mut chunks = Chunks {
+            limit: 8,
+            ..Chunks::default()
+        };
+        assert_eq!(chunks.take(b"C12345"), None);
+        assert_eq!(chunks.take(b"C6789a"), None);
+        assert_eq!(chunks.take(b"Cbcdef"), None);
+        assert_eq!(chunks.take(b"Tend"), None);
+        assert_eq!(chunks.take(b"Tnext"), Some((TEXT, b"next".to_vec())));
+        assert_eq!(chunks.take(b"Cab"), None);
+        assert_eq!(chunks.take(b"Tcd"), Some((TEXT, b"abcd".to_vec())));
     }
 }
