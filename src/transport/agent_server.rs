@@ -360,7 +360,7 @@ impl Connection {
 
     /// `joinConversation`: the registry attaches a client (not yet ready); the join result is
     /// queued, then the client is marked ready, so nothing reaches `clientio:<id>` before it.
-    fn join(
+    pub(super) fn join(
         &mut self,
         call_id: u64,
         conversation: Option<ConversationRef>,

@@ -140,6 +140,9 @@ pub struct Connection {
     /// Client agents a transparent rejoin registers again once its relay is open, by
     /// conversation (at most one entry per relayed conversation).
     pending_reregistrations: HashMap<ConversationId, Vec<client_agents::ClientAgentRequest>>,
+    /// Client joins waiting for a conversation's new owner (the node that served it does not
+    /// answer): until when they retry, by callId (at most `MAX_IN_FLIGHT`, one per invoke).
+    join_deadlines: HashMap<u64, std::time::Instant>,
     /// (channel, callId) of invokes being handled; a duplicate is dropped unanswered.
     in_flight: HashSet<(String, u64)>,
     /// Joins continuation frames into messages (capped at `max_frame_bytes`).
@@ -182,6 +185,7 @@ impl Connection {
             remote: HashMap::new(),
             remote_agents: HashMap::new(),
             pending_reregistrations: HashMap::new(),
+            join_deadlines: HashMap::new(),
             in_flight: HashSet::new(),
             fragments: Reassembler::with_budget(max, inbound),
             awaiting_pong: false,
@@ -261,6 +265,9 @@ impl Connection {
         result: RpcResult<Option<Value>>,
     ) {
         self.in_flight.remove(&(channel.to_string(), call_id));
+        if channel == AGENT_SERVER_CHANNEL && !self.join_deadlines.is_empty() {
+            self.join_deadlines.remove(&call_id);
+        }
         if call_id > protocol::MAX_SAFE_INTEGER {
             // The server's own invoke (a transparent rejoin re-registering a client agent):
             // the client never sent it, so it gets no answer.

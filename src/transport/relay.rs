@@ -410,16 +410,27 @@ impl Connection {
             let subscription = client
                 .subscribe(out_subject(&me, &relay_for_sub))
                 .await
-                .map_err(|e| format!("subscribe: {e}"))?;
+                .map_err(|e| (format!("subscribe: {e}"), false))?;
             let body = serde_json::to_vec(&request).expect("serializes");
             let answer = client
                 .request(open_subject(&target), body.into())
                 .await
-                .map_err(|e| format!("node {target} does not answer: {e}"))?;
+                .map_err(|e| {
+                    // Gone (killed, or stopping): its lease lapses soon and a join can wait.
+                    let gone = matches!(
+                        e.kind(),
+                        async_nats::RequestErrorKind::NoResponders
+                            | async_nats::RequestErrorKind::TimedOut
+                    );
+                    (format!("node {target} does not answer: {e}"), gone)
+                })?;
             if &answer.payload[..] != b"ok" {
-                return Err(format!(
-                    "node {target}: {}",
-                    String::from_utf8_lossy(&answer.payload)
+                return Err((
+                    format!(
+                        "node {target}: {}",
+                        String::from_utf8_lossy(&answer.payload)
+                    ),
+                    false,
                 ));
             }
             Ok(subscription)
@@ -439,8 +450,32 @@ impl Connection {
         ctx.spawn(opening.into_actor(self).map(move |opened, act, ctx| {
             let subscription = match opened {
                 Ok(s) => s,
-                Err(e) => return fail(act, RpcError::ClusterUnavailable(e)),
+                Err((e, gone)) => {
+                    // A client's join waits for the conversation's new owner (the lease
+                    // time, at most three of it) instead of failing during a failover.
+                    if let (Some(call_id), true) = (call_id, gone) {
+                        let budget = act.rejoin_budget();
+                        let deadline = *act
+                            .join_deadlines
+                            .entry(call_id)
+                            .or_insert_with(|| std::time::Instant::now() + budget);
+                        if std::time::Instant::now() < deadline {
+                            let conversation = Some(ConversationRef::parse(id.to_string()));
+                            ctx.run_later(REJOIN_RETRY, move |act, ctx| {
+                                act.join(call_id, conversation, filter, ctx)
+                            });
+                            return;
+                        }
+                    }
+                    if let Some(call_id) = call_id {
+                        act.join_deadlines.remove(&call_id);
+                    }
+                    return fail(act, RpcError::ClusterUnavailable(e));
+                }
             };
+            if let Some(call_id) = call_id {
+                act.join_deadlines.remove(&call_id);
+            }
             let publisher = Publisher::start(&cluster, in_subject(&node, &relay));
             if act.closing || act.remote.contains_key(&id) || act.joined.contains_key(&id) {
                 publisher.end();

@@ -845,3 +845,30 @@ fn a_backup_from_any_node_holds_the_whole_cluster() {
         );
     }
 }
+
+/// A client that joins while the conversation's owner is dead and its lease has not lapsed
+/// yet is not refused: its join waits for a new owner (here its own node) and succeeds.
+#[test]
+fn a_join_during_failover_waits_for_the_new_owner() {
+    let Some(nats) = nats_or_skip() else {
+        return;
+    };
+    let url = nats.url();
+    let a = Server::start(&["--cluster", &url, "--node-name", "a", "--lease-time", "2"]);
+    let b = Server::start(&["--cluster", &url, "--node-name", "b", "--lease-time", "2"]);
+    let (mut on_a, id) = a.joined("orphaned");
+    assert_eq!(answer(&on_a.run_turn(&id, "what is 5+5")), "10");
+    eventually("b to know the conversation", || {
+        b.connect().names().contains(&"orphaned".to_string())
+    });
+    a.kill();
+    let mut late = b.connect();
+    let joined = late.join(&id);
+    assert_eq!(joined["conversationId"], id.as_str());
+    let entries = history(&mut late, &id);
+    assert!(
+        entries.iter().any(|e| e["command"] == "what is 5+5"),
+        "{entries:?}"
+    );
+    assert_eq!(answer(&late.run_turn(&id, "what is 6+6")), "12");
+}
