@@ -872,3 +872,70 @@ fn a_join_during_failover_waits_for_the_new_owner() {
     );
     assert_eq!(answer(&late.run_turn(&id, "what is 6+6")), "12");
 }
+
+/// A conversation evicted and joined again on the node that wrote it last is not rebuilt from
+/// the stream (its files are current, checked against the stream's last sequence); after
+/// another node wrote to it, it is.
+#[test]
+fn a_reload_on_the_same_node_skips_the_restore_unless_another_node_wrote() {
+    let Some(nats) = nats_or_skip() else {
+        return;
+    };
+    let url = nats.url();
+    let flags = |node: &'static str| {
+        vec![
+            "--cluster".to_string(),
+            url.clone(),
+            "--node-name".into(),
+            node.into(),
+            "--idle-timeout".into(),
+            "0.2".into(),
+        ]
+    };
+    let start = |node: &'static str| {
+        let args = flags(node);
+        Server::start(&args.iter().map(String::as_str).collect::<Vec<_>>())
+    };
+    let a = start("a");
+    let b = start("b");
+    let (mut on_a, id) = a.joined("local");
+    assert_eq!(answer(&on_a.run_turn(&id, "what is 2+9")), "11");
+    let before = history(&mut on_a, &id);
+    let evicted = |node: &Server, name: &str| {
+        eventually("the conversation to be evicted", || {
+            node.metric(&format!(
+                "roundtable_cluster_owned_conversations{{node=\"{name}\"}}"
+            )) == 0.0
+        })
+    };
+    on_a.agent("leaveConversation", json!([id])).unwrap();
+    evicted(&a, "a");
+    on_a.join(&id);
+    a.wait_log(&format!(
+        "conversation {id}: owned by this node; its files are current"
+    ));
+    assert_eq!(history(&mut on_a, &id), before);
+    // b writes a turn; back on a, the files are rebuilt with it.
+    on_a.agent("leaveConversation", json!([id])).unwrap();
+    evicted(&a, "a");
+    let mut on_b = b.connect();
+    on_b.join(&id);
+    assert_eq!(answer(&on_b.run_turn(&id, "what is 3+9")), "12");
+    on_b.agent("leaveConversation", json!([id])).unwrap();
+    evicted(&b, "b");
+    on_a.join(&id);
+    let after = history(&mut on_a, &id);
+    assert!(
+        after.iter().any(|e| e["command"] == "what is 3+9"),
+        "{after:?}"
+    );
+    assert_eq!(
+        a.log()
+            .matches(&format!(
+                "conversation {id}: owned by this node; its files are current"
+            ))
+            .count(),
+        1,
+        "the second reload on a restored"
+    );
+}

@@ -294,6 +294,17 @@ impl LogReplicator {
         }
     }
 
+    /// The stream sequence this process's copy of `id`'s files is current through: every record
+    /// it queued is stored and the last one got that sequence. `None` when it does not know
+    /// (never wrote it, a record failed or is still in flight).
+    pub fn current_through(&self, id: ConversationId) -> Option<u64> {
+        let all = self.progress();
+        let p = all.get(&id)?;
+        (p.failed.is_none() && p.stored >= p.queued)
+            .then_some(p.last_sequence)
+            .flatten()
+    }
+
     /// Whether `id` has a gap (its later records are not published).
     fn failed(&self, id: ConversationId) -> bool {
         self.progress().get(&id).is_some_and(|p| p.failed.is_some())
@@ -495,6 +506,22 @@ impl Cluster {
         .map_err(|e| fail(&e))?
         .map_err(|e| fail(&e))?;
         Ok((records, last_sequence))
+    }
+
+    /// The stream sequence of `id`'s last record (0: none), without reading its records.
+    pub async fn last_log_sequence(&self, id: ConversationId) -> Result<u64, ClusterError> {
+        match self
+            .log_stream()
+            .get_last_raw_message_by_subject(&log_subject(id))
+            .await
+        {
+            Ok(message) => Ok(message.sequence),
+            Err(e) if e.kind() == stream::LastRawMessageErrorKind::NoMessageFound => Ok(0),
+            Err(e) => Err(ClusterError::new(
+                &format!("reading the log stream of {id}"),
+                e,
+            )),
+        }
     }
 
     /// Removes a deleted conversation's records.

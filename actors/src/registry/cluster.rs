@@ -518,10 +518,30 @@ impl ConversationRegistry {
         if first {
             let cluster = self.config.cluster.clone().expect("cluster mode");
             let dir = self.config.layout.conversation_dir(&id);
+            let log_writer = self.config.runtime.log_writer.clone();
             let work = async move {
                 let lease = cluster.acquire_lease(id).await?;
                 let mut last_sequence = 0;
                 if let Lease::Owned(revision) = lease {
+                    // This process wrote the files and nobody wrote after it: they are current
+                    // (an eviction and a reload here need no restore).
+                    let current = log_writer.replicated_through(id);
+                    if current.is_some() && dir.is_dir() {
+                        match cluster.last_log_sequence(id).await {
+                            Ok(last) if Some(last) == current => {
+                                log::info!(
+                                    "conversation {id}: owned by this node; its files are \
+                                     current (stream sequence {last})"
+                                );
+                                return Ok((lease, last));
+                            }
+                            Ok(_) => {}
+                            Err(e) => {
+                                cluster.release_lease(id, revision).await;
+                                return Err(e);
+                            }
+                        }
+                    }
                     match cluster.restore_conversation(id, &dir).await {
                         Ok((n, last)) => {
                             last_sequence = last;

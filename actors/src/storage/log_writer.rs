@@ -126,6 +126,12 @@ impl LogWriter {
         }
     }
 
+    /// In a cluster: the stream sequence this process's files of `id` are current through
+    /// (see [`LogReplicator::current_through`]).
+    pub fn replicated_through(&self, id: crate::ids::ConversationId) -> Option<u64> {
+        self.replicator.as_ref()?.current_through(id)
+    }
+
     /// In a cluster: where conversations whose stream write failed are reported (see
     /// [`LogReplicator::failures`]); `None` on a single node.
     pub fn replication_failures(
