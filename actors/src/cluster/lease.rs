@@ -39,15 +39,10 @@ pub(super) async fn open_bucket(
 ) -> Result<kv::Store, ClusterError> {
     super::open_or_create_bucket(
         js,
-        kv::Config {
-            bucket: OWNERS_BUCKET.into(),
-            description: "Roundtable conversation ownership leases".into(),
-            history: 1,
-            max_age: lease_time,
-            storage: jetstream::stream::StorageType::File,
-            num_replicas: 1,
-            ..Default::default()
-        },
+        OWNERS_BUCKET,
+        "Roundtable conversation ownership leases",
+        lease_time,
+        jetstream::stream::StorageType::File,
     )
     .await
 }
@@ -69,16 +64,9 @@ impl Cluster {
                 Err(e) if e.kind() == kv::CreateErrorKind::AlreadyExists => {}
                 Err(e) => return Err(ClusterError::new("lease acquire", e)),
             }
-            let Some(holder) = owners
-                .entry(key(id))
-                .await
-                .map_err(|e| ClusterError::new("lease read", e))?
-            else {
-                continue;
+            let Some(holder) = super::live_entry(owners, key(id), "lease read").await? else {
+                continue; // released in between: acquire again
             };
-            if !matches!(holder.operation, kv::Operation::Put) {
-                continue;
-            }
             if holder.value == me {
                 return owners
                     .update(key(id), me, holder.revision)

@@ -63,7 +63,8 @@ impl FileOp {
     }
 }
 
-/// One write waiting to be published.
+/// One write waiting to be published (cheap to clone: the bytes are shared).
+#[derive(Clone)]
 struct Record {
     /// Position in its conversation's queue (barriers wait for it).
     number: u64,
@@ -73,8 +74,8 @@ struct Record {
     file: String,
     /// Append or replace (`Rt-Op`).
     op: FileOp,
-    /// What was written.
-    bytes: Vec<u8>,
+    /// What was written (each part of it is published as a slice of this, not a copy).
+    bytes: Bytes,
 }
 
 /// Publishes conversation file writes to the stream; cheap to clone.
@@ -185,7 +186,7 @@ impl LogReplicator {
             conversation,
             file,
             op,
-            bytes: bytes.to_vec(),
+            bytes: Bytes::copy_from_slice(bytes),
         });
     }
 
@@ -327,17 +328,17 @@ async fn publish(
     let js = cluster.jetstream().clone();
     let max = (cluster.client().server_info().max_payload.max(8192)) - 4096;
     let mut waiting: HashMap<ConversationId, std::collections::VecDeque<Record>> = HashMap::new();
+    let start = |record: &Record| send(js.clone(), replicator.clone(), max, record.clone());
     let mut in_flight = FuturesUnordered::new();
     let mut open = true;
     loop {
         tokio::select! {
             record = rx.recv(), if open => match record {
                 Some(record) => {
-                    let id = record.conversation;
-                    let queue = waiting.entry(id).or_default();
+                    let queue = waiting.entry(record.conversation).or_default();
                     queue.push_back(record);
                     if queue.len() == 1 {
-                        in_flight.push(send(js.clone(), replicator.clone(), max, id, queue.front().map(|r| (r.number, r.file.clone(), r.op, r.bytes.clone())).expect("just pushed")));
+                        in_flight.push(start(&queue[0]));
                     }
                 }
                 None => open = false,
@@ -349,7 +350,7 @@ async fn publish(
                 replicator.inner.queued_bytes.fetch_sub(done.bytes.len(), Ordering::Relaxed);
                 replicator.inner.drained.notify_waiters();
                 match queue.front() {
-                    Some(next) => in_flight.push(send(js.clone(), replicator.clone(), max, id, (next.number, next.file.clone(), next.op, next.bytes.clone()))),
+                    Some(next) => in_flight.push(start(next)),
                     None => { waiting.remove(&id); }
                 }
             },
@@ -364,17 +365,26 @@ async fn send(
     js: jetstream::Context,
     replicator: LogReplicator,
     max: usize,
-    id: ConversationId,
-    (number, file, op, bytes): (u64, String, FileOp, Vec<u8>),
+    record: Record,
 ) -> (ConversationId, u64, Result<Option<u64>, String>) {
+    let Record {
+        number,
+        conversation: id,
+        file,
+        op,
+        bytes,
+    } = record;
     if replicator.failed(id) {
         return (id, number, Err("an earlier record was not stored".into()));
     }
     let mut expected = replicator.last_sequence(id);
-    let parts: Vec<&[u8]> = if bytes.is_empty() {
-        vec![&bytes[..]]
+    let parts: Vec<Bytes> = if bytes.is_empty() {
+        vec![bytes]
     } else {
-        bytes.chunks(max).collect()
+        (0..bytes.len())
+            .step_by(max)
+            .map(|start| bytes.slice(start..bytes.len().min(start + max)))
+            .collect()
     };
     let count = parts.len();
     let subject = log_subject(id);
@@ -392,7 +402,7 @@ async fn send(
             );
         }
         let stored = async {
-            js.publish_with_headers(subject.clone(), headers, Bytes::copy_from_slice(part))
+            js.publish_with_headers(subject.clone(), headers, part)
                 .await
                 .map_err(|e| e.to_string())?
                 .await
@@ -436,58 +446,47 @@ impl Cluster {
         id: ConversationId,
         dir: &Path,
     ) -> Result<(u64, u64), ClusterError> {
-        let fail = |e: &dyn std::fmt::Display| {
-            ClusterError(format!("restoring {id} from the log stream: {e}"))
-        };
-        let stream = self.log_stream();
-        let consumer = stream
-            .create_consumer(jetstream::consumer::push::OrderedConfig {
-                deliver_subject: self.client().new_inbox(),
-                filter_subject: log_subject(id),
-                deliver_policy: jetstream::consumer::DeliverPolicy::All,
-                replay_policy: jetstream::consumer::ReplayPolicy::Instant,
-                ..Default::default()
-            })
-            .await
-            .map_err(|e| fail(&e))?;
-        let mut pending = consumer.cached_info().num_pending;
-        let mut messages = consumer.messages().await.map_err(|e| fail(&e))?;
+        let context = format!("restoring {id} from the log stream");
         let mut files: HashMap<String, Vec<u8>> = HashMap::new();
         let mut records = 0;
         let mut last_sequence = 0;
-        while pending > 0 {
-            let Some(message) = messages.next().await else {
-                break;
-            };
-            let message = message.map_err(|e| fail(&e))?;
-            if let Ok(info) = message.info() {
-                pending = info.pending;
-                last_sequence = info.stream_sequence;
-            } else {
-                pending = 0;
-            }
-            let headers = message.headers.as_ref();
-            let header = |name: &str| {
-                headers
-                    .and_then(|h| h.get(name))
-                    .map(|v| v.as_str().to_string())
-            };
-            let (Some(file), Some(op)) = (header("Rt-File"), header("Rt-Op")) else {
-                continue;
-            };
-            if file.split('/').any(|part| part == ".." || part.is_empty()) {
-                log::warn!("conversation {id}: log record for a path outside it ignored: {file:?}");
-                continue;
-            }
-            let content = files.entry(file).or_default();
-            // A multi-part record starts over its file with its first part when it replaces.
-            let first_part = header("Rt-Part").is_none_or(|p| p.starts_with("1/"));
-            if op == "replace" && first_part {
-                content.clear();
-            }
-            content.extend_from_slice(&message.payload);
-            records += 1;
-        }
+        self.replay(
+            self.log_stream(),
+            log_subject(id),
+            jetstream::consumer::DeliverPolicy::All,
+            &context,
+            |message| {
+                if let Ok(info) = message.info() {
+                    last_sequence = info.stream_sequence;
+                }
+                let headers = message.headers.as_ref();
+                let header = |name: &str| {
+                    headers
+                        .and_then(|h| h.get(name))
+                        .map(|v| v.as_str().to_string())
+                };
+                let (Some(file), Some(op)) = (header("Rt-File"), header("Rt-Op")) else {
+                    return;
+                };
+                if file.split('/').any(|part| part == ".." || part.is_empty()) {
+                    log::warn!(
+                        "conversation {id}: log record for a path outside it ignored: {file:?}"
+                    );
+                    return;
+                }
+                let content = files.entry(file).or_default();
+                // A multi-part record starts over its file with its first part when it
+                // replaces.
+                let first_part = header("Rt-Part").is_none_or(|p| p.starts_with("1/"));
+                if op == "replace" && first_part {
+                    content.clear();
+                }
+                content.extend_from_slice(&message.payload);
+                records += 1;
+            },
+        )
+        .await?;
+        let fail = |e: &dyn std::fmt::Display| ClusterError::new(&context, e);
         let dir = dir.to_path_buf();
         tokio::task::spawn_blocking(move || -> std::io::Result<()> {
             if dir.exists() {

@@ -4,7 +4,7 @@
 //! ([`log_stream`], stream `RT_LOG`), the node list and cross-node search ([`search`],
 //! `rt_nodes`, `rt.search`); and the node's cluster state for `/health` and `/metrics`. The
 //! design as built is `docs/cluster.md`; the relays between nodes live in the transport
-//! (`src/transport/relay.rs`).
+//! (`src/transport/relay/`).
 //!
 //! Who talks to it: `serve` connects ([`Cluster::connect`]) before the registry opens and hands
 //! the handle to the registry actor (through `RegistryConfig`), which does every create /
@@ -28,6 +28,7 @@ use std::time::Duration;
 
 use async_nats::connection::State;
 use async_nats::jetstream;
+use futures_util::StreamExt;
 
 pub use registry_kv::{RegistryChange, RegistryRecord, RegistrySnapshot};
 
@@ -318,23 +319,90 @@ impl Cluster {
     }
 }
 
-/// Opens the KV bucket `config.bucket`, creating it when the cluster has none yet (another
-/// node may create it between the two calls: then it is opened).
+/// Opens the KV bucket `bucket`, creating it when the cluster has none yet (another node may
+/// create it between the two calls: then it is opened). Every Roundtable bucket keeps one
+/// value per key and one replica (docs/cluster.md says how to pre-create R3 ones);
+/// `max_age` zero keeps values until deleted.
 async fn open_or_create_bucket(
     js: &jetstream::Context,
-    config: jetstream::kv::Config,
+    bucket: &str,
+    description: &str,
+    max_age: Duration,
+    storage: jetstream::stream::StorageType,
 ) -> Result<jetstream::kv::Store, ClusterError> {
-    let bucket = config.bucket.clone();
-    if let Ok(store) = js.get_key_value(&bucket).await {
+    if let Ok(store) = js.get_key_value(bucket).await {
         return Ok(store);
     }
     log::info!("cluster: creating the {bucket} bucket");
+    let config = jetstream::kv::Config {
+        bucket: bucket.into(),
+        description: description.into(),
+        history: 1,
+        max_age,
+        storage,
+        num_replicas: 1,
+        ..Default::default()
+    };
     match js.create_key_value(config).await {
         Ok(store) => Ok(store),
-        Err(create_error) => js.get_key_value(&bucket).await.map_err(|_| {
+        Err(create_error) => js.get_key_value(bucket).await.map_err(|_| {
             ClusterError::new(&format!("cannot create the {bucket} bucket"), create_error)
         }),
     }
+}
+
+impl Cluster {
+    /// Reads, in order, every message of `stream` under `filter` that is there when the read
+    /// starts (`policy`: all of them, or the last per subject) through an ordered consumer,
+    /// handing each to `each`. `context` names the read in errors.
+    async fn replay(
+        &self,
+        stream: &jetstream::stream::Stream,
+        filter: String,
+        policy: jetstream::consumer::DeliverPolicy,
+        context: &str,
+        mut each: impl FnMut(&jetstream::Message),
+    ) -> Result<(), ClusterError> {
+        let consumer = stream
+            .create_consumer(jetstream::consumer::push::OrderedConfig {
+                deliver_subject: self.client().new_inbox(),
+                description: Some(format!("roundtable: {context}")),
+                filter_subject: filter,
+                deliver_policy: policy,
+                replay_policy: jetstream::consumer::ReplayPolicy::Instant,
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| ClusterError::new(context, e))?;
+        let mut pending = consumer.cached_info().num_pending;
+        let mut messages = consumer
+            .messages()
+            .await
+            .map_err(|e| ClusterError::new(context, e))?;
+        while pending > 0 {
+            let Some(message) = messages.next().await else {
+                break;
+            };
+            let message = message.map_err(|e| ClusterError::new(context, e))?;
+            pending = message.info().map_or(0, |i| i.pending);
+            each(&message);
+        }
+        Ok(())
+    }
+}
+
+/// `key`'s entry in `bucket`, or `None` when it is absent or deleted (a KV delete leaves a
+/// marker entry behind); `context` names the read in the error.
+async fn live_entry(
+    bucket: &jetstream::kv::Store,
+    key: impl Into<String>,
+    context: &str,
+) -> Result<Option<jetstream::kv::Entry>, ClusterError> {
+    let entry = bucket
+        .entry(key)
+        .await
+        .map_err(|e| ClusterError::new(context, e))?;
+    Ok(entry.filter(|e| matches!(e.operation, jetstream::kv::Operation::Put)))
 }
 
 impl std::fmt::Debug for Cluster {

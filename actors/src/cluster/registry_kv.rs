@@ -87,14 +87,10 @@ pub enum NameClaim {
 pub(super) async fn open_bucket(js: &jetstream::Context) -> Result<kv::Store, ClusterError> {
     super::open_or_create_bucket(
         js,
-        kv::Config {
-            bucket: REGISTRY_BUCKET.into(),
-            description: "Roundtable conversation registry".into(),
-            history: 1,
-            storage: jetstream::stream::StorageType::File,
-            num_replicas: 1,
-            ..Default::default()
-        },
+        REGISTRY_BUCKET,
+        "Roundtable conversation registry",
+        Duration::ZERO,
+        jetstream::stream::StorageType::File,
     )
     .await
 }
@@ -114,27 +110,17 @@ fn name_key(name: &str) -> String {
     key
 }
 
-fn unavailable(context: &str, error: impl std::fmt::Display) -> ClusterError {
-    ClusterError::new(context, error)
-}
-
 impl Cluster {
     /// Reads one conversation's record.
     async fn record(
         &self,
         id: ConversationId,
     ) -> Result<Option<(RegistryRecord, u64)>, ClusterError> {
-        let entry = self
-            .registry_bucket()
-            .entry(conv_key(id))
-            .await
-            .map_err(|e| unavailable("registry read", e))?;
+        let entry =
+            super::live_entry(self.registry_bucket(), conv_key(id), "registry read").await?;
         let Some(entry) = entry else { return Ok(None) };
-        if !matches!(entry.operation, kv::Operation::Put) {
-            return Ok(None);
-        }
         let record = serde_json::from_slice(&entry.value)
-            .map_err(|e| unavailable(&format!("registry record of {id}"), e))?;
+            .map_err(|e| ClusterError::new(&format!("registry record of {id}"), e))?;
         Ok(Some((record, entry.revision)))
     }
 
@@ -144,7 +130,7 @@ impl Cluster {
             .registry_bucket()
             .get(name_key(name))
             .await
-            .map_err(|e| unavailable("registry name read", e))?;
+            .map_err(|e| ClusterError::new("registry name read", e))?;
         let Some(id) = holder
             .as_deref()
             .and_then(|v| std::str::from_utf8(v).ok())
@@ -167,19 +153,12 @@ impl Cluster {
             match bucket.create(&key, Bytes::from(id.to_string())).await {
                 Ok(_) => return Ok(NameClaim::Claimed),
                 Err(e) if e.kind() == kv::CreateErrorKind::AlreadyExists => {}
-                Err(e) => return Err(unavailable("registry name claim", e)),
+                Err(e) => return Err(ClusterError::new("registry name claim", e)),
             }
             self.stats().count_conflict();
-            let Some(holder) = bucket
-                .entry(&key)
-                .await
-                .map_err(|e| unavailable("registry name read", e))?
-            else {
+            let Some(holder) = super::live_entry(bucket, &key, "registry name read").await? else {
                 continue; // deleted in between: claim again
             };
-            if !matches!(holder.operation, kv::Operation::Put) {
-                continue;
-            }
             let holder_id = std::str::from_utf8(&holder.value)
                 .ok()
                 .and_then(ConversationId::parse);
@@ -216,16 +195,10 @@ impl Cluster {
     pub async fn release_name(&self, name: &str, id: ConversationId) -> Result<(), ClusterError> {
         let bucket = self.registry_bucket();
         let key = name_key(name);
-        let Some(holder) = bucket
-            .entry(&key)
-            .await
-            .map_err(|e| unavailable("registry name read", e))?
-        else {
+        let Some(holder) = super::live_entry(bucket, &key, "registry name read").await? else {
             return Ok(());
         };
-        if matches!(holder.operation, kv::Operation::Put)
-            && holder.value == id.to_string().as_bytes()
-        {
+        if holder.value == id.to_string().as_bytes() {
             if let Err(e) = bucket
                 .delete_expect_revision(&key, Some(holder.revision))
                 .await
@@ -259,7 +232,7 @@ impl Cluster {
             let _ = self
                 .release_name(&record.name, record.conversation_id)
                 .await;
-            return Err(unavailable("registry create", e));
+            return Err(ClusterError::new("registry create", e));
         }
         self.stats().count_write();
         Ok(NameClaim::Claimed)
@@ -320,7 +293,7 @@ impl Cluster {
         self.registry_bucket()
             .delete(conv_key(id))
             .await
-            .map_err(|e| unavailable("registry delete", e))?;
+            .map_err(|e| ClusterError::new("registry delete", e))?;
         self.stats().count_write();
         if let Some((record, _)) = current {
             self.release_name(&record.name, id).await?;
@@ -339,48 +312,33 @@ impl Cluster {
         let status = bucket
             .status()
             .await
-            .map_err(|e| unavailable("registry status", e))?;
+            .map_err(|e| ClusterError::new("registry status", e))?;
         let watch_from = status.info.state.last_sequence + 1;
-        let consumer = bucket
-            .stream
-            .create_consumer(jetstream::consumer::push::OrderedConfig {
-                deliver_subject: self.client().new_inbox(),
-                description: Some("roundtable registry snapshot".into()),
-                filter_subject: format!("{}conv.>", bucket.prefix),
-                deliver_policy: jetstream::consumer::DeliverPolicy::LastPerSubject,
-                replay_policy: jetstream::consumer::ReplayPolicy::Instant,
-                ..Default::default()
-            })
-            .await
-            .map_err(|e| unavailable("registry snapshot", e))?;
-        let mut pending = consumer.cached_info().num_pending;
-        let mut messages = consumer
-            .messages()
-            .await
-            .map_err(|e| unavailable("registry snapshot", e))?;
-        let mut records = Vec::with_capacity(pending as usize);
-        while pending > 0 {
-            let Some(message) = messages.next().await else {
-                break;
-            };
-            let message = message.map_err(|e| unavailable("registry snapshot", e))?;
-            pending = message.info().map(|i| i.pending).unwrap_or(0);
-            let deleted = message
-                .headers
-                .as_ref()
-                .and_then(|h| h.get("KV-Operation"))
-                .is_some_and(|op| op.as_str() == "DEL" || op.as_str() == "PURGE");
-            if deleted || message.payload.is_empty() {
-                continue;
-            }
-            match serde_json::from_slice::<RegistryRecord>(&message.payload) {
-                Ok(record) => records.push(record),
-                Err(e) => log::error!(
-                    "cluster: unreadable registry record on {}: {e}",
-                    message.subject
-                ),
-            }
-        }
+        let mut records = Vec::new();
+        self.replay(
+            &bucket.stream,
+            format!("{}conv.>", bucket.prefix),
+            jetstream::consumer::DeliverPolicy::LastPerSubject,
+            "registry snapshot",
+            |message| {
+                let deleted = message
+                    .headers
+                    .as_ref()
+                    .and_then(|h| h.get("KV-Operation"))
+                    .is_some_and(|op| op.as_str() == "DEL" || op.as_str() == "PURGE");
+                if deleted || message.payload.is_empty() {
+                    return;
+                }
+                match serde_json::from_slice::<RegistryRecord>(&message.payload) {
+                    Ok(record) => records.push(record),
+                    Err(e) => log::error!(
+                        "cluster: unreadable registry record on {}: {e}",
+                        message.subject
+                    ),
+                }
+            },
+        )
+        .await?;
         Ok(RegistrySnapshot {
             records,
             watch_from,
@@ -397,7 +355,7 @@ impl Cluster {
             .registry_bucket()
             .watch_all_from_revision(from)
             .await
-            .map_err(|e| unavailable("registry watch", e))?;
+            .map_err(|e| ClusterError::new("registry watch", e))?;
         let stats = self.clone();
         Ok(watch
             .take_while(|entry| std::future::ready(entry.is_ok()))

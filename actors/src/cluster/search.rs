@@ -47,19 +47,8 @@ struct SearchRequest {
 struct SearchAnswer {
     /// Who answers.
     node: String,
-    /// Its index's hits, best first.
-    hits: Vec<WireHit>,
-}
-
-/// A hit as it travels.
-#[derive(Serialize, Deserialize)]
-struct WireHit {
-    /// The conversation.
-    conversation: ConversationId,
-    /// In (0, 1), from the answering node's index.
-    score: f64,
-    /// Its best passages.
-    snippets: Vec<String>,
+    /// Its index's hits, best first (scores from its own index's statistics).
+    hits: Vec<ContentHit>,
 }
 
 /// Opens (or creates) the bucket of live nodes.
@@ -69,15 +58,10 @@ pub(super) async fn open_bucket(
 ) -> Result<kv::Store, ClusterError> {
     super::open_or_create_bucket(
         js,
-        kv::Config {
-            bucket: NODES_BUCKET.into(),
-            description: "Roundtable nodes alive".into(),
-            history: 1,
-            max_age: lease_time,
-            storage: jetstream::stream::StorageType::Memory,
-            num_replicas: 1,
-            ..Default::default()
-        },
+        NODES_BUCKET,
+        "Roundtable nodes alive",
+        lease_time,
+        jetstream::stream::StorageType::Memory,
     )
     .await
 }
@@ -159,14 +143,7 @@ impl Cluster {
                 };
                 let answer = SearchAnswer {
                     node: cluster.node().to_string(),
-                    hits: hits
-                        .into_iter()
-                        .map(|h| WireHit {
-                            conversation: h.conversation,
-                            score: h.score,
-                            snippets: h.snippets,
-                        })
-                        .collect(),
+                    hits,
                 };
                 let body = serde_json::to_vec(&answer).expect("an answer serializes");
                 let _ = cluster.client().publish(reply, body.into()).await;
@@ -213,11 +190,7 @@ impl Cluster {
             };
             if let Ok(answer) = serde_json::from_slice::<SearchAnswer>(&message.payload) {
                 heard += 1;
-                hits.extend(answer.hits.into_iter().map(|h| ContentHit {
-                    conversation: h.conversation,
-                    score: h.score,
-                    snippets: h.snippets,
-                }));
+                hits.extend(answer.hits);
             }
         }
         hits

@@ -90,8 +90,8 @@ pub enum SearchError {
     Unavailable(String),
 }
 
-/// One conversation that matched.
-#[derive(Debug, Clone)]
+/// One conversation that matched (serialized as it travels between cluster nodes).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct ContentHit {
     /// The conversation.
     pub conversation: ConversationId,
