@@ -115,9 +115,10 @@ pub enum RpcError {
     /// made anywhere (a node never changes only its own copy of shared state).
     #[error("Cluster unavailable: {0}")]
     ClusterUnavailable(String),
-    /// `serve --cluster`: the conversation's log lives on another node's disk and this node
-    /// does not forward between nodes yet (docs/cluster.md, slice 3); the client can connect
-    /// to that node.
+    /// `serve --cluster`: another node holds the conversation's ownership lease. The registry
+    /// answers this to the transport, which relays the join there (`src/transport/relay/`);
+    /// a client sees it only when a relayed join reaches a node that has just lost the
+    /// conversation in turn.
     #[error("Conversation {id} is served by cluster node {node}: connect to that node to join it")]
     OnOtherNode {
         /// The conversation.

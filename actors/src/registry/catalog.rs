@@ -218,16 +218,10 @@ impl Handler<SearchConversationContent> for ConversationRegistry {
         });
         let max = msg.max_matches;
         let asked = search.query(msg.query, msg.max_matches);
-        let asked = async move {
-            let remote = async move {
-                match others {
-                    Some(others) => others.await,
-                    None => Vec::new(),
-                }
-            };
-            futures_util::future::join(asked, remote).await
-        };
+        let asked =
+            futures_util::future::join(asked, futures_util::future::OptionFuture::from(others));
         Box::pin(asked.into_actor(self).map(move |(res, remote), act, _| {
+            let remote = remote.unwrap_or_default();
             let hits = match res {
                 Ok(Ok(hits)) => hits,
                 Ok(Err(e)) => return Err(RpcError::Message(e.to_string())),

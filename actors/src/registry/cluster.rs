@@ -1,4 +1,4 @@
-//! The registry in a cluster (`serve --cluster`, docs/cluster.md slice 2): the shared list of
+//! The registry in a cluster (`serve --cluster`, docs/cluster.md "Registry"): the shared list of
 //! conversations lives in the NATS KV bucket; this actor's entries are the node's copy.
 //!
 //! - Writes (create, rename, delete) go to the bucket first (`catalog.rs` calls the functions
@@ -20,6 +20,7 @@
 //!   ([`StreamWriteFailed`]: the conversation is rebuilt from the stream on its next join).
 
 use std::collections::{HashMap, HashSet};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -34,6 +35,7 @@ use crate::conversation::ShutdownReason;
 use crate::ids::ConversationId;
 use crate::protocol::{ConversationInfo, RpcError, RpcResult};
 use crate::storage::journal::JournalRecord;
+use crate::storage::log_writer::LogWriter;
 use tokio::sync::oneshot;
 
 use super::watchers::ChangeKind;
@@ -455,6 +457,32 @@ impl ConversationRegistry {
     }
 }
 
+/// Makes `dir` hold `id`'s files as the log stream has them, once this node has taken its
+/// lease: kept as they are when this process wrote them last and nobody wrote after it (an
+/// eviction and a reload here need no restore), else rebuilt from the stream. Answers the
+/// stream sequence the conversation's next write is fenced on.
+async fn bring_files_current(
+    cluster: &Cluster,
+    log_writer: &LogWriter,
+    id: ConversationId,
+    dir: &Path,
+) -> Result<u64, ClusterError> {
+    let current = log_writer.replicated_through(id);
+    if current.is_some() && dir.is_dir() {
+        let last = cluster.last_log_sequence(id).await?;
+        if Some(last) == current {
+            log::info!(
+                "conversation {id}: owned by this node; its files are current (stream \
+                 sequence {last})"
+            );
+            return Ok(last);
+        }
+    }
+    let (records, last) = cluster.restore_conversation(id, dir).await?;
+    log::info!("conversation {id}: owned by this node; {records} log records restored");
+    Ok(last)
+}
+
 /// The ownership leases this node holds, and the joins waiting for one to be taken.
 #[derive(Default)]
 pub(super) struct Ownership {
@@ -521,41 +549,16 @@ impl ConversationRegistry {
             let log_writer = self.config.runtime.log_writer.clone();
             let work = async move {
                 let lease = cluster.acquire_lease(id).await?;
-                let mut last_sequence = 0;
-                if let Lease::Owned(revision) = lease {
-                    // This process wrote the files and nobody wrote after it: they are current
-                    // (an eviction and a reload here need no restore).
-                    let current = log_writer.replicated_through(id);
-                    if current.is_some() && dir.is_dir() {
-                        match cluster.last_log_sequence(id).await {
-                            Ok(last) if Some(last) == current => {
-                                log::info!(
-                                    "conversation {id}: owned by this node; its files are \
-                                     current (stream sequence {last})"
-                                );
-                                return Ok((lease, last));
-                            }
-                            Ok(_) => {}
-                            Err(e) => {
-                                cluster.release_lease(id, revision).await;
-                                return Err(e);
-                            }
-                        }
-                    }
-                    match cluster.restore_conversation(id, &dir).await {
-                        Ok((n, last)) => {
-                            last_sequence = last;
-                            log::info!(
-                                "conversation {id}: owned by this node; {n} log records restored"
-                            );
-                        }
-                        Err(e) => {
-                            cluster.release_lease(id, revision).await;
-                            return Err(e);
-                        }
+                let Lease::Owned(revision) = lease else {
+                    return Ok((lease, 0));
+                };
+                match bring_files_current(&cluster, &log_writer, id, &dir).await {
+                    Ok(last_sequence) => Ok((lease, last_sequence)),
+                    Err(e) => {
+                        cluster.release_lease(id, revision).await;
+                        Err(e)
                     }
                 }
-                Ok((lease, last_sequence))
             };
             ctx.spawn(
                 work.into_actor(self)

@@ -168,7 +168,7 @@ impl Handler<JoinConversation> for ConversationRegistry {
         }
         if self.config.cluster.is_some() && !self.ownership.holds(id) {
             // Take the ownership lease first (or learn which node serves it: the transport
-            // then relays the join there, `src/transport/relay.rs`).
+            // then relays the join there, `src/transport/relay/`).
             return MessageResult(self.join_after_lease(id, msg, ctx));
         }
         let name = self.entries[&id].name.to_string();
