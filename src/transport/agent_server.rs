@@ -278,20 +278,13 @@ impl Connection {
     ) {
         let ch = AGENT_SERVER_CHANNEL;
         let id = conversation.id();
-        if let Some(remote) = id.and_then(|id| self.remote.remove(&id)) {
-            let gone = id.expect("a remote join has an id");
-            self.remote_agents
-                .retain(|_, agent| agent.conversation != gone);
+        if let Some(id) = id.filter(|id| self.remote.contains_key(id)) {
             // The serving node answers (the client's callId), then its virtual connection,
             // left with nothing, ends the relay.
-            self.in_flight.remove(&(ch.to_string(), call_id));
-            let id = id.expect("a remote join has an id");
-            remote.publisher.text(protocol::invoke_frame(
-                ch,
-                call_id,
-                "leaveConversation",
-                &json!([id]),
-            ));
+            self.relay_invoke(id, call_id, "leaveConversation", json!([id]));
+            let remote = self.remote.remove(&id).expect("checked");
+            self.remote_agents
+                .retain(|_, agent| agent.conversation != id);
             log::info!(
                 "socket {}: leaving conversation {id} on node {}",
                 self.socket_id,
@@ -317,7 +310,7 @@ impl Connection {
         });
     }
 
-    /// Keeps a join the registry made (a transparent rejoin, `relay.rs`); the caller marks
+    /// Keeps a join the registry made (a transparent rejoin, `relay/`); the caller marks
     /// its client ready.
     pub(super) fn adopt(&mut self, joined: Joined) {
         self.joined.insert(

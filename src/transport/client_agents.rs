@@ -125,7 +125,7 @@ impl Connection {
 
     /// `registerClientAgent` for a conversation another node serves: the registration goes to
     /// this socket's virtual connection there (which hosts the agent and answers with the
-    /// client's callId); `agent:<name>` frames are relayed from then on (`relay.rs`).
+    /// client's callId); `agent:<name>` frames are relayed from then on (`relay/`).
     pub(super) fn register_relayed_agent(
         &mut self,
         call_id: u64,
@@ -148,28 +148,15 @@ impl Connection {
             let error = RpcError::TooManyClientAgentsOnConnection(MAX_AGENTS_PER_CONNECTION);
             return self.reply(ch, call_id, m, Err(error));
         }
-        let Some(remote) = self.remote.get(&id) else {
+        let registration = json!([{
+            "name": request.name,
+            "manifest": request.manifest,
+            "agentInterface": request.agent_interface,
+            "conversationId": id,
+        }]);
+        if !self.relay_invoke(id, call_id, m, registration) {
             return;
-        };
-        self.in_flight.remove(&(ch.to_string(), call_id));
-        if call_id <= protocol::MAX_SAFE_INTEGER {
-            remote
-                .unanswered
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .insert((ch.to_string(), call_id), m.to_string());
         }
-        remote.publisher.text(protocol::invoke_frame(
-            ch,
-            call_id,
-            m,
-            &json!([{
-                "name": request.name,
-                "manifest": request.manifest,
-                "agentInterface": request.agent_interface,
-                "conversationId": id,
-            }]),
-        ));
         self.remote_agents.insert(
             request.name.clone(),
             super::relay::RelayedAgent {
@@ -295,15 +282,13 @@ impl Connection {
     ) {
         let (ch, m) = (AGENT_SERVER_CHANNEL, "unregisterClientAgent");
         if let Some(id) = self.remote_agents.get(&name).map(|a| a.conversation) {
-            if let Some(remote) = self.remote.get(&id) {
-                // The serving node's virtual connection answers (the client's callId).
-                self.in_flight.remove(&(ch.to_string(), call_id));
-                remote.publisher.text(protocol::invoke_frame(
-                    ch,
-                    call_id,
-                    m,
-                    &json!([{"name": name, "conversationId": id}]),
-                ));
+            // The serving node's virtual connection answers (the client's callId).
+            if self.relay_invoke(
+                id,
+                call_id,
+                m,
+                json!([{"name": name, "conversationId": id}]),
+            ) {
                 self.remote_agents.remove(&name);
                 return;
             }

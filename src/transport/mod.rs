@@ -28,7 +28,7 @@
 //! `frames.rs` the inbound stream handler, reassembly glue and close codes; `writer.rs` the
 //! writer task; `agent_server.rs` the typed `agent-server` requests and `discovery`;
 //! `client_agents.rs` the client agents this socket hosts and the server → client invokes;
-//! `relay.rs` (`serve --cluster`) a conversation another node serves: this socket's relay to a
+//! `relay/` (`serve --cluster`) a conversation another node serves: this socket's relay to a
 //! virtual connection there, and the virtual connections this node serves for other nodes.
 //!
 //! # Implementation notes
@@ -128,7 +128,7 @@ pub struct Connection {
     /// Conversations this socket has joined, by id.
     joined: HashMap<ConversationId, JoinedConversation>,
     /// Conversations this socket joined that another cluster node serves: their frames are
-    /// relayed (`relay.rs`). Bounded like `joined` (one per conversation).
+    /// relayed (`relay/`). Bounded like `joined` (one per conversation).
     remote: HashMap<ConversationId, relay::RemoteJoin>,
     /// This is a virtual connection serving a client of another node: it never relays
     /// further, and it ends when it has no conversation left.
@@ -171,7 +171,7 @@ const LARGE_ANSWER: usize = 1 << 20;
 
 impl Connection {
     /// A connection writing to `outbox`: a socket's, or (`relay`) the virtual connection that
-    /// serves a client of another cluster node (`relay.rs`).
+    /// serves a client of another cluster node (`relay/`).
     pub(super) fn new(state: Arc<AppState>, outbox: Outbox, echo: bool, relay: bool) -> Connection {
         let max = state.config.max_frame_bytes;
         let inbound = state.inbound.clone();

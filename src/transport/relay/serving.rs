@@ -1,0 +1,156 @@
+//! A's side of relays: answers `rt.node.<A>.relay.open` and runs one virtual connection per
+//! cross-node join, an ordinary `Connection` fed from NATS whose outbox is drained to NATS
+//! (batched, with heartbeats while quiet).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix::prelude::*;
+use actix_http::ws::{Message, ProtocolError};
+use bytes::Bytes;
+use futures_util::StreamExt;
+use roundtable_actors::cluster::Cluster;
+use roundtable_actors::outbox::{outbox, OutboxReceiver, Outgoing};
+use tokio::sync::oneshot;
+
+use super::wire::{
+    flush, in_subject, open_subject, out_subject, Chunks, OpenRelay, Publisher, BATCH_FRAMES, END,
+    PING, PONG, TEXT,
+};
+use crate::server::AppState;
+use crate::transport::Connection;
+
+/// A's side: answers `rt.node.<A>.relay.open` for the server's life, starting one virtual
+/// connection per request.
+pub async fn serve_relays(state: Arc<AppState>, cluster: Cluster) {
+    let client = cluster.client().clone();
+    let me = cluster.node().to_string();
+    let mut requests = match client.subscribe(open_subject(&me)).await {
+        Ok(s) => s,
+        Err(e) => {
+            log::error!("cluster node {me}: cannot serve relays: {e}");
+            return;
+        }
+    };
+    while let Some(request) = requests.next().await {
+        let Some(reply) = request.reply.clone() else {
+            continue;
+        };
+        let answer = match serde_json::from_slice::<OpenRelay>(&request.payload) {
+            Ok(open)
+                if uuid::Uuid::parse_str(&open.relay).is_ok()
+                    && roundtable_actors::cluster::ClusterSettings::validate_node_name(
+                        &open.from,
+                    )
+                    .is_ok() =>
+            {
+                match open_virtual(&state, &cluster, &open).await {
+                    Ok(()) => Bytes::from_static(b"ok"),
+                    Err(e) => Bytes::from(e),
+                }
+            }
+            _ => Bytes::from_static(b"malformed relay request"),
+        };
+        let _ = client.publish(reply, answer).await;
+    }
+}
+
+/// Starts the virtual connection of one relay.
+async fn open_virtual(
+    state: &Arc<AppState>,
+    cluster: &Cluster,
+    open: &OpenRelay,
+) -> Result<(), String> {
+    let client = cluster.client().clone();
+    let inbound = client
+        .subscribe(in_subject(cluster.node(), &open.relay))
+        .await
+        .map_err(|e| format!("subscribe: {e}"))?;
+    let (tx, rx) = outbox(state.config.outbox.clone());
+    let publisher = Publisher::start(cluster, out_subject(&open.from, &open.relay));
+    let (done_tx, done_rx) = oneshot::channel::<()>();
+    actix::spawn(drain(rx, publisher, cluster.lease_time() / 3, done_tx));
+    let mut chunks = Chunks::default();
+    let frames = inbound
+        .take_until(done_rx)
+        .filter_map(move |message| {
+            let frame = chunks
+                .take(&message.payload)
+                .and_then(|(kind, body)| match kind {
+                    TEXT => String::from_utf8(body)
+                        .ok()
+                        .map(|text| Ok(Message::Text(text.into()))),
+                    PONG => Some(Ok(Message::Pong(Bytes::new()))),
+                    END => Some(Ok(Message::Close(None))),
+                    _ => None,
+                });
+            std::future::ready(frame)
+        })
+        .map(|frame: Result<Message, ProtocolError>| frame);
+    let connection = Connection::new(state.clone(), tx, false, true);
+    log::info!(
+        "cluster: virtual connection for node {} (relay {})",
+        open.from,
+        open.relay
+    );
+    Connection::create(move |ctx| {
+        ctx.add_stream(frames);
+        connection
+    });
+    Ok(())
+}
+
+/// A's side: drains the virtual connection's outbox to NATS, in order.
+async fn drain(
+    mut rx: OutboxReceiver,
+    publisher: Publisher,
+    heartbeat: Duration,
+    done: oneshot::Sender<()>,
+) {
+    'relay: loop {
+        let first = match tokio::time::timeout(heartbeat, rx.next()).await {
+            Ok(Some(frame)) => frame,
+            Ok(None) => break,
+            Err(_) => {
+                // Quiet: tell the other node this one is alive.
+                if !publisher.send(PING, Bytes::new()) {
+                    break;
+                }
+                continue;
+            }
+        };
+        // Every text frame queued now goes in one message (a turn's fan-out comes in bursts).
+        let mut texts: Vec<String> = Vec::new();
+        let mut next = Some(first);
+        let mut stop = false;
+        while let Some(frame) = next.take() {
+            match frame {
+                Outgoing::Ping(_) => {
+                    if !flush(&publisher, &mut texts) || !publisher.send(PING, Bytes::new()) {
+                        break 'relay;
+                    }
+                }
+                Outgoing::Close(_) => {
+                    stop = true;
+                    break;
+                }
+                Outgoing::Pong(_) | Outgoing::Binary(_) => {}
+                text => texts.extend(text.to_text()),
+            }
+            if texts.len() >= BATCH_FRAMES {
+                break;
+            }
+            next = rx.try_next_with_budget().map(|(frame, _)| frame);
+        }
+        if !flush(&publisher, &mut texts) {
+            log::warn!("cluster relay: queue toward the other node full; ending the relay");
+            break;
+        }
+        if stop {
+            break;
+        }
+    }
+    rx.close();
+    publisher.end();
+    let _ = done.send(());
+}
