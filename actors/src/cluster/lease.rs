@@ -6,7 +6,7 @@
 //! (or lost NATS) vanishes by itself, and the next join anywhere takes the conversation over,
 //! rebuilding its files from the log stream.
 //!
-//! Who talks to it: the registry actor (`registry/cluster.rs`): acquire before a load,
+//! Who talks to it: the registry actor (`registry/ownership.rs`): acquire before a load,
 //! renew on its timer, release after an eviction, a delete or at shutdown.
 
 use std::time::Duration;

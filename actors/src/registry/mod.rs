@@ -17,6 +17,9 @@
 //! - `watchers.rs`: the live conversation list (`subscribeConversations`, a Roundtable
 //!   extension): changes pushed to subscribed sockets, count updates coalesced.
 //! - [`naming`]: the name rules (length, uniqueness key, `appendNumber`, find scoring).
+//! - `cluster.rs` (`serve --cluster`): this node's copy of the registry in the cluster's KV
+//!   bucket, and creates / renames written there first.
+//! - `ownership.rs` (`serve --cluster`): the leases that decide which node runs a conversation.
 //!
 //! # Implementation notes
 //! Each entry is in one of these states (`LoadState`, plus the `deleting` flag):
@@ -40,6 +43,7 @@ mod cluster;
 mod lifecycle;
 mod membership;
 pub mod naming;
+mod ownership;
 mod watchers;
 
 use std::collections::{BTreeMap, HashMap};
@@ -226,8 +230,8 @@ pub struct ConversationRegistry {
     /// in the background, so startup does not wait on one file read per conversation).
     recount_pending: bool,
     /// `serve --cluster`: the conversations this node holds the ownership lease of, and the
-    /// joins waiting for a lease to be taken (`cluster.rs`).
-    ownership: cluster::Ownership,
+    /// joins waiting for a lease to be taken (`ownership.rs`).
+    ownership: ownership::Ownership,
 }
 
 impl ConversationRegistry {
