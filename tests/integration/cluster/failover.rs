@@ -1,0 +1,327 @@
+//! Conversations moving between nodes: eviction and reload elsewhere, `kill -9` of the owner
+//! with 0 acknowledged turns lost, fencing of a deposed owner's writes, joins during a
+//! failover, and the reload shortcut of the node that wrote last.
+
+use super::*;
+
+/// Conversation files live in the cluster's log stream: a conversation used and evicted on
+/// node a is taken over by node b on its next join there, with the same history (b never had
+/// its files); the ownership gauge follows the lease.
+#[test]
+fn an_evicted_conversation_moves_to_another_node_with_its_history() {
+    let Some(nats) = nats_or_skip() else { return };
+    let flags = |node| {
+        vec![
+            "--cluster".to_string(),
+            nats.url(),
+            "--node-name".into(),
+            node,
+            "--idle-timeout".into(),
+            "0.2".into(),
+        ]
+    };
+    let start = |node: &str| {
+        let args = flags(node.to_string());
+        Server::start(&args.iter().map(String::as_str).collect::<Vec<_>>())
+    };
+    let a = start("a");
+    let b = start("b");
+    let (mut on_a, id) = a.joined("moving");
+    assert_eq!(answer(&on_a.run_turn(&id, "what is 6*7")), "42");
+    on_a.run_turn(&id, "remember the zebrafish");
+    let before = history(&mut on_a, &id);
+    assert_eq!(
+        a.metric("roundtable_cluster_owned_conversations{node=\"a\"}"),
+        1.0
+    );
+    on_a.agent("leaveConversation", json!([id])).unwrap();
+    eventually("a to evict it and give its lease back", || {
+        a.metric("roundtable_cluster_owned_conversations{node=\"a\"}") == 0.0
+    });
+    eventually("b to know the conversation", || {
+        b.connect().names().contains(&"moving".to_string())
+    });
+    let mut on_b = b.connect();
+    on_b.join(&id);
+    assert_eq!(
+        b.metric("roundtable_cluster_owned_conversations{node=\"b\"}"),
+        1.0
+    );
+    assert!(!b
+        .dir
+        .join("conversations")
+        .join(&id)
+        .join("missing")
+        .exists());
+    assert_eq!(
+        history(&mut on_b, &id),
+        before,
+        "the same history on the new owner"
+    );
+    // The conversation goes on from there, and a joins through b now.
+    assert_eq!(answer(&on_b.run_turn(&id, "what is 1+2")), "3");
+    on_a.join(&id);
+    let seen = history(&mut on_a, &id);
+    assert!(
+        seen.len() > before.len() && seen[..before.len()] == before[..],
+        "{seen:?}"
+    );
+    assert_eq!(
+        a.metric("roundtable_cluster_owned_conversations{node=\"a\"}"),
+        0.0
+    );
+    // b's content index took in what a wrote before the move.
+    eventually("b's search to find a's turn", || {
+        let found = on_b
+            .agent("searchConversationContent", json!(["zebrafish", null]))
+            .unwrap();
+        found.to_string().contains(&id)
+    });
+}
+
+/// `kill -9` of the node that owns a conversation: within a few lease times another node owns
+/// it, the client on a surviving node keeps its socket and its join (rejoined for it) and every
+/// turn acknowledged before the kill is in the history; a client of the dead node reconnects
+/// to another node and resumes with `afterSeq`. An invoke the surviving client sent into the
+/// dead relay is answered `Cluster unavailable`.
+#[test]
+fn kill_9_of_the_owner_loses_no_acknowledged_turn() {
+    let Some(nats) = nats_or_skip() else { return };
+    let url = nats.url();
+    let start =
+        |node: &str| Server::start(&["--cluster", &url, "--node-name", node, "--lease-time", "2"]);
+    let a = start("a");
+    let b = start("b");
+    let c = start("c");
+    let (mut on_a, id) = a.joined("critical");
+    eventually("b to know the conversation", || {
+        b.connect().names().contains(&"critical".to_string())
+    });
+    let mut on_b = b.connect();
+    on_b.join(&id);
+    // A client agent registered through the relay (hosted by b's socket, registered on a).
+    assert_eq!(
+        on_b.agent(
+            "registerClientAgent",
+            crate::client_agents::registration("androidDevice", Some(&id))
+        ),
+        Ok(Value::Null)
+    );
+    for i in 0..3 {
+        let client = if i == 1 { &mut on_a } else { &mut on_b };
+        let text = format!("what is {i}+10");
+        assert_eq!(answer(&client.run_turn(&id, &text)), (i + 10).to_string());
+    }
+    let acknowledged = history(&mut on_b, &id);
+    let last_seen_on_a = acknowledged.last().unwrap()["seq"].as_u64().unwrap();
+
+    let killed = std::time::Instant::now();
+    a.kill();
+    // An invoke relayed to the dead owner is answered when the relay gives up, not never.
+    let stranded = on_b.send_invoke(&dispatcher(&id), "getDisplayHistory", json!([]));
+    let error = on_b.wait_answer(&dispatcher(&id), stranded).unwrap_err();
+    assert!(
+        error.starts_with("Cluster unavailable: the node serving conversation"),
+        "{error}"
+    );
+    b.wait_log(&format!("rejoined conversation {id} on this node"));
+    eprintln!(
+        "failover: b owns the conversation {:?} after the kill",
+        killed.elapsed()
+    );
+    assert_eq!(
+        b.metric("roundtable_cluster_owned_conversations{node=\"b\"}"),
+        1.0
+    );
+    let after = history(&mut on_b, &id);
+    assert!(
+        after.len() >= acknowledged.len() && after[..acknowledged.len()] == acknowledged[..],
+        "every acknowledged entry survives: before {acknowledged:?}, after {after:?}"
+    );
+    // The surviving client goes on without joining again, its client agent registered again
+    // with the new owner on its behalf.
+    assert_eq!(answer(&on_b.run_turn(&id, "what is 2+2")), "4");
+    let status = on_b
+        .invoke(&dispatcher(&id), "getStatus", json!([]))
+        .unwrap();
+    assert_eq!(status["agents"][0]["name"], "androidDevice", "{status}");
+    // The dead node's client reconnects elsewhere and reads what it missed.
+    let mut back = c.connect();
+    back.join(&id);
+    let missed = back
+        .invoke(
+            &dispatcher(&id),
+            "getDisplayHistory",
+            json!([last_seen_on_a]),
+        )
+        .unwrap();
+    let missed = missed.as_array().unwrap();
+    assert_eq!(missed[0]["seq"], last_seen_on_a + 1);
+    assert!(
+        missed.iter().any(|e| e["command"] == "what is 2+2"),
+        "{missed:?}"
+    );
+}
+
+/// Fencing: once another writer has appended to a conversation's subject in the log stream
+/// (what a second owner would do after this node lost the lease without noticing), this
+/// node's next write is refused by JetStream and the submit is answered with a storage error
+/// instead of an acknowledgement: two owners never interleave silently. The node then gives
+/// the conversation up, and the next join rebuilds it from the stream.
+#[test]
+fn a_write_after_another_owner_wrote_is_refused() {
+    let Some(nats) = nats_or_skip() else {
+        return;
+    };
+    let a = Server::start(&["--cluster", &nats.url(), "--node-name", "a"]);
+    let (mut client, id) = a.joined("fenced");
+    assert_eq!(answer(&client.run_turn(&id, "what is 1+1")), "2");
+    // Another writer appends to the conversation's subject behind a's back.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let nats = async_nats::connect(nats.url()).await.unwrap();
+        let js = async_nats::jetstream::new(nats);
+        let mut headers = async_nats::HeaderMap::new();
+        headers.insert("Rt-File", "interloper.txt");
+        headers.insert("Rt-Op", "append");
+        js.publish_with_headers(format!("rt.log.{id}"), headers, "hello\n".into())
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+    });
+    let refused = client
+        .invoke(
+            &dispatcher(&id),
+            "submitCommand",
+            json!(["what is 2+2", null, null, "fenced-1", null]),
+        )
+        .unwrap();
+    assert_eq!(refused["ok"], false, "{refused}");
+    assert_eq!(refused["error"], "storage_error", "{refused}");
+    let message = refused["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("cluster log stream: ") && message.contains("wrong last sequence"),
+        "{refused}"
+    );
+    // a gives the conversation up at once (its files differ from the stream now): the
+    // client's channels close, the lease is free, and the next join rebuilds it from the
+    // stream, the other writer's record included, and goes on.
+    eventually("a to give the conversation up", || {
+        a.metric("roundtable_cluster_owned_conversations{node=\"a\"}") == 0.0
+    });
+    eventually("the client's channels to close", || {
+        client.agent("leaveConversation", json!([id])).err()
+            == Some(format!("Not joined to conversation: {id}"))
+    });
+    client.join(&id);
+    assert!(a
+        .dir
+        .join("conversations")
+        .join(&id)
+        .join("interloper.txt")
+        .exists());
+    assert_eq!(answer(&client.run_turn(&id, "what is 2+2")), "4");
+    let entries = history(&mut client, &id);
+    assert!(
+        entries.iter().any(|e| e["command"] == "what is 1+1"),
+        "{entries:?}"
+    );
+}
+
+/// A client that joins while the conversation's owner is dead and its lease has not lapsed
+/// yet is not refused: its join waits for a new owner (here its own node) and succeeds.
+#[test]
+fn a_join_during_failover_waits_for_the_new_owner() {
+    let Some(nats) = nats_or_skip() else {
+        return;
+    };
+    let url = nats.url();
+    let a = Server::start(&["--cluster", &url, "--node-name", "a", "--lease-time", "2"]);
+    let b = Server::start(&["--cluster", &url, "--node-name", "b", "--lease-time", "2"]);
+    let (mut on_a, id) = a.joined("orphaned");
+    assert_eq!(answer(&on_a.run_turn(&id, "what is 5+5")), "10");
+    eventually("b to know the conversation", || {
+        b.connect().names().contains(&"orphaned".to_string())
+    });
+    a.kill();
+    let mut late = b.connect();
+    let joined = late.join(&id);
+    assert_eq!(joined["conversationId"], id.as_str());
+    let entries = history(&mut late, &id);
+    assert!(
+        entries.iter().any(|e| e["command"] == "what is 5+5"),
+        "{entries:?}"
+    );
+    assert_eq!(answer(&late.run_turn(&id, "what is 6+6")), "12");
+}
+
+/// A conversation evicted and joined again on the node that wrote it last is not rebuilt from
+/// the stream (its files are current, checked against the stream's last sequence); after
+/// another node wrote to it, it is.
+#[test]
+fn a_reload_on_the_same_node_skips_the_restore_unless_another_node_wrote() {
+    let Some(nats) = nats_or_skip() else {
+        return;
+    };
+    let url = nats.url();
+    let flags = |node: &'static str| {
+        vec![
+            "--cluster".to_string(),
+            url.clone(),
+            "--node-name".into(),
+            node.into(),
+            "--idle-timeout".into(),
+            "0.2".into(),
+        ]
+    };
+    let start = |node: &'static str| {
+        let args = flags(node);
+        Server::start(&args.iter().map(String::as_str).collect::<Vec<_>>())
+    };
+    let a = start("a");
+    let b = start("b");
+    let (mut on_a, id) = a.joined("local");
+    assert_eq!(answer(&on_a.run_turn(&id, "what is 2+9")), "11");
+    let before = history(&mut on_a, &id);
+    let evicted = |node: &Server, name: &str| {
+        eventually("the conversation to be evicted", || {
+            node.metric(&format!(
+                "roundtable_cluster_owned_conversations{{node=\"{name}\"}}"
+            )) == 0.0
+        })
+    };
+    on_a.agent("leaveConversation", json!([id])).unwrap();
+    evicted(&a, "a");
+    on_a.join(&id);
+    a.wait_log(&format!(
+        "conversation {id}: owned by this node; its files are current"
+    ));
+    assert_eq!(history(&mut on_a, &id), before);
+    // b writes a turn; back on a, the files are rebuilt with it.
+    on_a.agent("leaveConversation", json!([id])).unwrap();
+    evicted(&a, "a");
+    let mut on_b = b.connect();
+    on_b.join(&id);
+    assert_eq!(answer(&on_b.run_turn(&id, "what is 3+9")), "12");
+    on_b.agent("leaveConversation", json!([id])).unwrap();
+    evicted(&b, "b");
+    on_a.join(&id);
+    let after = history(&mut on_a, &id);
+    assert!(
+        after.iter().any(|e| e["command"] == "what is 3+9"),
+        "{after:?}"
+    );
+    assert_eq!(
+        a.log()
+            .matches(&format!(
+                "conversation {id}: owned by this node; its files are current"
+            ))
+            .count(),
+        1,
+        "the second reload on a restored"
+    );
+}
