@@ -19,7 +19,7 @@ use tokio::task::JoinHandle;
 
 mod drive;
 
-pub use drive::{drive, DriveResult};
+pub use drive::{drive, unloaded_then_loaded, DriveResult};
 
 use crate::client::{completed_turn, Client, Incoming};
 use crate::report::{self, latency_histogram};

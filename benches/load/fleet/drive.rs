@@ -186,3 +186,50 @@ pub async fn drive(
         stalled,
     }
 }
+
+/// The two phases a fan-out figure comes from: `latency_turns` turns one at a time (each
+/// turn's latency unloaded), then, once the delivery histogram is reset and `between` ran (a
+/// measurement that must not include the first phase), `turns` more with `window` in flight
+/// (none when the first phase stalled). `label` names the run in the progress bars.
+#[allow(clippy::too_many_arguments)]
+pub async fn unloaded_then_loaded<B>(
+    stats: &Arc<Stats>,
+    done: &mut mpsc::UnboundedReceiver<usize>,
+    submitters: &[mpsc::UnboundedSender<Cmd>],
+    (latency_turns, turns, window): (usize, usize, usize),
+    audience: u32,
+    deadline: Instant,
+    label: &str,
+    between: impl FnOnce() -> B,
+) -> (DriveResult, B, DriveResult) {
+    let unloaded = drive(
+        stats,
+        done,
+        submitters,
+        0,
+        latency_turns,
+        1,
+        audience,
+        None,
+        deadline,
+        &format!("{label}: window 1"),
+    )
+    .await;
+    stats.reset_delivery();
+    let measured = between();
+    let loaded_turns = if unloaded.stalled.is_some() { 0 } else { turns };
+    let loaded = drive(
+        stats,
+        done,
+        submitters,
+        latency_turns,
+        loaded_turns,
+        window,
+        audience,
+        None,
+        deadline,
+        &format!("{label}: window {window}"),
+    )
+    .await;
+    (unloaded, measured, loaded)
+}

@@ -175,36 +175,15 @@ async fn fanout(
     let audience = members.len() as u32;
     let submitters = [members[0].cmds.clone()];
     let deadline = ctx.deadline();
-    let unloaded = fleet::drive(
+    let (unloaded, (), loaded) = fleet::unloaded_then_loaded(
         &stats,
         &mut done,
         &submitters,
-        0,
-        s.latency_turns,
-        1,
+        (s.latency_turns, s.turns, s.window),
         audience,
-        None,
         deadline,
-        &format!("cluster {label}: window 1"),
-    )
-    .await;
-    stats.reset_delivery();
-    let loaded_turns = if unloaded.stalled.is_some() {
-        0
-    } else {
-        s.turns
-    };
-    let loaded = fleet::drive(
-        &stats,
-        &mut done,
-        &submitters,
-        s.latency_turns,
-        loaded_turns,
-        s.window,
-        audience,
-        None,
-        deadline,
-        &format!("cluster {label}: window {}", s.window),
+        &format!("cluster {label}"),
+        || (),
     )
     .await;
     let delivery = stats.delivery.lock().expect("histogram lock").clone();

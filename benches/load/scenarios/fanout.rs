@@ -73,38 +73,15 @@ async fn measure(
     .await?;
     let submitters = [joined.members[0].cmds.clone()];
     let sampler = RssSampler::start(server.pid());
-    let unloaded = fleet::drive(
+    let (unloaded, cpu_before, loaded) = fleet::unloaded_then_loaded(
         &stats,
         &mut done,
         &submitters,
-        0,
-        s.latency_turns,
-        1,
+        (s.latency_turns, s.turns, s.window),
         clients as u32,
-        None,
         deadline,
-        &format!("fanout {}: window 1", kind.name()),
-    )
-    .await;
-    stats.reset_delivery();
-    let cpu_before = server.cpu_seconds();
-    // A stalled first phase skips the second (no turns).
-    let loaded_turns = if unloaded.stalled.is_some() {
-        0
-    } else {
-        s.turns
-    };
-    let loaded = fleet::drive(
-        &stats,
-        &mut done,
-        &submitters,
-        s.latency_turns,
-        loaded_turns,
-        s.window,
-        clients as u32,
-        None,
-        deadline,
-        &format!("fanout {}: window {}", kind.name(), s.window),
+        &format!("fanout {}", kind.name()),
+        || server.cpu_seconds(),
     )
     .await;
     let cpu = server
