@@ -333,14 +333,7 @@ impl Connection {
         }
         let parsed = Inbound::parse(text);
         if !self.remote.is_empty() {
-            let channel = match &parsed {
-                Ok(Inbound::Invoke { channel, .. })
-                | Ok(Inbound::InvalidInvoke { channel, .. })
-                | Ok(Inbound::Unparsable { channel, .. })
-                | Ok(Inbound::Call { channel, .. })
-                | Ok(Inbound::Response { channel, .. }) => Some(channel.as_str()),
-                Err(_) => None,
-            };
+            let channel = parsed.as_ref().ok().map(Inbound::channel);
             if let Some(remote) = channel.and_then(|c| self.remote_on(c)) {
                 if let Ok(Inbound::Invoke {
                     channel,

@@ -74,6 +74,17 @@ pub enum DropReason {
 }
 
 impl Inbound {
+    /// The channel the envelope named (every kind has one).
+    pub fn channel(&self) -> &str {
+        match self {
+            Inbound::Invoke { channel, .. }
+            | Inbound::Call { channel, .. }
+            | Inbound::InvalidInvoke { channel, .. }
+            | Inbound::Unparsable { channel, .. }
+            | Inbound::Response { channel, .. } => channel,
+        }
+    }
+
     /// Decodes one frame's text. `Err` means: drop it and log why.
     pub fn parse(text: &str) -> Result<Inbound, DropReason> {
         // Parsing builds a tree ~10x the text's size when it is all tiny values ("[[],[],…]"):
