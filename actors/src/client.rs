@@ -18,13 +18,13 @@
 //! [`ClientReady`] (held frames go out in order, then every frame straight to the outbox) →
 //! **Lost** on a full outbox (the socket is closed with 1008 "slow consumer") or a closed one.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, Weak};
 
 use actix::prelude::*;
 
 use crate::ids::{ConnectionId, ConversationId};
 use crate::metrics::Metrics;
-use crate::outbox::{Outbox, Outgoing, PushError};
+use crate::outbox::{Outbox, Outgoing, PushError, SharedBytes};
 
 /// Close code sent to a client whose queue overflowed (RFC 6455 1008, policy violation).
 pub const SLOW_CONSUMER_CLOSE_CODE: u16 = 1008;
@@ -46,6 +46,9 @@ pub struct OutboundCall {
     tail: Arc<str>,
     /// Where the args array starts in `tail`.
     args_start: usize,
+    /// The server budget's charge for `tail` while any recipient's frame holds it (so it
+    /// counts once, not once per recipient); a new one is made when the last is written.
+    fan_out: Mutex<Weak<SharedBytes>>,
 }
 
 impl OutboundCall {
@@ -58,6 +61,17 @@ impl OutboundCall {
             method,
             tail: tail.into(),
             args_start,
+            fan_out: Mutex::new(Weak::new()),
+        })
+    }
+
+    /// The shared bytes of this call's frames now queued anywhere (see `fan_out`).
+    fn shared_bytes(&self) -> Arc<SharedBytes> {
+        let mut fan_out = self.fan_out.lock().unwrap_or_else(|e| e.into_inner());
+        fan_out.upgrade().unwrap_or_else(|| {
+            let shared = SharedBytes::new(self.tail.len());
+            *fan_out = Arc::downgrade(&shared);
+            shared
         })
     }
 
@@ -123,8 +137,9 @@ pub struct ClientOutput {
     outbox: Outbox,
     /// False until the join result has been queued; frames wait in `held` meanwhile.
     ready: bool,
-    /// Frames produced before the client was ready (at most [`MAX_HELD_FRAMES`]).
-    held: Vec<Outgoing>,
+    /// Frames produced before the client was ready (at most [`MAX_HELD_FRAMES`]), each with
+    /// its call's shared bytes.
+    held: Vec<(Outgoing, Arc<SharedBytes>)>,
     /// Shared counters (`frames_out`).
     metrics: Arc<Metrics>,
 }
@@ -148,22 +163,23 @@ impl ClientOutput {
         let id = self.next_call_id;
         self.next_call_id += 1;
         let frame = call.spliced(&self.call_prefix, id);
+        let shared = call.shared_bytes();
         if !self.ready {
             if self.held.len() >= MAX_HELD_FRAMES {
                 return Sent::SlowConsumer;
             }
-            self.held.push(frame);
+            self.held.push((frame, shared));
             return Sent::Held;
         }
-        self.push(frame)
+        self.push(frame, &shared)
     }
 
     /// The join result is queued: the held frames go out in order, then every frame directly.
     /// Answers the first failure, if any.
     pub fn go_live(&mut self) -> Sent {
         self.ready = true;
-        for frame in std::mem::take(&mut self.held) {
-            match self.push(frame) {
+        for (frame, shared) in std::mem::take(&mut self.held) {
+            match self.push(frame, &shared) {
                 Sent::Queued => {}
                 failed => return failed,
             }
@@ -171,8 +187,8 @@ impl ClientOutput {
         Sent::Queued
     }
 
-    fn push(&mut self, frame: Outgoing) -> Sent {
-        match self.outbox.push_frame(frame) {
+    fn push(&mut self, frame: Outgoing, shared: &Arc<SharedBytes>) -> Sent {
+        match self.outbox.push_sharing(frame, Some(shared)) {
             Ok(()) => {
                 Metrics::inc(&self.metrics.frames_out);
                 Sent::Queued

@@ -9,8 +9,22 @@
 //! that carries it is done, so the budget covers what is being written too).
 //! A push that does not fit fails at once with [`PushError::Full`]; the caller then closes the
 //! client as a slow consumer. Nothing here ever waits.
+//!
+//! # The server-wide budget
+//! Every queue also draws from one [`ServerBudget`] (`--max-queued-bytes-total`), which counts
+//! bytes held in memory, not copies: the part of a fanned-out call that every recipient shares
+//! ([`SharedBytes`]) is charged once, by the first queue that takes it, and given back when the
+//! last frame holding it is written. When a push would take the total past the budget, the
+//! budget closes (1008, slow consumer) the sockets that hold the most unsent bytes — first
+//! those that are not reading (a queue whose writer took no frame for [`READING_WINDOW`]), then
+//! by size — until what they hold covers the excess; their bytes count as draining until their
+//! writers are gone. A socket that reads holds little, so it is never the one closed while a
+//! stuck one holds more; the push itself fails only when its own socket is among those closed.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, Notify, OwnedSemaphorePermit, Semaphore};
 
@@ -22,32 +36,214 @@ pub struct OutboxLimits {
     /// Bytes of frame text waiting to be written.
     pub max_bytes: usize,
     /// The server-wide byte budget every socket's queue also draws from (`None`: unbounded,
-    /// for tests of one queue). Past it, a push fails like a full queue.
+    /// for tests of one queue). Past it, the sockets that hold the most and do not read are
+    /// closed (see the module docs).
     pub server: Option<Arc<ServerBudget>>,
 }
 
-/// Bytes queued toward every socket together.
+/// A socket whose writer took a frame within this long is reading: the server budget closes
+/// the sockets that are not reading first.
+pub const READING_WINDOW: Duration = Duration::from_secs(1);
+
+/// Bytes queued toward every socket together (see the module docs).
 #[derive(Debug)]
 pub struct ServerBudget {
-    /// Free bytes.
-    free: Arc<Semaphore>,
-    /// The whole budget (a larger frame costs this much).
+    /// Bytes charged now (may pass `total` for a moment, while closed sockets drain).
+    used: AtomicUsize,
+    /// Bytes held by sockets this budget closed and whose writers are not gone yet: they are
+    /// as good as free.
+    draining: AtomicUsize,
+    /// The budget.
     total: usize,
+    /// Every live queue drawing from this budget, by queue id: where victims are found.
+    /// Bounded by the open sockets; a queue leaves when its receiver is dropped.
+    queues: Mutex<HashMap<u64, Weak<QueueState>>>,
+    /// The next queue id.
+    next_queue: AtomicU64,
+    /// The clock `last_taken` readings count from.
+    epoch: Instant,
 }
 
 impl ServerBudget {
     /// A budget of `total` bytes.
     pub fn new(total: usize) -> Arc<ServerBudget> {
-        let total = total.clamp(1, Semaphore::MAX_PERMITS);
         Arc::new(ServerBudget {
-            free: Arc::new(Semaphore::new(total)),
-            total,
+            used: AtomicUsize::new(0),
+            draining: AtomicUsize::new(0),
+            total: total.max(1),
+            queues: Mutex::new(HashMap::new()),
+            next_queue: AtomicU64::new(0),
+            epoch: Instant::now(),
         })
     }
 
-    /// Bytes free now.
+    /// Bytes free now (draining bytes count as free).
     pub fn available(&self) -> usize {
-        self.free.available_permits()
+        (self.total + self.draining.load(Ordering::Acquire))
+            .saturating_sub(self.used.load(Ordering::Acquire))
+    }
+
+    /// Milliseconds since this budget was made.
+    fn now_ms(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64
+    }
+
+    /// Charges `bytes` for a push by `pusher`: fits, or makes room by closing sockets that
+    /// hold the most and do not read, or fails (`Full`) when none is left to close.
+    fn charge(
+        self: &Arc<Self>,
+        bytes: usize,
+        pusher: &QueueState,
+    ) -> Result<ServerCharge, PushError> {
+        self.used.fetch_add(bytes, Ordering::AcqRel);
+        let charge = ServerCharge {
+            budget: self.clone(),
+            bytes,
+        };
+        if self.over_by() == 0 {
+            return Ok(charge);
+        }
+        self.shed(pusher);
+        if self.over_by() == 0 && !pusher.shed.load(Ordering::Acquire) {
+            Ok(charge)
+        } else {
+            Err(PushError::Full)
+        }
+    }
+
+    /// How far the charged bytes are past the budget, draining bytes counted as free.
+    fn over_by(&self) -> usize {
+        self.used
+            .load(Ordering::Acquire)
+            .saturating_sub(self.total + self.draining.load(Ordering::Acquire))
+    }
+
+    /// Closes the sockets holding the most unsent bytes, those not reading first, until their
+    /// bytes cover the excess. O(sockets log sockets), with the queue map locked only while it
+    /// is read: only when the budget is exhausted.
+    fn shed(&self, pusher: &QueueState) {
+        let now = self.now_ms();
+        let window = READING_WINDOW.as_millis() as u64;
+        // (reading, unsent bytes, queue): stalled ones first, the biggest first.
+        let mut holders: Vec<(bool, usize, Arc<QueueState>)> = {
+            let queues = self.queues.lock().unwrap_or_else(|e| e.into_inner());
+            queues
+                .values()
+                .filter_map(Weak::upgrade)
+                .filter(|q| !q.shed.load(Ordering::Acquire))
+                .filter_map(|q| {
+                    let unsent = q.unsent();
+                    let idle_for = now.saturating_sub(q.last_taken.load(Ordering::Acquire));
+                    (unsent > 0).then_some((idle_for < window, unsent, q))
+                })
+                .collect()
+        };
+        holders.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
+        for (_, unsent, queue) in holders {
+            if self.over_by() == 0 {
+                break;
+            }
+            if queue.shed.swap(true, Ordering::AcqRel) {
+                continue;
+            }
+            queue.draining.store(unsent, Ordering::Release);
+            self.draining.fetch_add(unsent, Ordering::AcqRel);
+            log::warn!(
+                "outbound budget ({} bytes) exhausted: closing a socket that holds {unsent} unsent bytes and has not read for {} ms{}",
+                self.total,
+                now.saturating_sub(queue.last_taken.load(Ordering::Acquire)),
+                if std::ptr::eq(Arc::as_ptr(&queue), pusher) { " (the one pushing)" } else { "" }
+            );
+            queue.close.request(Outgoing::Close(Some((
+                crate::client::SLOW_CONSUMER_CLOSE_CODE,
+                crate::client::SLOW_CONSUMER_REASON.into(),
+            ))));
+        }
+    }
+
+    /// Adds a queue; its id.
+    fn register(&self, queue: &Arc<QueueState>) -> u64 {
+        let id = self.next_queue.fetch_add(1, Ordering::Relaxed);
+        self.queues
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id, Arc::downgrade(queue));
+        id
+    }
+
+    /// Removes a queue whose receiver is gone; its draining bytes are no longer owed.
+    fn unregister(&self, id: u64, queue: &QueueState) {
+        self.queues
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&id);
+        let draining = queue.draining.swap(0, Ordering::AcqRel);
+        if draining > 0 {
+            self.draining.fetch_sub(draining, Ordering::AcqRel);
+        }
+    }
+}
+
+/// Bytes charged to the [`ServerBudget`]; given back on drop.
+#[derive(Debug)]
+struct ServerCharge {
+    /// The budget charged.
+    budget: Arc<ServerBudget>,
+    /// How much.
+    bytes: usize,
+}
+
+impl Drop for ServerCharge {
+    fn drop(&mut self) {
+        self.budget.used.fetch_sub(self.bytes, Ordering::AcqRel);
+    }
+}
+
+/// The bytes every recipient of one fanned-out call shares (its serialized tail): charged to
+/// the server budget once, by the first queue that takes one of its frames, and given back when
+/// the last [`Budget`] holding it is dropped (its frame written). Made by
+/// [`OutboundCall`](crate::client::OutboundCall) for each fan-out.
+#[derive(Debug)]
+pub struct SharedBytes {
+    /// How many bytes are shared.
+    len: usize,
+    /// The charge, once taken.
+    charge: Mutex<Option<ServerCharge>>,
+}
+
+impl SharedBytes {
+    /// `len` shared bytes, not charged yet.
+    pub fn new(len: usize) -> Arc<SharedBytes> {
+        Arc::new(SharedBytes {
+            len,
+            charge: Mutex::new(None),
+        })
+    }
+}
+
+/// One queue's state shared by its senders, its receiver and the server budget.
+#[derive(Debug)]
+struct QueueState {
+    /// Free bytes of this queue's own budget.
+    bytes: Arc<Semaphore>,
+    /// Its size.
+    max_bytes: usize,
+    /// Close requests bypass the bounded queue so a full queue can still be closed.
+    close: CloseSlot,
+    /// When the writer last took a frame (ms on the server budget's clock): a queue with
+    /// unsent bytes and no take for [`READING_WINDOW`] is not reading.
+    last_taken: AtomicU64,
+    /// Set when the server budget closed this socket (its pushes fail from then on).
+    shed: AtomicBool,
+    /// The unsent bytes credited to the server budget's `draining` when it was closed.
+    draining: AtomicUsize,
+}
+
+impl QueueState {
+    /// Bytes queued or being written.
+    fn unsent(&self) -> usize {
+        self.max_bytes
+            .saturating_sub(self.bytes.available_permits())
     }
 }
 
@@ -59,8 +255,12 @@ pub const DEFAULT_SERVER_QUEUED_BYTES: usize = 512 << 20;
 /// A frame's share of the byte budgets: the socket's and the server's, released on drop.
 #[derive(Debug)]
 pub struct Budget {
+    /// The socket's own bytes.
     _socket: OwnedSemaphorePermit,
-    _server: Option<OwnedSemaphorePermit>,
+    /// The server budget's charge for the bytes this frame alone holds.
+    _server: Option<ServerCharge>,
+    /// The fan-out whose shared bytes this frame holds (charged once for all of them).
+    _shared: Option<Arc<SharedBytes>>,
 }
 
 impl Default for OutboxLimits {
@@ -150,12 +350,11 @@ pub enum PushError {
 #[derive(Debug, Clone)]
 pub struct Outbox {
     tx: mpsc::Sender<(Outgoing, Option<Budget>)>,
-    bytes: Arc<Semaphore>,
+    /// The queue's byte budget, close slot and progress, shared with the receiver and the
+    /// server budget.
+    state: Arc<QueueState>,
     /// The server-wide budget, when there is one.
     server: Option<Arc<ServerBudget>>,
-    max_bytes: usize,
-    /// Close requests bypass the bounded queue so a full queue can still be closed.
-    close: Arc<CloseSlot>,
 }
 
 /// One pending priority close (the first reason wins) and the writer's wake-up. A slot, not a
@@ -196,23 +395,44 @@ impl CloseSlot {
 #[derive(Debug)]
 pub struct OutboxReceiver {
     rx: mpsc::Receiver<(Outgoing, Option<Budget>)>,
-    close: Arc<CloseSlot>,
+    /// Shared with the senders.
+    state: Arc<QueueState>,
+    /// The server budget and this queue's id in it, when there is one.
+    server: Option<(Arc<ServerBudget>, u64)>,
+}
+
+impl Drop for OutboxReceiver {
+    fn drop(&mut self) {
+        if let Some((server, id)) = &self.server {
+            server.unregister(*id, &self.state);
+        }
+    }
 }
 
 /// Creates a queue with the given limits.
 pub fn outbox(limits: OutboxLimits) -> (Outbox, OutboxReceiver) {
     let (tx, rx) = mpsc::channel(limits.max_frames.max(1));
-    let close = Arc::new(CloseSlot::default());
     let max_bytes = limits.max_bytes.clamp(1, Semaphore::MAX_PERMITS);
+    let state = Arc::new(QueueState {
+        bytes: Arc::new(Semaphore::new(max_bytes)),
+        max_bytes,
+        close: CloseSlot::default(),
+        last_taken: AtomicU64::new(0),
+        shed: AtomicBool::new(false),
+        draining: AtomicUsize::new(0),
+    });
+    let server = limits.server.map(|budget| {
+        state.last_taken.store(budget.now_ms(), Ordering::Release);
+        let id = budget.register(&state);
+        (budget, id)
+    });
     (
         Outbox {
             tx,
-            bytes: Arc::new(Semaphore::new(max_bytes)),
-            server: limits.server.clone(),
-            max_bytes,
-            close: close.clone(),
+            state: state.clone(),
+            server: server.as_ref().map(|(b, _)| b.clone()),
         },
-        OutboxReceiver { rx, close },
+        OutboxReceiver { rx, state, server },
     )
 }
 
@@ -224,33 +444,59 @@ impl Outbox {
 
     /// Queues a frame of any kind, or fails at once if it does not fit.
     pub fn push_frame(&self, frame: Outgoing) -> Result<(), PushError> {
+        self.push_sharing(frame, None)
+    }
+
+    /// Queues a frame part of which (`shared`'s bytes) other queues hold too: those bytes
+    /// count once against the server budget, whichever queue takes them first.
+    pub fn push_sharing(
+        &self,
+        frame: Outgoing,
+        shared: Option<&Arc<SharedBytes>>,
+    ) -> Result<(), PushError> {
         if self.tx.is_closed() {
             return Err(PushError::Closed);
+        }
+        if self.state.shed.load(Ordering::Acquire) {
+            return Err(PushError::Full);
         }
         let len = match &frame {
             Outgoing::Text(_) | Outgoing::Spliced { .. } => frame.text_len(),
             Outgoing::Binary(b) | Outgoing::Ping(b) | Outgoing::Pong(b) => b.len(),
             Outgoing::Close(_) => 0,
         };
-        // A frame larger than the whole budget may still go when the queue is otherwise empty.
-        let cost = len.clamp(1, self.max_bytes) as u32;
-        let acquire = |budget: &Arc<Semaphore>, cost: usize| match budget
-            .clone()
-            .try_acquire_many_owned(cost as u32)
-        {
-            Ok(p) => Ok(p),
-            Err(tokio::sync::TryAcquireError::NoPermits) => Err(PushError::Full),
-            Err(tokio::sync::TryAcquireError::Closed) => Err(PushError::Closed),
+        // The socket's own bound first: a push it refuses must not close other sockets.
+        if len.clamp(1, self.state.max_bytes) > self.state.bytes.available_permits() {
+            return Err(PushError::Full);
+        }
+        let (server, shared) = match &self.server {
+            None => (None, None),
+            Some(budget) => {
+                let shared_len = shared.map_or(0, |s| s.len.min(len));
+                if let Some(shared) = shared {
+                    let mut charge = shared.charge.lock().unwrap_or_else(|e| e.into_inner());
+                    if charge.is_none() {
+                        *charge = Some(budget.charge(shared_len, &self.state)?);
+                    }
+                }
+                let own = len - shared_len;
+                let server = (own > 0)
+                    .then(|| budget.charge(own, &self.state))
+                    .transpose()?;
+                (server, shared.cloned())
+            }
         };
-        let socket = acquire(&self.bytes, cost as usize)?;
-        let server = self
-            .server
-            .as_ref()
-            .map(|s| acquire(&s.free, len.clamp(1, s.total)))
-            .transpose()?;
+        // A frame larger than the whole budget may still go when the queue is otherwise empty.
+        let cost = len.clamp(1, self.state.max_bytes) as u32;
+        let socket = match self.state.bytes.clone().try_acquire_many_owned(cost) {
+            Ok(p) => p,
+            Err(tokio::sync::TryAcquireError::NoPermits) => return Err(PushError::Full),
+            Err(tokio::sync::TryAcquireError::Closed) => return Err(PushError::Closed),
+        };
         let budget = Budget {
             _socket: socket,
             _server: server,
+            _shared: shared,
         };
         self.tx
             .try_send((frame, Some(budget)))
@@ -275,14 +521,20 @@ impl Outbox {
         if let Err(mpsc::error::TrySendError::Full((frame, _))) =
             self.tx.try_send((Outgoing::Close(reason), None))
         {
-            self.close.request(frame);
+            self.state.close.request(frame);
         }
     }
 
     /// Closes the socket ahead of everything queued (slow consumer: the queue is the problem).
     pub fn abort(&self, code: u16, reason: impl Into<String>) {
-        self.close
+        self.state
+            .close
             .request(Outgoing::Close(Some((code, reason.into()))));
+    }
+
+    /// True once the server budget closed this socket to make room (see the module docs).
+    pub fn was_shed(&self) -> bool {
+        self.state.shed.load(Ordering::Acquire)
     }
 
     /// True once the writer has gone away.
@@ -301,32 +553,48 @@ impl OutboxReceiver {
     /// Like [`next`](Self::next), with the frame's share of the byte budget: the budget stays
     /// spent until the caller drops it (once the bytes are handed on for writing).
     pub async fn next_with_budget(&mut self) -> Option<(Outgoing, Option<Budget>)> {
-        tokio::select! {
+        let next = tokio::select! {
             biased;
-            close = self.close.wait() => Some((close, None)),
+            close = self.state.close.wait() => Some((close, None)),
             item = self.rx.recv() => item,
-        }
+        };
+        self.taken();
+        next
     }
 
     /// The next thing to write if it is there now (a pending close first), without waiting:
     /// the writer puts every frame already queued into one write.
     pub fn try_next_with_budget(&mut self) -> Option<(Outgoing, Option<Budget>)> {
         let close = self
+            .state
             .close
             .pending
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .take();
-        match close {
+        let next = match close {
             Some(close) => Some((close, None)),
             None => self.rx.try_recv().ok(),
+        };
+        if next.is_some() {
+            self.taken();
+        }
+        next
+    }
+
+    /// Notes that the writer is taking frames (it is reading, for the server budget).
+    fn taken(&self) {
+        if let Some((budget, _)) = &self.server {
+            self.state
+                .last_taken
+                .store(budget.now_ms(), Ordering::Release);
         }
     }
 
     /// Resolves when a priority close ([`Outbox::abort`]) is requested; lets the writer stop
     /// waiting on a peer that does not read.
     pub async fn abort_requested(&mut self) -> Option<Outgoing> {
-        Some(self.close.wait().await)
+        Some(self.state.close.wait().await)
     }
 
     /// Stops accepting frames; pushes fail with [`PushError::Closed`] from now on.
@@ -358,30 +626,124 @@ mod tests {
         assert_eq!(tx.push("ijk".into()), Err(PushError::Full));
     }
 
-    /// Queues draw from the server-wide budget too; a frame's share comes back when the
-    /// writer drops it.
-    #[test]
-    fn the_server_budget_bounds_all_queues() {
-        let server = ServerBudget::new(10);
-        let limits = OutboxLimits {
+    /// A budget whose clock started `ago`: queues that have not taken a frame since it was
+    /// made count as not reading (tests cannot wait for [`READING_WINDOW`]).
+    fn budget_started(total: usize, ago: Duration) -> Arc<ServerBudget> {
+        let budget = ServerBudget::new(total);
+        Arc::new(ServerBudget {
+            epoch: Instant::now() - ago,
+            ..Arc::try_unwrap(budget).unwrap()
+        })
+    }
+
+    fn limits(server: &Arc<ServerBudget>) -> OutboxLimits {
+        OutboxLimits {
             max_frames: 10,
             max_bytes: 100,
             server: Some(server.clone()),
-        };
-        let (a, mut ra) = outbox(limits.clone());
-        let (b, _rb) = outbox(limits);
+        }
+    }
+
+    /// Queues draw from the server-wide budget too; a frame's share comes back when the
+    /// writer drops it. A push that does not fit closes the biggest holder — the pusher when
+    /// that is itself.
+    #[test]
+    fn the_server_budget_bounds_all_queues() {
+        let server = ServerBudget::new(10);
+        let (a, mut ra) = outbox(limits(&server));
+        let (b, _rb) = outbox(limits(&server));
         a.push("abcdef".into()).unwrap();
-        assert_eq!(b.push("ghijk".into()), Err(PushError::Full));
         b.push("ghij".into()).unwrap();
         assert_eq!(server.available(), 0);
+        let (c, _rc) = outbox(limits(&server));
+        c.push("k".into()).unwrap();
+        assert!(a.was_shed(), "the biggest holder made room");
+        // 12 more: closing b (4) is not enough, so c (1) goes too, and its push fails.
+        assert_eq!(c.push("lmnopqrstuvw".into()), Err(PushError::Full));
+        assert!(b.was_shed() && c.was_shed());
+        assert_eq!(server.available(), 10);
         let rt = tokio::runtime::Builder::new_current_thread()
             .build()
             .unwrap();
+        // A's close comes first; its frame's share is held until the writer drops it.
+        let (close, _) = rt.block_on(ra.next_with_budget()).unwrap();
+        assert!(matches!(close, Outgoing::Close(Some((1008, _)))));
         let (frame, budget) = rt.block_on(ra.next_with_budget()).unwrap();
         assert!(matches!(frame, Outgoing::Text(t) if t == "abcdef"));
-        assert_eq!(server.available(), 0, "held until the frame is written");
         drop(budget);
-        assert_eq!(server.available(), 6);
+        drop(ra);
+        assert_eq!(server.available(), 10);
+    }
+
+    /// The bytes of a fanned-out call that every recipient shares are charged once, and
+    /// given back when the last recipient's frame is written.
+    #[test]
+    fn shared_bytes_count_once() {
+        let server = ServerBudget::new(1000);
+        let tail: Arc<str> = Arc::from("x".repeat(90));
+        let shared = SharedBytes::new(tail.len());
+        let frame = |n| Outgoing::Spliced {
+            prefix: Arc::from("p:"),
+            number: n,
+            tail: tail.clone(),
+        };
+        let queues: Vec<_> = (0..5).map(|_| outbox(limits(&server))).collect();
+        for (i, (tx, _)) in queues.iter().enumerate() {
+            tx.push_sharing(frame(i as u64), Some(&shared)).unwrap();
+        }
+        // 90 shared bytes once, plus each frame's own prefix and callId (3 bytes).
+        assert_eq!(server.available(), 1000 - 90 - 5 * 3);
+        drop(shared);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let mut budgets = Vec::new();
+        for (_, mut rx) in queues {
+            budgets.push(rt.block_on(rx.next_with_budget()).unwrap().1);
+            assert!(server.available() < 1000, "still held by the other frames");
+            budgets.pop();
+        }
+        assert_eq!(server.available(), 1000);
+    }
+
+    /// When the budget is exhausted, the socket holding the most unsent bytes among those not
+    /// reading is closed and the push goes through; a socket that reads is never chosen.
+    #[test]
+    fn an_exhausted_budget_closes_the_biggest_stalled_holder() {
+        let server = budget_started(100, Duration::from_secs(10));
+        let (small, mut small_rx) = outbox(limits(&server));
+        let (big, mut big_rx) = outbox(limits(&server));
+        let (reader, mut reader_rx) = outbox(limits(&server));
+        small.push("s".repeat(20)).unwrap();
+        big.push("b".repeat(60)).unwrap();
+        // Neither has taken a frame for ten seconds.
+        for rx in [&small_rx, &big_rx, &reader_rx] {
+            rx.state.last_taken.store(0, Ordering::Release);
+        }
+        // The reader took a frame just now: it is reading, although it holds the most.
+        reader.push("r".repeat(15)).unwrap();
+        reader.push("r".repeat(5)).unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let held = rt.block_on(reader_rx.next_with_budget()).unwrap();
+        drop(held);
+        // 20 + 60 + 5 = 85 held; 30 more do not fit: the big stalled holder goes.
+        reader.push("n".repeat(30)).unwrap();
+        assert!(big.was_shed());
+        assert!(!small.was_shed() && !reader.was_shed());
+        assert!(matches!(
+            small_rx.try_next_with_budget(),
+            Some((Outgoing::Text(_), _))
+        ));
+        assert!(matches!(
+            big_rx.try_next_with_budget(),
+            Some((Outgoing::Close(Some((1008, _))), None))
+        ));
+        assert_eq!(big.push("x".into()), Err(PushError::Full));
+        // Its bytes count as draining until its writer is gone; then they are simply free.
+        drop(big_rx);
+        assert_eq!(server.available(), 100 - 5 - 30);
     }
 
     #[test]
