@@ -9,6 +9,10 @@
 //! prefix journald reads (sd-daemon(3)): `<3>` error, `<4>` warn, `<6>` info, `<7>` debug and
 //! trace.
 //!
+//! Security events (the [`SECURITY`] target) are written at `info` and above whatever the
+//! filter: a second logger with a fixed filter takes the records the swappable one drops, and
+//! `log`'s global max level never goes below `info`.
+//!
 //! Who talks to it: `main.rs` installs it ([`init`]) before anything logs; [`crate::serve`]
 //! hands [`control`] to the conversations as a [`LogFilterControl`].
 
@@ -18,6 +22,13 @@ use env_logger::{Builder, Logger};
 use log::{Log, Metadata, Record};
 use roundtable_actors::conversation::LogFilterControl;
 
+/// The target of security events (see the module docs); `log::warn!(target: SECURITY, …)`.
+pub use roundtable_actors::SECURITY_LOG_TARGET as SECURITY;
+
+/// The longest filter `@system trace` takes: a few dozen directives. Checked before anything
+/// parses it (the conversation checks the same bound on the command text).
+pub use roundtable_actors::conversation::MAX_TRACE_FILTER_BYTES;
+
 /// The logger [`init`] installed, if it did.
 static INSTALLED: OnceLock<&'static ReloadableLogger> = OnceLock::new();
 
@@ -25,6 +36,21 @@ static INSTALLED: OnceLock<&'static ReloadableLogger> = OnceLock::new();
 pub struct ReloadableLogger {
     /// The logger in use and the filter text it was built from (what `@system trace` shows).
     current: RwLock<(Logger, String)>,
+    /// Writes the security events `current`'s filter drops (fixed filter: [`SECURITY`] at
+    /// `info`).
+    security: Logger,
+}
+
+/// True for a security event at `info` or above: logged whatever the filter.
+fn is_security_event(metadata: &Metadata<'_>) -> bool {
+    metadata.target() == SECURITY && metadata.level() <= log::Level::Info
+}
+
+/// `log`'s global max level for a logger filtering at `filter`: never below `info`, so
+/// security events reach [`ReloadableLogger::log`] (records of other targets below the filter
+/// are dropped there, by one filter match each).
+fn max_level(filter: log::LevelFilter) -> log::LevelFilter {
+    filter.max(log::LevelFilter::Info)
 }
 
 /// An env_logger built as `env_logger::init` builds one, with `spec` as its filter.
@@ -86,6 +112,7 @@ impl ReloadableLogger {
     pub fn new(spec: &str) -> ReloadableLogger {
         ReloadableLogger {
             current: RwLock::new((build(spec), spec.to_string())),
+            security: build(&format!("{SECURITY}=info")),
         }
     }
 
@@ -98,11 +125,16 @@ impl ReloadableLogger {
 
 impl Log for ReloadableLogger {
     fn enabled(&self, metadata: &Metadata<'_>) -> bool {
-        self.read().0.enabled(metadata)
+        is_security_event(metadata) || self.read().0.enabled(metadata)
     }
 
     fn log(&self, record: &Record<'_>) {
-        self.read().0.log(record);
+        let current = self.read();
+        if current.0.enabled(record.metadata()) {
+            current.0.log(record);
+        } else if is_security_event(record.metadata()) {
+            self.security.log(record);
+        }
     }
 
     fn flush(&self) {
@@ -116,9 +148,16 @@ impl LogFilterControl for ReloadableLogger {
     }
 
     /// Checks `spec` strictly first (env_logger itself would only warn on stderr and drop the
-    /// bad part), then swaps the logger and the global max level.
+    /// bad part), then swaps the logger and the global max level. `spec` is at most
+    /// [`MAX_TRACE_FILTER_BYTES`]: the parsers behind it are not linear in the directive count.
     fn set(&self, spec: &str) -> Result<String, String> {
         let spec = spec.trim();
+        if spec.len() > MAX_TRACE_FILTER_BYTES {
+            return Err(format!(
+                "the filter is {} bytes; at most {MAX_TRACE_FILTER_BYTES}",
+                spec.len()
+            ));
+        }
         if spec.is_empty() {
             return Err(
                 "give a filter in RUST_LOG syntax, e.g. info or roundtable_actors=debug,info"
@@ -134,7 +173,7 @@ impl LogFilterControl for ReloadableLogger {
         let logger = build(spec);
         let max = logger.filter();
         *self.current.write().unwrap_or_else(PoisonError::into_inner) = (logger, spec.to_string());
-        log::set_max_level(max);
+        log::set_max_level(max_level(max));
         Ok(spec.to_string())
     }
 }
@@ -159,7 +198,7 @@ pub fn init(default_filter: &str) {
     let spec = std::env::var("RUST_LOG").unwrap_or_else(|_| default_filter.to_string());
     let logger: &'static ReloadableLogger = Box::leak(Box::new(ReloadableLogger::new(&spec)));
     if log::set_logger(logger).is_ok() {
-        log::set_max_level(logger.read().0.filter());
+        log::set_max_level(max_level(logger.read().0.filter()));
         let _ = INSTALLED.set(logger);
     }
 }
@@ -208,6 +247,29 @@ mod tests {
         );
         assert!(logger.set("  ").is_err());
         assert_eq!(logger.current(), "roundtable_actors=debug,warn");
+    }
+
+    /// Security events pass whatever the filter; other records still follow it.
+    #[test]
+    fn security_events_pass_any_filter() {
+        let logger = ReloadableLogger::new("info");
+        logger.set("off").unwrap();
+        assert!(enabled(&logger, SECURITY, log::Level::Warn));
+        assert!(enabled(&logger, SECURITY, log::Level::Info));
+        assert!(!enabled(&logger, SECURITY, log::Level::Debug));
+        assert!(!enabled(&logger, "roundtable::server", log::Level::Error));
+        assert_eq!(max_level(log::LevelFilter::Off), log::LevelFilter::Info);
+        assert_eq!(max_level(log::LevelFilter::Trace), log::LevelFilter::Trace);
+    }
+
+    /// A filter past the bound is refused before any parser sees it.
+    #[test]
+    fn long_filters_are_refused() {
+        let logger = ReloadableLogger::new("info");
+        let long = "a=debug,".repeat(MAX_TRACE_FILTER_BYTES);
+        let e = logger.set(&long).unwrap_err();
+        assert!(e.contains("at most 1024"), "{e}");
+        assert_eq!(logger.current(), "info");
     }
 
     /// journald's priorities for each level.

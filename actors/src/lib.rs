@@ -48,3 +48,8 @@ pub mod protocol;
 pub mod registry;
 pub mod search;
 pub mod storage;
+
+/// The log target of security events: refused upgrades, refused origins, wrong tokens,
+/// refused backups, log filter changes. The server's logger writes records of this target at
+/// `info` and above whatever the run-time filter (`@system trace off` cannot hide an attack).
+pub const SECURITY_LOG_TARGET: &str = "roundtable::security";

@@ -72,7 +72,11 @@ fn backup_url(url: &str) -> CliResult<String> {
 async fn fetch(url: &str, file: &Path) -> CliResult {
     let http = backup_url(url)?;
     let client = awc::Client::builder().disable_timeout().finish();
-    let mut response = client.get(&http).send().await.map_err(|e| {
+    // The header `GET /backup` requires: a page's link or redirect cannot send it.
+    let request = client
+        .get(&http)
+        .insert_header(("x-roundtable-backup", "1"));
+    let mut response = request.send().await.map_err(|e| {
         CliError::new(format!(
             "cannot reach a server at {url} ({e}); start it with `roundtable serve`"
         ))

@@ -13,7 +13,11 @@
 //! the archive into a bounded channel ([`STREAM_CHUNKS`] × [`CHUNK_BYTES`]) that the response
 //! body drains, so a slow reader slows the thread, not the server's memory. When the stream
 //! ends, fails or its client goes away, the thread drops the snapshot, which removes the
-//! links. One backup runs at a time; a second gets 409.
+//! links. One backup runs at a time, from the claim to the removal of its links, whether its
+//! client reads it all, goes away or never reads; a second gets 409.
+//!
+//! `GET /backup` also refuses what a web page can make a browser send without script
+//! ([`guards::backup_refusal`]): the archive is every conversation.
 
 use std::io::{self, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -41,8 +45,15 @@ static RUNNING: AtomicBool = AtomicBool::new(false);
 struct Slot;
 
 impl Slot {
+    /// The slot, unless a backup holds it. (Not `then_some(Slot)`: that builds the `Slot`
+    /// eagerly and drops it when the claim fails, releasing the running backup's slot — how
+    /// answers came to alternate 200 / 409.)
     fn claim() -> Option<Slot> {
-        (!RUNNING.swap(true, Ordering::AcqRel)).then_some(Slot)
+        if RUNNING.swap(true, Ordering::AcqRel) {
+            None
+        } else {
+            Some(Slot)
+        }
     }
 }
 
@@ -54,7 +65,9 @@ impl Drop for Slot {
 
 /// `GET /backup`.
 pub async fn backup(req: HttpRequest, state: Data<AppState>) -> HttpResponse {
-    if let Some(refusal) = guards::client_refusal(&req, &state.config, "backup") {
+    if let Some(refusal) = guards::backup_refusal(&req)
+        .or_else(|| guards::client_refusal(&req, &state.config, "backup"))
+    {
         return refusal;
     }
     let peer = req
@@ -64,31 +77,24 @@ pub async fn backup(req: HttpRequest, state: Data<AppState>) -> HttpResponse {
         return HttpResponse::Conflict()
             .body("a backup is already running; try again when it has finished");
     };
-    let snapshot = match state.registry.send(SnapshotInstance).await {
-        Ok(Ok(snapshot)) => snapshot,
-        Ok(Err(e)) => {
-            log::error!("backup for {peer}: {e}");
-            return HttpResponse::ServiceUnavailable().body(format!("cannot take a backup: {e}"));
-        }
-        Err(_) => {
-            return HttpResponse::ServiceUnavailable()
-                .body("cannot take a backup: the conversation registry does not answer")
-        }
-    };
-    log::info!(
-        "backup for {peer}: snapshot of {} files in {} (writers held {} µs)",
-        snapshot.files.len(),
-        snapshot.dir.display(),
-        snapshot.held.as_micros()
-    );
-    let Some((head, mut body)) = stream(snapshot, slot, peer) else {
-        return HttpResponse::ServiceUnavailable().body("cannot start the backup stream");
-    };
+    let (head_tx, head) = oneshot::channel();
+    let (body_tx, mut body) = mpsc::channel(STREAM_CHUNKS);
+    // The backup runs on its own task, not in this request's future: a client that goes away
+    // while the snapshot is taken cancels nothing half-way, and the slot stays claimed until
+    // the snapshot (its link directory) is gone.
+    actix_web::rt::spawn(run(
+        state.registry.clone(),
+        Running { slot, peer },
+        head_tx,
+        body_tx,
+    ));
     let (files, bytes) = match head.await {
         Ok(Ok(totals)) => totals,
-        Ok(Err(e)) => {
-            log::error!("backup: {e}");
-            return HttpResponse::InternalServerError().body(format!("cannot take a backup: {e}"));
+        Ok(Err(Failed::Unavailable(e))) => {
+            return HttpResponse::ServiceUnavailable().body(format!("cannot take a backup: {e}"))
+        }
+        Ok(Err(Failed::Internal(e))) => {
+            return HttpResponse::InternalServerError().body(format!("cannot take a backup: {e}"))
         }
         Err(_) => return HttpResponse::InternalServerError().body("the backup stream stopped"),
     };
@@ -102,60 +108,114 @@ pub async fn backup(req: HttpRequest, state: Data<AppState>) -> HttpResponse {
             header::CONTENT_DISPOSITION,
             format!("attachment; filename=\"{name}\""),
         ))
+        .insert_header((header::CACHE_CONTROL, "no-store"))
         .insert_header(("X-Roundtable-Backup-Files", files.to_string()))
         .insert_header(("X-Roundtable-Backup-Bytes", bytes.to_string()))
         .streaming(futures_util::stream::poll_fn(move |cx| body.poll_recv(cx)))
 }
 
+/// Why a backup did not start, as the response says it.
+enum Failed {
+    /// The server cannot take one now (stopping, a writer stopped, the registry is gone): 503.
+    Unavailable(String),
+    /// Planning the archive failed: 500.
+    Internal(String),
+}
+
 /// What the response waits for first: the manifest's file and byte totals, or why there is
 /// no archive.
-type Head = oneshot::Receiver<Result<(u64, u64), String>>;
+type HeadTx = oneshot::Sender<Result<(u64, u64), Failed>>;
 /// The body's chunks, or the error that cuts it short.
-type Body = mpsc::Receiver<Result<Bytes, io::Error>>;
+type BodyTx = mpsc::Sender<Result<Bytes, io::Error>>;
 
-/// Starts the `backup-stream` thread for `snapshot`: it plans the archive, answers the head,
-/// writes the body, and drops the snapshot (removing the links) and the slot when done.
-/// `None` if the thread cannot start.
-fn stream(snapshot: Snapshot, slot: Slot, peer: String) -> Option<(Head, Body)> {
-    let (head_tx, head) = oneshot::channel();
-    let (body_tx, body) = mpsc::channel(STREAM_CHUNKS);
-    let who = peer.clone();
+/// The running backup: the slot it holds and who asked, for the log.
+struct Running {
+    /// Released last, when the backup is over.
+    slot: Slot,
+    /// The client's address.
+    peer: String,
+}
+
+/// Takes the snapshot, then streams it from a `backup-stream` thread (the archive writer
+/// blocks on the bounded body channel, so it cannot run on an arbiter).
+async fn run(
+    registry: actix::Addr<roundtable_actors::registry::ConversationRegistry>,
+    running: Running,
+    head_tx: HeadTx,
+    body_tx: BodyTx,
+) {
+    let snapshot = match registry.send(SnapshotInstance).await {
+        Ok(Ok(snapshot)) => snapshot,
+        Ok(Err(e)) => {
+            log::error!("backup for {}: {e}", running.peer);
+            let _ = head_tx.send(Err(Failed::Unavailable(e)));
+            return;
+        }
+        Err(_) => {
+            let e = "the conversation registry does not answer".to_string();
+            let _ = head_tx.send(Err(Failed::Unavailable(e)));
+            return;
+        }
+    };
+    log::info!(
+        "backup for {}: snapshot of {} files in {} (writers held {} µs)",
+        running.peer,
+        snapshot.files.len(),
+        snapshot.dir.display(),
+        snapshot.held.as_micros()
+    );
     let spawned = std::thread::Builder::new()
         .name("backup-stream".into())
-        .spawn(move || {
-            let _slot = slot;
-            let plan = match archive::plan(&snapshot) {
-                Ok(plan) => plan,
-                Err(e) => {
-                    let _ = head_tx.send(Err(e));
-                    return;
-                }
-            };
-            let _ = head_tx.send(Ok((plan.manifest.files, plan.manifest.bytes)));
-            let mut out = Chunks {
-                tx: body_tx.clone(),
-                buf: Vec::with_capacity(CHUNK_BYTES),
-            };
-            match archive::write(&snapshot, &plan, &mut out) {
-                Ok(()) => log::info!(
-                    "backup for {peer}: sent {} files, {} bytes, {} conversations",
-                    plan.manifest.files,
-                    plan.manifest.bytes,
-                    plan.manifest.conversations.len()
-                ),
-                Err(e) => {
-                    log::error!("backup for {peer}: stopped: {e}");
-                    let _ = body_tx.blocking_send(Err(e));
+        .spawn(move || stream(snapshot, running, head_tx, body_tx));
+    if let Err(e) = spawned {
+        // The closure (snapshot, slot, head) was dropped with the error: links removed, the
+        // slot free, and the response answered "the backup stream stopped".
+        log::error!("backup: cannot start the stream thread: {e}");
+    }
+}
+
+/// The `backup-stream` thread: plans the archive, answers the head, writes the body. Order
+/// at the end matters: the snapshot (its link directory) goes first, then the slot, and only
+/// then the body's senders, which ends the response — so a client that has read a whole
+/// backup can start the next one at once, and never two link directories exist.
+fn stream(snapshot: Snapshot, running: Running, head_tx: HeadTx, body_tx: BodyTx) {
+    let Running { slot, peer } = running;
+    let mut out = Chunks {
+        tx: body_tx,
+        buf: Vec::with_capacity(CHUNK_BYTES),
+    };
+    match archive::plan(&snapshot) {
+        Err(e) => {
+            log::error!("backup for {peer}: {e}");
+            let _ = head_tx.send(Err(Failed::Internal(e)));
+        }
+        Ok(plan) => {
+            if head_tx
+                .send(Ok((plan.manifest.files, plan.manifest.bytes)))
+                .is_err()
+            {
+                log::info!("backup for {peer}: the client went away before the archive started");
+            } else {
+                match archive::write(&snapshot, &plan, &mut out) {
+                    Ok(()) => log::info!(
+                        "backup for {peer}: sent {} files, {} bytes, {} conversations",
+                        plan.manifest.files,
+                        plan.manifest.bytes,
+                        plan.manifest.conversations.len()
+                    ),
+                    Err(e) => {
+                        log::error!("backup for {peer}: stopped: {e}");
+                        // Fails at once when the client is gone; a client that stopped
+                        // reading is dropped by the stall timeout (TCP_USER_TIMEOUT).
+                        let _ = out.tx.blocking_send(Err(e));
+                    }
                 }
             }
-        });
-    match spawned {
-        Ok(_) => Some((head, body)),
-        Err(e) => {
-            log::error!("backup for {who}: cannot start the stream thread: {e}");
-            None
         }
     }
+    drop(snapshot);
+    drop(slot);
+    drop(out);
 }
 
 /// The archive writer's sink: fills [`CHUNK_BYTES`] chunks and hands them to the response,

@@ -22,8 +22,10 @@ use crate::transport;
 const REGISTRY_HEALTH_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// `/health`: 200 with `"status":"ok"`, or 503 with `"status":"failing"` and `problems` when
-/// the registry does not answer, a storage writer has died or storage writes fail.
-pub async fn health(state: Data<AppState>) -> HttpResponse {
+/// the registry does not answer, a storage writer has died or storage writes fail. A reader
+/// that is not the server's user (nor a token holder: [`guards::trusted_reader`]) gets the
+/// status and `tokenRequired` only.
+pub async fn health(req: HttpRequest, state: Data<AppState>) -> HttpResponse {
     let stats = tokio::time::timeout(
         REGISTRY_HEALTH_TIMEOUT,
         state.registry.send(GetRegistryStats),
@@ -55,6 +57,13 @@ pub async fn health(state: Data<AppState>) -> HttpResponse {
     } else {
         HttpResponse::ServiceUnavailable()
     };
+    response.insert_header((header::CACHE_CONTROL, "no-store"));
+    if !guards::trusted_reader(&req, &state.config) {
+        return response.json(serde_json::json!({
+            "status": if problems.is_empty() { "ok" } else { "failing" },
+            "tokenRequired": state.config.token.is_some(),
+        }));
+    }
     response.json(serde_json::json!({
         "status": if problems.is_empty() { "ok" } else { "failing" },
         "problems": problems,
@@ -223,8 +232,16 @@ const METRICS: &[MetricSpec] = &[
     },
 ];
 
-/// `/metrics`: every label-free metric of the `METRICS` table, then `invokeError` answers by method.
-pub async fn metrics_text(state: Data<AppState>) -> HttpResponse {
+/// `/metrics`: every label-free metric of the `METRICS` table, then `invokeError` answers by
+/// method; 403 for a reader that is not the server's user nor a token holder
+/// ([`guards::trusted_reader`]).
+pub async fn metrics_text(req: HttpRequest, state: Data<AppState>) -> HttpResponse {
+    if !guards::trusted_reader(&req, &state.config) {
+        return HttpResponse::Forbidden().body(
+            "/metrics is for the server's own OS user (or a holder of its token); \
+             /health answers everyone with the status",
+        );
+    }
     let stats = state.registry.send(GetRegistryStats).await.ok();
     let sample = Sample {
         state: &state,
@@ -260,6 +277,7 @@ pub async fn metrics_text(state: Data<AppState>) -> HttpResponse {
     }
     HttpResponse::Ok()
         .content_type("text/plain; version=0.0.4")
+        .insert_header((header::CACHE_CONTROL, "no-store"))
         .body(out)
 }
 

@@ -4,15 +4,19 @@
 //! other client, over a same-origin WebSocket, so the Origin check passes without
 //! `--allow-origin`.
 //!
-//! Every answer has `Cache-Control: no-cache` (the files change with the binary), and the page
-//! a strict `Content-Security-Policy`: no inline script or style, nothing from other origins.
+//! Every answer has `Cache-Control: no-store` (the files change with the binary, and a page
+//! opened with `?token=` must not sit in a cache with its address), and the page a strict
+//! `Content-Security-Policy`: no inline script or style, nothing from other origins, and
+//! WebSockets only to the server itself.
 
 use actix_web::http::{header, Method};
 use actix_web::{HttpRequest, HttpResponse};
 
 /// The page's Content-Security-Policy. `frame-src blob: data:` and the sandboxed `srcdoc`
-/// frames are for agent `html` content; `connect-src ws: wss:` for the WebSocket.
-pub const CONTENT_SECURITY_POLICY: &str = "default-src 'self'; connect-src 'self' ws: wss:; frame-src 'self' blob: data:; img-src 'self' data:; style-src 'self'; script-src 'self'";
+/// frames are for agent `html` content; `connect-src 'self'` covers the WebSocket to this
+/// server (CSP 3: `'self'` matches `ws:`/`wss:` on the page's own host and port) and nothing
+/// else, so injected script could not send what it reads anywhere.
+pub const CONTENT_SECURITY_POLICY: &str = "default-src 'self'; connect-src 'self'; frame-src 'self' blob: data:; img-src 'self' data:; style-src 'self'; script-src 'self'; base-uri 'none'";
 
 const HTML: &str = "text/html; charset=utf-8";
 const JS: &str = "text/javascript; charset=utf-8";
@@ -79,7 +83,7 @@ pub fn respond(req: &HttpRequest) -> Option<HttpResponse> {
     }
     let mut res = HttpResponse::Ok();
     res.content_type(content_type)
-        .insert_header((header::CACHE_CONTROL, "no-cache"))
+        .insert_header((header::CACHE_CONTROL, "no-store"))
         .insert_header((header::X_CONTENT_TYPE_OPTIONS, "nosniff"))
         .insert_header((header::REFERRER_POLICY, "no-referrer"));
     if content_type == HTML {
@@ -189,7 +193,7 @@ mod tests {
         assert_eq!(res.status(), 200);
         let h = res.headers();
         assert_eq!(h.get(header::CONTENT_TYPE).unwrap(), HTML);
-        assert_eq!(h.get(header::CACHE_CONTROL).unwrap(), "no-cache");
+        assert_eq!(h.get(header::CACHE_CONTROL).unwrap(), "no-store");
         assert_eq!(
             h.get(header::CONTENT_SECURITY_POLICY).unwrap(),
             CONTENT_SECURITY_POLICY

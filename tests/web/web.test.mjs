@@ -619,6 +619,44 @@ test("a server with a token: ?token= is taken once and kept; a browser without i
   assert.equal(await asking.evaluate(() => localStorage.getItem("roundtable.token")), "web-secret");
 });
 
+test("a page served from another loopback port cannot open a WebSocket to the server (403)", async (t) => {
+  const { server } = await serverFor(t);
+  // Another program's page on 127.0.0.1: it tries what a hostile page would, listing the
+  // conversations, and reports what happened.
+  const hostile = http.createServer((req, res) => {
+    res.writeHead(200, { "content-type": "text/html; charset=utf-8" });
+    res.end(`<!doctype html><title>other page</title><script>
+      const ws = new WebSocket("ws://127.0.0.1:${server.port}/");
+      ws.onopen = () => {
+        ws.send(JSON.stringify({name: "agent-server", message: {type: "invoke", callId: 0, name: "listConversations", args: [null]}}));
+        ws.onmessage = (e) => { document.title = "read: " + e.data.slice(0, 40); };
+      };
+      ws.onerror = () => { document.title = "refused"; };
+      ws.onclose = (e) => { if (document.title === "other page") document.title = "closed " + e.code; };
+    </script>`);
+  });
+  await new Promise((resolve) => hostile.listen(0, "127.0.0.1", resolve));
+  t.after(() => new Promise((resolve) => hostile.close(resolve)));
+  const context = await browser.newContext();
+  t.after(() => context.close());
+  const page = await context.newPage();
+  page.setDefaultTimeout(WAIT_MS);
+  await page.goto(`http://127.0.0.1:${hostile.address().port}/`);
+  await page.waitForFunction(() => document.title !== "other page");
+  assert.equal(await page.title(), "refused");
+  const origin = `http://127.0.0.1:${hostile.address().port}`;
+  // The browser reports no status to the page; the server's log says it answered 403.
+  const deadline = Date.now() + WAIT_MS;
+  while (!server.log().includes(`Origin "${origin}" is not this server's own origin`)) {
+    assert.ok(Date.now() < deadline, `no refusal logged:\n${server.log()}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+
+  // The built-in web client, on the server's own origin, keeps working.
+  const { page: own } = await openClient(t, server);
+  await own.locator("#conversation-list li.conv").first().waitFor();
+});
+
 test("markdown renders in linear time: 10x the crafted input costs at most ~20x the time", async (t) => {
   const { server } = await serverFor(t);
   const { page } = await openClient(t, server);

@@ -108,7 +108,7 @@ pub use queue::{
     CancelOutcome, CancelReason, MAX_QUEUE_DEPTH, STOPPED_BEFORE_FINISHING, STORAGE_ERROR,
 };
 pub use routing::{DisplayMode, DELETED_NOTICE, JOIN_NOTICE, LEAVE_NOTICE};
-pub use system::{LogFilterControl, SystemCommand};
+pub use system::{LogFilterControl, SystemCommand, MAX_TRACE_FILTER_BYTES};
 pub use turn::TurnEvent;
 
 /// Source name of the chat agent in display messages, and its storage folder name.

@@ -105,12 +105,21 @@ pub fn parse(args: &str) -> Command {
         "config" if word == "agents" => Command::System(SystemCommand::Agents),
         "session" | "config" => Command::Unsupported(format!("system {sub} {word}")),
         "trace" if rest.is_empty() => Command::System(SystemCommand::Trace(None)),
+        "trace" if rest.len() > MAX_TRACE_FILTER_BYTES => Command::Invalid(format!(
+            "@system trace: the filter is {} bytes; at most {MAX_TRACE_FILTER_BYTES}",
+            rest.len()
+        )),
         "trace" => Command::System(SystemCommand::Trace(Some(
             rest.split_whitespace().collect::<Vec<_>>().join(","),
         ))),
         other => Command::Unsupported(format!("system {other}")),
     }
 }
+
+/// The longest filter `@system trace` takes (a few dozen directives); a longer one is refused
+/// before anything parses it, so a client cannot make the log filter's parsers (not linear in
+/// the directive count) busy for seconds.
+pub const MAX_TRACE_FILTER_BYTES: usize = 1024;
 
 /// The first `max` characters of `text`, with `…` when cut.
 fn clip(text: &str, max: usize) -> String {
@@ -420,10 +429,7 @@ impl Conversation {
                 markdown(agents_text(&self.setup.runtime, &self.client_agents()))
             }
             SystemCommand::Session => return self.start_session(turn, ctx),
-            SystemCommand::Trace(spec) => match self.trace(spec.as_deref(), request) {
-                Ok(text) => json!({"type": "text", "content": text}),
-                Err(e) => return self.finish_error(turn, request, e, ctx),
-            },
+            SystemCommand::Trace(spec) => return self.trace(turn, spec, request, ctx),
         };
         self.finish_showing(turn, request, content, None, ctx);
     }
@@ -448,31 +454,60 @@ impl Conversation {
             async move {
                 facts.record = record.await.ok().flatten();
                 let content = json!({"type": "markdown", "content": session_text(&facts)});
-                addr.do_send(TurnEvent::Answered { turn, content });
+                addr.do_send(TurnEvent::Answered {
+                    turn,
+                    result: Ok(content),
+                });
             },
             ctx,
         );
     }
 
-    /// `@system trace [spec]`: the filter in effect, after setting it to `spec` if given.
-    fn trace(&self, spec: Option<&str>, request: &Request) -> Result<String, String> {
-        let control = self.setup.runtime.log_filter.as_ref().ok_or(
-            "@system trace: this server's log filter cannot be changed at run time \
-             (it was not started by `roundtable serve`)",
-        )?;
-        let Some(spec) = spec else {
-            return Ok(format!("Log filter: {}", control.current()));
+    /// `@system trace [spec]`: the filter in effect, after setting it to `spec` if given. The
+    /// new filter is checked and installed on a blocking-pool thread, never on this
+    /// conversation's arbiter (other conversations run there); the change is a security event.
+    fn trace(
+        &mut self,
+        turn: u64,
+        spec: Option<String>,
+        request: &Request,
+        ctx: &mut Context<Self>,
+    ) {
+        let Some(control) = self.setup.runtime.log_filter.clone() else {
+            let e = "@system trace: this server's log filter cannot be changed at run time \
+                     (it was not started by `roundtable serve`)";
+            return self.finish_error(turn, request, e.into(), ctx);
         };
-        let before = control.current();
-        let now = control
-            .set(spec)
-            .map_err(|e| format!("@system trace: {e}"))?;
-        log::info!(
-            "conversation {} connection {}: log filter changed from {before:?} to {now:?}",
-            self.setup.id,
-            request.origin
+        let Some(spec) = spec else {
+            let content =
+                json!({"type": "text", "content": format!("Log filter: {}", control.current())});
+            return self.finish_showing(turn, request, content, None, ctx);
+        };
+        let who = format!(
+            "conversation {} connection {}",
+            self.setup.id, request.origin
         );
-        Ok(format!("Log filter: {now} (was {before})"))
+        let addr = ctx.address();
+        self.spawn_for_running(
+            async move {
+                let set = tokio::task::spawn_blocking(move || {
+                    let before = control.current();
+                    let now = control
+                        .set(&spec)
+                        .map_err(|e| format!("@system trace: {e}"))?;
+                    log::warn!(
+                        target: crate::SECURITY_LOG_TARGET,
+                        "{who}: log filter changed from {before:?} to {now:?}"
+                    );
+                    Ok(format!("Log filter: {now} (was {before})"))
+                })
+                .await
+                .unwrap_or_else(|e| Err(format!("@system trace: {e}")));
+                let result = set.map(|text| json!({"type": "text", "content": text}));
+                addr.do_send(TurnEvent::Answered { turn, result });
+            },
+            ctx,
+        );
     }
 }
 

@@ -66,8 +66,9 @@ pub enum TurnEvent {
     Answered {
         /// Turn.
         turn: u64,
-        /// The `DisplayContent` to show before the request finishes.
-        content: Value,
+        /// The `DisplayContent` to show before the request finishes, or the error it ends
+        /// with.
+        result: Result<Value, String>,
     },
     /// `@compact` produced its summary.
     Compacted {
@@ -325,10 +326,13 @@ impl Conversation {
                 }
             }
             TurnEvent::Planned { turn, result } => self.planned(turn, result, ctx),
-            TurnEvent::Answered { turn, content } => {
+            TurnEvent::Answered { turn, result } => {
                 if self.is_current(turn) {
                     let request = self.running.as_ref().expect("current").request.clone();
-                    self.finish_showing(turn, &request, content, None, ctx);
+                    match result {
+                        Ok(content) => self.finish_showing(turn, &request, content, None, ctx),
+                        Err(e) => self.finish_error(turn, &request, e, ctx),
+                    }
                 }
             }
             TurnEvent::Compacted {
