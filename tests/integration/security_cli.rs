@@ -460,10 +460,30 @@ fn service_install_refuses_control_characters() {
     assert!(stdout(&out).is_empty());
 }
 
-/// One word of an `ExecStart=` line as systemd reads it (systemd.syntax(7) quoting and
-/// C escapes, then systemd.service(5): `%%` and `$$` each one character): what the
-/// service's process gets as that argument. Only the forms `service install` writes.
-fn systemd_words(line: &str) -> Vec<String> {
+/// `%` specifiers (systemd.unit(5)) and, when `variables`, `$` variables (systemd.service(5))
+/// of one unquoted word resolved the way systemd would, panicking on any that would expand:
+/// `%%` and `$$` are one character each.
+fn unexpanded(word: &str, variables: bool) -> String {
+    let mut out = String::new();
+    let mut chars = word.chars().peekable();
+    while let Some(c) = chars.next() {
+        let expands = c == '%' || (variables && c == '$');
+        if expands {
+            match chars.next() {
+                Some(next) if next == c => {}
+                other => panic!("systemd would expand {c}{other:?} in {word:?}"),
+            }
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// The words of an `ExecStart=` command line or a path list as systemd reads them
+/// (systemd.syntax(7): quoting and C escapes; then [`unexpanded`], with `$` variables in the
+/// arguments of a command line only, not in its executable): what the service gets. Only
+/// the forms `service install` writes.
+fn systemd_words(line: &str, command_line: bool) -> Vec<String> {
     let mut words = Vec::new();
     let mut chars = line.chars().peekable();
     while let Some(&c) = chars.peek() {
@@ -490,7 +510,8 @@ fn systemd_words(line: &str) -> Vec<String> {
                 chars.next();
             }
         }
-        words.push(word.replace("%%", "%").replace("$$", "$"));
+        let variables = command_line && !words.is_empty();
+        words.push(unexpanded(&word, variables));
     }
     words
 }
@@ -532,8 +553,9 @@ fn service_unit_escapes_hostile_paths() {
         .lines()
         .find_map(|l| l.strip_prefix("ExecStart="))
         .expect("ExecStart");
-    let words = systemd_words(exec);
+    let words = systemd_words(exec, true);
     assert_eq!(words.len(), 6, "{exec}");
+    assert_eq!(words[0], bin.to_str().unwrap(), "{exec}");
     assert_eq!(words[2], "--instance-dir");
     assert_eq!(words[3], hostile.to_str().unwrap(), "{exec}");
     assert_eq!(words[5], config.to_str().unwrap(), "{exec}");
@@ -542,7 +564,7 @@ fn service_unit_escapes_hostile_paths() {
         .find_map(|l| l.strip_prefix("ReadWritePaths="))
         .expect("ReadWritePaths");
     // `$` is not expanded there: only `%%` is one character.
-    let read = systemd_words(&paths.replace('$', "$$"));
+    let read = systemd_words(paths, false);
     assert_eq!(read, vec![hostile.to_str().unwrap().to_string()], "{paths}");
     assert!(text.lines().filter(|l| l.starts_with("ExecStart")).count() == 1);
     match Command::new("systemd-analyze")
