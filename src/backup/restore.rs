@@ -4,10 +4,10 @@
 //! 1. The manifest (the archive's first entry) is checked before anything else is read: its
 //!    byte total must fit in the target file system's free space (with
 //!    [`FREE_SPACE_MARGIN`] to spare) and under `--max-bytes`.
-//! 2. The whole archive is checked ([`scan`]): nothing is written for a bad, truncated,
-//!    newer or hostile one, nor for one whose entries hold more bytes than its manifest says
-//!    (checked at each entry's header, before its data is read). The entries to restore are
-//!    picked here ([`Selection`]): without `--with-config` only the conversations (`FORMAT`
+//! 2. The whole archive is checked ([`scan_with_manifest`]): nothing is written for a bad,
+//!    truncated, newer or hostile one, nor for one whose entries hold more bytes than its
+//!    manifest says (checked at each entry's header, before its data is read). The entries to restore are
+//!    picked here (`Selection`): without `--with-config` only the conversations (`FORMAT`
 //!    and `conversations/`); never a token (a restored `roundtable.toml` loses its `token`
 //!    and `token-file` keys). The bytes to write are then checked against the free space
 //!    again.
@@ -128,8 +128,8 @@ pub enum RestoreError {
         dir: PathBuf,
         /// The failure.
         source: ArchiveError,
-        /// Why the removal failed.
-        cleanup: StoreError,
+        /// Why the removal failed (boxed: the error stays small).
+        cleanup: Box<StoreError>,
     },
 }
 
@@ -369,8 +369,8 @@ fn free_space(dir: &Path) -> io::Result<(u64, u64)> {
     }
     // SAFETY: statvfs returned 0, so it filled the struct.
     let stat = unsafe { stat.assume_init() };
-    let block = stat.f_frsize.max(1) as u64;
-    Ok((stat.f_bavail as u64 * block, block))
+    let block = stat.f_frsize.max(1);
+    Ok((stat.f_bavail.saturating_mul(block), block))
 }
 
 /// Refuses `bytes` in `files` files unless the file system of `dir` has room for them (a
@@ -583,7 +583,7 @@ fn undo(dir: &Path, created: bool, lock: InstanceLock, source: ArchiveError) -> 
         Err(cleanup) => RestoreError::Unfinished {
             dir: dir.into(),
             source,
-            cleanup,
+            cleanup: Box::new(cleanup),
         },
     }
 }
