@@ -11,9 +11,7 @@ use crate::client::{ClientError, Connection, Endpoint, Event};
 pub async fn server_status(server: &Endpoint) -> CliResult {
     let url = server.shown();
     match tokio::time::timeout(Duration::from_secs(2), Connection::connect_to(server)).await {
-        Ok(Err(e @ ClientError::Unreachable { .. })) if e.to_string().contains("401") => {
-            Err(e.into())
-        }
+        Ok(Err(e @ ClientError::Unauthorized { .. })) => Err(e.into()),
         Ok(Ok(conn)) => {
             let count = conn
                 .list_conversations(None)

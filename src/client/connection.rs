@@ -88,7 +88,16 @@ impl Connection {
         )
         .await
         .map_err(|_| unreachable("no answer within 5 s".into()))?
-        .map_err(|e| unreachable(short_error(&e.to_string())))?;
+        .map_err(|e| match e {
+            tokio_tungstenite::tungstenite::Error::Http(response)
+                if response.status().as_u16() == 401 =>
+            {
+                ClientError::Unauthorized {
+                    url: endpoint.shown(),
+                }
+            }
+            e => unreachable(short_error(&e.to_string())),
+        })?;
         let (mut sink, mut stream) = ws.split();
         let (out_tx, mut out_rx) = mpsc::unbounded_channel::<Message>();
         let (ev_tx, ev_rx) = mpsc::unbounded_channel();
@@ -248,10 +257,6 @@ impl Drop for Connection {
 fn short_error(e: &str) -> String {
     if e.contains("Connection refused") {
         "connection refused".into()
-    } else if e.contains("401") {
-        "401 Unauthorized: the server wants its token; pass --token-file FILE or set \
-         ROUNDTABLE_TOKEN"
-            .into()
     } else {
         e.to_string()
     }

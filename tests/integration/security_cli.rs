@@ -392,9 +392,10 @@ fn client_commands_take_the_token_from_a_file_or_the_environment() {
         let out = roundtable(&args, &[]);
         assert_eq!(out.status.code(), Some(1), "{args:?}");
         assert!(
-            stderr(&out).contains(
-                "401 Unauthorized: the server wants its token; pass --token-file FILE or set ROUNDTABLE_TOKEN"
-            ),
+            stderr(&out).contains(&format!(
+                "the Roundtable server at ws://127.0.0.1:{port}/ refused the connection (401 \
+                 Unauthorized): it wants its token; pass --token-file FILE or set ROUNDTABLE_TOKEN"
+            )),
             "{args:?}: {}",
             stderr(&out)
         );
