@@ -309,7 +309,8 @@ fn cluster_settings(
             .unwrap_or(server);
         if rest.is_empty() || rest.contains("://") {
             return Err(ConfigError::Cluster(format!(
-                "--cluster {url:?}: expected nats://HOST:PORT"
+                "--cluster {:?}: expected nats://HOST:PORT",
+                roundtable_actors::redact::redact_server_list(&url)
             )));
         }
     }
@@ -407,6 +408,38 @@ impl TryFrom<ServeArgs> for ServerConfig {
     }
 }
 
+/// The token in `path` (its first line, trimmed), as `serve --token-file` and the client
+/// commands' `--token-file` read it. Warns when the file is readable by other users (its
+/// group or everyone): whoever reads it can use the server. An empty token is the caller's
+/// to refuse.
+pub fn read_token_file(path: &Path) -> Result<String, ConfigError> {
+    let failed = |source| ConfigError::TokenFile {
+        path: path.to_path_buf(),
+        source,
+    };
+    let text = std::fs::read_to_string(path).map_err(failed)?;
+    warn_if_readable_by_others(path, "the token file");
+    Ok(text.lines().next().unwrap_or("").trim().to_string())
+}
+
+/// Warns (`log::warn!`) when `path` can be read by its group or by everyone: `what` holds a
+/// secret (a token file, a config file with a token).
+pub fn warn_if_readable_by_others(path: &Path, what: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    let Ok(meta) = std::fs::metadata(path) else {
+        return;
+    };
+    let mode = meta.permissions().mode() & 0o777;
+    if mode & 0o044 != 0 {
+        log::warn!(
+            "{what} {} is readable by other users (mode {mode:o}); whoever reads it can use the \
+             server: run chmod 600 {}",
+            path.display(),
+            path.display()
+        );
+    }
+}
+
 /// `--flag` seconds as a duration.
 fn seconds(flag: &'static str, s: f64) -> Result<Duration, ConfigError> {
     Duration::try_from_secs_f64(s).map_err(|_| ConfigError::NotSeconds { flag })
@@ -425,13 +458,7 @@ fn positive_seconds(flag: &'static str, s: f64) -> Result<Duration, ConfigError>
 /// warning (other users see it in `ps`).
 fn token(flag: Option<String>, file: Option<&Path>) -> Result<Option<String>, ConfigError> {
     let token = match (flag, file) {
-        (_, Some(path)) => {
-            let text = std::fs::read_to_string(path).map_err(|source| ConfigError::TokenFile {
-                path: path.to_path_buf(),
-                source,
-            })?;
-            Some(text.lines().next().unwrap_or("").trim().to_string())
-        }
+        (_, Some(path)) => Some(read_token_file(path)?),
         (Some(t), None) => {
             if std::env::args().any(|a| a == "--token" || a.starts_with("--token=")) {
                 log::warn!(

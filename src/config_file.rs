@@ -79,6 +79,12 @@ macro_rules! settings {
         const KEYS: &[(&str, &str, &str)] = &[$(($key, stringify!($field), $help)),*];
 
         impl FileConfig {
+            /// Whether it holds the token itself (`token = …`): a warning says to move it
+            /// into a private token file.
+            fn holds_token(&self) -> bool {
+                self.token.is_some()
+            }
+
             /// Whether it sets `instance-dir` (refused in an instance's own file).
             fn sets_instance_dir(&self) -> bool {
                 self.instance_dir.is_some()
@@ -201,6 +207,15 @@ pub fn apply_file(args: &mut ServeArgs, matches: &ArgMatches) -> Result<FileSour
                 .into(),
         });
     }
+    if file.holds_token() {
+        log::warn!(
+            "config file {} holds the token (`token = …`): anyone who can read it, or a backup \
+             of it, can use the server; put the token in a private file (chmod 600) and name it \
+             with `token-file` instead",
+            path.display()
+        );
+        crate::config::warn_if_readable_by_others(&path, "the config file");
+    }
     let mut sources = FileSources::new();
     file.apply(args, matches, &text, &path, &mut sources);
     Ok(sources)
@@ -257,14 +272,19 @@ fn source_of(key: &str, id: &str, matches: &ArgMatches, file: &FileSources) -> S
     }
 }
 
-/// `roundtable config show`: every key, its effective value and its source.
+/// `roundtable config show`: every key, its effective value and its source. Secrets are
+/// never printed: the token is `(set, hidden)`, and URLs (tool servers, the cluster) lose
+/// their credentials.
 pub fn show(args: &ServeArgs, matches: &ArgMatches, file: &FileSources) -> String {
     let mut out = String::new();
     for ((key, value), (_, id, _)) in values(args).into_iter().zip(KEYS) {
         let shown = match value {
             // Never print a secret.
             Some(_) if key == "token" => "\"(set, hidden)\"".to_string(),
-            Some(v) => v.to_string(),
+            Some(v) if key == "cluster" => {
+                roundtable_actors::redact::redact_server_list(&v.to_string())
+            }
+            Some(v) => roundtable_actors::redact::redact_url_credentials(&v.to_string()),
             None => "(unset)".to_string(),
         };
         let line = format!("{key} = {shown}");
@@ -308,8 +328,8 @@ pub fn init_text() -> String {
     out
 }
 
-/// `roundtable config init`: writes [`init_text`] to `path` (private, atomically), refusing to
-/// replace an existing file unless `force`.
+/// `roundtable config init`: writes [`init_text`] to `path` (private, atomically, its new
+/// directories 0700), refusing to replace an existing file unless `force`.
 pub fn init(path: &Path, force: bool) -> Result<(), String> {
     if path.exists() && !force {
         return Err(format!(
@@ -318,8 +338,10 @@ pub fn init(path: &Path, force: bool) -> Result<(), String> {
         ));
     }
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        // Usually the instance directory itself: private (0700) like every one Roundtable
+        // creates.
+        roundtable_actors::storage::durable::create_dir_durable(dir)
+            .map_err(|e| format!("cannot create the directory {e}"))?;
     }
     roundtable_actors::storage::durable::write_atomic(path, init_text().as_bytes())
         .map_err(|e| format!("cannot write {}: {e}", path.display()))

@@ -67,6 +67,14 @@ enum Command {
         /// Delete what the directory holds first.
         #[arg(long)]
         force: bool,
+        /// Also restore the instance's roundtable.toml (never its token or token-file) and
+        /// the agents' storage (the system prompt); by default only the conversations.
+        #[arg(long)]
+        with_config: bool,
+        /// The most bytes the restore writes (e.g. 512M, 64G); a larger archive is refused
+        /// before anything is written.
+        #[arg(long, default_value = "64G", value_parser = cli::parse_bytes)]
+        max_bytes: u64,
     },
     /// Show the effective server configuration, or write a config file.
     Config {
@@ -164,13 +172,20 @@ struct Address {
     /// Full WebSocket URL (wins over --port), e.g. ws://127.0.0.1:8999/.
     #[arg(long, global = true)]
     url: Option<String>,
+    /// The server's token, from this file's first line (keep it private: chmod 600); sent as
+    /// `Authorization: Bearer`. Default: $ROUNDTABLE_TOKEN.
+    #[arg(long, global = true)]
+    token_file: Option<PathBuf>,
 }
 
 impl Address {
-    fn url(&self) -> String {
-        self.url
+    /// The URL and the token (a token file that cannot be read is an error here).
+    fn endpoint(&self) -> cli::CliResult<roundtable::client::Endpoint> {
+        let url = self
+            .url
             .clone()
-            .unwrap_or_else(|| roundtable::client::url_for_port(self.port))
+            .unwrap_or_else(|| roundtable::client::url_for_port(self.port));
+        cli::endpoint(url, self.token_file.as_deref())
     }
 }
 
@@ -233,19 +248,21 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Serve(args) => serve(*args, sub_matches(&matches, &["serve"])),
         Command::Connect(args) => cli::block_on(async move {
-            let url = args.address.url();
+            let server = args.address.endpoint()?;
             let options = cli::ConnectOptions {
                 conversation: args.conversation,
                 resume: args.resume,
                 memory: args.memory,
             };
-            cli::connect(&url, options).await
+            cli::connect(&server, options).await
         }),
         Command::Conversations {
             command,
             address,
             json,
-        } => cli::block_on(async move { cli::conversations(&address.url(), command, json).await }),
+        } => cli::block_on(
+            async move { cli::conversations(&address.endpoint()?, command, json).await },
+        ),
         Command::Run { command, address } => cli::block_on(async move {
             let (kind, args) = match command {
                 RunCmd::Request(a) => (cli::RunKind::Request, a),
@@ -253,23 +270,38 @@ fn main() -> ExitCode {
                 RunCmd::Translate(a) => (cli::RunKind::Translate, a),
             };
             cli::run(
-                &address.url(),
+                &address.endpoint()?,
                 kind,
                 &args.text.join(" "),
                 args.conversation.as_deref(),
             )
             .await
         }),
-        Command::Backup { file, address } => cli::finish(cli::backup(&address.url(), &file)),
+        Command::Backup { file, address } => cli::finish(
+            address
+                .endpoint()
+                .and_then(|server| cli::backup(&server, &file)),
+        ),
         Command::Restore {
             file,
             instance_dir,
             force,
-        } => cli::finish(cli::restore(&file, &instance_dir, force)),
+            with_config,
+            max_bytes,
+        } => cli::finish(cli::restore(
+            &file,
+            &instance_dir,
+            &roundtable::backup::restore::RestoreOptions {
+                force,
+                with_config,
+                max_bytes,
+            },
+        )),
         Command::Server { command, address } => cli::block_on(async move {
+            let server = address.endpoint()?;
             match command {
-                ServerCmd::Status => cli::server_status(&address.url()).await,
-                ServerCmd::Stop => cli::server_stop(&address.url()).await,
+                ServerCmd::Status => cli::server_status(&server).await,
+                ServerCmd::Stop => cli::server_stop(&server).await,
             }
         }),
         Command::Config { command } => config(command, &matches),

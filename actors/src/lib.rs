@@ -27,6 +27,7 @@
 //!   JetStream key-value bucket, ownership leases, conversation files mirrored into a stream
 //!   (and rebuilt from it), the node list and cross-node content search.
 //! - [`memory`]: returning freed heap to the OS after large transient allocations.
+//! - [`redact`]: credentials out of URLs before they are shown or logged.
 //!
 //! # Actor tree
 //! ```text
@@ -45,6 +46,7 @@ pub mod memory;
 pub mod metrics;
 pub mod outbox;
 pub mod protocol;
+pub mod redact;
 pub mod registry;
 pub mod search;
 pub mod storage;

@@ -1,6 +1,7 @@
 //! Reading a backup archive entry by entry, with every check: [`scan`]. Used by the CLI on the
 //! stream it downloads (so a backup file is known good when written) and by restore, once to
-//! check before anything is written and once to extract.
+//! check before anything is written and once to extract ([`scan_with_manifest`], which also
+//! shows it the manifest first).
 
 use std::io::{self, BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
@@ -70,6 +71,16 @@ pub fn decompressed<R: Read + 'static>(source: R) -> io::Result<Box<dyn Read>> {
 /// leaves unread is skipped. Stops at the first problem.
 pub fn scan(
     source: impl Read,
+    on_file: impl FnMut(&Path, u64, &mut dyn Read) -> io::Result<()>,
+) -> Result<Scanned, ArchiveError> {
+    scan_with_manifest(source, |_| Ok(()), on_file)
+}
+
+/// [`scan`], calling `on_manifest` with the manifest once it is read and checked, before any
+/// instance file: restore checks its totals against the free space and its bound there.
+pub fn scan_with_manifest(
+    source: impl Read,
+    on_manifest: impl FnOnce(&Manifest) -> io::Result<()>,
     mut on_file: impl FnMut(&Path, u64, &mut dyn Read) -> io::Result<()>,
 ) -> Result<Scanned, ArchiveError> {
     let mut archive = tar::Archive::new(source);
@@ -90,6 +101,7 @@ pub fn scan(
             read_manifest(&mut first)?
         }
     };
+    on_manifest(&manifest)?;
     let mut seen = EndRecord { files: 0, bytes: 0 };
     let mut end = None;
     for entry in entries {

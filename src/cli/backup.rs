@@ -1,7 +1,8 @@
 //! `roundtable backup FILE` and `roundtable restore FILE --instance-dir DIR`.
 //!
 //! `backup` asks the running server for `GET /backup` (its address and token as the other
-//! client commands find them: `--port` / `ROUNDTABLE_PORT`, or `--url` with `?token=`) and
+//! client commands find them: `--port` / `ROUNDTABLE_PORT` or `--url`, the token from
+//! `--token-file` or `ROUNDTABLE_TOKEN` sent as `Authorization: Bearer`) and
 //! writes the stream to a temp file beside FILE, gzip-compressed when FILE ends in `.gz` or
 //! `.tgz`. While receiving it checks the archive entry by entry
 //! ([`scan`](crate::backup::read::scan)); only a complete, valid archive is fsynced and
@@ -20,7 +21,8 @@ use roundtable_actors::storage::durable::{fsync_dir, private_file_options};
 
 use super::{CliError, CliResult};
 use crate::backup::read::{scan, Scanned};
-use crate::backup::restore::{self, Progress};
+use crate::backup::restore::{self, Progress, RestoreOptions};
+use crate::client::Endpoint;
 
 /// Chunks received and not yet written (the network side waits beyond it).
 const RECEIVE_AHEAD: usize = 16;
@@ -28,34 +30,76 @@ const RECEIVE_AHEAD: usize = 16;
 const REDRAW: Duration = Duration::from_millis(100);
 
 /// `roundtable backup FILE`: runs its own actix system for the HTTP client.
-pub fn backup(url: &str, file: &Path) -> CliResult {
-    actix_web::rt::System::new().block_on(fetch(url, file))
+pub fn backup(server: &Endpoint, file: &Path) -> CliResult {
+    actix_web::rt::System::new().block_on(fetch(server, file))
 }
 
-/// `roundtable restore FILE --instance-dir DIR [--force]`.
-pub fn restore(archive: &Path, dir: &Path, force: bool) -> CliResult {
+/// `roundtable restore FILE --instance-dir DIR [--force] [--with-config] [--max-bytes N]`:
+/// one line for what was restored, one for what was left out, one for the config.
+pub fn restore(archive: &Path, dir: &Path, options: &RestoreOptions) -> CliResult {
     let mut progress = Meter::new(None, None);
-    let result = restore::restore(archive, dir, force, &mut progress);
+    let result = restore::restore(archive, dir, options, &mut progress);
     progress.clear();
-    let scanned = result.map_err(|e| CliError::new(e.to_string()))?;
-    let m = &scanned.manifest;
+    let restored = result.map_err(|e| CliError::new(e.to_string()))?;
+    let m = &restored.scanned.manifest;
     println!(
         "Restored {} conversations ({} files, {}) from the snapshot of {} into {}",
         m.conversations.len(),
-        m.files,
-        human(m.bytes),
+        restored.files,
+        human(restored.bytes),
         m.snapshot_at,
         dir.display()
     );
+    if restored.skipped_files > 0 {
+        println!(
+            "Skipped {} files ({}) that are not conversations: {} (restore them with --with-config)",
+            restored.skipped_files,
+            human(restored.skipped_bytes),
+            restored.skipped.join(", ")
+        );
+    }
+    if let Some(note) = &restored.config_note {
+        println!("{note}");
+    }
     Ok(())
+}
+
+/// `--max-bytes`: a byte count, plain or with a binary suffix (`512M`, `64G`, `1T`; `K`, `KiB`
+/// and `k` alike).
+pub fn parse_bytes(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (digits, unit) = text.split_at(split);
+    let shift = match unit.trim().to_ascii_lowercase().trim_end_matches("ib") {
+        "" | "b" => 0,
+        "k" => 10,
+        "m" => 20,
+        "g" => 30,
+        "t" => 40,
+        _ => {
+            return Err(format!(
+                "{text:?} is not a byte count (e.g. 1048576, 512M, 64G)"
+            ))
+        }
+    };
+    digits
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(1 << shift))
+        .ok_or_else(|| format!("{text:?} is not a byte count (e.g. 1048576, 512M, 64G)"))
 }
 
 /// The HTTP address of `GET /backup` on the server at the WebSocket `url`, keeping its query
 /// (the token).
 fn backup_url(url: &str) -> CliResult<String> {
-    let (scheme, rest) = url
-        .split_once("://")
-        .ok_or_else(|| CliError::new(format!("{url} is not a ws:// URL")))?;
+    let (scheme, rest) = url.split_once("://").ok_or_else(|| {
+        CliError::new(format!(
+            "{} is not a ws:// URL",
+            roundtable_actors::redact::redact_url_credentials(url)
+        ))
+    })?;
     if !matches!(scheme, "ws" | "http") {
         return Err(CliError::new(format!(
             "backup supports ws:// (and http://) servers, not {scheme}://"
@@ -69,16 +113,20 @@ fn backup_url(url: &str) -> CliResult<String> {
 }
 
 /// Downloads the archive into `file` (see the module docs).
-async fn fetch(url: &str, file: &Path) -> CliResult {
-    let http = backup_url(url)?;
+async fn fetch(server: &Endpoint, file: &Path) -> CliResult {
+    let http = backup_url(&server.url)?;
     let client = awc::Client::builder().disable_timeout().finish();
     // The header `GET /backup` requires: a page's link or redirect cannot send it.
-    let request = client
+    let mut request = client
         .get(&http)
         .insert_header(("x-roundtable-backup", "1"));
+    if let Some(token) = &server.token {
+        request = request.bearer_auth(token);
+    }
     let mut response = request.send().await.map_err(|e| {
         CliError::new(format!(
-            "cannot reach a server at {url} ({e}); start it with `roundtable serve`"
+            "cannot reach a server at {} ({e}); start it with `roundtable serve`",
+            server.shown()
         ))
     })?;
     if !response.status().is_success() {
@@ -365,5 +413,15 @@ mod tests {
         );
         assert!(backup_url("wss://example/").is_err());
         assert_eq!(human(1536), "1.5 KiB");
+    }
+
+    #[test]
+    fn byte_counts_parse() {
+        assert_eq!(parse_bytes("1048576"), Ok(1 << 20));
+        assert_eq!(parse_bytes("512M"), Ok(512 << 20));
+        assert_eq!(parse_bytes("64GiB"), Ok(64 << 30));
+        assert_eq!(parse_bytes("2k"), Ok(2048));
+        assert!(parse_bytes("12 parsecs").is_err());
+        assert!(parse_bytes("99999999999T").is_err());
     }
 }

@@ -20,7 +20,7 @@ use crate::client::conversation::{
     create_ephemeral, delete_ephemeral, join_named_or_fallback, manage_conversation, ActionResult,
     ManageHost,
 };
-use crate::client::{Connection, Event, JoinResult};
+use crate::client::{Connection, Endpoint, Event, JoinResult};
 
 /// Options of `roundtable connect`.
 pub struct ConnectOptions {
@@ -85,8 +85,8 @@ impl ManageHost for Session {
 /// `roundtable connect`: the interactive prompt. Long because it is the session's whole
 /// life in order: join (with the resume fallback), replay, start the UI thread, the event
 /// loop, then leave.
-pub async fn connect(url: &str, options: ConnectOptions) -> CliResult {
-    let conn = Connection::connect(url).await?;
+pub async fn connect(server: &Endpoint, options: ConnectOptions) -> CliResult {
+    let conn = Connection::connect_to(server).await?;
     let mut events = conn.take_events().expect("fresh connection");
     // From here Ctrl-C is ours (cancel), not the default (kill).
     let mut interrupts = interrupt_stream();

@@ -8,7 +8,7 @@ use serde_json::json;
 use super::render::content_matches;
 use super::{table, terminal_safe, CliError, CliResult};
 use crate::client::conversation::sort_newest_first;
-use crate::client::Connection;
+use crate::client::{Connection, Endpoint};
 
 /// `roundtable conversations …` (parsed by clap in `main.rs`).
 #[derive(Debug, clap::Subcommand)]
@@ -51,8 +51,12 @@ pub enum ConversationsCommand {
 }
 
 /// Runs `roundtable conversations …`.
-pub async fn conversations(url: &str, command: ConversationsCommand, as_json: bool) -> CliResult {
-    let conn = Connection::connect(url).await?;
+pub async fn conversations(
+    server: &Endpoint,
+    command: ConversationsCommand,
+    as_json: bool,
+) -> CliResult {
+    let conn = Connection::connect_to(server).await?;
     match command {
         ConversationsCommand::Create { name } => {
             let info = conn.create_conversation(&name).await?;

@@ -1,6 +1,7 @@
 //! The client side of the `roundtable` binary: `connect` (the interactive prompt),
 //! `conversations`, `run`, `server`, `backup` and `restore`: everything but the last two goes
-//! through [`crate::client`] over the real protocol; `backup` reads `GET /backup` and
+//! through [`crate::client`] over the real protocol, to the [`Endpoint`] [`endpoint`] builds
+//! (URL, and the token from `--token-file` or `ROUNDTABLE_TOKEN`); `backup` reads `GET /backup` and
 //! `restore` only the archive and the target directory (nothing here reads a running server's
 //! files); and [`service`], which writes the systemd unit that runs the server.
 //!
@@ -11,7 +12,7 @@
 //! parses the flags and calls [`block_on`] with one of them (or [`finish`] with the outcome
 //! of `backup` / `restore`, which run their own runtime or none).
 
-use crate::client::ClientError;
+use crate::client::{ClientError, Endpoint};
 
 mod backup;
 mod connect;
@@ -22,7 +23,7 @@ mod server;
 pub mod service;
 mod state;
 
-pub use backup::{backup, restore};
+pub use backup::{backup, parse_bytes, restore};
 pub use connect::{connect, ConnectOptions};
 pub use conversations::{conversations, ConversationsCommand};
 pub use render::{
@@ -65,6 +66,34 @@ impl CliError {
 
 /// Result of a CLI command.
 pub type CliResult<T = ()> = Result<T, CliError>;
+
+/// The environment variable a client command reads its token from (the same one `serve`
+/// reads), when no `--token-file` is given.
+pub const TOKEN_ENV: &str = "ROUNDTABLE_TOKEN";
+
+/// The server a client command talks to: `url`, with the token from `token_file` (its first
+/// line; a warning when other users can read it) or else `$ROUNDTABLE_TOKEN`. The token goes
+/// out as `Authorization: Bearer`, never in the URL (other users see command lines in `ps`).
+pub fn endpoint(url: String, token_file: Option<&std::path::Path>) -> CliResult<Endpoint> {
+    let token = match token_file {
+        Some(path) => {
+            let token =
+                crate::config::read_token_file(path).map_err(|e| CliError::new(e.to_string()))?;
+            if token.is_empty() {
+                return Err(CliError::new(format!(
+                    "--token-file {}: the file's first line is empty",
+                    path.display()
+                )));
+            }
+            Some(token)
+        }
+        None => std::env::var(TOKEN_ENV)
+            .ok()
+            .map(|t| t.trim().to_string())
+            .filter(|t| !t.is_empty()),
+    };
+    Ok(Endpoint { url, token })
+}
 
 /// Runs a client command on a small tokio runtime; an error is one line on stderr, and its
 /// code the exit code.

@@ -3,7 +3,7 @@
 
 use super::{render_message, terminal_safe, CliError, CliResult, CLI_CONVERSATION};
 use crate::client::conversation::find_or_create_named;
-use crate::client::{CommandOutcome, Connection, Event};
+use crate::client::{CommandOutcome, Connection, Endpoint, Event};
 
 /// What `run` does with the text.
 #[derive(Debug, Clone, Copy)]
@@ -17,8 +17,13 @@ pub enum RunKind {
 }
 
 /// `roundtable run …`: prints the agent output; `Err` (non-zero exit) when the command failed.
-pub async fn run(url: &str, kind: RunKind, text: &str, conversation: Option<&str>) -> CliResult {
-    let conn = Connection::connect(url).await?;
+pub async fn run(
+    server: &Endpoint,
+    kind: RunKind,
+    text: &str,
+    conversation: Option<&str>,
+) -> CliResult {
+    let conn = Connection::connect_to(server).await?;
     let mut events = conn.take_events().expect("fresh connection");
     let id = match conversation {
         Some(id) => id.to_string(),

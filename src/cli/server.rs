@@ -4,11 +4,14 @@
 use std::time::Duration;
 
 use super::{CliError, CliResult};
-use crate::client::{Connection, Event};
+use crate::client::{ClientError, Connection, Endpoint, Event};
 
-/// `roundtable server status`: is a server answering at `url`?
-pub async fn server_status(url: &str) -> CliResult {
-    match tokio::time::timeout(Duration::from_secs(2), Connection::connect(url)).await {
+/// `roundtable server status`: is a server answering at `server`? (One that refuses the token
+/// is running: its refusal is the answer.)
+pub async fn server_status(server: &Endpoint) -> CliResult {
+    let url = server.shown();
+    match tokio::time::timeout(Duration::from_secs(2), Connection::connect_to(server)).await {
+        Ok(Err(e @ ClientError::Unauthorized { .. })) => Err(e.into()),
         Ok(Ok(conn)) => {
             let count = conn
                 .list_conversations(None)
@@ -26,8 +29,9 @@ pub async fn server_status(url: &str) -> CliResult {
 }
 
 /// `roundtable server stop`: sends `shutdown` and waits for the socket to close.
-pub async fn server_stop(url: &str) -> CliResult {
-    let conn = Connection::connect(url).await?;
+pub async fn server_stop(server: &Endpoint) -> CliResult {
+    let url = server.shown();
+    let conn = Connection::connect_to(server).await?;
     let mut events = conn.take_events().expect("fresh connection");
     conn.shutdown_server().await?;
     let closed = tokio::time::timeout(Duration::from_secs(10), async {

@@ -56,6 +56,21 @@ pub fn install(options: &InstallOptions) -> CliResult {
     let user = (options.scope == Scope::System)
         .then(current_user_name)
         .flatten();
+    unit_safe("this binary's path", &binary)?;
+    if binary.to_string_lossy().contains(['"', '\'', '\\']) {
+        return Err(CliError::new(format!(
+            "this binary's path {}: systemd refuses to run an executable whose path holds a \
+             quote or a backslash; install the binary elsewhere",
+            binary.display()
+        )));
+    }
+    unit_safe("--instance-dir", &instance_dir)?;
+    if let Some(config) = &config {
+        unit_safe("--config", config)?;
+    }
+    if let Some(user) = &user {
+        unit_safe("the user name", Path::new(user))?;
+    }
     let text = unit_text(&UnitSpec {
         binary: &binary,
         instance_dir: &instance_dir,
@@ -68,8 +83,9 @@ pub fn install(options: &InstallOptions) -> CliResult {
         print!("{text}");
         return Ok(());
     }
-    std::fs::create_dir_all(&instance_dir)
-        .map_err(|e| CliError::new(format!("cannot create {}: {e}", instance_dir.display())))?;
+    // Private (0700) like every instance directory Roundtable creates.
+    roundtable_actors::storage::durable::create_dir_durable(&instance_dir)
+        .map_err(|e| CliError::new(format!("cannot create the instance directory {e}")))?;
     let path = unit_path(options.scope)?;
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)
@@ -158,15 +174,34 @@ pub struct UnitSpec<'a> {
     pub watchdog_secs: u32,
 }
 
-/// The unit file.
+/// Refuses a value that cannot be written into a unit file as it is: one with a control
+/// character (a newline would start a new setting: `ExecStartPre=`, `User=`), or one that is
+/// not UTF-8 (the unit would name another path). The error names the option.
+pub fn unit_safe(option: &str, path: &Path) -> CliResult {
+    let Some(text) = path.to_str() else {
+        return Err(CliError::new(format!(
+            "{option} {}: the path is not valid UTF-8; a systemd unit cannot name it",
+            path.display()
+        )));
+    };
+    if let Some(c) = text.chars().find(|c| c.is_control()) {
+        return Err(CliError::new(format!(
+            "{option} {text:?}: the path holds the control character {c:?}; a systemd unit \
+             cannot hold one (a newline would start a new setting)"
+        )));
+    }
+    Ok(())
+}
+
+/// The unit file. Its values must have passed [`unit_safe`].
 pub fn unit_text(spec: &UnitSpec<'_>) -> String {
     let mut exec = format!(
         "{} serve --instance-dir {}",
-        quote(spec.binary),
-        quote(spec.instance_dir)
+        path_word(spec.binary),
+        exec_argument(spec.instance_dir)
     );
     if let Some(config) = spec.config {
-        let _ = write!(exec, " --config {}", quote(config));
+        let _ = write!(exec, " --config {}", exec_argument(config));
     }
     let mut unit = String::new();
     let _ = writeln!(
@@ -178,14 +213,14 @@ pub fn unit_text(spec: &UnitSpec<'_>) -> String {
     unit.push_str("Type=notify\nNotifyAccess=main\n");
     let _ = writeln!(unit, "ExecStart={exec}");
     if let Some(user) = spec.user {
-        let _ = writeln!(unit, "User={user}");
+        let _ = writeln!(unit, "User={}", user.replace('%', "%%"));
     }
     unit.push_str("Restart=on-failure\nRestartSec=2\n");
     let _ = writeln!(unit, "WatchdogSec={}", spec.watchdog_secs);
     unit.push_str("TimeoutStopSec=30\n");
     unit.push_str("# Hardening: a local service that writes only its instance directory.\n");
     unit.push_str("NoNewPrivileges=yes\nProtectSystem=strict\nPrivateTmp=yes\n");
-    let _ = writeln!(unit, "ReadWritePaths={}", quote(spec.instance_dir));
+    let _ = writeln!(unit, "ReadWritePaths={}", path_word(spec.instance_dir));
     unit.push_str("UMask=0077\nLockPersonality=yes\nRestrictSUIDSGID=yes\n");
     unit.push_str("RestrictRealtime=yes\nSystemCallArchitectures=native\n\n");
     let target = match spec.scope {
@@ -196,11 +231,25 @@ pub fn unit_text(spec: &UnitSpec<'_>) -> String {
     unit
 }
 
-/// A path as one systemd command-line word (double-quoted when it has spaces or quotes;
-/// `%` is doubled because systemd expands specifiers in unit files).
-fn quote(path: &Path) -> String {
-    let text = path.display().to_string().replace('%', "%%");
-    if text.contains([' ', '"', '\'', '\\']) {
+/// A path as an argument of `ExecStart=` (systemd.service(5), "Command lines"): `%` doubled
+/// (specifiers are expanded in every setting), `$` doubled (`$VAR` and `${VAR}` are expanded
+/// in arguments), and double-quoted with `\\` and `\"` escaped when it has whitespace,
+/// quotes, backslashes or `;` (a lone `;` word would separate commands).
+fn exec_argument(path: &Path) -> String {
+    quoted(&path.display().to_string().replace('$', "$$"))
+}
+
+/// A path as `ExecStart=`'s executable or an entry of a space-separated path list
+/// (`ReadWritePaths=`, systemd.exec(5)): `%` doubled and quoted as in [`exec_argument`], but
+/// `$` kept (neither expands variables, so `$$` would stay two dollars).
+fn path_word(path: &Path) -> String {
+    quoted(&path.display().to_string())
+}
+
+/// `text` with `%` doubled, double-quoted (escaping `\\` and `\"`) when it needs to be.
+fn quoted(text: &str) -> String {
+    let text = text.replace('%', "%%");
+    if text.contains(|c: char| c.is_whitespace() || matches!(c, '"' | '\'' | '\\' | ';')) {
         format!("\"{}\"", text.replace('\\', "\\\\").replace('"', "\\\""))
     } else {
         text
@@ -274,13 +323,13 @@ fn current_user_name() -> Option<String> {
 mod tests {
     use super::*;
 
-    /// Paths with spaces and `%` survive systemd's parsing; the unit names the instance dir
-    /// as the one writable path.
+    /// Paths with spaces, `%` and `$` survive systemd's parsing; the unit names the instance
+    /// dir as the one writable path.
     #[test]
     fn unit_quotes_paths_and_confines_writes() {
         let text = unit_text(&UnitSpec {
             binary: Path::new("/opt/my tools/roundtable"),
-            instance_dir: Path::new("/home/a/100%/rt"),
+            instance_dir: Path::new("/home/a/100%/$rt"),
             config: Some(Path::new("/etc/rt.toml")),
             scope: Scope::System,
             user: Some("alice"),
@@ -288,12 +337,15 @@ mod tests {
         });
         assert!(
             text.contains(
-                "ExecStart=\"/opt/my tools/roundtable\" serve --instance-dir /home/a/100%%/rt \
+                "ExecStart=\"/opt/my tools/roundtable\" serve --instance-dir /home/a/100%%/$$rt \
                  --config /etc/rt.toml\n"
             ),
             "{text}"
         );
-        assert!(text.contains("ReadWritePaths=/home/a/100%%/rt\n"), "{text}");
+        assert!(
+            text.contains("ReadWritePaths=/home/a/100%%/$rt\n"),
+            "{text}"
+        );
         assert!(text.contains("User=alice\n") && text.contains("WantedBy=multi-user.target"));
         for line in [
             "Type=notify",

@@ -13,7 +13,11 @@ use serde_json::{json, Value};
 use tokio::sync::{mpsc, oneshot, Notify};
 use tokio_tungstenite::tungstenite::Message;
 
-use super::{ClientError, ClientResult, CommandOutcome, Event};
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::http::header::AUTHORIZATION;
+use tokio_tungstenite::tungstenite::http::HeaderValue;
+
+use super::{ClientError, ClientResult, CommandOutcome, Endpoint, Event};
 
 /// Completions remembered for `submit_and_wait` (oldest dropped first).
 const COMPLETIONS_KEPT: usize = 1024;
@@ -59,17 +63,41 @@ pub struct Connection {
 impl Connection {
     /// Connects (5 s timeout) and starts the reader and writer tasks on the current runtime.
     pub async fn connect(url: &str) -> ClientResult<Connection> {
+        Connection::connect_to(&Endpoint::new(url)).await
+    }
+
+    /// Connects to `endpoint`, sending its token as `Authorization: Bearer` (never in the
+    /// URL, where other users see it in `ps`).
+    pub async fn connect_to(endpoint: &Endpoint) -> ClientResult<Connection> {
+        let url = endpoint.url.as_str();
         let unreachable = |reason: String| ClientError::Unreachable {
-            url: url.to_string(),
+            url: endpoint.shown(),
             reason,
         };
+        let mut request = url
+            .into_client_request()
+            .map_err(|e| unreachable(e.to_string()))?;
+        if let Some(token) = &endpoint.token {
+            let value = HeaderValue::from_str(&format!("Bearer {token}"))
+                .map_err(|_| unreachable("the token is not a valid header value".into()))?;
+            request.headers_mut().insert(AUTHORIZATION, value);
+        }
         let (ws, _) = tokio::time::timeout(
             Duration::from_secs(5),
-            tokio_tungstenite::connect_async(url),
+            tokio_tungstenite::connect_async(request),
         )
         .await
         .map_err(|_| unreachable("no answer within 5 s".into()))?
-        .map_err(|e| unreachable(short_error(&e.to_string())))?;
+        .map_err(|e| match e {
+            tokio_tungstenite::tungstenite::Error::Http(response)
+                if response.status().as_u16() == 401 =>
+            {
+                ClientError::Unauthorized {
+                    url: endpoint.shown(),
+                }
+            }
+            e => unreachable(short_error(&e.to_string())),
+        })?;
         let (mut sink, mut stream) = ws.split();
         let (out_tx, mut out_rx) = mpsc::unbounded_channel::<Message>();
         let (ev_tx, ev_rx) = mpsc::unbounded_channel();

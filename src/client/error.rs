@@ -15,6 +15,15 @@ pub enum ClientError {
         /// What went wrong.
         reason: String,
     },
+    /// The server wants a token this client did not give (or gave wrong).
+    #[error(
+        "the Roundtable server at {url} refused the connection (401 Unauthorized): it wants its \
+         token; pass --token-file FILE or set ROUNDTABLE_TOKEN"
+    )]
+    Unauthorized {
+        /// The URL tried (credentials hidden).
+        url: String,
+    },
     /// The server's `Conversation not found: <id>` (the full text).
     #[error("{0}")]
     ConversationNotFound(String),

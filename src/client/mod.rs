@@ -30,3 +30,38 @@ pub use types::{
 pub fn url_for_port(port: u16) -> String {
     format!("ws://127.0.0.1:{port}/")
 }
+
+/// A server to connect to: its WebSocket URL and the token it wants, if any. The token goes
+/// out as `Authorization: Bearer` ([`Connection::connect_to`], and `roundtable backup`'s
+/// `GET /backup`); `Debug` and [`Endpoint::shown`] never print it.
+#[derive(Clone)]
+pub struct Endpoint {
+    /// `ws://host:port/` (a `?token=` in it still works, but is visible in `ps`).
+    pub url: String,
+    /// Sent as `Authorization: Bearer <token>`.
+    pub token: Option<String>,
+}
+
+impl Endpoint {
+    /// `url` without a token.
+    pub fn new(url: impl Into<String>) -> Endpoint {
+        Endpoint {
+            url: url.into(),
+            token: None,
+        }
+    }
+
+    /// The URL as messages show it: credentials and `?token=` hidden.
+    pub fn shown(&self) -> String {
+        roundtable_actors::redact::redact_url_credentials(&self.url)
+    }
+}
+
+impl std::fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Endpoint")
+            .field("url", &self.shown())
+            .field("token", &self.token.as_ref().map(|_| "<hidden>"))
+            .finish()
+    }
+}

@@ -13,6 +13,7 @@ use std::time::Duration;
 use roundtable_actors::agent::builtin::BuiltinProvider;
 use roundtable_actors::agent::turn::ToolServer;
 use roundtable_actors::agent::Provider;
+use roundtable_actors::redact::redact_url_credentials;
 
 use crate::config::ProviderChoice;
 
@@ -32,7 +33,7 @@ pub fn agent_provider(choice: ProviderChoice) -> Result<Arc<dyn Provider>, Strin
             log::info!(
                 "agent provider: openai ({} at {})",
                 config.model,
-                config.base_url
+                redact_url_credentials(&config.base_url)
             );
             Arc::new(openai::OpenAiProvider::new(config))
         }
@@ -48,7 +49,8 @@ pub async fn connect_tool_servers(
     for (name, url) in servers {
         let server = toolserver::HttpToolServer::connect(name, url, TOOL_SERVER_TIMEOUT).await?;
         log::info!(
-            "tool server {name} at {url}: {} tools",
+            "tool server {name} at {}: {} tools",
+            redact_url_credentials(url),
             server.tools_count()
         );
         connected.insert(name.clone(), Arc::new(server));

@@ -6,11 +6,14 @@
 //! - `POST <URL>/call` with `{"tool", "input"}` → `{"content": string, "isError"?: bool}`.
 //!
 //! A failed or slow call becomes an `is_error` tool result the model sees, never a crashed turn.
+//! Every text that names the URL (errors, [`ToolServer::url`] for `@system config`) has its
+//! credentials hidden ([`redact_url_credentials`]).
 
 use std::time::Duration;
 
 use roundtable_actors::agent::turn::ToolServer;
 use roundtable_actors::agent::{valid_tool_name, LocalBoxFuture, ToolSpec};
+use roundtable_actors::redact::redact_url_credentials;
 use serde_json::{json, Value};
 
 use super::http_client;
@@ -24,6 +27,8 @@ pub struct HttpToolServer {
     name: String,
     /// Base URL without a trailing slash.
     base: String,
+    /// `base` with its credentials hidden: what `@system config` and errors show.
+    shown: String,
     /// Tools read at startup.
     tools: Vec<ToolSpec>,
     /// Per-call time limit.
@@ -33,17 +38,18 @@ pub struct HttpToolServer {
 /// Parses `NAME=URL`; the name becomes the tools' prefix, so it must be a valid tool-name
 /// part without the `__` separator.
 pub fn parse_spec(spec: &str) -> Result<(String, String), String> {
+    let shown = redact_url_credentials(spec);
     let (name, url) = spec
         .split_once('=')
-        .ok_or_else(|| format!("--tool-server {spec:?}: expected NAME=URL"))?;
+        .ok_or_else(|| format!("--tool-server {shown:?}: expected NAME=URL"))?;
     if !valid_tool_name(name) || name.contains("__") {
         return Err(format!(
-            "--tool-server {spec:?}: the name must match ^[a-zA-Z0-9_-]+$ without \"__\""
+            "--tool-server {shown:?}: the name must match ^[a-zA-Z0-9_-]+$ without \"__\""
         ));
     }
     if !url.starts_with("http://") {
         return Err(format!(
-            "--tool-server {spec:?}: the URL must start with http://"
+            "--tool-server {shown:?}: the URL must start with http://"
         ));
     }
     Ok((name.to_string(), url.trim_end_matches('/').to_string()))
@@ -57,14 +63,13 @@ impl HttpToolServer {
         timeout: Duration,
     ) -> Result<HttpToolServer, String> {
         let url = format!("{base}/tools");
-        let mut response = http_client(timeout)
-            .get(&url)
-            .send()
-            .await
-            .map_err(|e| format!("tool server {name}: cannot reach {url}: {e}"))?;
+        let shown = redact_url_credentials(&url);
+        let mut response = http_client(timeout).get(&url).send().await.map_err(|e| {
+            redact_url_credentials(&format!("tool server {name}: cannot reach {shown}: {e}"))
+        })?;
         if !response.status().is_success() {
             return Err(format!(
-                "tool server {name}: {url} answered HTTP {}",
+                "tool server {name}: {shown} answered HTTP {}",
                 response.status()
             ));
         }
@@ -72,12 +77,13 @@ impl HttpToolServer {
             .body()
             .limit(MAX_ANSWER_BYTES)
             .await
-            .map_err(|e| format!("tool server {name}: reading {url}: {e}"))?;
+            .map_err(|e| format!("tool server {name}: reading {shown}: {e}"))?;
         let tools: Vec<ToolSpec> = serde_json::from_slice(&body)
-            .map_err(|e| format!("tool server {name}: {url} is not a tool list: {e}"))?;
+            .map_err(|e| format!("tool server {name}: {shown} is not a tool list: {e}"))?;
         Ok(HttpToolServer {
             name: name.to_string(),
             base: base.to_string(),
+            shown: redact_url_credentials(base),
             tools,
             timeout,
         })
@@ -97,7 +103,7 @@ impl ToolServer for HttpToolServer {
     }
 
     fn url(&self) -> Option<&str> {
-        Some(&self.base)
+        Some(&self.shown)
     }
 
     fn call(&self, tool: &str, input: Value) -> LocalBoxFuture<'static, Result<String, String>> {
@@ -110,7 +116,7 @@ impl ToolServer for HttpToolServer {
                 .post(&url)
                 .send_json(&body)
                 .await
-                .map_err(|e| format!("tool server {name} failed: {e}"))?;
+                .map_err(|e| redact_url_credentials(&format!("tool server {name} failed: {e}")))?;
             let status = response.status();
             let bytes = response
                 .body()

@@ -20,6 +20,7 @@ mod providers;
 mod runtime;
 mod search;
 mod security;
+mod security_cli;
 mod security_web;
 mod service;
 mod storage;

@@ -50,6 +50,12 @@ pub struct ClusterSettings {
 }
 
 impl ClusterSettings {
+    /// The URL as it may be shown or logged: credentials (`nats://user:pass@…`, a token)
+    /// hidden.
+    pub fn shown_url(&self) -> String {
+        crate::redact::redact_server_list(&self.url)
+    }
+
     /// Checks the node name (it ends up in subjects, so dots and wildcards are refused).
     pub fn validate_node_name(name: &str) -> Result<(), String> {
         if name.is_empty() || name.len() > 64 {
@@ -76,7 +82,10 @@ pub struct ClusterError(pub String);
 
 impl ClusterError {
     fn new(context: &str, error: impl std::fmt::Display) -> ClusterError {
-        ClusterError(format!("{context}: {error}"))
+        // The error of a failed connect may repeat the URL it was given.
+        ClusterError(crate::redact::redact_url_credentials(&format!(
+            "{context}: {error}"
+        )))
     }
 }
 
@@ -158,7 +167,7 @@ pub struct ClusterStatus {
     pub node: String,
     /// `connected`, `connecting` or `disconnected`.
     pub nats: &'static str,
-    /// The NATS URL from `--cluster`.
+    /// The NATS URL from `--cluster`, credentials hidden.
     pub url: String,
     /// Registry changes written by this node.
     pub registry_writes: u64,
@@ -209,7 +218,9 @@ impl Cluster {
             })
             .connect(settings.url.as_str())
             .await
-            .map_err(|e| ClusterError::new(&format!("cannot connect to {}", settings.url), e))?;
+            .map_err(|e| {
+                ClusterError::new(&format!("cannot connect to {}", settings.shown_url()), e)
+            })?;
         let js = jetstream::new(client.clone());
         let registry = registry_kv::open_bucket(&js).await?;
         let log_stream = Cluster::open_log_stream(&js).await?;
@@ -230,7 +241,7 @@ impl Cluster {
         log::info!(
             "cluster node {}: connected to {}",
             cluster.node(),
-            cluster.inner.settings.url
+            cluster.inner.settings.shown_url()
         );
         Ok(cluster)
     }
@@ -305,7 +316,7 @@ impl Cluster {
                 State::Pending => "connecting",
                 State::Disconnected => "disconnected",
             },
-            url: self.inner.settings.url.clone(),
+            url: self.inner.settings.shown_url(),
             registry_writes: stats.registry_writes.load(Ordering::Relaxed),
             registry_conflicts: stats.registry_conflicts.load(Ordering::Relaxed),
             watch_events: stats.watch_events.load(Ordering::Relaxed),

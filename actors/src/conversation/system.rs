@@ -259,8 +259,8 @@ fn seconds(d: Duration) -> String {
     format!("{} s", d.as_secs_f64())
 }
 
-/// The tool servers, sorted: (name, url, tool names as offered).
-fn tool_servers(runtime: &RuntimeConfig) -> Vec<(&str, &str, Vec<String>)> {
+/// The tool servers, sorted: (name, url without its credentials, tool names as offered).
+fn tool_servers(runtime: &RuntimeConfig) -> Vec<(&str, String, Vec<String>)> {
     let mut servers: Vec<_> = runtime
         .tool_servers
         .iter()
@@ -270,7 +270,10 @@ fn tool_servers(runtime: &RuntimeConfig) -> Vec<(&str, &str, Vec<String>)> {
                 .into_iter()
                 .map(|t| format!("{name}{}{}", crate::agent::turn::SERVER_SEPARATOR, t.name))
                 .collect();
-            (name.as_str(), server.url().unwrap_or("(no address)"), tools)
+            let url = server
+                .url()
+                .map_or("(no address)".into(), crate::redact::redact_url_credentials);
+            (name.as_str(), url, tools)
         })
         .collect();
     servers.sort();

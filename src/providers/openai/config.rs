@@ -23,7 +23,7 @@ pub const ENV_TIMEOUT_SECS: &str = "ROUNDTABLE_OPENAI_TIMEOUT_SECS";
 
 /// Where and how to reach an OpenAI-compatible endpoint.
 ///
-/// `Debug` never prints the API key.
+/// `Debug` never prints the API key, nor credentials in the base URL.
 #[derive(Clone, PartialEq, Eq)]
 pub struct OpenAiConfig {
     /// Base URL up to and including the API version, e.g. `http://127.0.0.1:8080/v1`;
@@ -40,7 +40,10 @@ pub struct OpenAiConfig {
 impl fmt::Debug for OpenAiConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("OpenAiConfig")
-            .field("base_url", &self.base_url)
+            .field(
+                "base_url",
+                &roundtable_actors::redact::redact_url_credentials(&self.base_url),
+            )
             .field("model", &self.model)
             .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
             .field("timeout", &self.timeout)

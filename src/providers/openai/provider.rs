@@ -11,6 +11,7 @@ use awc::http::header;
 use roundtable_actors::agent::{
     LocalBoxFuture, Provider, ProviderError, ProviderRequest, ProviderResponse,
 };
+use roundtable_actors::redact::redact_url_credentials;
 use serde_json::Value;
 
 use crate::providers::http_client;
@@ -65,7 +66,7 @@ impl Provider for OpenAiProvider {
             // guarantee that the whole call, whatever stage it is stuck in, ends in time.
             match tokio::time::timeout(config.timeout, send(&config, &url, &body)).await {
                 Ok(result) => result,
-                Err(_) => Err(timeout_error(&url, config.timeout)),
+                Err(_) => Err(timeout_error(&redact_url_credentials(&url), config.timeout)),
             }
         })
     }
@@ -84,10 +85,12 @@ async fn send(
     if let Some(key) = &config.api_key {
         req = req.bearer_auth(key);
     }
+    // Errors reach the conversation's clients and the log: never with credentials.
+    let shown = redact_url_credentials(url);
     let mut response = req
         .send_json(body)
         .await
-        .map_err(|e| send_error(url, config.timeout, e))?;
+        .map_err(|e| send_error(&shown, config.timeout, e))?;
     let status = response.status();
     let bytes = response.body().limit(MAX_RESPONSE_BYTES).await;
     if !status.is_success() {
@@ -100,7 +103,7 @@ async fn send(
             body,
         });
     }
-    let bytes = bytes.map_err(|e| payload_error(url, config.timeout, e))?;
+    let bytes = bytes.map_err(|e| payload_error(&shown, config.timeout, e))?;
     parse_response(&bytes)
 }
 
