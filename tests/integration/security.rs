@@ -263,19 +263,7 @@ fn other_os_users_are_refused_without_a_token() {
         server.port
     );
     let run_as = |user: Option<&str>| {
-        let mut cmd = match user {
-            Some(u) => {
-                let mut c = Command::new("runuser");
-                c.args(["-u", u, "--", "python3", "-c", &script]);
-                c
-            }
-            None => {
-                let mut c = Command::new("python3");
-                c.args(["-c", &script]);
-                c
-            }
-        };
-        let out = cmd.output().expect("run python3");
+        let out = python_as(user, &script);
         String::from_utf8_lossy(&out.stdout).trim().to_string()
             + &String::from_utf8_lossy(&out.stderr)
     };
@@ -305,19 +293,7 @@ fn other_os_users_are_refused_without_a_token() {
              print(data.decode())\n",
             server.port
         );
-        let mut cmd = match user {
-            Some(u) => {
-                let mut c = Command::new("runuser");
-                c.args(["-u", u, "--", "python3", "-c", &script]);
-                c
-            }
-            None => {
-                let mut c = Command::new("python3");
-                c.args(["-c", &script]);
-                c
-            }
-        };
-        String::from_utf8_lossy(&cmd.output().expect("run python3").stdout).to_string()
+        String::from_utf8_lossy(&python_as(user, &script).stdout).to_string()
     };
     let health = get("/health", Some(USER));
     assert!(health.starts_with("HTTP/1.1 200"), "{health}");
@@ -350,6 +326,23 @@ fn other_os_users_are_refused_without_a_token() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// Runs a Python script as `user` (through `runuser`; `None`: as this process's user).
+fn python_as(user: Option<&str>, script: &str) -> std::process::Output {
+    let mut cmd = match user {
+        Some(u) => {
+            let mut c = Command::new("runuser");
+            c.args(["-u", u, "--", "python3", "-c", script]);
+            c
+        }
+        None => {
+            let mut c = Command::new("python3");
+            c.args(["-c", script]);
+            c
+        }
+    };
+    cmd.output().expect("run python3")
 }
 
 /// Whether an ESTABLISHED TCP connection `from` → `to` is listed in `/proc/net/tcp`.
