@@ -13,10 +13,14 @@ fn registry(dir: &std::path::Path) -> Value {
 
 /// Conversations survive a clean restart (the journal is folded into conversations.json) and
 /// a crash (the journal is replayed).
+/// Also: only a run that did not shut down cleanly is reported as one (a new instance
+/// directory has no previous run; issue 26, finding 9).
 #[test]
 fn restart_and_crash_keep_every_conversation() {
+    const UNCLEAN: &str = "previous run did not shut down cleanly";
     let temp = tempfile::tempdir().unwrap();
     let server = Server::start_in(temp.path(), &[]);
+    assert!(!server.log().contains(UNCLEAN), "{}", server.log());
     let mut c = server.connect();
     let a = c.create("alpha");
     let b = c.create("beta");
@@ -24,6 +28,9 @@ fn restart_and_crash_keep_every_conversation() {
     let gone = c.create("gone");
     c.agent("deleteConversation", json!([gone])).unwrap();
     drop(c);
+    assert!(server.shutdown().success());
+    let server = Server::start_in(temp.path(), &[]);
+    assert!(!server.log().contains(UNCLEAN), "{}", server.log());
     assert!(server.shutdown().success());
     let reg = registry(temp.path());
     let names: Vec<_> = reg["sessions"]
@@ -51,6 +58,7 @@ fn restart_and_crash_keep_every_conversation() {
         .join("conversations/conversations.journal")
         .exists());
     let server = Server::start_in(temp.path(), &[]);
+    assert!(server.log().contains(UNCLEAN), "{}", server.log());
     let mut c = server.connect();
     assert_eq!(c.names(), ["default", "alpha 2", "beta 2", "after crash"]);
     // Startup folded the journal: conversations.json alone is complete again.

@@ -42,11 +42,14 @@ impl ConversationRegistry {
         for step in migrate::migrate(&layout)? {
             log::info!("migration: {step}");
         }
+        // A new instance (no registry file nor journal, after migrations) has nothing to
+        // recount and no previous run to blame.
+        let first_start = !layout.registry_file().exists() && !layout.journal_file().exists();
         let loaded = registry_file::load_registry(&layout, config.repair)?;
         let mut needs_fold = loaded.needs_fold;
         // After a clean shutdown the stored message counts are exact; after a crash they may
         // trail, so each conversation's log tail is read once (one small read each).
-        let clean = registry_file::take_clean_marker(&layout)?;
+        let clean = registry_file::take_clean_marker(&layout)? || first_start;
         if !clean {
             log::info!("previous run did not shut down cleanly; recounting messages from log tails in the background");
         }
