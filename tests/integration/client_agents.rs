@@ -492,3 +492,160 @@ fn unregister_leave_and_android_recovery() {
     let calls = cli.until_complete(&id, &rid);
     assert_eq!(tool_results(&calls), [("2 alarms".to_string(), false)]);
 }
+
+/// The schema of the security review (issue 25, finding 2), 514 bytes: the action `deep`
+/// takes an `L1`, and `Lk = { f0: Lk+1; f1: Lk+1; f2: Lk+1; f3: Lk+1 }` nine levels deep —
+/// 4⁹ paths to the last level's strings.
+fn four_wide_nine_deep() -> String {
+    let mut src = String::from(
+        "type PhoneAction = Deep;\ntype Deep = {actionName: \"deep\"; parameters: L1};\n",
+    );
+    for k in 1..=9 {
+        let next = if k == 9 {
+            "string".to_string()
+        } else {
+            format!("L{}", k + 1)
+        };
+        let fields: String = (0..4).map(|i| format!("f{i}: {next}; ")).collect();
+        src.push_str(&format!("type L{k} = {{ {fields}}};\n"));
+    }
+    src
+}
+
+/// [`registration`] of `name` with the TypeScript schema `content` (entry `PhoneAction`).
+fn registration_of(name: &str, content: &str) -> Value {
+    let mut r = registration(name, None);
+    r[0]["manifest"]["schema"]["schemaFile"]["content"] = json!(content);
+    r
+}
+
+/// Issue 25, finding 2: the four-wide, nine-deep schema (once 9 s, RSS 42 MB → 1.5 GB, 2.9 GB
+/// after a turn) registers at once over a real socket with a small schema — each level once
+/// under `$defs`, referred to by `$ref` — the server's RSS stays flat, and a turn offers the
+/// tool and runs the action.
+#[test]
+fn a_schema_four_wide_and_nine_deep_registers_small() {
+    let model = scripted(|n, _| match n {
+        0 => (
+            200,
+            completion(
+                json!({"role": "assistant", "content": null, "tool_calls": [{
+                "id": "call_1", "type": "function", "function": {
+                    "name": "hostile__deep", "arguments": "{\"f0\":{}}"}}]}),
+            ),
+        ),
+        _ => (
+            200,
+            completion(json!({"role": "assistant", "content": "deep done"})),
+        ),
+    });
+    let server = Server::with_model(&model, "test-model", &[]);
+    let (mut cli, id) = server.joined("deep");
+    let mut host = server.connect();
+    host.join(&id);
+    let content = four_wide_nine_deep();
+    assert!(content.len() < 600, "{}", content.len());
+    let rss_before = server.rss_kb();
+    let started = std::time::Instant::now();
+    assert_eq!(
+        host.agent("registerClientAgent", registration_of("hostile", &content)),
+        Ok(Value::Null)
+    );
+    let took = started.elapsed();
+    let rss_registered = server.rss_kb();
+    eprintln!("registered in {took:?}; RSS {rss_before} → {rss_registered} KiB");
+    assert!(took < std::time::Duration::from_secs(5), "{took:?}");
+
+    let rid = Client::request_id(&cli.submit(&id, "go deep"));
+    let (call_id, args) = host.expect_invoke("agent:hostile", "executeAction");
+    assert_eq!(
+        args[0]["action"],
+        json!({"schemaName": "hostile", "actionName": "deep", "parameters": {"f0": {}}})
+    );
+    host.send_result("agent:hostile", call_id, json!({"historyText": "deep"}));
+    let calls = cli.until_complete(&id, &rid);
+    assert_eq!(tool_results(&calls), [("deep".to_string(), false)]);
+    assert!(Client::texts(&calls).contains(&"deep done".to_string()));
+    let rss_after = server.rss_kb();
+    eprintln!("after the turn: RSS {rss_after} KiB");
+    assert!(
+        rss_after.saturating_sub(rss_before) < 50 * 1024,
+        "RSS grew from {rss_before} to {rss_after} KiB"
+    );
+
+    // What the model was offered: L1 in place, L2…L9 once each.
+    let bodies = model.bodies.lock().unwrap().clone();
+    let tool = bodies[0]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["function"]["name"] == "hostile__deep")
+        .expect("hostile__deep offered")
+        .clone();
+    let params = &tool["function"]["parameters"];
+    assert_eq!(params["type"], "object");
+    assert_eq!(params["properties"]["f3"], json!({"$ref": "#/$defs/L2"}));
+    let defs = params["$defs"].as_object().unwrap();
+    let keys: Vec<&str> = defs.keys().map(String::as_str).collect();
+    assert_eq!(keys, ["L2", "L3", "L4", "L5", "L6", "L7", "L8", "L9"]);
+    assert_eq!(
+        defs["L8"]["properties"]["f0"],
+        json!({"$ref": "#/$defs/L9"})
+    );
+    assert_eq!(defs["L9"]["properties"]["f0"], json!({"type": "string"}));
+    let bytes = params.to_string().len();
+    assert!(bytes < 2048, "{bytes} bytes: {params}");
+}
+
+/// Past the bounds of a converted schema: a schema 1,400 fields wide is refused with the
+/// exact error (its schema would be more than 4,096 JSON values), and one 100,000 array levels
+/// deep with a syntax error instead of overflowing the server's stack; the server keeps its
+/// memory and goes on registering.
+#[test]
+fn schemas_past_the_bounds_are_refused_exactly() {
+    let server = Server::start(&[]);
+    let (_, id) = server.joined("bounds");
+    let mut host = server.connect();
+    host.join(&id);
+    let rss_before = server.rss_kb();
+    let fields: String = (0..1400).map(|i| format!("f{i}: string; ")).collect();
+    let wide = format!("type PhoneAction = {{actionName: \"wide\"; parameters: {{ {fields}}} }};");
+    assert_eq!(
+        host.agent("registerClientAgent", registration_of("wide", &wide)),
+        Err(
+            "Invalid manifest for client agent 'wide': schema of 'wide': the parameters schema \
+             of action 'wide' is too large (over the limit of 4096 JSON nodes per action)"
+                .to_string()
+        )
+    );
+    let deep = format!(
+        "type PhoneAction = {{actionName: \"deep\"; parameters: {{x: string{}}}}};",
+        "[]".repeat(100_000)
+    );
+    assert_eq!(
+        host.agent("registerClientAgent", registration_of("deep", &deep)),
+        Err(
+            "Invalid manifest for client agent 'deep': schema of 'deep': expected a less deeply \
+             nested type at line 1, column 103, found '['"
+                .to_string()
+        )
+    );
+    let empty = "type PhoneAction = {actionName: \"\"};";
+    assert_eq!(
+        host.agent("registerClientAgent", registration_of("empty", empty)),
+        Err(
+            "Invalid manifest for client agent 'empty': type 'PhoneAction' has an empty \
+             actionName: an action name is 1 or more letters, digits, '-' or '_'"
+                .to_string()
+        )
+    );
+    assert_eq!(
+        host.agent("registerClientAgent", registration("androidDevice", None)),
+        Ok(Value::Null)
+    );
+    let rss_after = server.rss_kb();
+    assert!(
+        rss_after.saturating_sub(rss_before) < 50 * 1024,
+        "RSS grew from {rss_before} to {rss_after} KiB"
+    );
+}

@@ -13,7 +13,8 @@
 //! # Layout
 //! - this file: names, bounds, [`parse_registration`], [`execute_action_args`],
 //!   [`action_result_text`], [`CallError`].
-//! - [`schema`]: the type model both readers produce, and the actions found in it.
+//! - [`schema`]: the type model both readers produce, the actions found in it and their
+//!   parameters as JSON Schema (shared types once, under `$defs`; bounded as they are written).
 //! - [`ts_schema`]: TypeScript schema files (`format: "ts"`).
 //! - [`pas_schema`]: JSON schema files (`format: "pas"`: TypeAgent's parsed schema, or JSON
 //!   Schema definitions).
@@ -30,6 +31,7 @@ use std::time::Duration;
 use serde_json::{json, Map, Value};
 
 pub use schema::ClientAction;
+use schema::{ActionType, Schema, SchemaBudget};
 
 use super::{valid_tool_name, ToolSpec};
 use crate::protocol::{RpcError, RpcResult};
@@ -39,6 +41,21 @@ use crate::protocol::{RpcError, RpcResult};
 pub const MAX_MANIFEST_BYTES: usize = 256 * 1024;
 /// Most actions one agent may declare: each is a tool in every model request.
 pub const MAX_ACTIONS_PER_AGENT: usize = 64;
+/// Most JSON values (objects, arrays, strings, numbers… each counting one) in one action's
+/// parameters schema. A real action is a few dozen (Android's largest is under 40); OpenAI's
+/// strict mode stops at 5,000 properties. With shared types written once (`$defs`) a schema
+/// is about as large as its source, so this is reached only by a schema meant to be huge.
+pub const MAX_TOOL_SCHEMA_NODES: usize = 4096;
+/// Longest parameters schema of one action, as compact JSON: it goes to the model with every
+/// request (64 KiB is some 16,000 tokens); 16 bytes per value of [`MAX_TOOL_SCHEMA_NODES`].
+pub const MAX_TOOL_SCHEMA_BYTES: usize = 64 * 1024;
+/// Most JSON values in the parameters schemas of all of one agent's actions: four full-size
+/// actions' worth, as the manifest itself may be at most [`MAX_MANIFEST_BYTES`].
+pub const MAX_AGENT_SCHEMA_NODES: usize = 4 * MAX_TOOL_SCHEMA_NODES;
+/// Longest the parameters schemas of all of one agent's actions may be together, as compact
+/// JSON: as much as the manifest ([`MAX_MANIFEST_BYTES`]). A conversation's client agents
+/// add at most [`MAX_AGENTS_PER_CONVERSATION`] × this to a model request.
+pub const MAX_AGENT_SCHEMA_BYTES: usize = MAX_MANIFEST_BYTES;
 /// Most client agents one socket may host (registered or being registered).
 pub const MAX_AGENTS_PER_CONNECTION: usize = 8;
 /// Most client agents one conversation may have, over all its sockets.
@@ -111,8 +128,12 @@ pub fn valid_agent_name(name: &str) -> bool {
 }
 
 /// Reads a registration: the name's form, the manifest's size, its schema (and
-/// sub-manifests' schemas) into actions whose tool names are valid. Errors carry the exact
-/// texts of [`RpcError`].
+/// sub-manifests' schemas) into actions whose tool names are valid, their parameters schemas
+/// within the bounds. Errors carry the exact texts of [`RpcError`].
+///
+/// Every schema is read and its action types found before any parameters schema is written:
+/// the number of actions and their names are checked first, so a schema with too many
+/// actions costs no conversion.
 pub fn parse_registration(
     name: &str,
     manifest: &Map<String, Value>,
@@ -133,21 +154,39 @@ pub fn parse_registration(
         name: name.to_string(),
         reason,
     };
-    let mut actions = Vec::new();
-    manifest_actions(manifest, name, 0, &mut actions).map_err(invalid)?;
-    if actions.len() > MAX_ACTIONS_PER_AGENT {
+    let mut schemas = Vec::new();
+    read_manifest(manifest, name, 0, &mut schemas).map_err(invalid)?;
+    let declared: usize = schemas.iter().map(|s| s.action_types.len()).sum();
+    if declared > MAX_ACTIONS_PER_AGENT {
         return Err(invalid(format!(
-            "{} actions declared; the limit is {MAX_ACTIONS_PER_AGENT}",
-            actions.len()
+            "{declared} actions declared; the limit is {MAX_ACTIONS_PER_AGENT}"
         )));
     }
-    for a in &actions {
+    for a in schemas.iter().flat_map(|s| &s.action_types) {
+        if a.name.is_empty() {
+            return Err(invalid(format!(
+                "type '{}' has an empty actionName: an action name is 1 or more letters, \
+                 digits, '-' or '_'",
+                a.type_name
+            )));
+        }
         if !valid_tool_name(&format!("{name}__{}", a.name)) {
             return Err(invalid(format!(
                 "action '{}' cannot be offered as the tool '{name}__{}': a tool name is 1 to 64 \
                  letters, digits, '-' or '_'",
                 a.name, a.name
             )));
+        }
+    }
+    let mut budget = SchemaBudget::default();
+    let mut actions = Vec::with_capacity(declared);
+    for s in &schemas {
+        for a in &s.action_types {
+            let action = s
+                .schema
+                .action(a, &s.schema_name, &mut budget)
+                .map_err(|e| invalid(format!("schema of '{}': {e}", s.schema_name)))?;
+            actions.push(action);
         }
     }
     let text = |key: &str| {
@@ -169,27 +208,39 @@ pub fn parse_registration(
 /// Sub-manifests nest at most this deep.
 const MAX_SUB_MANIFEST_DEPTH: usize = 4;
 
-/// The actions of an `ActionManifest` (its `schema`, then its `subActionManifests`, named
-/// `<schema>.<sub>`), appended to `out`.
-fn manifest_actions(
+/// One schema of a registration, read: its declarations and the action types found in it.
+struct ReadSchema {
+    /// `schemaName` of its actions: the agent's name, or `<agent>.<sub>`.
+    schema_name: String,
+    /// Its declarations.
+    schema: Schema,
+    /// Its action types, in order.
+    action_types: Vec<ActionType>,
+}
+
+/// The schemas of an `ActionManifest` (its `schema`, then its `subActionManifests`, named
+/// `<schema>.<sub>`), read and appended to `out`. An action name in two schemas is an error.
+fn read_manifest(
     manifest: &Map<String, Value>,
     schema_name: &str,
     depth: usize,
-    out: &mut Vec<ClientAction>,
+    out: &mut Vec<ReadSchema>,
 ) -> Result<(), String> {
     if let Some(schema) = manifest.get("schema").filter(|s| !s.is_null()) {
         let schema = schema
             .as_object()
             .ok_or_else(|| format!("the schema of '{schema_name}' is not an object"))?;
-        for action in schema_actions(schema, schema_name)? {
-            if out.iter().any(|a| a.name == action.name) {
+        let read = read_schema(schema, schema_name)?;
+        for action in &read.action_types {
+            let elsewhere = out.iter().flat_map(|s| &s.action_types);
+            if elsewhere.into_iter().any(|a| a.name == action.name) {
                 return Err(format!(
                     "action '{}' is declared in two schemas",
                     action.name
                 ));
             }
-            out.push(action);
         }
+        out.push(read);
     }
     let Some(subs) = manifest.get("subActionManifests").filter(|s| !s.is_null()) else {
         return Ok(());
@@ -206,16 +257,13 @@ fn manifest_actions(
         let m = m
             .as_object()
             .ok_or_else(|| format!("sub-manifest '{sub}' is not an object"))?;
-        manifest_actions(m, &format!("{schema_name}.{sub}"), depth + 1, out)?;
+        read_manifest(m, &format!("{schema_name}.{sub}"), depth + 1, out)?;
     }
     Ok(())
 }
 
-/// The actions of one `SchemaManifest` (`{schemaType, schemaFile: {format, content}}`).
-fn schema_actions(
-    schema: &Map<String, Value>,
-    schema_name: &str,
-) -> Result<Vec<ClientAction>, String> {
+/// One `SchemaManifest` (`{schemaType, schemaFile: {format, content}}`), read.
+fn read_schema(schema: &Map<String, Value>, schema_name: &str) -> Result<ReadSchema, String> {
     let at = |e: String| format!("schema of '{schema_name}': {e}");
     let entry = match schema.get("schemaType") {
         None | Some(Value::Null) => None,
@@ -237,25 +285,29 @@ fn schema_actions(
         .get("content")
         .and_then(Value::as_str)
         .ok_or_else(|| at("\"schemaFile.content\" is not a string".into()))?;
-    match file.get("format").and_then(Value::as_str) {
-        Some("ts") => {
-            let decls = ts_schema::parse(content).map_err(at)?;
-            schema::Schema::new(decls)
-                .actions(entry, schema_name)
-                .map_err(at)
-        }
+    let (decls, entry) = match file.get("format").and_then(Value::as_str) {
+        Some("ts") => (
+            ts_schema::parse(content).map_err(at)?,
+            entry.map(str::to_string),
+        ),
         Some("pas" | "json") => {
             let (decls, pas_entry) = pas_schema::parse(content).map_err(at)?;
-            let entry = pas_entry.as_deref().or(entry);
-            schema::Schema::new(decls)
-                .actions(entry, schema_name)
-                .map_err(at)
+            (decls, pas_entry.or(entry.map(str::to_string)))
         }
-        other => Err(at(format!(
-            "unsupported schema format {}: use \"ts\" or \"pas\"",
-            other.map_or("(none)".to_string(), |f| format!("{f:?}"))
-        ))),
-    }
+        other => {
+            return Err(at(format!(
+                "unsupported schema format {}: use \"ts\" or \"pas\"",
+                other.map_or("(none)".to_string(), |f| format!("{f:?}"))
+            )))
+        }
+    };
+    let schema = Schema::new(decls);
+    let action_types = schema.action_types(entry.as_deref()).map_err(at)?;
+    Ok(ReadSchema {
+        schema_name: schema_name.to_string(),
+        schema,
+        action_types,
+    })
 }
 
 /// The arguments of the `executeAction` invoke for `action` with the model's `input`, as

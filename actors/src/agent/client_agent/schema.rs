@@ -4,15 +4,37 @@
 //! [`ClientAction`] per type with an `actionName: "<literal>"` field, its comment as the
 //! description and its `parameters` as a JSON Schema the model fills in.
 //!
-//! Pure functions; bounded by the manifest size (the caller's bound) and by
-//! [`MAX_TYPE_DEPTH`] for nested and recursive types.
+//! Two steps, called by the registration (`super::parse_registration`): [`Schema::action_types`]
+//! finds the action types (cheap: the registration checks their number and names before
+//! anything is converted), then [`Schema::action`] writes each one's parameters schema.
+//!
+//! # The parameters schema
+//! A named type that one action's parameters reach more than once (from two places, or from
+//! itself) is written once, under the schema's `$defs`, and each use is
+//! `{"$ref": "#/$defs/<name>"}`; a named type reached once is written in place (nested at most
+//! [`MAX_TYPE_DEPTH`] deep, below which it too goes to `$defs`). The schema so grows with the
+//! schema file, not with the number of paths through it — a type four fields wide and nine
+//! levels deep is nine definitions, not 4⁹ copies — and a recursive type is a `$ref` to
+//! itself.
+//!
+//! Bounds: every JSON value is counted as it is made, by a `Meter`, against
+//! [`MAX_TOOL_SCHEMA_NODES`] and [`MAX_TOOL_SCHEMA_BYTES`] for the action and what is left of
+//! [`MAX_AGENT_SCHEMA_NODES`] / [`MAX_AGENT_SCHEMA_BYTES`] for the agent ([`SchemaBudget`]);
+//! the first value past a bound stops the conversion with an error, so a hostile schema costs
+//! at most a bound's worth of work and memory. The walks over the types visit each
+//! declaration once, or follow references at most [`MAX_TYPE_DEPTH`] deep.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 
-/// How deep types may nest (and references be followed) when a schema is turned into JSON
-/// Schema; deeper ones become a free-form value. Also bounds the parsers' recursion.
+use super::{
+    MAX_AGENT_SCHEMA_BYTES, MAX_AGENT_SCHEMA_NODES, MAX_TOOL_SCHEMA_BYTES, MAX_TOOL_SCHEMA_NODES,
+};
+
+/// How deep the parsers let types nest, how far references are followed when looking for
+/// an action's fields, and how deep named types are written in place in a parameters schema
+/// (deeper ones are `$ref`s).
 pub const MAX_TYPE_DEPTH: usize = 24;
 
 /// A type, as an action schema writes it.
@@ -92,6 +114,62 @@ pub struct ClientAction {
     pub has_parameters: bool,
 }
 
+/// An action type found in a schema: the declaration and its `actionName`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ActionType {
+    /// Index of the declaration in the [`Schema`].
+    decl: usize,
+    /// The declaration's name, for errors.
+    pub type_name: String,
+    /// Its `actionName` literal.
+    pub name: String,
+}
+
+/// What the parameters schemas of one agent's actions may still take, over all its schemas
+/// (the registration makes one per agent).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SchemaBudget {
+    /// JSON values left, of [`MAX_AGENT_SCHEMA_NODES`].
+    nodes_left: usize,
+    /// Bytes (as compact JSON) left, of [`MAX_AGENT_SCHEMA_BYTES`].
+    bytes_left: usize,
+}
+
+impl Default for SchemaBudget {
+    fn default() -> SchemaBudget {
+        SchemaBudget {
+            nodes_left: MAX_AGENT_SCHEMA_NODES,
+            bytes_left: MAX_AGENT_SCHEMA_BYTES,
+        }
+    }
+}
+
+impl SchemaBudget {
+    /// A meter for one action: its own bounds, or what the agent has left if less.
+    fn meter(&self) -> Meter {
+        Meter {
+            nodes: 0,
+            bytes: 0,
+            max_nodes: MAX_TOOL_SCHEMA_NODES.min(self.nodes_left),
+            max_bytes: MAX_TOOL_SCHEMA_BYTES.min(self.bytes_left),
+        }
+    }
+
+    /// What the schemas charged to it used: (JSON values, bytes as compact JSON).
+    pub fn used(&self) -> (usize, usize) {
+        (
+            MAX_AGENT_SCHEMA_NODES - self.nodes_left,
+            MAX_AGENT_SCHEMA_BYTES - self.bytes_left,
+        )
+    }
+
+    /// Takes what an action's schema used.
+    fn spend(&mut self, meter: &Meter) {
+        self.nodes_left -= meter.nodes;
+        self.bytes_left -= meter.bytes;
+    }
+}
+
 /// The declarations of one schema file, by name, in file order.
 pub struct Schema {
     /// Declarations in file order.
@@ -110,25 +188,41 @@ impl Schema {
         Schema { decls, by_name }
     }
 
-    fn get(&self, name: &str) -> Option<&Decl> {
-        self.by_name.get(name).map(|&i| &self.decls[i])
+    fn index(&self, name: &str) -> Option<usize> {
+        self.by_name.get(name).copied()
     }
 
-    /// The actions: the members of `entry` (the manifest's `schemaType`) that are action
-    /// types, in order, or — without an entry — every action type in file order. Errors name
-    /// what is missing.
+    fn get(&self, name: &str) -> Option<&Decl> {
+        self.index(name).map(|i| &self.decls[i])
+    }
+
+    /// The actions, converted: [`Schema::action_types`], then [`Schema::action`] for each.
     pub fn actions(
         &self,
         entry: Option<&str>,
         schema_name: &str,
+        budget: &mut SchemaBudget,
     ) -> Result<Vec<ClientAction>, String> {
-        let decls: Vec<&Decl> = match entry {
+        self.action_types(entry)?
+            .iter()
+            .map(|a| self.action(a, schema_name, budget))
+            .collect()
+    }
+
+    /// The action types: the members of `entry` (the manifest's `schemaType`) that are action
+    /// types, in order, or — without an entry — every action type in file order. Errors name
+    /// what is missing, and an action declared twice.
+    pub fn action_types(&self, entry: Option<&str>) -> Result<Vec<ActionType>, String> {
+        let names = self.action_names();
+        let decls: Vec<usize> = match entry {
             Some(entry) => {
-                let decl = self.get(entry).ok_or_else(|| {
+                let index = self.index(entry).ok_or_else(|| {
                     format!("schema type '{entry}' is not declared in the schema")
                 })?;
+                let mut seen = HashSet::from([index]);
                 let mut found = Vec::new();
-                self.collect_actions(&decl.ty, Some(decl), 0, &mut found);
+                let ty = &self.decls[index].ty;
+                self.collect_actions(ty, Some(index), &names, 0, &mut seen, &mut found);
                 if found.is_empty() {
                     return Err(format!(
                         "schema type '{entry}' has no action types (types with an `actionName: \"…\"` field)"
@@ -136,30 +230,37 @@ impl Schema {
                 }
                 found
             }
-            None => self
-                .decls
-                .iter()
-                .filter(|d| self.action_name(&d.ty, 0).is_some())
+            None => (0..self.decls.len())
+                .filter(|&i| names[i].is_some())
                 .collect(),
         };
-        let mut actions: Vec<ClientAction> = Vec::new();
+        let mut types: Vec<ActionType> = Vec::with_capacity(decls.len());
+        let mut taken = HashSet::new();
         for decl in decls {
-            let action = self.action(decl, schema_name)?;
-            if actions.iter().any(|a| a.name == action.name) {
-                return Err(format!("action '{}' is declared twice", action.name));
+            let name = names[decl].clone().expect("an action type has a name");
+            if !taken.insert(name.clone()) {
+                return Err(format!("action '{name}' is declared twice"));
             }
-            actions.push(action);
+            types.push(ActionType {
+                decl,
+                type_name: self.decls[decl].name.clone(),
+                name,
+            });
         }
-        Ok(actions)
+        Ok(types)
     }
 
-    /// The action declarations `ty` names: itself, the members of a union, through references.
-    fn collect_actions<'a>(
-        &'a self,
-        ty: &'a Type,
-        decl: Option<&'a Decl>,
+    /// The action declarations `ty` names: itself, the members of a union, through
+    /// references (each declaration once, in order; `seen` holds those reached). `names`:
+    /// [`Schema::action_names`].
+    fn collect_actions(
+        &self,
+        ty: &Type,
+        decl: Option<usize>,
+        names: &[Option<String>],
         depth: usize,
-        out: &mut Vec<&'a Decl>,
+        seen: &mut HashSet<usize>,
+        out: &mut Vec<usize>,
     ) {
         if depth > MAX_TYPE_DEPTH {
             return;
@@ -167,51 +268,110 @@ impl Schema {
         match ty {
             Type::Union(members) => {
                 for m in members {
-                    self.collect_actions(m, None, depth + 1, out);
+                    self.collect_actions(m, None, names, depth + 1, seen, out);
                 }
             }
             Type::Ref(name) => {
-                if let Some(d) = self.get(name) {
-                    self.collect_actions(&d.ty, Some(d), depth + 1, out);
+                if let Some(i) = self.index(name).filter(|&i| seen.insert(i)) {
+                    let ty = &self.decls[i].ty;
+                    self.collect_actions(ty, Some(i), names, depth + 1, seen, out);
                 }
             }
-            ty => {
-                if let Some(d) = decl.filter(|_| self.action_name(ty, 0).is_some()) {
-                    if !out.iter().any(|o| std::ptr::eq(*o, d)) {
-                        out.push(d);
+            _ => out.extend(decl.filter(|&i| names[i].is_some())),
+        }
+    }
+
+    /// The `actionName` literal of each declaration (by index), `None` for a type that is not
+    /// an action type: the first `actionName` field of its object type (through references
+    /// and intersections, as [`Schema::fields`] lists them), when it is a string literal.
+    ///
+    /// Worked out for every declaration at once, each declaration's parts looked at once (a
+    /// type reached through a reference being worked out counts as having none: a cycle),
+    /// with an explicit stack: linear in the schema, however the types refer to each other.
+    fn action_names(&self) -> Vec<Option<String>> {
+        /// What a declaration's `actionName` field depends on, in order.
+        enum Part<'a> {
+            /// An object type of its own, with this `actionName` field or none.
+            Own(Option<&'a Field>),
+            /// Another declaration's.
+            Of(usize),
+        }
+        fn parts<'a>(schema: &'a Schema, ty: &'a Type, out: &mut Vec<Part<'a>>) {
+            match ty {
+                Type::Object { fields, .. } => {
+                    out.push(Part::Own(fields.iter().find(|f| f.name == "actionName")))
+                }
+                Type::Intersection(types) => {
+                    for t in types {
+                        parts(schema, t, out);
                     }
                 }
+                Type::Ref(name) => out.extend(schema.index(name).map(Part::Of)),
+                _ => {}
             }
         }
+        /// Per declaration: not looked at, being worked out, or its `actionName` field.
+        #[derive(Clone, Copy)]
+        enum State<'a> {
+            New,
+            Working,
+            Done(Option<&'a Field>),
+        }
+        let mut state = vec![State::New; self.decls.len()];
+        for start in 0..self.decls.len() {
+            if !matches!(state[start], State::New) {
+                continue;
+            }
+            // (declaration, its parts, how many of them are looked at)
+            let mut stack: Vec<(usize, Vec<Part<'_>>, usize)> = Vec::new();
+            let open = |i: usize, state: &mut Vec<State<'_>>| {
+                state[i] = State::Working;
+                let mut p = Vec::new();
+                parts(self, &self.decls[i].ty, &mut p);
+                (i, p, 0)
+            };
+            stack.push(open(start, &mut state));
+            while let Some((decl, parts, next)) = stack.last_mut() {
+                let mut found = None;
+                let mut deeper = None;
+                while let Some(part) = parts.get(*next) {
+                    match *part {
+                        Part::Own(field) => found = field,
+                        Part::Of(other) => match state[other] {
+                            State::Done(field) => found = field,
+                            State::Working => {}
+                            State::New => {
+                                deeper = Some(other);
+                                break;
+                            }
+                        },
+                    }
+                    *next += 1;
+                    if found.is_some() {
+                        break;
+                    }
+                }
+                if let Some(other) = deeper {
+                    let opened = open(other, &mut state);
+                    stack.push(opened);
+                    continue;
+                }
+                state[*decl] = State::Done(found);
+                stack.pop();
+            }
+        }
+        state
+            .into_iter()
+            .map(|s| match s {
+                State::Done(Some(field)) => self.literal_name(field),
+                _ => None,
+            })
+            .collect()
     }
 
-    /// The fields of an object type, through references and intersections.
-    fn fields<'a>(&'a self, ty: &'a Type, depth: usize, out: &mut Vec<&'a Field>) {
-        if depth > MAX_TYPE_DEPTH {
-            return;
-        }
-        match ty {
-            Type::Object { fields, .. } => out.extend(fields),
-            Type::Intersection(parts) => {
-                for p in parts {
-                    self.fields(p, depth + 1, out);
-                }
-            }
-            Type::Ref(name) => {
-                if let Some(d) = self.get(name) {
-                    self.fields(&d.ty, depth + 1, out);
-                }
-            }
-            _ => {}
-        }
-    }
-
-    /// The `actionName` literal of an action type.
-    fn action_name(&self, ty: &Type, depth: usize) -> Option<String> {
-        let mut fields = Vec::new();
-        self.fields(ty, depth, &mut fields);
-        let field = fields.into_iter().find(|f| f.name == "actionName")?;
-        match self.resolve(&field.ty, depth) {
+    /// The string literal an `actionName` field's type is (through references).
+    fn literal_name(&self, field: &Field) -> Option<String> {
+        match self.resolve(&field.ty) {
             Type::Literal(Value::String(s)) => Some(s.clone()),
             Type::Union(members) if members.len() == 1 => match &members[0] {
                 Type::Literal(Value::String(s)) => Some(s.clone()),
@@ -221,44 +381,102 @@ impl Schema {
         }
     }
 
-    /// `ty` with references followed (bounded).
-    fn resolve<'a>(&'a self, ty: &'a Type, depth: usize) -> &'a Type {
+    /// The fields of an object type, through references and intersections (each declaration
+    /// once: `seen` holds those reached).
+    fn fields<'a>(
+        &'a self,
+        ty: &'a Type,
+        depth: usize,
+        seen: &mut HashSet<usize>,
+        out: &mut Vec<&'a Field>,
+    ) {
+        if depth > MAX_TYPE_DEPTH {
+            return;
+        }
         match ty {
-            Type::Ref(name) if depth <= MAX_TYPE_DEPTH => match self.get(name) {
-                Some(d) => self.resolve(&d.ty, depth + 1),
-                None => ty,
-            },
-            _ => ty,
+            Type::Object { fields, .. } => out.extend(fields),
+            Type::Intersection(parts) => {
+                for p in parts {
+                    self.fields(p, depth + 1, seen, out);
+                }
+            }
+            Type::Ref(name) => {
+                if let Some(i) = self.index(name).filter(|&i| seen.insert(i)) {
+                    self.fields(&self.decls[i].ty, depth + 1, seen, out);
+                }
+            }
+            _ => {}
         }
     }
 
-    fn action(&self, decl: &Decl, schema_name: &str) -> Result<ClientAction, String> {
-        let name = self
-            .action_name(&decl.ty, 0)
-            .ok_or_else(|| format!("type '{}' has no `actionName` literal", decl.name))?;
+    /// The field `name` of an object type (the first, through references and intersections).
+    fn field<'a>(&'a self, ty: &'a Type, name: &str) -> Option<&'a Field> {
         let mut fields = Vec::new();
-        self.fields(&decl.ty, 0, &mut fields);
-        let parameters = fields.into_iter().find(|f| f.name == "parameters");
-        let input_schema = match parameters {
-            None => json!({"type": "object", "properties": {}}),
-            Some(field) => {
-                let mut schema = self.json_schema(&field.ty, 0);
-                match schema.get("type") {
-                    Some(t) if t == "object" => {}
-                    // Free-form (or a union of objects): the model sends an object.
-                    None => schema["type"] = json!("object"),
-                    Some(_) => {
-                        return Err(format!(
-                            "the parameters of action '{name}' (type '{}') are not an object type",
-                            decl.name
-                        ))
-                    }
-                }
-                schema
-            }
+        self.fields(ty, 0, &mut HashSet::new(), &mut fields);
+        fields.into_iter().find(|f| f.name == name)
+    }
+
+    /// `ty` with references followed (at most [`MAX_TYPE_DEPTH`]).
+    fn resolve<'a>(&'a self, ty: &'a Type) -> &'a Type {
+        self.resolve_decl(ty).0
+    }
+
+    /// `ty` with references followed (at most [`MAX_TYPE_DEPTH`]), and the declaration of the
+    /// last one followed.
+    fn resolve_decl<'a>(&'a self, mut ty: &'a Type) -> (&'a Type, Option<&'a Decl>) {
+        let mut decl = None;
+        for _ in 0..=MAX_TYPE_DEPTH {
+            let Type::Ref(name) = ty else { break };
+            let Some(d) = self.get(name) else { break };
+            ty = &d.ty;
+            decl = Some(d);
+        }
+        (ty, decl)
+    }
+
+    /// The action `action` (one of [`Schema::action_types`]) with its parameters as JSON
+    /// Schema, charged to `budget`. Errors: parameters that are not an object type, a
+    /// schema past a bound.
+    pub fn action(
+        &self,
+        action: &ActionType,
+        schema_name: &str,
+        budget: &mut SchemaBudget,
+    ) -> Result<ClientAction, String> {
+        let decl = &self.decls[action.decl];
+        let name = &action.name;
+        let parameters = self.field(&decl.ty, "parameters");
+        let mut meter = budget.meter();
+        let written = match parameters {
+            None => empty_parameters(&mut meter),
+            Some(field) => Writer::parameters(self, &field.ty, &mut meter),
         };
+        let mut schema = written.map_err(|Over| meter.too_large(name))?;
+        match schema.get("type") {
+            Some(t) if t == "object" => {}
+            // Free-form (or a union of objects): the model sends an object.
+            None => {
+                let object = meter.string("object");
+                object
+                    .and_then(|o| meter.put(&mut schema, "type", o))
+                    .map_err(|Over| meter.too_large(name))?;
+            }
+            Some(_) => {
+                return Err(format!(
+                    "the parameters of action '{name}' (type '{}') are not an object type",
+                    decl.name
+                ))
+            }
+        }
+        let input_schema = Value::Object(schema);
+        debug_assert_eq!(
+            (meter.nodes, meter.bytes),
+            (json_nodes(&input_schema), input_schema.to_string().len()),
+            "the meter counts what is written"
+        );
+        budget.spend(&meter);
         Ok(ClientAction {
-            name,
+            name: name.clone(),
             schema_name: schema_name.to_string(),
             description: decl.comment.clone().unwrap_or_default(),
             input_schema,
@@ -266,112 +484,491 @@ impl Schema {
         })
     }
 
-    /// `ty` as JSON Schema: references inlined (to [`MAX_TYPE_DEPTH`]), comments as
-    /// descriptions, unions of string literals as enums, `undefined` dropped.
-    pub fn json_schema(&self, ty: &Type, depth: usize) -> Value {
-        if depth > MAX_TYPE_DEPTH {
-            return json!({});
+    /// How many references to each declaration (by index) `root` reaches, following each
+    /// declaration once: 1 means it can be written in place.
+    fn uses(&self, root: &Type) -> Vec<u32> {
+        let mut uses = vec![0u32; self.decls.len()];
+        let mut todo = vec![root];
+        while let Some(ty) = todo.pop() {
+            match ty {
+                Type::Ref(name) => {
+                    if let Some(i) = self.index(name) {
+                        uses[i] = uses[i].saturating_add(1);
+                        if uses[i] == 1 {
+                            todo.push(&self.decls[i].ty);
+                        }
+                    }
+                }
+                Type::Array(item) => todo.push(item),
+                Type::Tuple(types) | Type::Union(types) | Type::Intersection(types) => {
+                    todo.extend(types)
+                }
+                Type::Object { fields, rest } => {
+                    todo.extend(fields.iter().map(|f| &f.ty));
+                    todo.extend(rest.as_deref());
+                }
+                Type::String
+                | Type::Number
+                | Type::Boolean
+                | Type::Any
+                | Type::Null
+                | Type::Undefined
+                | Type::Literal(_) => {}
+            }
         }
-        let d = depth + 1;
-        match ty {
-            Type::String => json!({"type": "string"}),
-            Type::Number => json!({"type": "number"}),
-            Type::Boolean => json!({"type": "boolean"}),
-            Type::Any | Type::Undefined => json!({}),
-            Type::Null => json!({"type": "null"}),
-            Type::Literal(v) => literal_schema(std::slice::from_ref(v)),
-            Type::Array(item) => json!({"type": "array", "items": self.json_schema(item, d)}),
-            Type::Tuple(items) => {
-                let items: Vec<Value> = items.iter().map(|t| self.json_schema(t, d)).collect();
-                json!({"type": "array", "prefixItems": items, "minItems": items.len(), "maxItems": items.len()})
-            }
-            Type::Object { fields, rest } => {
-                let mut properties = Map::new();
-                let mut required = Vec::new();
-                for f in fields {
-                    let mut schema = self.json_schema(&f.ty, d);
-                    if let (Some(c), Some(o)) = (&f.comment, schema.as_object_mut()) {
-                        o.insert("description".into(), json!(c));
-                    }
-                    properties.insert(f.name.clone(), schema);
-                    if !f.optional && !matches!(f.ty, Type::Undefined) {
-                        required.push(json!(f.name));
-                    }
-                }
-                let mut schema = json!({"type": "object", "properties": properties});
-                if !required.is_empty() {
-                    schema["required"] = Value::Array(required);
-                }
-                if let Some(rest) = rest {
-                    schema["additionalProperties"] = self.json_schema(rest, d);
-                }
-                schema
-            }
-            Type::Ref(name) => match self.get(name) {
-                Some(decl) => {
-                    let mut schema = self.json_schema(&decl.ty, d);
-                    if let (Some(c), Some(o)) = (&decl.comment, schema.as_object_mut()) {
-                        o.entry("description").or_insert_with(|| json!(c));
-                    }
-                    schema
-                }
-                None => json!({}),
-            },
-            Type::Union(members) => self.union_schema(members, d),
-            Type::Intersection(parts) => {
-                let mut fields = Vec::new();
-                self.fields(ty, depth, &mut fields);
-                if parts
+        uses
+    }
+}
+
+/// `{"type": "object", "properties": {}}`: an action without parameters.
+fn empty_parameters(meter: &mut Meter) -> Result<Map<String, Value>, Over> {
+    let mut schema = meter.typed("object")?;
+    let properties = meter.object()?;
+    meter.put(&mut schema, "properties", Value::Object(properties))?;
+    Ok(schema)
+}
+
+/// The conversion went past a bound of its [`Meter`].
+#[derive(Debug)]
+struct Over;
+
+/// Counts the JSON an action's parameters schema is made of, as it is made: every value
+/// ([`Meter::nodes`]) and its length as compact JSON ([`Meter::bytes`], exact: what
+/// `to_string` gives). Every value of the schema is made through it.
+#[derive(Debug)]
+struct Meter {
+    /// JSON values made so far.
+    nodes: usize,
+    /// Their length as compact JSON so far.
+    bytes: usize,
+    /// Values allowed: [`MAX_TOOL_SCHEMA_NODES`], or what the agent has left.
+    max_nodes: usize,
+    /// Bytes allowed: [`MAX_TOOL_SCHEMA_BYTES`], or what the agent has left.
+    max_bytes: usize,
+}
+
+impl Meter {
+    fn charge(&mut self, nodes: usize, bytes: usize) -> Result<(), Over> {
+        self.nodes += nodes;
+        self.bytes += bytes;
+        if self.nodes > self.max_nodes || self.bytes > self.max_bytes {
+            Err(Over)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// An empty object (add to it with [`Meter::put`]).
+    fn object(&mut self) -> Result<Map<String, Value>, Over> {
+        self.charge(1, 2)?;
+        Ok(Map::new())
+    }
+
+    /// Adds `key: value` to `map`, which does not have `key` yet; `value` was made through
+    /// this meter.
+    fn put(&mut self, map: &mut Map<String, Value>, key: &str, value: Value) -> Result<(), Over> {
+        debug_assert!(!map.contains_key(key), "{key} put twice");
+        let comma = usize::from(!map.is_empty());
+        self.charge(0, comma + json_string_len(key) + 1)?;
+        map.insert(key.to_string(), value);
+        Ok(())
+    }
+
+    fn string(&mut self, s: &str) -> Result<Value, Over> {
+        self.charge(1, json_string_len(s))?;
+        Ok(Value::String(s.to_string()))
+    }
+
+    /// An array of values made through this meter.
+    fn array(&mut self, items: Vec<Value>) -> Result<Value, Over> {
+        self.charge(1, 2 + items.len().saturating_sub(1))?;
+        Ok(Value::Array(items))
+    }
+
+    /// `{"type": kind}`.
+    fn typed(&mut self, kind: &str) -> Result<Map<String, Value>, Over> {
+        let mut schema = self.object()?;
+        let kind = self.string(kind)?;
+        self.put(&mut schema, "type", kind)?;
+        Ok(schema)
+    }
+
+    /// A copy of `v` (a literal of the schema), value by value.
+    fn copy(&mut self, v: &Value) -> Result<Value, Over> {
+        match v {
+            Value::String(s) => self.string(s),
+            Value::Array(items) => {
+                let items = items
                     .iter()
-                    .all(|p| matches!(self.resolve(p, d), Type::Object { .. }))
-                {
-                    let fields = fields.into_iter().cloned().collect();
-                    self.json_schema(&Type::Object { fields, rest: None }, d)
-                } else {
-                    let all: Vec<Value> = parts.iter().map(|p| self.json_schema(p, d)).collect();
-                    json!({"allOf": all})
+                    .map(|i| self.copy(i))
+                    .collect::<Result<_, _>>()?;
+                self.array(items)
+            }
+            Value::Object(o) => {
+                let mut map = self.object()?;
+                for (k, v) in o {
+                    let v = self.copy(v)?;
+                    self.put(&mut map, k, v)?;
                 }
+                Ok(Value::Object(map))
+            }
+            scalar => {
+                self.charge(1, scalar.to_string().len())?;
+                Ok(scalar.clone())
             }
         }
     }
 
-    fn union_schema(&self, members: &[Type], depth: usize) -> Value {
-        let members: Vec<&Type> = members
-            .iter()
-            .filter(|m| !matches!(m, Type::Undefined))
-            .collect();
-        let resolved: Vec<&Type> = members.iter().map(|m| self.resolve(m, depth)).collect();
-        let literals: Option<Vec<Value>> = resolved
-            .iter()
-            .map(|t| match t {
-                Type::Literal(v) => Some(v.clone()),
-                _ => None,
-            })
-            .collect();
-        match (members.len(), literals) {
-            (0, _) => json!({}),
-            (1, _) => self.json_schema(members[0], depth),
-            (_, Some(values)) => literal_schema(&values),
-            _ => {
-                let any: Vec<Value> = members.iter().map(|m| self.json_schema(m, depth)).collect();
-                json!({"anyOf": any})
-            }
+    /// The error for going past the bound this meter hit, converting action `action`.
+    fn too_large(&self, action: &str) -> String {
+        if self.nodes > MAX_TOOL_SCHEMA_NODES {
+            format!(
+                "the parameters schema of action '{action}' is too large (over the limit of \
+                 {MAX_TOOL_SCHEMA_NODES} JSON nodes per action)"
+            )
+        } else if self.bytes > MAX_TOOL_SCHEMA_BYTES {
+            format!(
+                "the parameters schema of action '{action}' is too large (over the limit of \
+                 {MAX_TOOL_SCHEMA_BYTES} bytes as JSON per action)"
+            )
+        } else if self.nodes > self.max_nodes {
+            format!(
+                "the parameters schemas of the agent's actions are too large (over the limit of \
+                 {MAX_AGENT_SCHEMA_NODES} JSON nodes per agent, reached at action '{action}')"
+            )
+        } else {
+            format!(
+                "the parameters schemas of the agent's actions are too large (over the limit of \
+                 {MAX_AGENT_SCHEMA_BYTES} bytes as JSON per agent, reached at action '{action}')"
+            )
         }
     }
 }
 
-/// `{"type": …, "enum": [...]}` for literals of one JSON type, else a bare `enum`.
-fn literal_schema(values: &[Value]) -> Value {
-    let kind = |v: &Value| match v {
-        Value::String(_) => "string",
-        Value::Number(_) => "number",
-        Value::Bool(_) => "boolean",
-        _ => "null",
-    };
-    let first = values.first().map(kind);
-    if first.is_some() && values.iter().all(|v| Some(kind(v)) == first) {
-        json!({"type": first, "enum": values})
-    } else {
-        json!({"enum": values})
+/// The length of `s` as a JSON string, quotes and escapes included (as `serde_json` writes
+/// it: `\"`, `\\`, `\b \f \n \r \t`, other control characters as `\u00XX`).
+fn json_string_len(s: &str) -> usize {
+    2 + s
+        .chars()
+        .map(|c| match c {
+            '"' | '\\' | '\u{8}' | '\u{c}' | '\n' | '\r' | '\t' => 2,
+            c if c < ' ' => 6,
+            c => c.len_utf8(),
+        })
+        .sum::<usize>()
+}
+
+/// How many JSON values `v` is made of (itself included).
+pub fn json_nodes(v: &Value) -> usize {
+    1 + match v {
+        Value::Array(items) => items.iter().map(json_nodes).sum(),
+        Value::Object(o) => o.values().map(json_nodes).sum(),
+        _ => 0,
+    }
+}
+
+/// Writes one action's parameters as JSON Schema, through a [`Meter`].
+struct Writer<'a> {
+    /// The declarations.
+    schema: &'a Schema,
+    /// References to each declaration the parameters reach ([`Schema::uses`]): one is
+    /// written in place, more go to `$defs`.
+    uses: Vec<u32>,
+    /// The `$defs` key of each declaration given one, by declaration index.
+    def_keys: HashMap<usize, String>,
+    /// Keys given, to keep them distinct.
+    keys_taken: HashSet<String>,
+    /// Declarations given a key, in the order they were first referenced; those from
+    /// `written` on are still to be written.
+    defs: Vec<usize>,
+    /// How many of `defs` are written.
+    written: usize,
+    /// What the schema is made through.
+    meter: &'a mut Meter,
+}
+
+impl<'a> Writer<'a> {
+    /// The parameters schema of `root`: the type itself (a named one written in place, so the
+    /// top of the schema says what it is), then `$defs` with every type it refers to.
+    fn parameters(
+        schema: &'a Schema,
+        root: &Type,
+        meter: &'a mut Meter,
+    ) -> Result<Map<String, Value>, Over> {
+        let mut writer = Writer {
+            schema,
+            uses: schema.uses(root),
+            def_keys: HashMap::new(),
+            keys_taken: HashSet::new(),
+            defs: Vec::new(),
+            written: 0,
+            meter,
+        };
+        writer.write_parameters(root)
+    }
+
+    fn write_parameters(&mut self, root: &Type) -> Result<Map<String, Value>, Over> {
+        let (ty, decl) = self.schema.resolve_decl(root);
+        let comment = decl.and_then(|d| d.comment.as_deref());
+        let mut schema = self.write(ty, 1, comment)?;
+        if self.defs.is_empty() {
+            return Ok(schema);
+        }
+        let mut defs = self.meter.object()?;
+        while let Some(&index) = self.defs.get(self.written) {
+            self.written += 1;
+            let decl = &self.schema.decls[index];
+            let def = self.write(&decl.ty, 1, decl.comment.as_deref())?;
+            let key = self.def_keys[&index].clone();
+            self.meter.put(&mut defs, &key, Value::Object(def))?;
+        }
+        self.meter.put(&mut schema, "$defs", Value::Object(defs))?;
+        Ok(schema)
+    }
+
+    /// `ty` as JSON Schema, nested `depth` deep, described by `description`: comments as
+    /// descriptions, unions of literals as enums, `undefined` dropped, intersections of object
+    /// types as one object type.
+    fn write(
+        &mut self,
+        ty: &Type,
+        depth: usize,
+        description: Option<&str>,
+    ) -> Result<Map<String, Value>, Over> {
+        let deeper = depth + 1;
+        let mut schema = match ty {
+            Type::String => self.meter.typed("string")?,
+            Type::Number => self.meter.typed("number")?,
+            Type::Boolean => self.meter.typed("boolean")?,
+            Type::Null => self.meter.typed("null")?,
+            Type::Any | Type::Undefined => self.meter.object()?,
+            Type::Literal(v) => self.literals(&[v])?,
+            Type::Array(item) => {
+                let mut schema = self.meter.typed("array")?;
+                let items = self.write(item, deeper, None)?;
+                self.meter.put(&mut schema, "items", Value::Object(items))?;
+                schema
+            }
+            Type::Tuple(items) => {
+                let mut schema = self.meter.typed("array")?;
+                let mut written = Vec::with_capacity(items.len());
+                for item in items {
+                    written.push(Value::Object(self.write(item, deeper, None)?));
+                }
+                let prefix = self.meter.array(written)?;
+                self.meter.put(&mut schema, "prefixItems", prefix)?;
+                for key in ["minItems", "maxItems"] {
+                    let n = Value::from(items.len());
+                    self.meter.charge(1, n.to_string().len())?;
+                    self.meter.put(&mut schema, key, n)?;
+                }
+                schema
+            }
+            Type::Object { fields, rest } => {
+                let fields: Vec<&Field> = fields.iter().collect();
+                self.object(&fields, rest.as_deref(), depth)?
+            }
+            Type::Ref(name) => return self.reference(name, depth, description),
+            Type::Union(members) => return self.union(members, depth, description),
+            Type::Intersection(parts) => {
+                let objects = parts
+                    .iter()
+                    .all(|p| matches!(self.schema.resolve(p), Type::Object { .. }));
+                if objects && depth < MAX_TYPE_DEPTH {
+                    let mut fields = Vec::new();
+                    self.schema.fields(ty, 0, &mut HashSet::new(), &mut fields);
+                    self.object(&fields, None, depth)?
+                } else {
+                    let mut all = Vec::with_capacity(parts.len());
+                    for p in parts {
+                        all.push(Value::Object(self.write(p, deeper, None)?));
+                    }
+                    let all = self.meter.array(all)?;
+                    let mut schema = self.meter.object()?;
+                    self.meter.put(&mut schema, "allOf", all)?;
+                    schema
+                }
+            }
+        };
+        self.describe(&mut schema, description)?;
+        Ok(schema)
+    }
+
+    fn describe(
+        &mut self,
+        schema: &mut Map<String, Value>,
+        description: Option<&str>,
+    ) -> Result<(), Over> {
+        if let Some(text) = description {
+            let text = self.meter.string(text)?;
+            self.meter.put(schema, "description", text)?;
+        }
+        Ok(())
+    }
+
+    /// An object type with `fields` (a name given twice: the last one, in the first one's
+    /// place) and `rest`, the type of any other field.
+    fn object(
+        &mut self,
+        fields: &[&Field],
+        rest: Option<&Type>,
+        depth: usize,
+    ) -> Result<Map<String, Value>, Over> {
+        let mut unique: Vec<&Field> = Vec::with_capacity(fields.len());
+        let mut at: HashMap<&str, usize> = HashMap::new();
+        for f in fields {
+            match at.get(f.name.as_str()) {
+                Some(&i) => unique[i] = f,
+                None => {
+                    at.insert(&f.name, unique.len());
+                    unique.push(f);
+                }
+            }
+        }
+        let mut schema = self.meter.typed("object")?;
+        let mut properties = self.meter.object()?;
+        let mut required = Vec::new();
+        for f in unique {
+            let field = self.write(&f.ty, depth + 1, f.comment.as_deref())?;
+            self.meter
+                .put(&mut properties, &f.name, Value::Object(field))?;
+            if !f.optional && !matches!(f.ty, Type::Undefined) {
+                required.push(self.meter.string(&f.name)?);
+            }
+        }
+        self.meter
+            .put(&mut schema, "properties", Value::Object(properties))?;
+        if !required.is_empty() {
+            let required = self.meter.array(required)?;
+            self.meter.put(&mut schema, "required", required)?;
+        }
+        if let Some(rest) = rest {
+            let rest = self.write(rest, depth + 1, None)?;
+            self.meter
+                .put(&mut schema, "additionalProperties", Value::Object(rest))?;
+        }
+        Ok(schema)
+    }
+
+    /// The named type `name`: written in place when the parameters reach it once and it is
+    /// not too deep, else `{"$ref": "#/$defs/<key>"}` (written under `$defs` once). An
+    /// undeclared name is free-form.
+    fn reference(
+        &mut self,
+        name: &str,
+        depth: usize,
+        description: Option<&str>,
+    ) -> Result<Map<String, Value>, Over> {
+        let Some(index) = self.schema.index(name) else {
+            let mut schema = self.meter.object()?;
+            self.describe(&mut schema, description)?;
+            return Ok(schema);
+        };
+        let decl = &self.schema.decls[index];
+        if self.uses[index] <= 1 && depth < MAX_TYPE_DEPTH {
+            return self.write(&decl.ty, depth + 1, description.or(decl.comment.as_deref()));
+        }
+        let key = self.def_key(index);
+        let mut schema = self.meter.object()?;
+        let target = self.meter.string(&format!("#/$defs/{key}"))?;
+        self.meter.put(&mut schema, "$ref", target)?;
+        self.describe(&mut schema, description)?;
+        Ok(schema)
+    }
+
+    /// The `$defs` key of declaration `index`, given on first use (its name, with any
+    /// character but `[A-Za-z0-9_.-]` as `_`, made distinct), queuing it to be written.
+    fn def_key(&mut self, index: usize) -> String {
+        if let Some(key) = self.def_keys.get(&index) {
+            return key.clone();
+        }
+        let base: String = self.schema.decls[index]
+            .name
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-') {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        let base = if base.is_empty() {
+            "_".to_string()
+        } else {
+            base
+        };
+        let mut key = base.clone();
+        let mut n = index;
+        while self.keys_taken.contains(&key) {
+            key = format!("{base}_{n}");
+            n += 1;
+        }
+        self.keys_taken.insert(key.clone());
+        self.def_keys.insert(index, key.clone());
+        self.defs.push(index);
+        key
+    }
+
+    /// A union: `undefined` members dropped, literals (through references) as one enum,
+    /// else `anyOf`.
+    fn union(
+        &mut self,
+        members: &[Type],
+        depth: usize,
+        description: Option<&str>,
+    ) -> Result<Map<String, Value>, Over> {
+        let members: Vec<&Type> = members
+            .iter()
+            .filter(|m| !matches!(m, Type::Undefined))
+            .collect();
+        let literals: Option<Vec<&Value>> = members
+            .iter()
+            .map(|m| match self.schema.resolve(m) {
+                Type::Literal(v) => Some(v),
+                _ => None,
+            })
+            .collect();
+        let mut schema = match (members.len(), literals) {
+            (0, _) => self.meter.object()?,
+            (1, _) => return self.write(members[0], depth, description),
+            (_, Some(values)) => self.literals(&values)?,
+            _ => {
+                let mut any = Vec::with_capacity(members.len());
+                for m in members {
+                    any.push(Value::Object(self.write(m, depth + 1, None)?));
+                }
+                let any = self.meter.array(any)?;
+                let mut schema = self.meter.object()?;
+                self.meter.put(&mut schema, "anyOf", any)?;
+                schema
+            }
+        };
+        self.describe(&mut schema, description)?;
+        Ok(schema)
+    }
+
+    /// `{"type": …, "enum": [...]}` for literals of one JSON type, else a bare `enum`.
+    fn literals(&mut self, values: &[&Value]) -> Result<Map<String, Value>, Over> {
+        let kind = |v: &Value| match v {
+            Value::String(_) => "string",
+            Value::Number(_) => "number",
+            Value::Bool(_) => "boolean",
+            Value::Null => "null",
+            Value::Array(_) => "array",
+            Value::Object(_) => "object",
+        };
+        let first = values.first().map(|v| kind(v));
+        let mut schema = match first {
+            Some(first) if values.iter().all(|v| kind(v) == first) => self.meter.typed(first)?,
+            _ => self.meter.object()?,
+        };
+        let mut copies = Vec::with_capacity(values.len());
+        for v in values {
+            copies.push(self.meter.copy(v)?);
+        }
+        let values = self.meter.array(copies)?;
+        self.meter.put(&mut schema, "enum", values)?;
+        Ok(schema)
     }
 }

@@ -2,7 +2,7 @@
 
 use serde_json::{json, Map, Value};
 
-use super::schema::Schema;
+use super::schema::{Schema, SchemaBudget};
 use super::*;
 
 /// An Android-style schema: a copyright header, an entry union, a literal union type, a
@@ -47,7 +47,7 @@ type Unused = { actionName: "unused" };
 "#;
 
 fn ts_actions(src: &str, entry: Option<&str>) -> Result<Vec<ClientAction>, String> {
-    Schema::new(ts_schema::parse(src)?).actions(entry, "phone")
+    Schema::new(ts_schema::parse(src)?).actions(entry, "phone", &mut SchemaBudget::default())
 }
 
 #[test]
@@ -234,7 +234,7 @@ fn typeagent_parsed_schema_json() {
     let (decls, entry) = pas_schema::parse(&pas.to_string()).unwrap();
     assert_eq!(entry.as_deref(), Some("LightAction"));
     let actions = Schema::new(decls)
-        .actions(entry.as_deref(), "lights")
+        .actions(entry.as_deref(), "lights", &mut SchemaBudget::default())
         .unwrap();
     assert_eq!(actions.len(), 1);
     assert_eq!(actions[0].name, "switch");
@@ -270,7 +270,9 @@ fn json_schema_definitions() {
     });
     let (decls, entry) = pas_schema::parse(&schema.to_string()).unwrap();
     assert_eq!(entry, None);
-    let actions = Schema::new(decls).actions(None, "car").unwrap();
+    let actions = Schema::new(decls)
+        .actions(None, "car", &mut SchemaBudget::default())
+        .unwrap();
     let names: Vec<_> = actions.iter().map(|a| a.name.as_str()).collect();
     assert_eq!(names, ["go", "stop"]);
     assert_eq!(actions[0].description, "Goes somewhere.");
@@ -440,5 +442,374 @@ fn action_results_as_tool_results() {
     assert_eq!(
         long.chars().count(),
         MAX_RESULT_CHARS + "… (cut at 16384 characters)".chars().count()
+    );
+}
+
+/// The schema of the security review (issue 25, finding 2): `Lk = { a: Lk+1; b: Lk+1; … }`,
+/// `width` fields wide and `depth` levels deep, the last level's fields strings; the action
+/// `deep` takes an `L1`. Copied out at every use it would be `width^depth` leaves.
+fn wide_and_deep(width: usize, depth: usize) -> String {
+    let fields = |ty: &str| -> String {
+        (0..width)
+            .map(|i| format!("f{i}: {ty}; "))
+            .collect::<String>()
+    };
+    let mut src = String::from(
+        "type PhoneAction = Deep;\ntype Deep = {actionName: \"deep\"; parameters: L1};\n",
+    );
+    for k in 1..=depth {
+        let next = if k == depth {
+            "string".to_string()
+        } else {
+            format!("L{}", k + 1)
+        };
+        src.push_str(&format!("type L{k} = {{ {}}};\n", fields(&next)));
+    }
+    src
+}
+
+/// A registration of the agent `phone` whose schema is the TypeScript `src` (entry
+/// `PhoneAction` when it declares one, else every action type).
+fn register_ts(src: &str) -> RpcResult<ClientAgentSpec> {
+    let mut m = manifest(json!({"format": "ts", "content": src}));
+    if !src.contains("type PhoneAction") {
+        m["schema"].as_object_mut().unwrap().remove("schemaType");
+    }
+    register("phone", &m)
+}
+
+#[test]
+fn a_type_used_more_than_once_is_written_once_under_defs() {
+    let src = wide_and_deep(4, 9);
+    assert!(src.len() < 600, "{}", src.len());
+    let started = std::time::Instant::now();
+    let spec = register_ts(&src).unwrap();
+    eprintln!(
+        "4 × 9 schema of {} bytes registered in {:?}",
+        src.len(),
+        started.elapsed()
+    );
+    let schema = &spec.actions[0].input_schema;
+    let level = |next: Value| {
+        json!({"type": "object", "required": ["f0", "f1", "f2", "f3"], "properties":
+            {"f0": next, "f1": next, "f2": next, "f3": next}})
+    };
+    let at = |k: usize| json!({"$ref": format!("#/$defs/L{k}")});
+    // L1 (the parameters) in place; L2…L9, each used four times, once each under `$defs`.
+    let mut defs = Map::new();
+    for k in 2..9 {
+        defs.insert(format!("L{k}"), level(at(k + 1)));
+    }
+    defs.insert("L9".into(), level(json!({"type": "string"})));
+    let mut expected = level(at(2));
+    expected["$defs"] = Value::Object(defs);
+    assert_eq!(schema, &expected);
+    // Linear: one more level is one more definition, not four times the schema.
+    let nodes = |depth| {
+        let spec = register_ts(&wide_and_deep(4, depth)).unwrap();
+        schema::json_nodes(&spec.actions[0].input_schema)
+    };
+    let (nine, ten) = (nodes(9), nodes(10));
+    assert_eq!(nine, schema::json_nodes(&expected));
+    assert_eq!(ten - nine, nodes(9) - nodes(8));
+    assert!(nine < 200, "{nine}");
+}
+
+#[test]
+fn recursive_types_are_refs_to_themselves() {
+    let src = r#"
+        // A folder and what it holds.
+        type Tree = { name: string; children?: Tree[] };
+        type Even = { next?: Odd };
+        type Odd = { next?: Even };
+        type PhoneAction = Mkdir | Walk | Chain;
+        type Mkdir = { actionName: "mkdir"; parameters: Tree };
+        type Walk = { actionName: "walk"; parameters: {
+            // Where to start.
+            from: Tree;
+            to: Tree;
+            parity: Even } };
+        type Chain = { actionName: "chain"; parameters: { head: Even } };
+    "#;
+    let spec = register_ts(src).unwrap();
+    let tree = json!({"type": "object", "description": "A folder and what it holds.",
+        "required": ["name"], "properties": {"name": {"type": "string"},
+            "children": {"type": "array", "items": {"$ref": "#/$defs/Tree"}}}});
+    // The parameters are the recursive type itself: in place at the top, and under `$defs`
+    // for its own references.
+    let mut mkdir = tree.clone();
+    mkdir["$defs"] = json!({"Tree": tree});
+    assert_eq!(spec.actions[0].input_schema, mkdir);
+    // A field's comment goes next to its `$ref`; a type reached once (`Odd`) stays in place.
+    assert_eq!(
+        spec.actions[1].input_schema,
+        json!({"type": "object", "required": ["from", "to", "parity"], "properties": {
+            "from": {"$ref": "#/$defs/Tree", "description": "Where to start."},
+            "to": {"$ref": "#/$defs/Tree"},
+            "parity": {"$ref": "#/$defs/Even"}},
+            "$defs": {"Tree": tree, "Even": {"type": "object", "properties": {"next":
+                {"type": "object", "properties": {"next": {"$ref": "#/$defs/Even"}}}}}}})
+    );
+    assert_eq!(
+        spec.actions[2].input_schema["$defs"]["Even"]["properties"]["next"]["properties"]["next"],
+        json!({"$ref": "#/$defs/Even"})
+    );
+}
+
+#[test]
+fn json_schema_definitions_used_twice_are_refs() {
+    let schema = json!({
+        "$defs": {
+            "Place": {"type": "object", "description": "A place.", "required": ["name"],
+                "properties": {"name": {"type": "string"}, "near": {"$ref": "#/$defs/Place"}}},
+            "Route": {"type": "object", "properties": {
+                "actionName": {"const": "route"},
+                "parameters": {"type": "object", "properties": {
+                    "from": {"$ref": "#/$defs/Place"}, "to": {"$ref": "#/$defs/Place"},
+                    "mode": {"$ref": "#/definitions/Mode"}}}}},
+            "Mode": {"enum": ["walk", "drive"], "description": "How to \"go\"\u{1}."},
+        }
+    });
+    let (decls, _) = pas_schema::parse(&schema.to_string()).unwrap();
+    let actions = Schema::new(decls)
+        .actions(None, "maps", &mut SchemaBudget::default())
+        .unwrap();
+    assert_eq!(
+        actions[0].input_schema,
+        json!({"type": "object", "properties": {
+            "from": {"$ref": "#/$defs/Place"}, "to": {"$ref": "#/$defs/Place"},
+            "mode": {"type": "string", "enum": ["walk", "drive"], "description": "How to \"go\"\u{1}."}},
+            "$defs": {"Place": {"type": "object", "description": "A place.", "required": ["name"],
+                "properties": {"name": {"type": "string"}, "near": {"$ref": "#/$defs/Place"}}}}})
+    );
+}
+
+#[test]
+fn defs_keys_are_safe_and_distinct() {
+    let pas = json!({
+        "version": 1,
+        "types": {
+            "a b": {"name": "a b", "type": {"type": "object", "fields": {
+                "x": {"type": {"type": "type-reference", "name": "a b"}}}}},
+            "a_b": {"name": "a_b", "type": {"type": "object", "fields": {
+                "y": {"type": {"type": "type-reference", "name": "a_b"}}}}},
+            "Go": {"name": "Go", "type": {"type": "object", "fields": {
+                "actionName": {"type": {"type": "string-union", "typeEnum": ["go"]}},
+                "parameters": {"type": {"type": "object", "fields": {
+                    "p": {"type": {"type": "type-reference", "name": "a b"}},
+                    "q": {"type": {"type": "type-reference", "name": "a_b"}}}}}}}}
+        }
+    });
+    let (decls, _) = pas_schema::parse(&pas.to_string()).unwrap();
+    let actions = Schema::new(decls)
+        .actions(None, "x", &mut SchemaBudget::default())
+        .unwrap();
+    let s = &actions[0].input_schema;
+    // "a b" is referenced first and takes "a_b"; the real "a_b" gets its index (2) appended.
+    assert_eq!(s["properties"]["p"], json!({"$ref": "#/$defs/a_b"}));
+    assert_eq!(s["properties"]["q"], json!({"$ref": "#/$defs/a_b_2"}));
+    assert_eq!(
+        s["$defs"]["a_b"]["properties"]["x"],
+        json!({"$ref": "#/$defs/a_b"})
+    );
+    assert_eq!(
+        s["$defs"]["a_b_2"]["properties"]["y"],
+        json!({"$ref": "#/$defs/a_b_2"})
+    );
+}
+
+#[test]
+fn parameters_schemas_are_bounded_per_action_and_per_agent() {
+    let too_large = |e: RpcError| e.to_string();
+    // Wide: 1,400 string fields are 4,203 JSON values (each field's schema is two, its name
+    // in `required` one more).
+    let fields: String = (0..1400).map(|i| format!("f{i}: string; ")).collect();
+    let wide = format!("type W = {{actionName: \"wide\"; parameters: {{ {fields} }} }};");
+    assert_eq!(
+        too_large(register_ts(&wide).unwrap_err()),
+        "Invalid manifest for client agent 'phone': schema of 'phone': the parameters schema of \
+         action 'wide' is too large (over the limit of 4096 JSON nodes per action)"
+    );
+    // 1,300 fields fit.
+    let fields: String = (0..1300).map(|i| format!("f{i}: string; ")).collect();
+    let fits = format!("type W = {{actionName: \"wide\"; parameters: {{ {fields} }} }};");
+    let spec = register_ts(&fits).unwrap();
+    assert_eq!(schema::json_nodes(&spec.actions[0].input_schema), 3904);
+    // Long: few values, but 40 comments of 2,000 characters are more than 64 KiB.
+    let comment = format!("// {}\n", "c".repeat(2000));
+    let fields: String = (0..40)
+        .map(|i| format!("{comment}f{i}: string;\n"))
+        .collect();
+    let long = format!("type L = {{actionName: \"long\"; parameters: {{\n{fields} }} }};");
+    assert_eq!(
+        too_large(register_ts(&long).unwrap_err()),
+        "Invalid manifest for client agent 'phone': schema of 'phone': the parameters schema of \
+         action 'long' is too large (over the limit of 65536 bytes as JSON per action)"
+    );
+    // Per agent: five actions of 3,904 values each are more than 16,384 together.
+    let actions: String = (0..5)
+        .map(|a| format!("type A{a} = {{actionName: \"a{a}\"; parameters: Wide}};\n"))
+        .collect();
+    let fields: String = (0..1300).map(|i| format!("f{i}: string; ")).collect();
+    let agent = format!("{actions}type Wide = {{ {fields} }};");
+    assert_eq!(
+        too_large(register_ts(&agent).unwrap_err()),
+        "Invalid manifest for client agent 'phone': schema of 'phone': the parameters schemas of \
+         the agent's actions are too large (over the limit of 16384 JSON nodes per agent, reached \
+         at action 'a4')"
+    );
+    // And five actions of 60,000 bytes each (one shared type) are more than 256 KiB.
+    let comment = format!("// {}\n", "c".repeat(1500));
+    let fields: String = (0..40)
+        .map(|i| format!("{comment}f{i}: string;\n"))
+        .collect();
+    let agent = format!("{actions}type Wide = {{\n{fields} }};");
+    assert_eq!(
+        too_large(register_ts(&agent).unwrap_err()),
+        "Invalid manifest for client agent 'phone': schema of 'phone': the parameters schemas of \
+         the agent's actions are too large (over the limit of 262144 bytes as JSON per agent, \
+         reached at action 'a4')"
+    );
+    // Four of them fit: the budget is the agent's, over all its actions.
+    let actions: String = (0..4)
+        .map(|a| format!("type A{a} = {{actionName: \"a{a}\"; parameters: Wide}};\n"))
+        .collect();
+    let spec = register_ts(&format!("{actions}type Wide = {{\n{fields} }};")).unwrap();
+    let bytes: usize = spec
+        .actions
+        .iter()
+        .map(|a| a.input_schema.to_string().len())
+        .sum();
+    assert!(
+        (200_000..MAX_AGENT_SCHEMA_BYTES).contains(&bytes),
+        "{bytes}"
+    );
+}
+
+#[test]
+fn the_meter_counts_exactly_what_is_written() {
+    // Escapes, non-ASCII, numbers and literals of every JSON type: `action` checks (in debug
+    // builds) that its count is the schema's length as compact JSON; here too, in release.
+    let schema = json!({"definitions": {"Odd": {"type": "object", "properties": {
+    "actionName": {"const": "odd"},
+    "parameters": {"type": "object", "description": "tab\t quote\" back\\ bell\u{7} é 🎉",
+        "properties": {
+            "n": {"enum": [1, -2.5, 1e300, 12345678901234567890u64]},
+            "mixed": {"enum": ["a", 1, true, null, [1, {"k": "v"}], {"x\n": []}]},
+            "c": {"const": {"deep": [[["x"]]]}}
+        }}}}}});
+    let (decls, _) = pas_schema::parse(&schema.to_string()).unwrap();
+    let mut budget = SchemaBudget::default();
+    let actions = Schema::new(decls).actions(None, "x", &mut budget).unwrap();
+    let written = &actions[0].input_schema;
+    assert_eq!(
+        written["properties"]["mixed"],
+        json!({"enum": ["a", 1, true, null, [1, {"k": "v"}], {"x\n": []}]})
+    );
+    assert_eq!(
+        budget.used(),
+        (schema::json_nodes(written), written.to_string().len())
+    );
+}
+
+#[test]
+fn empty_action_names_are_refused() {
+    assert_eq!(
+        register_ts("type PhoneAction = {actionName: \"\"; parameters: {a: string}};")
+            .unwrap_err()
+            .to_string(),
+        "Invalid manifest for client agent 'phone': type 'PhoneAction' has an empty actionName: \
+         an action name is 1 or more letters, digits, '-' or '_'"
+    );
+    let pas = json!({"$defs": {"Blank": {"properties": {"actionName": {"const": ""}}}}});
+    let mut m = manifest(json!({"format": "pas", "content": pas.to_string()}));
+    m["schema"].as_object_mut().unwrap().remove("schemaType");
+    assert_eq!(
+        register("phone", &m).unwrap_err().to_string(),
+        "Invalid manifest for client agent 'phone': type 'Blank' has an empty actionName: an \
+         action name is 1 or more letters, digits, '-' or '_'"
+    );
+    // Names that make too long a tool name, or carry other characters, are refused as before.
+    let long = format!("type PhoneAction = {{actionName: \"{}\"}};", "a".repeat(58));
+    assert_eq!(
+        register_ts(&long).unwrap_err().to_string(),
+        format!(
+            "Invalid manifest for client agent 'phone': action '{0}' cannot be offered as the \
+             tool 'phone__{0}': a tool name is 1 to 64 letters, digits, '-' or '_'",
+            "a".repeat(58)
+        )
+    );
+    let longest = format!("type PhoneAction = {{actionName: \"{}\"}};", "a".repeat(57));
+    assert!(register_ts(&longest).is_ok());
+}
+
+#[test]
+fn hostile_type_graphs_cost_linear_work() {
+    // Array suffixes nest too: 100,000 `[]` are an error, not a stack overflow.
+    let arrays = format!(
+        "type PhoneAction = {{actionName: \"a\"; parameters: {{x: string{}}}}};",
+        "[]".repeat(100_000)
+    );
+    let e = register_ts(&arrays).unwrap_err().to_string();
+    assert!(
+        e.contains("expected a less deeply nested type at line 1"),
+        "{e}"
+    );
+    // Four-way unions (to the action), intersections (to its fields) and intersections (in
+    // its parameters), each type visited once: when looking for actions, for their fields
+    // and writing their schema. Followed path by path it would be 4^22 visits.
+    let mut src = String::from("type PhoneAction = U1;\ntype U12 = J1;\n");
+    src.push_str("type J12 = {actionName: \"a\"; parameters: I1};\ntype I21 = {x: string};\n");
+    for k in 1..=20 {
+        let four = |t: &str, sep: &str| [t; 4].join(sep);
+        if k <= 11 {
+            src.push_str(&format!(
+                "type U{k} = {};\n",
+                four(&format!("U{}", k + 1), " | ")
+            ));
+            src.push_str(&format!(
+                "type J{k} = {};\n",
+                four(&format!("J{}", k + 1), " & ")
+            ));
+        }
+        src.push_str(&format!(
+            "type I{k} = {};\n",
+            four(&format!("I{}", k + 1), " & ")
+        ));
+    }
+    let spec = register_ts(&src).unwrap();
+    assert_eq!(spec.actions.len(), 1);
+    let schema = &spec.actions[0].input_schema;
+    assert_eq!(
+        schema["allOf"],
+        json!([{"$ref": "#/$defs/I2"}, {"$ref": "#/$defs/I2"}, {"$ref": "#/$defs/I2"}, {"$ref": "#/$defs/I2"}])
+    );
+    // I2…I20 once each; I20, an intersection of objects, is one object type.
+    assert_eq!(schema["$defs"].as_object().unwrap().len(), 19);
+    assert_eq!(
+        schema["$defs"]["I20"],
+        json!({"type": "object", "properties": {"x": {"type": "string"}}, "required": ["x"]})
+    );
+    // 5,000 aliases of one 5,000-way intersection: its action name is worked out once, not
+    // once per alias (25 million steps).
+    let parts: Vec<String> = (0..5000).map(|i| format!("A{i}")).collect();
+    let mut src = format!("type W = {};\n", parts.join(" & "));
+    for i in 0..5000 {
+        src.push_str(&format!("type A{i} = {{}};\ntype X{i} = W;\n"));
+    }
+    let started = std::time::Instant::now();
+    assert_eq!(register_ts(&src).unwrap().actions, []);
+    eprintln!(
+        "{} bytes of aliases read in {:?}",
+        src.len(),
+        started.elapsed()
+    );
+    // 7,000 actions are counted (and checked for duplicates) before any is converted.
+    let many: String = (0..7000)
+        .map(|i| format!("type A{i}={{actionName:\"a{i}\"}};"))
+        .collect();
+    assert_eq!(
+        register_ts(&many).unwrap_err().to_string(),
+        "Invalid manifest for client agent 'phone': 7000 actions declared; the limit is 64"
     );
 }

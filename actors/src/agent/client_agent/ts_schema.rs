@@ -7,8 +7,8 @@
 //! `const`, …) are skipped. Anything else inside a declaration is an error naming its line
 //! and column: the client learns why its registration was refused.
 //!
-//! Bounded: the input is the manifest (bounded by the caller) and nesting by
-//! [`MAX_TYPE_DEPTH`].
+//! Bounded: the input is the manifest (bounded by the caller) and nesting — objects,
+//! parentheses, generic arguments and each `[]` — by [`MAX_TYPE_DEPTH`].
 
 use serde_json::Value;
 
@@ -423,15 +423,20 @@ impl Parser {
         })
     }
 
-    /// A primary type followed by any number of `[]`.
+    /// A primary type followed by `[]`s (each one more level of nesting).
     fn postfix(&mut self, depth: usize) -> Result<Type, String> {
         let mut ty = self.primary(depth)?;
+        let mut depth = depth;
         while self.peek_punct('[')
             && matches!(
                 self.tokens.get(self.pos + 1).map(|t| &t.kind),
                 Some(Kind::Punct(']'))
             )
         {
+            depth += 1;
+            if depth > MAX_TYPE_DEPTH {
+                return Err(self.error("a less deeply nested type"));
+            }
             self.pos += 2;
             ty = Type::Array(Box::new(ty));
         }
