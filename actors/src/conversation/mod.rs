@@ -263,7 +263,10 @@ impl Conversation {
         let id = setup.id;
         // The directory is created by the log writer with the first entry, off this thread.
         let log = DisplayLog::open(&setup.dir, setup.runtime.log_writer.clone()).map_err(|e| {
-            log::error!("conversation {id}: cannot open display log: {e}");
+            log::error!(
+                "conversation {id}: cannot open the display log in {}: {e}",
+                setup.dir.display()
+            );
             format!("display log unavailable: {e}")
         });
         let chat_path = chat::history_path(&setup.dir);

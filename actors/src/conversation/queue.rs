@@ -202,7 +202,7 @@ impl Conversation {
             return Err(json!({"ok": false, "error": "queue_full", "maxDepth": MAX_QUEUE_DEPTH}));
         }
         if let Some(cause) = self.setup.metrics.storage_failure() {
-            return Err(json!({"ok": false, "error": STORAGE_ERROR, "message": cause}));
+            return Err(json!({"ok": false, "error": STORAGE_ERROR, "message": cause.client}));
         }
         // A new submit supersedes a turn stalled on an interaction.
         if self

@@ -7,13 +7,16 @@ use std::path::{Path, PathBuf};
 
 use crate::agent::ChatMessage;
 
+/// The history file's name.
+pub const FILE_NAME: &str = "history.jsonl";
+
 /// An agent's history file under a conversation's directory
 /// (`sessions/<agent>/history.jsonl`, the agent's `sessionStorage`).
 pub fn path(conversation_dir: &Path, agent: &str) -> PathBuf {
     conversation_dir
         .join("sessions")
         .join(agent)
-        .join("history.jsonl")
+        .join(FILE_NAME)
 }
 
 /// Messages as history lines (one JSON object each).

@@ -401,7 +401,8 @@ fn import_legacy(legacy: &Path, path: &Path) -> io::Result<()> {
         serde_json::to_writer(&mut out, &entry).map_err(io::Error::other)?;
         out.extend_from_slice(b"}\n");
     }
-    super::durable::write_atomic(path, &out).map_err(io::Error::other)?;
+    // The cause without the path: it may reach clients ("display log unavailable: …").
+    super::durable::write_atomic(path, &out).map_err(|e| io::Error::other(e.cause()))?;
     log::info!("imported {} into {}", legacy.display(), path.display());
     Ok(())
 }

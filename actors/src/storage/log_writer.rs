@@ -61,7 +61,12 @@ pub const RETIRED_MEMORY: usize = 4096;
 /// How often a failing disk is probed for recovery.
 pub const PROBE_INTERVAL: Duration = Duration::from_secs(1);
 
-/// How a write barrier or a replace is answered: `Err` names the first failure.
+/// The small file written, fsynced and removed in the instance directory to see whether a
+/// failing disk is back.
+pub const PROBE_FILE_NAME: &str = ".roundtable-probe";
+
+/// How a write barrier or a replace is answered: `Err` names the first failure, the file by
+/// its [role](super::role) (the text reaches clients; the log has the path).
 type Ack = oneshot::Sender<Result<(), String>>;
 
 /// A request to the writer thread.
@@ -326,13 +331,17 @@ impl WriterState {
         path.ancestors().any(|a| self.retired.contains(a))
     }
 
+    /// Logs and reports a failed write: the log and `/health` name `path`, the error kept for
+    /// the next barrier (it reaches clients) names the file by its role.
     fn fail(&mut self, path: &Path, what: &str, e: std::io::Error, report: bool) {
-        let cause = format!("{what} {}: {e}", path.display());
-        log::error!("{cause}");
-        self.metrics.storage_failed(cause.clone());
+        let failure = super::failure(what, path, &e);
+        log::error!("{}", failure.operator);
         if report {
-            self.errors.entry(path.to_path_buf()).or_insert(cause);
+            self.errors
+                .entry(path.to_path_buf())
+                .or_insert_with(|| failure.client.clone());
         }
+        self.metrics.storage_failed(failure);
     }
 
     fn append(&mut self, path: &Path, bytes: &[u8], report: bool, dirty: &mut Vec<PathBuf>) {
@@ -461,27 +470,38 @@ impl WriterState {
         dirty: &mut Vec<PathBuf>,
     ) -> Result<(), String> {
         if self.is_retired(path) {
-            return Err(format!("{}: its conversation was deleted", path.display()));
+            log::error!(
+                "{}: replace after its conversation was deleted",
+                path.display()
+            );
+            return Err(format!(
+                "{}: its conversation was deleted",
+                super::role(path)
+            ));
         }
         self.close(path, dirty);
         let dir = path.parent().unwrap_or(Path::new("."));
-        let result = create_dir_durable(dir)
-            .and_then(|()| write_atomic(path, bytes))
-            .map_err(|e| e.to_string());
-        match &result {
-            Ok(()) => self.metrics.storage_ok(),
+        match create_dir_durable(dir).and_then(|()| write_atomic(path, bytes)) {
+            Ok(()) => {
+                self.metrics.storage_ok();
+                Ok(())
+            }
             Err(e) => {
-                log::error!("{e}");
-                self.metrics.storage_failed(e.clone());
+                let mut failure = super::failure("replace", path, &e.cause());
+                // The error's own path may be the temp file or the directory: keep it whole.
+                failure.operator = format!("replace {}: {e}", path.display());
+                log::error!("{}", failure.operator);
+                let client = failure.client.clone();
+                self.metrics.storage_failed(failure);
+                Err(client)
             }
         }
-        result
     }
 
     /// While writes fail: write, fsync and remove a small file to see whether the disk is
     /// back, and clear the failure when it is.
     fn probe(&mut self) {
-        let probe = self.probe_dir.join(".roundtable-probe");
+        let probe = self.probe_dir.join(PROBE_FILE_NAME);
         let ok = faults::check("probe", &probe)
             .and_then(|()| {
                 let mut f = File::create(&probe)?;
@@ -623,6 +643,38 @@ mod tests {
             .chunks(chunk)
             .enumerate()
             .all(|(i, c)| c[0] == b'a' + (i % 26) as u8));
+    }
+
+    /// A failed write answers with the file's role and the OS error, never its path (the
+    /// answer reaches clients); `/health`'s text keeps the path for the operator.
+    #[test]
+    fn errors_toward_clients_name_no_paths() {
+        let dir = tempfile::tempdir().unwrap();
+        let metrics = Arc::new(Metrics::default());
+        let writer = LogWriter::start(metrics.clone(), dir.path().to_path_buf());
+        // A regular file where the conversation's directory should be.
+        std::fs::write(dir.path().join("conversation"), b"not a directory").unwrap();
+        let history: Arc<Path> = dir
+            .path()
+            .join("conversation/sessions/chat/history.jsonl")
+            .into();
+        let replaced = block_on(writer.replace(&history, b"{}\n".to_vec())).unwrap();
+        assert_eq!(
+            replaced.unwrap_err(),
+            "replace the chat history: Not a directory (os error 20)"
+        );
+        writer.append(&history, b"{}\n".to_vec());
+        let synced = block_on(writer.sync(vec![history.clone()])).unwrap();
+        assert_eq!(
+            synced.unwrap_err(),
+            "cannot open the chat history: Not a directory (os error 20)"
+        );
+        let failure = metrics.storage_failure().unwrap();
+        assert_eq!(
+            failure.client,
+            "cannot open the chat history: Not a directory (os error 20)"
+        );
+        assert!(failure.operator.contains(&*history.to_string_lossy()));
     }
 
     /// After `retire`, nothing is written under the directory again.
