@@ -268,7 +268,8 @@ impl Conversation {
     }
 
     /// `getDisplayHistory`: from memory when the tail holds it, else older entries are read
-    /// from disk on a blocking thread (the actor goes on meanwhile).
+    /// from disk on a blocking thread (the actor goes on meanwhile), once the writer has
+    /// written every entry logged so far.
     fn display_history(&self, after_seq: Option<i64>) -> Answer {
         let log = match &self.log {
             Ok(l) => l,
@@ -284,19 +285,26 @@ impl Conversation {
                 from,
                 below,
                 from_memory,
-            } => Box::pin(async move {
-                let older = tokio::task::spawn_blocking(move || {
-                    display_log::read_range(&path, from, below)
+            } => {
+                let written = self.setup.runtime.log_writer.written();
+                Box::pin(async move {
+                    // Entries let go of from memory may still be queued for the file.
+                    written
+                        .await
+                        .map_err(|_| RpcError::Internal("the log writer has stopped".into()))?;
+                    let older = tokio::task::spawn_blocking(move || {
+                        display_log::read_range(&path, from, below)
+                    })
+                    .await
+                    .map_err(|e| RpcError::Internal(e.to_string()))?
+                    .map_err(|e| RpcError::Internal(format!("reading the display log: {e}")))?;
+                    let all = older
+                        .iter()
+                        .map(String::as_str)
+                        .chain(from_memory.iter().map(|e| &e[..]));
+                    Ok(DispatcherReply::Raw(display_log::history_json(all)))
                 })
-                .await
-                .map_err(|e| RpcError::Internal(e.to_string()))?
-                .map_err(|e| RpcError::Internal(format!("reading the display log: {e}")))?;
-                let all = older
-                    .iter()
-                    .map(String::as_str)
-                    .chain(from_memory.iter().map(|e| &e[..]));
-                Ok(DispatcherReply::Raw(display_log::history_json(all)))
-            }),
+            }
         }
     }
 

@@ -80,6 +80,8 @@ enum Job {
     Close(Arc<Path>, oneshot::Sender<()>),
     /// Sync and close every file under a directory and refuse later writes there (delete).
     Retire(PathBuf, oneshot::Sender<()>),
+    /// Answer once every job queued before has been written (read-your-writes).
+    Written(oneshot::Sender<()>),
     /// Replace a file's content durably (after everything queued for it).
     Replace(Arc<Path>, Vec<u8>, Ack),
     /// Stop here, everything queued before written, until a backup snapshot has linked the
@@ -226,6 +228,16 @@ impl LogWriter {
             Some(paths) => self.also_stored(rx, &paths),
             None => rx,
         }
+    }
+
+    /// Resolves once every append queued so far has been written to its file (the fsync may
+    /// still be under way), so a read of the file sees it. A conversation reads the part of
+    /// its display log or chat history it no longer holds in memory only after this: what it
+    /// let go of may still be in this queue.
+    pub fn written(&self) -> oneshot::Receiver<()> {
+        let (tx, rx) = oneshot::channel();
+        self.send(Job::Written(tx));
+        rx
     }
 
     /// Replaces `path` with `bytes` (temp file, fsync, rename, fsync directory) once every
@@ -557,6 +569,10 @@ impl Committer for WriterState {
                     wrote = true;
                 }
                 Job::Sync(paths, ack) => answers.syncs.push((paths, ack)),
+                // Every append queued before it is in its file now.
+                Job::Written(ack) => {
+                    let _ = ack.send(());
+                }
                 Job::Replace(path, bytes, ack) => {
                     let result = self.replace(&path, &bytes, &mut dirty);
                     let _ = ack.send(result);
