@@ -26,7 +26,8 @@
 //! - [`commands`]: the `@` commands (`@conversation`, `@help`, `@dispatcher`, …) and
 //!   completion; `system.rs`: the `@system` family ([`SystemCommand`]).
 //! - `turn.rs`: starting agent turns, `@explain` / `@translate` / `@compact`, [`TurnEvent`].
-//! - `chat.rs`: the chat history the agent reads (in memory and `history.jsonl`).
+//! - `chat.rs`: the chat history the agent reads (its newest part in memory, all of it in
+//!   `history.jsonl`).
 //! - `client_agents.rs`: the client-hosted agents registered here, their checks, the tools
 //!   they add to turns, and the list [`Conversation::client_agents`] (`@system config agents`).
 //!
@@ -81,7 +82,7 @@ use serde_json::Value;
 use tokio::sync::oneshot;
 
 use crate::agent::turn::ToolServer;
-use crate::agent::{ChatMessage, Provider};
+use crate::agent::Provider;
 use crate::client::{
     Client, ClientLost, ClientOutput, ClientReady, ConversationGone, ConversationLink, StopClient,
     CLIENT_MAILBOX,
@@ -209,8 +210,9 @@ pub struct Conversation {
     grace_timer: Option<SpawnHandle>,
     /// The display log; `Err` holds why it could not be opened (commands are refused).
     log: Result<DisplayLog, String>,
-    /// Chat history for the agent (loaded at the first turn).
-    chat: Option<Arc<Vec<ChatMessage>>>,
+    /// The newest part of the chat history, for the agent (read at the first turn; bounded,
+    /// see [`chat::ChatWindow`]).
+    chat: Option<chat::ChatWindow>,
     /// Waiting requests, FIFO.
     queue: VecDeque<Request>,
     /// The request being worked on.
