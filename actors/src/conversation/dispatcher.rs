@@ -11,6 +11,7 @@ use serde_json::{json, Value};
 use super::commands;
 use super::queue::{CancelReason, Request, STORAGE_ERROR};
 use super::Conversation;
+use crate::agent::attachments;
 use crate::ids::{ConnectionId, RequestId};
 use crate::protocol::{invalid, Args, RpcError, RpcResult};
 use crate::storage::display_log::{self, HistoryRead};
@@ -139,12 +140,16 @@ impl DispatcherRequest {
 }
 
 /// The request of a `submitCommand` (`with_id`: it may name its own `requestId`) or an
-/// `interrupt`.
+/// `interrupt`. Attachments past their bounds ([`attachments::check_bounds`]) refuse it here,
+/// before anything is queued, written or broadcast.
 fn parse_request(m: &str, args: &Args, origin: ConnectionId, with_id: bool) -> RpcResult<Request> {
     let text = args.req_str(m, 0, "command")?.to_string();
     let attachments = match args.get(1) {
         None => Vec::new(),
-        Some(Value::Array(a)) => a.clone(),
+        Some(Value::Array(a)) => {
+            attachments::check_bounds(a)?;
+            a.clone()
+        }
         Some(_) => return Err(invalid(m, 1, "attachments", "an array")),
     };
     let options = args
