@@ -22,7 +22,7 @@ pub const MAX_ATTACHMENTS: usize = 16;
 pub const MAX_ATTACHMENT_BYTES: usize = 8 << 20;
 
 /// The size of an attachment as sent: a string's length in bytes, anything else's JSON text.
-fn size(attachment: &Value) -> usize {
+pub fn size(attachment: &Value) -> usize {
     match attachment {
         Value::String(s) => s.len(),
         other => other.to_string().len(),

@@ -165,6 +165,7 @@ fn parse_request(m: &str, args: &Args, origin: ConnectionId, with_id: bool) -> R
         request_id: request_id.unwrap_or_else(RequestId::new_random),
         origin,
         client_request_id,
+        size: text.len() + attachments.iter().map(attachments::size).sum::<usize>(),
         text,
         attachments,
         options,

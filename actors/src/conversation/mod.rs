@@ -106,7 +106,8 @@ pub use client_agents::{
 };
 pub use dispatcher::{DispatcherCall, DispatcherInvoke, DispatcherReply};
 pub use queue::{
-    CancelOutcome, CancelReason, MAX_QUEUE_DEPTH, STOPPED_BEFORE_FINISHING, STORAGE_ERROR,
+    CancelOutcome, CancelReason, MAX_QUEUED_BYTES, MAX_QUEUE_DEPTH, STOPPED_BEFORE_FINISHING,
+    STORAGE_ERROR,
 };
 pub use routing::{DisplayMode, DELETED_NOTICE, JOIN_NOTICE, LEAVE_NOTICE};
 pub use system::{LogFilterControl, SystemCommand};
@@ -245,8 +246,12 @@ pub struct Conversation {
     requests_path: Arc<Path>,
     /// Requests accepted and not closed, in acceptance order (what the journal says).
     open_requests: Vec<OpenRequest>,
-    /// Bytes appended to the journal since it was last rewritten.
+    /// Bytes of the journal file (what it held after its last rewrite, and the appends since).
     requests_appended: u64,
+    /// Bytes the journal held after its last rewrite (its open requests): it is rewritten
+    /// again only once as much again was appended, so a journal of large open requests is
+    /// not rewritten whole at every record.
+    requests_live: u64,
     /// Set once the files were handed to the writer to close: nothing is written after.
     writes_closed: bool,
     /// The shutdown being completed.
@@ -300,6 +305,7 @@ impl Conversation {
             requests_path,
             open_requests: Vec::new(),
             requests_appended: 0,
+            requests_live: 0,
             writes_closed: false,
             search_turn: Default::default(),
             pending_stop: None,
