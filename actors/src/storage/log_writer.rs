@@ -6,8 +6,9 @@
 //! first error any earlier append to the named files met.
 //!
 //! Who talks to it: [`Conversation`](crate::conversation::Conversation) actors (appends, syncs,
-//! `close` on eviction and shutdown, `retire` on delete, `replace` for `@compact`), and a
-//! backup [`snapshot`](super::snapshot) (`hold`).
+//! `written` before reading back what they no longer hold in memory, `close` on eviction and
+//! shutdown, `retire` on delete, `replace` for `@compact`), and a backup
+//! [`snapshot`](super::snapshot) (`hold`).
 //!
 //! # Guarantees
 //! - Appends to one file keep their order, and every job is done in the order it was queued, so
@@ -19,6 +20,8 @@
 //!   waiting for traffic.
 //! - After `retire(dir)` (delete), nothing is ever written under `dir` again: later appends
 //!   there are dropped with an error in the log instead of recreating the directory.
+//! - Errors answered to a barrier or a replace name the file by its [role](super::role), never
+//!   its path (they reach clients); the log and `/health` name the path.
 //!
 //! # Bounds
 //! - Queued bytes (the [`GroupCommit`] queue's weight): a producer sees
