@@ -56,18 +56,16 @@ impl ChatWindow {
     /// A window of exactly `messages`, the whole history (after `@compact`).
     fn whole(messages: Vec<ChatMessage>) -> ChatWindow {
         let mut window = ChatWindow::default();
-        window.extend(messages);
+        let (_, sizes) = lines(&messages);
+        window.extend(messages, sizes);
         window
     }
 
-    /// Adds messages at the end (also to `total`), then lets the oldest turns go past the
-    /// bounds.
-    fn extend(&mut self, messages: Vec<ChatMessage>) {
-        for m in &messages {
-            let size = encode(std::slice::from_ref(m)).len();
-            self.sizes.push(size);
-            self.bytes += size;
-        }
+    /// Adds messages at the end (also to `total`), with their history line sizes, then lets
+    /// the oldest turns go past the bounds.
+    fn extend(&mut self, messages: Vec<ChatMessage>, sizes: Vec<usize>) {
+        self.bytes += sizes.iter().sum::<usize>();
+        self.sizes.extend(sizes);
         self.total += messages.len();
         // A finished turn has dropped its reference by now, so this extends in place.
         Arc::make_mut(&mut self.messages).extend(messages);
@@ -82,6 +80,18 @@ impl ChatWindow {
             self.bytes -= self.sizes.drain(..cut).sum::<usize>();
         }
     }
+}
+
+/// `messages` as history lines, and each one's size.
+fn lines(messages: &[ChatMessage]) -> (Vec<u8>, Vec<usize>) {
+    let mut bytes = Vec::new();
+    let mut sizes = Vec::with_capacity(messages.len());
+    for m in messages {
+        let before = bytes.len();
+        bytes.extend_from_slice(&encode(std::slice::from_ref(m)));
+        sizes.push(bytes.len() - before);
+    }
+    (bytes, sizes)
 }
 
 /// `@system history N` read from the history file (for messages older than the window):
@@ -148,11 +158,9 @@ impl Conversation {
         if messages.is_empty() || self.writes_closed {
             return;
         }
-        self.setup
-            .runtime
-            .log_writer
-            .append(&self.chat_path, encode(&messages));
-        self.chat_window().extend(messages);
+        let (bytes, sizes) = lines(&messages);
+        self.setup.runtime.log_writer.append(&self.chat_path, bytes);
+        self.chat_window().extend(messages, sizes);
     }
 
     /// `@system history N` for the running request: from memory when the window holds the
@@ -217,9 +225,11 @@ impl Conversation {
     pub(super) fn chat_compacted(&mut self, compacted: Vec<ChatMessage>, total_before: usize) {
         let window = self.chat_window();
         let added = window.total.saturating_sub(total_before);
-        let later = window.messages[window.messages.len().saturating_sub(added)..].to_vec();
+        let from = window.messages.len().saturating_sub(added);
+        let later = window.messages[from..].to_vec();
+        let later_sizes = window.sizes[from..].to_vec();
         let mut compacted = ChatWindow::whole(compacted);
-        compacted.extend(later);
+        compacted.extend(later, later_sizes);
         self.chat = Some(compacted);
     }
 
@@ -245,11 +255,19 @@ mod tests {
     #[test]
     fn the_window_keeps_to_its_bounds() {
         let mut window = ChatWindow::default();
+        let add = |window: &mut ChatWindow, messages: Vec<ChatMessage>| {
+            let (bytes, sizes) = lines(&messages);
+            assert_eq!(bytes, encode(&messages));
+            window.extend(messages, sizes);
+        };
         for t in 0..40 {
-            window.extend(vec![
-                ChatMessage::text(Role::User, format!("{t} {}", "u".repeat(1 << 20))),
-                ChatMessage::text(Role::Assistant, format!("{t} {}", "a".repeat(1 << 19))),
-            ]);
+            add(
+                &mut window,
+                vec![
+                    ChatMessage::text(Role::User, format!("{t} {}", "u".repeat(1 << 20))),
+                    ChatMessage::text(Role::Assistant, format!("{t} {}", "a".repeat(1 << 19))),
+                ],
+            );
             assert!(window.bytes <= MAX_CHAT_BYTES);
             assert_eq!(window.bytes, window.sizes.iter().sum::<usize>());
             assert_eq!(window.sizes.len(), window.messages.len());
@@ -260,7 +278,7 @@ mod tests {
         assert_eq!(window.messages.len(), 10);
         assert!(window.messages[0].joined_text().starts_with("35 "));
         for _ in 0..MAX_CHAT_MESSAGES {
-            window.extend(vec![ChatMessage::text(Role::User, "short")]);
+            add(&mut window, vec![ChatMessage::text(Role::User, "short")]);
         }
         assert_eq!(window.messages.len(), MAX_CHAT_MESSAGES);
         assert_eq!(window.total, 80 + MAX_CHAT_MESSAGES);
