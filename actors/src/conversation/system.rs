@@ -182,7 +182,7 @@ fn history_lines(
 /// start of the history, of a history of `total` messages whose last ones are `held` (the
 /// window a conversation holds; `n` at most `held.len()` unless it holds them all).
 pub(super) fn history_text_of(held: &[ChatMessage], total: usize, n: usize) -> String {
-    let before = total - held.len();
+    let before = total.saturating_sub(held.len());
     let mut page = HistoryPage::default();
     for (i, message) in held.iter().enumerate().skip(held.len().saturating_sub(n)) {
         page.add(before + i + 1, message, &|id| {
