@@ -28,7 +28,8 @@ export async function sendMessage() {
       if (r.entry?.requestId) view.mine.add(r.entry.requestId);
       updateComposer();
     } else if (r && r.error === "queue_full") {
-      addLocal(view, "error", `The queue is full (at most ${r.maxDepth ?? 100} requests); try again later.`);
+      const limit = r.maxBytes ? `${Math.round(r.maxBytes / 1048576)} MiB of requests waiting` : `${r.maxDepth ?? 100} requests`;
+      addLocal(view, "error", `The queue is full (at most ${limit}); try again later.`);
     } else if (r && r.error === "server_stopping") {
       addLocal(view, "error", "The server is stopping; the message was not sent.");
     } else {

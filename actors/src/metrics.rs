@@ -31,8 +31,8 @@ pub struct Metrics {
     rpc_errors: Mutex<BTreeMap<&'static str, u64>>,
     /// Why storage writes fail right now (`None`: they do not). Set by the writer threads on a
     /// failed write, fsync or rename, cleared by their next success; `/health` answers 503 with
-    /// it while it is set.
-    storage_failure: Mutex<Option<String>>,
+    /// it while it is set, and submits are refused with its client text.
+    storage_failure: Mutex<Option<StorageFailure>>,
     /// Storage writes (appends, fsyncs, whole-file writes) that failed.
     pub storage_errors: AtomicU64,
     /// Writer threads (log writer, registry writer) that have ended. Each must live as long as
@@ -62,6 +62,17 @@ pub struct Metrics {
     pub search_pending_scans: AtomicI64,
 }
 
+/// A failed storage write, told two ways: `/health` and the log are the operator's and name
+/// the file's path; what reaches clients (a refused submit, `lastError`, `Storage error: …`)
+/// names the file by its role (`append to the chat history: No space left on device …`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StorageFailure {
+    /// With the path, for `/health` and the log.
+    pub operator: String,
+    /// Without any path, for clients.
+    pub client: String,
+}
+
 /// The `rpc_errors` label of every method name the server does not implement.
 pub const OTHER_METHOD: &str = "other";
 
@@ -78,15 +89,16 @@ impl Metrics {
         *map.entry(label).or_default() += 1;
     }
 
-    /// Records a failed storage write: `/health` turns 503 with `cause` until [`storage_ok`].
+    /// Records a failed storage write: `/health` turns 503 with its operator text until
+    /// [`storage_ok`].
     ///
     /// [`storage_ok`]: Metrics::storage_ok
-    pub fn storage_failed(&self, cause: String) {
+    pub fn storage_failed(&self, failure: StorageFailure) {
         Metrics::inc(&self.storage_errors);
         *self
             .storage_failure
             .lock()
-            .unwrap_or_else(|e| e.into_inner()) = Some(cause);
+            .unwrap_or_else(|e| e.into_inner()) = Some(failure);
     }
 
     /// Records a successful storage write: clears a failure, logging the recovery once.
@@ -96,12 +108,15 @@ impl Metrics {
             .lock()
             .unwrap_or_else(|e| e.into_inner());
         if let Some(cause) = failure.take() {
-            log::info!("storage writes succeed again (they failed with: {cause})");
+            log::info!(
+                "storage writes succeed again (they failed with: {})",
+                cause.operator
+            );
         }
     }
 
-    /// Why storage writes fail right now, if they do.
-    pub fn storage_failure(&self) -> Option<String> {
+    /// Why storage writes fail right now, if they do (both texts).
+    pub fn storage_failure(&self) -> Option<StorageFailure> {
         self.storage_failure
             .lock()
             .unwrap_or_else(|e| e.into_inner())

@@ -41,7 +41,8 @@ pub async fn health(req: HttpRequest, state: Data<AppState>) -> HttpResponse {
         problems.push("a storage writer thread has stopped".into());
     }
     if let Some(cause) = state.metrics.storage_failure() {
-        problems.push(format!("storage writes fail: {cause}"));
+        // The operator's text, with the file's path (clients get the role-named one).
+        problems.push(format!("storage writes fail: {}", cause.operator));
     }
     let cluster = state.cluster.as_ref().map(|c| c.status());
     if let Some(status) = &cluster {

@@ -9,6 +9,7 @@ mod harness;
 
 mod agent_server;
 mod backup;
+mod bounds;
 mod cli;
 mod client_agents;
 mod cluster;

@@ -5,11 +5,48 @@
 //!
 //! Images stay in that one turn: [`for_history`] swaps them for a text note before the turn's
 //! messages are committed, so the history file and memory stay small and later turns know an
-//! image was there. Who calls it: the agent loop ([`super::turn`]) when it builds a turn.
+//! image was there. Who calls it: the agent loop ([`super::turn`]) when it builds a turn, and
+//! the conversation's dispatcher, which refuses a request past the bounds ([`check_bounds`])
+//! before anything is queued, written or sent to anyone.
 
 use serde_json::Value;
 
 use super::{ChatMessage, ContentBlock, Role};
+use crate::protocol::RpcError;
+
+/// Attachments one request may carry: each becomes a content block of the turn's user
+/// message (and a note in the history), so their number is bounded apart from their size.
+pub const MAX_ATTACHMENTS: usize = 16;
+/// Bytes of attachments one request may carry together, counted as sent (the base64 text,
+/// which is what the server holds and hands to the model; about 6 MiB of pictures).
+pub const MAX_ATTACHMENT_BYTES: usize = 8 << 20;
+
+/// The size of an attachment as sent: a string's length in bytes, anything else's JSON text.
+pub fn size(attachment: &Value) -> usize {
+    match attachment {
+        Value::String(s) => s.len(),
+        other => other.to_string().len(),
+    }
+}
+
+/// `Err` with the exact error when a request's attachments are past [`MAX_ATTACHMENTS`] or
+/// [`MAX_ATTACHMENT_BYTES`].
+pub fn check_bounds(attachments: &[Value]) -> Result<(), RpcError> {
+    if attachments.len() > MAX_ATTACHMENTS {
+        return Err(RpcError::TooManyAttachments {
+            count: attachments.len(),
+            limit: MAX_ATTACHMENTS,
+        });
+    }
+    let bytes: usize = attachments.iter().map(size).sum();
+    if bytes > MAX_ATTACHMENT_BYTES {
+        return Err(RpcError::AttachmentsTooLarge {
+            bytes,
+            limit: MAX_ATTACHMENT_BYTES,
+        });
+    }
+    Ok(())
+}
 
 /// Image types recognised from the start of a bare base64 attachment: (base64 prefix, MIME).
 /// A `data:image/…` URL is taken as it is.
@@ -84,6 +121,26 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    /// Past 16 attachments or 8 MiB of them (as sent) a request is refused, exactly.
+    #[test]
+    fn requests_carry_bounded_attachments() {
+        assert!(check_bounds(&vec![json!("x"); 16]).is_ok());
+        assert_eq!(
+            check_bounds(&vec![json!("x"); 190_000])
+                .unwrap_err()
+                .to_string(),
+            "Too many attachments: 190000 (at most 16)"
+        );
+        let half = json!("A".repeat(MAX_ATTACHMENT_BYTES / 2));
+        assert!(check_bounds(&[half.clone(), half.clone()]).is_ok());
+        assert_eq!(
+            check_bounds(&[half.clone(), half, json!({"x": 1})])
+                .unwrap_err()
+                .to_string(),
+            "Attachments too large: 8388615 bytes (at most 8388608)"
+        );
+    }
 
     #[test]
     fn images_are_recognised_and_kept_out_of_history() {

@@ -11,6 +11,7 @@ use serde_json::{json, Value};
 use super::commands;
 use super::queue::{CancelReason, Request, STORAGE_ERROR};
 use super::Conversation;
+use crate::agent::attachments;
 use crate::ids::{ConnectionId, RequestId};
 use crate::protocol::{invalid, Args, RpcError, RpcResult};
 use crate::storage::display_log::{self, HistoryRead};
@@ -139,12 +140,16 @@ impl DispatcherRequest {
 }
 
 /// The request of a `submitCommand` (`with_id`: it may name its own `requestId`) or an
-/// `interrupt`.
+/// `interrupt`. Attachments past their bounds ([`attachments::check_bounds`]) refuse it here,
+/// before anything is queued, written or broadcast.
 fn parse_request(m: &str, args: &Args, origin: ConnectionId, with_id: bool) -> RpcResult<Request> {
     let text = args.req_str(m, 0, "command")?.to_string();
     let attachments = match args.get(1) {
         None => Vec::new(),
-        Some(Value::Array(a)) => a.clone(),
+        Some(Value::Array(a)) => {
+            attachments::check_bounds(a)?;
+            a.clone()
+        }
         Some(_) => return Err(invalid(m, 1, "attachments", "an array")),
     };
     let options = args
@@ -160,6 +165,7 @@ fn parse_request(m: &str, args: &Args, origin: ConnectionId, with_id: bool) -> R
         request_id: request_id.unwrap_or_else(RequestId::new_random),
         origin,
         client_request_id,
+        size: text.len() + attachments.iter().map(attachments::size).sum::<usize>(),
         text,
         attachments,
         options,
@@ -268,7 +274,8 @@ impl Conversation {
     }
 
     /// `getDisplayHistory`: from memory when the tail holds it, else older entries are read
-    /// from disk on a blocking thread (the actor goes on meanwhile).
+    /// from disk on a blocking thread (the actor goes on meanwhile), once the writer has
+    /// written every entry logged so far.
     fn display_history(&self, after_seq: Option<i64>) -> Answer {
         let log = match &self.log {
             Ok(l) => l,
@@ -284,19 +291,26 @@ impl Conversation {
                 from,
                 below,
                 from_memory,
-            } => Box::pin(async move {
-                let older = tokio::task::spawn_blocking(move || {
-                    display_log::read_range(&path, from, below)
+            } => {
+                let written = self.setup.runtime.log_writer.written();
+                Box::pin(async move {
+                    // Entries let go of from memory may still be queued for the file.
+                    written
+                        .await
+                        .map_err(|_| RpcError::Internal("the log writer has stopped".into()))?;
+                    let older = tokio::task::spawn_blocking(move || {
+                        display_log::read_range(&path, from, below)
+                    })
+                    .await
+                    .map_err(|e| RpcError::Internal(e.to_string()))?
+                    .map_err(|e| RpcError::Internal(format!("reading the display log: {e}")))?;
+                    let all = older
+                        .iter()
+                        .map(String::as_str)
+                        .chain(from_memory.iter().map(|e| &e[..]));
+                    Ok(DispatcherReply::Raw(display_log::history_json(all)))
                 })
-                .await
-                .map_err(|e| RpcError::Internal(e.to_string()))?
-                .map_err(|e| RpcError::Internal(format!("reading the display log: {e}")))?;
-                let all = older
-                    .iter()
-                    .map(String::as_str)
-                    .chain(from_memory.iter().map(|e| &e[..]));
-                Ok(DispatcherReply::Raw(display_log::history_json(all)))
-            }),
+            }
         }
     }
 

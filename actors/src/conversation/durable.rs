@@ -159,7 +159,8 @@ impl Conversation {
     }
 
     /// Appends to the request journal (rewriting it with only the open requests once it has
-    /// grown past [`requests::COMPACT_AFTER_BYTES`]).
+    /// grown past [`requests::COMPACT_AFTER_BYTES`] and past twice what it held after its last
+    /// rewrite, so the bytes written stay proportional to the bytes journaled).
     pub(super) fn journal(&mut self, record: Record) {
         let closes_after_durable = false;
         self.journal_record(record, closes_after_durable);
@@ -197,13 +198,14 @@ impl Conversation {
         let line = record.line();
         self.requests_appended += line.len() as u64;
         let writer = &self.setup.runtime.log_writer;
-        if self.requests_appended > requests::COMPACT_AFTER_BYTES {
+        if self.requests_appended > requests::COMPACT_AFTER_BYTES.max(2 * self.requests_live) {
             let bytes: Vec<u8> = self
                 .open_requests
                 .iter()
                 .flat_map(OpenRequest::records)
                 .collect();
             self.requests_appended = bytes.len() as u64;
+            self.requests_live = bytes.len() as u64;
             // The writer logs a failure; the appended journal it would replace stays valid.
             drop(writer.replace(&self.requests_path, bytes));
         } else if closes_after_durable {

@@ -26,7 +26,8 @@
 //! - [`commands`]: the `@` commands (`@conversation`, `@help`, `@dispatcher`, …) and
 //!   completion; `system.rs`: the `@system` family ([`SystemCommand`]).
 //! - `turn.rs`: starting agent turns, `@explain` / `@translate` / `@compact`, [`TurnEvent`].
-//! - `chat.rs`: the chat history the agent reads (in memory and `history.jsonl`).
+//! - `chat.rs`: the chat history the agent reads (its newest part in memory, all of it in
+//!   `history.jsonl`).
 //! - `client_agents.rs`: the client-hosted agents registered here, their checks, the tools
 //!   they add to turns, and the list [`Conversation::client_agents`] (`@system config agents`).
 //!
@@ -81,7 +82,7 @@ use serde_json::Value;
 use tokio::sync::oneshot;
 
 use crate::agent::turn::ToolServer;
-use crate::agent::{ChatMessage, Provider};
+use crate::agent::Provider;
 use crate::client::{
     Client, ClientLost, ClientOutput, ClientReady, ConversationGone, ConversationLink, StopClient,
     CLIENT_MAILBOX,
@@ -105,7 +106,8 @@ pub use client_agents::{
 };
 pub use dispatcher::{DispatcherCall, DispatcherInvoke, DispatcherReply};
 pub use queue::{
-    CancelOutcome, CancelReason, MAX_QUEUE_DEPTH, STOPPED_BEFORE_FINISHING, STORAGE_ERROR,
+    CancelOutcome, CancelReason, MAX_QUEUED_BYTES, MAX_QUEUE_DEPTH, STOPPED_BEFORE_FINISHING,
+    STORAGE_ERROR,
 };
 pub use routing::{DisplayMode, DELETED_NOTICE, JOIN_NOTICE, LEAVE_NOTICE};
 pub use system::{LogFilterControl, SystemCommand, MAX_TRACE_FILTER_BYTES};
@@ -209,8 +211,9 @@ pub struct Conversation {
     grace_timer: Option<SpawnHandle>,
     /// The display log; `Err` holds why it could not be opened (commands are refused).
     log: Result<DisplayLog, String>,
-    /// Chat history for the agent (loaded at the first turn).
-    chat: Option<Arc<Vec<ChatMessage>>>,
+    /// The newest part of the chat history, for the agent (read at the first turn; bounded,
+    /// see [`chat::ChatWindow`]).
+    chat: Option<chat::ChatWindow>,
     /// Waiting requests, FIFO.
     queue: VecDeque<Request>,
     /// The request being worked on.
@@ -243,8 +246,12 @@ pub struct Conversation {
     requests_path: Arc<Path>,
     /// Requests accepted and not closed, in acceptance order (what the journal says).
     open_requests: Vec<OpenRequest>,
-    /// Bytes appended to the journal since it was last rewritten.
+    /// Bytes of the journal file (what it held after its last rewrite, and the appends since).
     requests_appended: u64,
+    /// Bytes the journal held after its last rewrite (its open requests): it is rewritten
+    /// again only once as much again was appended, so a journal of large open requests is
+    /// not rewritten whole at every record.
+    requests_live: u64,
     /// Set once the files were handed to the writer to close: nothing is written after.
     writes_closed: bool,
     /// The shutdown being completed.
@@ -263,7 +270,10 @@ impl Conversation {
         let id = setup.id;
         // The directory is created by the log writer with the first entry, off this thread.
         let log = DisplayLog::open(&setup.dir, setup.runtime.log_writer.clone()).map_err(|e| {
-            log::error!("conversation {id}: cannot open display log: {e}");
+            log::error!(
+                "conversation {id}: cannot open the display log in {}: {e}",
+                setup.dir.display()
+            );
             format!("display log unavailable: {e}")
         });
         let chat_path = chat::history_path(&setup.dir);
@@ -295,6 +305,7 @@ impl Conversation {
             requests_path,
             open_requests: Vec::new(),
             requests_appended: 0,
+            requests_live: 0,
             writes_closed: false,
             search_turn: Default::default(),
             pending_stop: None,

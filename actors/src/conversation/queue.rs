@@ -18,6 +18,11 @@ use crate::storage::requests::{AcceptedRequest, Record};
 
 /// Queue cap (`MAX_QUEUE_DEPTH` in TypeAgent).
 pub const MAX_QUEUE_DEPTH: usize = 100;
+/// Bytes of command text and attachments (as sent) waiting in one conversation's queue: 100
+/// requests of up to a frame each (16 MiB) would otherwise hold 1.6 GB, twice (the queue and
+/// the open requests of the journal), and every queue snapshot sent to clients carries the
+/// texts. A request is always taken into an empty queue.
+pub const MAX_QUEUED_BYTES: usize = 16 << 20;
 /// Request ids remembered after they finish, for `cancelCommand`'s `already_completed`.
 const FINISHED_MEMORY: usize = 1024;
 /// What the history says of a request that was acknowledged but never finished (crash).
@@ -117,6 +122,8 @@ pub(super) struct Request {
     pub(super) text: String,
     /// Attachments (kept for the agent; not echoed).
     pub(super) attachments: Vec<Value>,
+    /// Bytes of `text` and `attachments` as sent: what [`MAX_QUEUED_BYTES`] counts.
+    pub(super) size: usize,
     /// Submit options, echoed in the queue entry.
     pub(super) options: Option<Value>,
     /// ms since epoch.
@@ -201,8 +208,17 @@ impl Conversation {
         if self.queue.len() >= MAX_QUEUE_DEPTH {
             return Err(json!({"ok": false, "error": "queue_full", "maxDepth": MAX_QUEUE_DEPTH}));
         }
+        let queued_bytes: usize = self.queue.iter().map(|r| r.size).sum();
+        if !self.queue.is_empty() && queued_bytes + request.size > MAX_QUEUED_BYTES {
+            return Err(json!({
+                "ok": false,
+                "error": "queue_full",
+                "maxDepth": MAX_QUEUE_DEPTH,
+                "maxBytes": MAX_QUEUED_BYTES,
+            }));
+        }
         if let Some(cause) = self.setup.metrics.storage_failure() {
-            return Err(json!({"ok": false, "error": STORAGE_ERROR, "message": cause}));
+            return Err(json!({"ok": false, "error": STORAGE_ERROR, "message": cause.client}));
         }
         // A new submit supersedes a turn stalled on an interaction.
         if self

@@ -66,7 +66,7 @@ pub const HELP: [(&str, &str); 6] = [
     ("help", "this list"),
     (
         "history [N]",
-        "the last N (default 20) messages of the assistant's chat history",
+        "the last N (default 20, at most 1000) messages of the assistant's chat history",
     ),
     (
         "session [info]",
@@ -84,6 +84,9 @@ pub const HELP: [(&str, &str); 6] = [
 ];
 /// Messages `@system history` shows without a count.
 pub const DEFAULT_HISTORY: usize = 20;
+/// Most messages `@system history N` shows (a larger N shows this many): the answer is one
+/// display entry, and each message takes up to a few hundred bytes of it.
+pub const MAX_HISTORY: usize = 1000;
 /// Longest text of one message in `@system history`, in characters.
 const HISTORY_TEXT_CHARS: usize = 400;
 
@@ -143,8 +146,13 @@ fn tool_name<'a>(earlier: &'a [ChatMessage], id: &str) -> &'a str {
 }
 
 /// One history message as terminal lines: `#7 user: …`, `#8 assistant: … → calculate {…}`,
-/// `#9 tool calculate: 5` (continuation lines indented).
-fn history_lines(number: usize, message: &ChatMessage, earlier: &[ChatMessage]) -> Vec<String> {
+/// `#9 tool calculate: 5` (continuation lines indented). `tool_name` names the tool a result
+/// answers, from the messages before it.
+fn history_lines(
+    number: usize,
+    message: &ChatMessage,
+    tool_name: &dyn Fn(&str) -> String,
+) -> Vec<String> {
     let mut lines = Vec::new();
     let text = clip(message.joined_text().trim(), HISTORY_TEXT_CHARS);
     let role = match message.role {
@@ -169,7 +177,7 @@ fn history_lines(number: usize, message: &ChatMessage, earlier: &[ChatMessage]) 
                 is_error,
             } => lines.push(format!(
                 "#{number} tool {}{}: {}",
-                tool_name(earlier, tool_use_id),
+                tool_name(tool_use_id),
                 if *is_error { " (error)" } else { "" },
                 clip(content, HISTORY_TEXT_CHARS).replace('\n', "\n    ")
             )),
@@ -180,24 +188,54 @@ fn history_lines(number: usize, message: &ChatMessage, earlier: &[ChatMessage]) 
 }
 
 /// `@system history N`: the last `n` user / assistant / tool messages, numbered from the
-/// start of the history.
-pub fn history_text(history: &[ChatMessage], n: usize) -> String {
-    if history.is_empty() {
-        return "The chat history of this conversation is empty.".to_string();
+/// start of the history, of a history of `total` messages whose last ones are `held` (the
+/// window a conversation holds; `n` at most `held.len()` unless it holds them all).
+pub(super) fn history_text_of(held: &[ChatMessage], total: usize, n: usize) -> String {
+    let before = total.saturating_sub(held.len());
+    let mut page = HistoryPage::default();
+    for (i, message) in held.iter().enumerate().skip(held.len().saturating_sub(n)) {
+        page.add(before + i + 1, message, &|id| {
+            tool_name(&held[..i], id).to_string()
+        });
     }
-    let from = history.len().saturating_sub(n);
-    let mut out = format!(
-        "Chat history: the last {} of {} messages",
-        history.len() - from,
-        history.len()
-    );
-    for (i, message) in history.iter().enumerate().skip(from) {
-        for line in history_lines(i + 1, message, &history[..i]) {
-            out.push('\n');
-            out.push_str(&line);
+    page.text(total)
+}
+
+/// `@system history`'s text, built one message at a time (from memory, or streamed from the
+/// history file: see `chat.rs`).
+#[derive(Default)]
+pub(super) struct HistoryPage {
+    /// Messages added.
+    shown: usize,
+    /// Their lines, each after a newline.
+    lines: String,
+}
+
+impl HistoryPage {
+    /// Adds message `number` (from 1); `tool_name` names the tool a result answers.
+    pub(super) fn add(
+        &mut self,
+        number: usize,
+        message: &ChatMessage,
+        tool_name: &dyn Fn(&str) -> String,
+    ) {
+        self.shown += 1;
+        for line in history_lines(number, message, tool_name) {
+            self.lines.push('\n');
+            self.lines.push_str(&line);
         }
     }
-    out
+
+    /// The text, for a history of `total` messages.
+    pub(super) fn text(self, total: usize) -> String {
+        if total == 0 {
+            return "The chat history of this conversation is empty.".to_string();
+        }
+        format!(
+            "Chat history: the last {} of {total} messages{}",
+            self.shown, self.lines
+        )
+    }
 }
 
 /// What `@system session` shows, gathered by the conversation (and the registry's record).
@@ -422,9 +460,7 @@ impl Conversation {
         let markdown = |text: String| json!({"type": "markdown", "content": text});
         let content = match command {
             SystemCommand::Help => markdown(help_text()),
-            SystemCommand::History(n) => {
-                json!({"type": "text", "content": history_text(&self.chat_history(), n)})
-            }
+            SystemCommand::History(n) => return self.show_history(turn, n, ctx),
             SystemCommand::Config => {
                 markdown(config_text(&self.setup.runtime, self.setup.idle_timeout))
             }
@@ -444,7 +480,7 @@ impl Conversation {
             record: None,
             dir: self.setup.dir.display().to_string(),
             requests: self.log.as_ref().map_or(0, |l| l.message_count()),
-            chat_messages: self.chat_history().len(),
+            chat_messages: self.chat_message_count(),
             clients: self.clients.keys().map(ToString::to_string).collect(),
             provider: provider_line(&self.setup.runtime),
         };
@@ -563,7 +599,7 @@ mod tests {
     #[test]
     fn history_is_numbered_and_names_tools() {
         assert_eq!(
-            history_text(&[], 20),
+            history_text_of(&[], 0, 20),
             "The chat history of this conversation is empty."
         );
         let history = vec![
@@ -589,16 +625,17 @@ mod tests {
             ChatMessage::text(Role::Assistant, "5\nsecond line"),
         ];
         assert_eq!(
-            history_text(&history, 4),
+            history_text_of(&history, history.len(), 4),
             "Chat history: the last 4 of 6 messages\n\
              #3 user: what is 2+3\n\
              #4 assistant: → calculate {\"expression\":\"2+3\"}\n\
              #5 tool calculate: 5\n\
              #6 assistant: 5\n    second line"
         );
-        assert!(history_text(&history, 100).starts_with("Chat history: the last 6 of 6"));
+        assert!(history_text_of(&history, history.len(), 100)
+            .starts_with("Chat history: the last 6 of 6"));
         let long = ChatMessage::text(Role::User, "x".repeat(1000));
-        let text = history_text(&[long], 1);
+        let text = history_text_of(&[long], 1, 1);
         assert!(text.ends_with('…') && text.len() < 500, "{text}");
     }
 

@@ -76,8 +76,11 @@ pub enum TurnEvent {
         turn: u64,
         /// The summary text.
         summary: String,
-        /// History messages it replaces.
+        /// History messages it summarizes (those the assistant held).
         replaced: usize,
+        /// Messages in the history file when the summary's history was taken: those older
+        /// than the ones summarized go with them.
+        total_before: usize,
     },
 }
 
@@ -280,9 +283,14 @@ impl Conversation {
         );
     }
 
-    /// `@compact`: summarizes the history (see [`summarize`]).
+    /// `@compact`: summarizes the history the assistant holds (see [`summarize`]). Not the
+    /// whole file: the summary is what a model reads in place of the history, and a model
+    /// cannot take more than the window (reading all of a long file into memory to summarize
+    /// it would undo the window's bound). Messages older than the window, which the
+    /// assistant no longer saw, are dropped with the rest, and the result says how many.
     pub(super) fn start_compact(&mut self, turn: u64, ctx: &mut Context<Self>) {
         let history = self.chat_history();
+        let total_before = self.chat_message_count();
         let provider = self.setup.runtime.provider.clone();
         let addr = ctx.address();
         self.spawn_for_running(
@@ -293,6 +301,7 @@ impl Conversation {
                     turn,
                     summary,
                     replaced,
+                    total_before,
                 });
             },
             ctx,
@@ -339,7 +348,8 @@ impl Conversation {
                 turn,
                 summary,
                 replaced,
-            } => self.compacted(turn, summary, replaced, ctx),
+                total_before,
+            } => self.compacted(turn, summary, (replaced, total_before), ctx),
         }
     }
 
@@ -386,13 +396,21 @@ impl Conversation {
         self.finish_showing(turn, &request, content, error, ctx);
     }
 
-    /// `@compact` has its summary: the history file is replaced, then the result is shown
-    /// and the request finishes.
-    fn compacted(&mut self, turn: u64, summary: String, replaced: usize, ctx: &mut Context<Self>) {
+    /// `@compact` has its summary of `replaced` messages (of `total_before` in the file):
+    /// the history file is replaced, then the result is shown and the request finishes.
+    fn compacted(
+        &mut self,
+        turn: u64,
+        summary: String,
+        (replaced, total_before): (usize, usize),
+        ctx: &mut Context<Self>,
+    ) {
         if !self.is_current(turn) {
             return;
         }
-        let compacted = self.compacted_chat(&summary, replaced);
+        let compacted = self.compacted_chat(&summary, total_before);
+        let total_replaced = self.chat_message_count();
+        let older = total_before.saturating_sub(replaced);
         let written = self.replace_chat(&compacted);
         ctx.spawn(
             async move {
@@ -402,20 +420,27 @@ impl Conversation {
             }
             .into_actor(self)
             .map(move |result, act, ctx| {
-                if !act.is_current(turn) {
-                    return;
-                }
+                // The file is compacted even if the request was cancelled meanwhile: the
+                // window follows it.
                 let error = match result {
                     Ok(()) => {
-                        act.chat = Some(Arc::new(compacted));
+                        act.chat_compacted(compacted, total_replaced);
                         None
                     }
                     Err(e) => Some(format!("could not compact the history: {e}")),
                 };
+                if !act.is_current(turn) {
+                    return;
+                }
                 let request = act.running.as_ref().expect("current").request.clone();
+                let dropped = if older > 0 {
+                    format!("; {older} older messages, past what the assistant held, dropped")
+                } else {
+                    String::new()
+                };
                 let text = match &error {
                     None => format!(
-                        "**Conversation compacted** ({replaced} messages → 1 summary)\n\n{summary}"
+                        "**Conversation compacted** ({replaced} messages → 1 summary{dropped})\n\n{summary}"
                     ),
                     Some(e) => e.clone(),
                 };

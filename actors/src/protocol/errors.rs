@@ -108,6 +108,25 @@ pub enum RpcError {
     /// The socket has [`MAX_IN_FLIGHT`](super::MAX_IN_FLIGHT) invokes unanswered; this one was not run.
     #[error("Too many requests in flight on this connection (limit {0}); wait for answers before sending more")]
     TooManyInFlight(usize),
+    /// `submitCommand` / `interrupt` with more attachments than one request may carry
+    /// ([`MAX_ATTACHMENTS`](crate::agent::attachments::MAX_ATTACHMENTS)); nothing was queued.
+    #[error("Too many attachments: {count} (at most {limit})")]
+    TooManyAttachments {
+        /// Attachments sent.
+        count: usize,
+        /// The bound.
+        limit: usize,
+    },
+    /// `submitCommand` / `interrupt` whose attachments together are larger than one request
+    /// may carry ([`MAX_ATTACHMENT_BYTES`](crate::agent::attachments::MAX_ATTACHMENT_BYTES),
+    /// as sent); nothing was queued.
+    #[error("Attachments too large: {bytes} bytes (at most {limit})")]
+    AttachmentsTooLarge {
+        /// Their size as sent.
+        bytes: usize,
+        /// The bound.
+        limit: usize,
+    },
     /// A durable write failed; the change was not made.
     #[error("Storage error: {0}")]
     Storage(String),

@@ -7,9 +7,12 @@
 //! A torn last line (crash mid-append) is cut off with a warning on load. A TypeAgent
 //! `displayLog.json` (one JSON array) found without a `.jsonl` is imported once and kept.
 //!
-//! Reads: the newest entries stay in memory ([`RECENT_ENTRIES`]); older ones are read from the
-//! file backwards from its end, so `getDisplayHistory(afterSeq)` costs what it returns, not
-//! the log's size. Owned by the [`Conversation`](crate::conversation::Conversation) actor.
+//! Reads: the newest entries stay in memory (at most [`RECENT_ENTRIES`] and [`RECENT_BYTES`]);
+//! older ones are read from the file backwards from its end, so `getDisplayHistory(afterSeq)`
+//! costs what it returns, not the log's size. An entry let go of may still wait in the log
+//! writer's queue: a read from the file waits for
+//! [`LogWriter::written`](super::log_writer::LogWriter::written) first, so it returns exactly
+//! what was logged. Owned by the [`Conversation`](crate::conversation::Conversation) actor.
 
 use std::collections::VecDeque;
 use std::fs::{self, File, OpenOptions};
@@ -25,6 +28,11 @@ use super::log_writer::LogWriter;
 
 /// Entries kept in memory for cheap replay of recent history.
 pub const RECENT_ENTRIES: usize = 2048;
+/// Bytes of entry JSON kept in memory per conversation, whatever the count: 2,048 entries of
+/// the usual size (a model's answer, a few KiB at most) fit, so reconnects replay from memory
+/// as before, while turns of megabytes (the frame bound is 16 MiB) cannot pin more than this
+/// per loaded conversation. An entry larger than this alone is read from disk.
+pub const RECENT_BYTES: usize = 4 << 20;
 /// File name inside the conversation directory.
 pub const FILE_NAME: &str = "displayLog.jsonl";
 /// TypeAgent's file name (a JSON array), imported once.
@@ -46,8 +54,11 @@ pub struct DisplayLog {
     next_seq: u64,
     /// `user-request` entries so far (`messageCount`).
     message_count: u64,
-    /// The newest entries: (seq, entry JSON).
+    /// The newest entries: (seq, entry JSON); at most [`RECENT_ENTRIES`] and
+    /// [`RECENT_BYTES`].
     recent: VecDeque<(u64, Arc<str>)>,
+    /// Bytes of entry JSON in `recent`.
+    recent_bytes: usize,
     /// Shared append thread.
     writer: LogWriter,
 }
@@ -66,6 +77,7 @@ impl DisplayLog {
             next_seq,
             message_count,
             recent: VecDeque::new(),
+            recent_bytes: 0,
             writer,
         })
     }
@@ -106,9 +118,13 @@ impl DisplayLog {
         line.extend_from_slice(json.as_bytes());
         line.extend_from_slice(b"}\n");
         self.writer.append(&self.path, line);
+        self.recent_bytes += json.len();
         self.recent.push_back((seq, json));
-        if self.recent.len() > RECENT_ENTRIES {
-            self.recent.pop_front();
+        while self.recent.len() > RECENT_ENTRIES || self.recent_bytes > RECENT_BYTES {
+            let Some((_, old)) = self.recent.pop_front() else {
+                break;
+            };
+            self.recent_bytes -= old.len();
         }
         seq
     }
@@ -141,7 +157,9 @@ impl DisplayLog {
 pub enum HistoryRead {
     /// Everything is in memory.
     Ready(Vec<Arc<str>>),
-    /// Read `[from, below)` from disk (blocking: run it off the actor), then add `from_memory`.
+    /// Read `[from, below)` from disk (blocking: run it off the actor, once
+    /// [`LogWriter::written`](super::log_writer::LogWriter::written) has resolved), then add
+    /// `from_memory`.
     Disk {
         /// The log file.
         path: PathBuf,
@@ -401,7 +419,8 @@ fn import_legacy(legacy: &Path, path: &Path) -> io::Result<()> {
         serde_json::to_writer(&mut out, &entry).map_err(io::Error::other)?;
         out.extend_from_slice(b"}\n");
     }
-    super::durable::write_atomic(path, &out).map_err(io::Error::other)?;
+    // The cause without the path: it may reach clients ("display log unavailable: …").
+    super::durable::write_atomic(path, &out).map_err(|e| io::Error::other(e.cause()))?;
     log::info!("imported {} into {}", legacy.display(), path.display());
     Ok(())
 }
@@ -460,6 +479,53 @@ mod tests {
         assert_eq!(log.next_seq(), 5000);
         assert_eq!(log.message_count(), 500);
         assert!(fs::read(&path).unwrap().ends_with(b"}\n"));
+    }
+
+    /// Past [`RECENT_BYTES`] the oldest entries leave memory whatever their count; an entry
+    /// larger than the bound alone is never held; a read returns every entry all the same.
+    #[test]
+    fn memory_holds_a_bounded_number_of_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let writer = LogWriter::start(Default::default(), dir.path().to_path_buf());
+        let mut log = DisplayLog::open(dir.path(), writer.clone()).unwrap();
+        let text = |seq: usize, len: usize| format!("{seq:04}{}", "t".repeat(len));
+        let sizes: Vec<usize> = (0..40)
+            .map(|i| if i == 30 { RECENT_BYTES + 1 } else { 300 << 10 })
+            .collect();
+        for (i, len) in sizes.iter().enumerate() {
+            let mut e = entry("append-display");
+            e.insert("text".into(), text(i, *len).into());
+            log.append(e);
+            assert!(log.recent_bytes <= RECENT_BYTES, "after entry {i}");
+            let held: usize = log.recent.iter().map(|(_, e)| e.len()).sum();
+            assert_eq!(held, log.recent_bytes);
+        }
+        // 300 KiB entries: 13 fit in 4 MiB; the big one (seq 30) went at once.
+        assert_eq!(log.recent.len(), 9);
+        assert_eq!(log.recent.front().unwrap().0, 31);
+        futures_block(writer.sync(vec![log.path().clone()]));
+        for after in [None, Some(0), Some(29), Some(30), Some(35)] {
+            let all = match log.read_after(after) {
+                HistoryRead::Ready(v) => v.iter().map(|e| e.to_string()).collect(),
+                HistoryRead::Disk {
+                    path,
+                    from,
+                    below,
+                    from_memory,
+                } => {
+                    let mut v = read_range(&path, from, below).unwrap();
+                    v.extend(from_memory.iter().map(|e| e.to_string()));
+                    v
+                }
+            };
+            let first = after.map_or(0, |a| a as usize + 1);
+            assert_eq!(all.len(), 40 - first, "after {after:?}");
+            for (k, e) in all.iter().enumerate() {
+                let e: Value = serde_json::from_str(e).unwrap();
+                assert_eq!(e["seq"], first + k);
+                assert_eq!(e["text"], text(first + k, sizes[first + k]));
+            }
+        }
     }
 
     #[test]

@@ -255,14 +255,21 @@ impl Committer for JournalCommitter {
                 WriteJob::Fold(snapshot, ack) => {
                     self.flush_appends(&mut pending);
                     self.journal = None;
-                    let r = fold(&self.layout, &snapshot).map_err(|e| e.to_string());
-                    match &r {
-                        Ok(()) => self.metrics.storage_ok(),
+                    let r = match fold(&self.layout, &snapshot) {
+                        Ok(()) => {
+                            self.metrics.storage_ok();
+                            Ok(())
+                        }
                         Err(e) => {
                             log::error!("registry fold failed: {e}");
-                            self.metrics.storage_failed(format!("registry fold: {e}"));
+                            let registry = self.layout.registry_file();
+                            let mut failure = super::failure("rewrite", &registry, &e.cause());
+                            failure.operator = format!("registry fold: {e}");
+                            let client = failure.client.clone();
+                            self.metrics.storage_failed(failure);
+                            Err(client)
                         }
-                    }
+                    };
                     let _ = ack.send(r);
                 }
                 WriteJob::RemoveDir(id, ack) => {
@@ -319,9 +326,11 @@ impl JournalCommitter {
             // Reopen next time: after a failed fsync the kernel may have dropped dirty pages.
             self.journal = None;
             log::error!("{}: append failed: {e}", path.display());
-            let cause = format!("{}: {e}", path.display());
-            self.metrics.storage_failed(cause.clone());
-            cause
+            // Registry RPCs answer `Storage error: <client text>`, which names no path.
+            let failure = super::failure("append to", path, &e);
+            let client = failure.client.clone();
+            self.metrics.storage_failed(failure);
+            client
         });
         if result.is_ok() {
             self.metrics.storage_ok();

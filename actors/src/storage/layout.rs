@@ -13,6 +13,11 @@ use super::StoreError;
 /// Name prefixes swept at startup: conversations of clients that crashed before cleaning up.
 pub const EPHEMERAL_PREFIXES: [&str; 2] = ["cli-ephemeral-", "cli-replay-"];
 
+/// The registry file's name (in `<root>/conversations/`).
+pub const REGISTRY_FILE_NAME: &str = "conversations.json";
+/// The registry journal's name (beside the registry file).
+pub const JOURNAL_FILE_NAME: &str = "conversations.journal";
+
 /// Paths inside one instance directory.
 #[derive(Debug, Clone)]
 pub struct Layout {
@@ -31,11 +36,11 @@ impl Layout {
     }
     /// `<root>/conversations/conversations.json`.
     pub fn registry_file(&self) -> PathBuf {
-        self.conversations_dir().join("conversations.json")
+        self.conversations_dir().join(REGISTRY_FILE_NAME)
     }
     /// `<root>/conversations/conversations.journal`.
     pub fn journal_file(&self) -> PathBuf {
-        self.conversations_dir().join("conversations.journal")
+        self.conversations_dir().join(JOURNAL_FILE_NAME)
     }
     /// A conversation's persist directory. Only ever built from a parsed UUID.
     pub fn conversation_dir(&self, id: &ConversationId) -> PathBuf {

@@ -6,8 +6,9 @@
 //! first error any earlier append to the named files met.
 //!
 //! Who talks to it: [`Conversation`](crate::conversation::Conversation) actors (appends, syncs,
-//! `close` on eviction and shutdown, `retire` on delete, `replace` for `@compact`), and a
-//! backup [`snapshot`](super::snapshot) (`hold`).
+//! `written` before reading back what they no longer hold in memory, `close` on eviction and
+//! shutdown, `retire` on delete, `replace` for `@compact`), and a backup
+//! [`snapshot`](super::snapshot) (`hold`).
 //!
 //! # Guarantees
 //! - Appends to one file keep their order, and every job is done in the order it was queued, so
@@ -19,6 +20,8 @@
 //!   waiting for traffic.
 //! - After `retire(dir)` (delete), nothing is ever written under `dir` again: later appends
 //!   there are dropped with an error in the log instead of recreating the directory.
+//! - Errors answered to a barrier or a replace name the file by its [role](super::role), never
+//!   its path (they reach clients); the log and `/health` name the path.
 //!
 //! # Bounds
 //! - Queued bytes (the [`GroupCommit`] queue's weight): a producer sees
@@ -61,7 +64,12 @@ pub const RETIRED_MEMORY: usize = 4096;
 /// How often a failing disk is probed for recovery.
 pub const PROBE_INTERVAL: Duration = Duration::from_secs(1);
 
-/// How a write barrier or a replace is answered: `Err` names the first failure.
+/// The small file written, fsynced and removed in the instance directory to see whether a
+/// failing disk is back.
+pub const PROBE_FILE_NAME: &str = ".roundtable-probe";
+
+/// How a write barrier or a replace is answered: `Err` names the first failure, the file by
+/// its [role](super::role) (the text reaches clients; the log has the path).
 type Ack = oneshot::Sender<Result<(), String>>;
 
 /// A request to the writer thread.
@@ -75,6 +83,8 @@ enum Job {
     Close(Arc<Path>, oneshot::Sender<()>),
     /// Sync and close every file under a directory and refuse later writes there (delete).
     Retire(PathBuf, oneshot::Sender<()>),
+    /// Answer once every job queued before has been written (read-your-writes).
+    Written(oneshot::Sender<()>),
     /// Replace a file's content durably (after everything queued for it).
     Replace(Arc<Path>, Vec<u8>, Ack),
     /// Stop here, everything queued before written, until a backup snapshot has linked the
@@ -223,6 +233,16 @@ impl LogWriter {
         }
     }
 
+    /// Resolves once every append queued so far has been written to its file (the fsync may
+    /// still be under way), so a read of the file sees it. A conversation reads the part of
+    /// its display log or chat history it no longer holds in memory only after this: what it
+    /// let go of may still be in this queue.
+    pub fn written(&self) -> oneshot::Receiver<()> {
+        let (tx, rx) = oneshot::channel();
+        self.send(Job::Written(tx));
+        rx
+    }
+
     /// Replaces `path` with `bytes` (temp file, fsync, rename, fsync directory) once every
     /// append queued before has landed; resolves with the outcome.
     pub fn replace(
@@ -326,13 +346,17 @@ impl WriterState {
         path.ancestors().any(|a| self.retired.contains(a))
     }
 
+    /// Logs and reports a failed write: the log and `/health` name `path`, the error kept for
+    /// the next barrier (it reaches clients) names the file by its role.
     fn fail(&mut self, path: &Path, what: &str, e: std::io::Error, report: bool) {
-        let cause = format!("{what} {}: {e}", path.display());
-        log::error!("{cause}");
-        self.metrics.storage_failed(cause.clone());
+        let failure = super::failure(what, path, &e);
+        log::error!("{}", failure.operator);
         if report {
-            self.errors.entry(path.to_path_buf()).or_insert(cause);
+            self.errors
+                .entry(path.to_path_buf())
+                .or_insert_with(|| failure.client.clone());
         }
+        self.metrics.storage_failed(failure);
     }
 
     fn append(&mut self, path: &Path, bytes: &[u8], report: bool, dirty: &mut Vec<PathBuf>) {
@@ -461,27 +485,38 @@ impl WriterState {
         dirty: &mut Vec<PathBuf>,
     ) -> Result<(), String> {
         if self.is_retired(path) {
-            return Err(format!("{}: its conversation was deleted", path.display()));
+            log::error!(
+                "{}: replace after its conversation was deleted",
+                path.display()
+            );
+            return Err(format!(
+                "{}: its conversation was deleted",
+                super::role(path)
+            ));
         }
         self.close(path, dirty);
         let dir = path.parent().unwrap_or(Path::new("."));
-        let result = create_dir_durable(dir)
-            .and_then(|()| write_atomic(path, bytes))
-            .map_err(|e| e.to_string());
-        match &result {
-            Ok(()) => self.metrics.storage_ok(),
+        match create_dir_durable(dir).and_then(|()| write_atomic(path, bytes)) {
+            Ok(()) => {
+                self.metrics.storage_ok();
+                Ok(())
+            }
             Err(e) => {
-                log::error!("{e}");
-                self.metrics.storage_failed(e.clone());
+                let mut failure = super::failure("replace", path, &e.cause());
+                // The error's own path may be the temp file or the directory: keep it whole.
+                failure.operator = format!("replace {}: {e}", path.display());
+                log::error!("{}", failure.operator);
+                let client = failure.client.clone();
+                self.metrics.storage_failed(failure);
+                Err(client)
             }
         }
-        result
     }
 
     /// While writes fail: write, fsync and remove a small file to see whether the disk is
     /// back, and clear the failure when it is.
     fn probe(&mut self) {
-        let probe = self.probe_dir.join(".roundtable-probe");
+        let probe = self.probe_dir.join(PROBE_FILE_NAME);
         let ok = faults::check("probe", &probe)
             .and_then(|()| {
                 let mut f = File::create(&probe)?;
@@ -537,6 +572,10 @@ impl Committer for WriterState {
                     wrote = true;
                 }
                 Job::Sync(paths, ack) => answers.syncs.push((paths, ack)),
+                // Every append queued before it is in its file now.
+                Job::Written(ack) => {
+                    let _ = ack.send(());
+                }
                 Job::Replace(path, bytes, ack) => {
                     let result = self.replace(&path, &bytes, &mut dirty);
                     let _ = ack.send(result);
@@ -623,6 +662,38 @@ mod tests {
             .chunks(chunk)
             .enumerate()
             .all(|(i, c)| c[0] == b'a' + (i % 26) as u8));
+    }
+
+    /// A failed write answers with the file's role and the OS error, never its path (the
+    /// answer reaches clients); `/health`'s text keeps the path for the operator.
+    #[test]
+    fn errors_toward_clients_name_no_paths() {
+        let dir = tempfile::tempdir().unwrap();
+        let metrics = Arc::new(Metrics::default());
+        let writer = LogWriter::start(metrics.clone(), dir.path().to_path_buf());
+        // A regular file where the conversation's directory should be.
+        std::fs::write(dir.path().join("conversation"), b"not a directory").unwrap();
+        let history: Arc<Path> = dir
+            .path()
+            .join("conversation/sessions/chat/history.jsonl")
+            .into();
+        let replaced = block_on(writer.replace(&history, b"{}\n".to_vec())).unwrap();
+        assert_eq!(
+            replaced.unwrap_err(),
+            "replace the chat history: Not a directory (os error 20)"
+        );
+        writer.append(&history, b"{}\n".to_vec());
+        let synced = block_on(writer.sync(vec![history.clone()])).unwrap();
+        assert_eq!(
+            synced.unwrap_err(),
+            "cannot open the chat history: Not a directory (os error 20)"
+        );
+        let failure = metrics.storage_failure().unwrap();
+        assert_eq!(
+            failure.client,
+            "cannot open the chat history: Not a directory (os error 20)"
+        );
+        assert!(failure.operator.contains(&*history.to_string_lossy()));
     }
 
     /// After `retire`, nothing is written under the directory again.

@@ -134,6 +134,45 @@ pub enum StoreError {
     },
 }
 
+impl StoreError {
+    /// What went wrong without the path: the OS error of an I/O failure, else the whole
+    /// message. For texts that reach clients, which name a file by its [`role`] instead.
+    pub fn cause(&self) -> String {
+        match self {
+            StoreError::Io { source, .. } => source.to_string(),
+            other => other.to_string(),
+        }
+    }
+}
+
+/// What a file of the instance directory is, for messages that reach clients: a storage
+/// error toward a client names the file by its role ("append to the chat history: No space
+/// left on device"), never by its path, which stays in the server's log and `/health`.
+pub fn role(path: &Path) -> &'static str {
+    match path.file_name().and_then(|n| n.to_str()) {
+        Some(display_log::FILE_NAME) => "the display log",
+        Some(requests::FILE_NAME) => "the request journal",
+        Some(chat_history::FILE_NAME) => "the chat history",
+        Some(layout::JOURNAL_FILE_NAME) => "the conversation registry journal",
+        Some(layout::REGISTRY_FILE_NAME) => "the conversation registry",
+        Some(log_writer::PROBE_FILE_NAME) => "the storage probe file",
+        _ => "a storage file",
+    }
+}
+
+/// A failed write as the operator sees it (`/health`, names the path) and as clients see it
+/// (names the file by its [`role`]): `<what> <file>: <error>`.
+pub(crate) fn failure(
+    what: &str,
+    path: &Path,
+    error: &dyn std::fmt::Display,
+) -> crate::metrics::StorageFailure {
+    crate::metrics::StorageFailure {
+        operator: format!("{what} {}: {error}", path.display()),
+        client: format!("{what} {}: {error}", role(path)),
+    }
+}
+
 /// Wraps an I/O error into [`StoreError::Io`] naming `path` (for `map_err`).
 pub(crate) fn io_err(path: &Path) -> impl FnOnce(io::Error) -> StoreError + '_ {
     move |source| StoreError::Io {
