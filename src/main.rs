@@ -9,6 +9,7 @@ use std::process::ExitCode;
 use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser, Subcommand};
 use roundtable::cli;
 use roundtable::config::ServeArgs;
+use roundtable::server::restart::{self, Stopped};
 use roundtable::ServerConfig;
 
 /// A local conversation server speaking the TypeAgent agent-server protocol.
@@ -404,7 +405,20 @@ fn serve(mut args: ServeArgs, matches: &ArgMatches) -> ExitCode {
     roundtable::server::abort_on_panic();
     let result = actix_web::rt::System::new().block_on(roundtable::serve(config));
     match result {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(Stopped::Shutdown) => ExitCode::SUCCESS,
+        Ok(Stopped::Restart(_)) if restart::under_systemd() => {
+            log::info!(
+                "restart: exiting with {} for systemd to restart the unit",
+                restart::RESTART_EXIT_CODE
+            );
+            ExitCode::from(restart::RESTART_EXIT_CODE)
+        }
+        Ok(Stopped::Restart(listeners)) => {
+            let e = restart::reexec(listeners);
+            log::error!("restart: cannot start the server again: {e}");
+            eprintln!("roundtable: restart: cannot start the server again: {e}");
+            ExitCode::FAILURE
+        }
         Err(e) => {
             log::error!("{e}");
             eprintln!("roundtable: {e}");

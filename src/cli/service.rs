@@ -216,6 +216,13 @@ pub fn unit_text(spec: &UnitSpec<'_>) -> String {
         let _ = writeln!(unit, "User={}", user.replace('%', "%%"));
     }
     unit.push_str("Restart=on-failure\nRestartSec=2\n");
+    // The `restart` RPC exits with this code under systemd: the unit restarts whatever
+    // `Restart=` says (src/server/restart.rs).
+    let _ = writeln!(
+        unit,
+        "RestartForceExitStatus={}",
+        crate::server::restart::RESTART_EXIT_CODE
+    );
     let _ = writeln!(unit, "WatchdogSec={}", spec.watchdog_secs);
     unit.push_str("TimeoutStopSec=30\n");
     unit.push_str("# Hardening: a local service that writes only its instance directory.\n");
@@ -350,6 +357,7 @@ mod tests {
         for line in [
             "Type=notify",
             "Restart=on-failure",
+            "RestartForceExitStatus=75",
             "WatchdogSec=30",
             "NoNewPrivileges=yes",
             "ProtectSystem=strict",

@@ -8,6 +8,7 @@
 //!   user behind a loopback connection for the last one.
 //! - [`web`]: the built-in web client's files, served to plain requests.
 //! - [`backup`]: `GET /backup`, a consistent snapshot streamed as an archive.
+//! - [`restart`]: the `restart` RPC: the listening sockets kept across a re-exec.
 //!
 //! Who talks to it: the binary (`roundtable serve`) and tests call [`serve`]; the transport
 //! reads [`AppState`] and asks for a stop through it (the `shutdown` RPC).
@@ -44,6 +45,7 @@ use crate::transport;
 pub mod backup;
 pub mod guards;
 pub mod peer;
+pub mod restart;
 pub mod routes;
 pub mod systemd;
 pub mod web;
@@ -60,8 +62,12 @@ pub struct AppState {
     pub started: Instant,
     /// The port actually bound (answers `lookupPort`).
     pub port: u16,
-    /// Set to true to stop the server gracefully (the `shutdown` RPC, SIGINT, SIGTERM).
+    /// Set to true to stop the server gracefully (the `shutdown` and `restart` RPCs, SIGINT,
+    /// SIGTERM).
     pub stop: watch::Sender<bool>,
+    /// Set (before `stop`) by the `restart` RPC: sockets close with 1012 and the process
+    /// starts again ([`restart`]).
+    pub restarting: std::sync::atomic::AtomicBool,
     /// Becomes true when connections must close with 1001.
     pub closing: watch::Receiver<bool>,
     /// Sequence for connection ids in logs.
@@ -114,9 +120,10 @@ struct Started {
     search: SearchIndex,
 }
 
-/// Runs the server until it is stopped (the `shutdown` RPC or a signal). Must be called inside
-/// an actix `System`. Returns after the registry has been saved and every socket closed.
-pub async fn serve(config: ServerConfig) -> Result<(), StartError> {
+/// Runs the server until it is stopped (the `shutdown` or `restart` RPC, or a signal). Must be
+/// called inside an actix `System`. Returns after the registry has been saved and every socket
+/// closed; for a restart, with the listening sockets to hand to the next image.
+pub async fn serve(config: ServerConfig) -> Result<restart::Stopped, StartError> {
     let layout = Layout::new(&config.instance_dir);
     let lock = InstanceLock::acquire(&layout.root)?;
     let metrics = Arc::new(Metrics::default());
@@ -146,8 +153,21 @@ pub async fn serve(config: ServerConfig) -> Result<(), StartError> {
         actix_web::rt::spawn(cluster.clone().announce_node());
     }
 
-    let listeners = bind(&config)?;
+    let listeners = match restart::adopt()? {
+        Some(adopted) => {
+            log::info!(
+                "restarted: serving on the {} listening socket(s) the previous image kept open",
+                adopted.len()
+            );
+            adopted
+        }
+        None => bind(&config)?,
+    };
     let port = listeners[0].local_addr()?.port();
+    let kept = listeners
+        .iter()
+        .map(restart::keep)
+        .collect::<io::Result<Vec<_>>>()?;
     let (stop_tx, mut stop_rx) = watch::channel(false);
     let (closing_tx, closing_rx) = watch::channel(false);
     let state = Data::new(AppState {
@@ -157,6 +177,7 @@ pub async fn serve(config: ServerConfig) -> Result<(), StartError> {
         started: Instant::now(),
         port,
         stop: stop_tx,
+        restarting: Default::default(),
         closing: closing_rx,
         next_socket: Default::default(),
         log_writer: started.log_writer.clone(),
@@ -229,8 +250,12 @@ pub async fn serve(config: ServerConfig) -> Result<(), StartError> {
     }
     started.registry_arbiter.stop();
     drop(lock);
+    if state.restarting.load(std::sync::atomic::Ordering::Acquire) {
+        log::info!("stopped; restarting");
+        return Ok(restart::Stopped::Restart(kept));
+    }
     log::info!("stopped");
-    Ok(())
+    Ok(restart::Stopped::Shutdown)
 }
 
 /// Connects the tool servers, picks the provider, starts the log writer, opens the registry

@@ -55,6 +55,9 @@ enum AgentServerRequest {
     TestPanic,
     /// `shutdown()`.
     Shutdown,
+    /// `restart()`: stop as for `shutdown`, then start again in place (same arguments, port
+    /// and instance; under systemd the unit restarts). Answered void first, as TypeAgent does.
+    Restart,
     /// `registerClientAgent({name, manifest, agentInterface, conversationId?})`.
     RegisterClientAgent(ClientAgentRequest),
     /// `unregisterClientAgent({name, conversationId?})`.
@@ -133,6 +136,7 @@ impl AgentServerRequest {
                 AgentServerRequest::TestPanic
             }
             "shutdown" => AgentServerRequest::Shutdown,
+            "restart" => AgentServerRequest::Restart,
             "registerClientAgent" => {
                 AgentServerRequest::RegisterClientAgent(ClientAgentRequest::parse(m, args)?)
             }
@@ -256,6 +260,14 @@ impl Connection {
             AgentServerRequest::Shutdown => {
                 log::info!("socket {}: shutdown requested", self.socket_id);
                 self.reply(&ch, call_id, &method, Ok(None));
+                let _ = self.state.stop.send(true);
+            }
+            AgentServerRequest::Restart => {
+                log::info!("socket {}: restart requested", self.socket_id);
+                self.reply(&ch, call_id, &method, Ok(None));
+                self.state
+                    .restarting
+                    .store(true, std::sync::atomic::Ordering::Release);
                 let _ = self.state.stop.send(true);
             }
             AgentServerRequest::RegisterClientAgent(request) => {

@@ -13,6 +13,8 @@ use super::Connection;
 
 /// Close code (RFC 6455 section 7.4.1): the server is going away (shutdown, ping timeout).
 pub(super) const CLOSE_GOING_AWAY: u16 = 1001;
+/// Close code (IANA registry): the server is restarting (`restart`); reconnect.
+pub(super) const CLOSE_SERVICE_RESTART: u16 = 1012;
 /// Close code: the peer broke the protocol.
 pub(super) const CLOSE_PROTOCOL_ERROR: u16 = 1002;
 /// Close code: a text message that is not UTF-8.

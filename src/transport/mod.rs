@@ -62,7 +62,7 @@ use serde_json::Value;
 use tokio::sync::oneshot;
 
 use crate::server::AppState;
-use frames::CLOSE_GOING_AWAY;
+use frames::{CLOSE_GOING_AWAY, CLOSE_SERVICE_RESTART};
 
 mod agent_server;
 mod client_agents;
@@ -583,7 +583,7 @@ impl Actor for Connection {
             act.awaiting_pong = true;
             let _ = act.outbox.push_frame(Outgoing::Ping(Vec::new()));
         });
-        // Graceful shutdown: close with 1001.
+        // Graceful shutdown: close with 1001 (1012 for a restart).
         let mut closing = self.state.closing.clone();
         ctx.spawn(
             async move {
@@ -596,7 +596,16 @@ impl Actor for Connection {
             }
             .into_actor(self)
             .map(|stop, act, _| {
-                if stop {
+                if !stop {
+                    return;
+                }
+                if act
+                    .state
+                    .restarting
+                    .load(std::sync::atomic::Ordering::Acquire)
+                {
+                    act.close(CLOSE_SERVICE_RESTART, "server restarting");
+                } else {
                     act.close(CLOSE_GOING_AWAY, "server shutting down");
                 }
             }),

@@ -237,3 +237,38 @@ fn fifty_concurrent_creates_of_one_name() {
     let mut c = server.connect();
     assert_eq!(c.names().iter().filter(|n| *n == "Shared").count(), 1);
 }
+
+/// `restart` (issue 26): answered void, every socket closes with 1012, and the same process
+/// (re-executed in place) serves the same instance on the same port — a client connecting
+/// meanwhile waits in the kept listener's backlog instead of being refused.
+#[test]
+fn restart_reexecutes_in_place_on_the_same_port() {
+    let server = Server::start(&[]);
+    let pid = server.pid();
+    let mut c = server.connect();
+    let id = c.create("kept across a restart");
+    c.join(&id);
+    c.run_turn(&id, "before the restart");
+    let mut other = server.connect();
+    assert_eq!(c.agent("restart", json!([])), Ok(Value::Null));
+    assert_eq!(c.wait_close(), 1012);
+    assert_eq!(other.wait_close(), 1012);
+    // Connected while the old image stops or the new one starts: served by the new one.
+    let mut again = server.connect();
+    assert!(again.names().contains(&"kept across a restart".to_string()));
+    server.wait_log("restarted: serving on the 1 listening socket(s)");
+    assert_eq!(server.pid(), pid, "the same process, re-executed");
+    assert!(std::fs::read_to_string(format!("/proc/{pid}/cmdline"))
+        .unwrap()
+        .contains("serve"));
+    again.join(&id);
+    let history = again
+        .invoke(&dispatcher(&id), "getDisplayHistory", json!([]))
+        .unwrap();
+    assert!(history.to_string().contains("before the restart"));
+    again.run_turn(&id, "after the restart");
+    // A second restart works the same way.
+    assert_eq!(again.agent("restart", json!([])), Ok(Value::Null));
+    assert_eq!(again.wait_close(), 1012);
+    assert!(server.connect().names().len() >= 2);
+}

@@ -11,7 +11,7 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::Instant;
 
-use serde_json::json;
+use serde_json::{json, Value};
 
 use crate::harness::*;
 
@@ -268,6 +268,26 @@ fn systemd_notify_ready_watchdog_stopping() {
     // A clean stop (the shutdown RPC; SIGTERM takes the same path): STOPPING=1 on the way out.
     assert!(server.shutdown().success());
     until_notified(&socket, "STOPPING=1", &mut seen);
+}
+
+/// Under systemd (`NOTIFY_SOCKET`), `restart` leaves the restart to the unit: a clean stop,
+/// then exit code 75, which the unit lists in `RestartForceExitStatus=`.
+#[test]
+fn restart_under_systemd_exits_for_the_unit_to_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("notify.sock");
+    let socket = UnixDatagram::bind(&path).unwrap();
+    let mut server = Server::start_env(&[], &[("NOTIFY_SOCKET", path.to_str().unwrap())]);
+    let mut seen = Vec::new();
+    until_notified(&socket, "READY=1", &mut seen);
+    let mut c = server.connect();
+    assert_eq!(c.agent("restart", json!([])), Ok(Value::Null));
+    assert_eq!(c.wait_close(), 1012);
+    until_notified(&socket, "STOPPING=1", &mut seen);
+    assert_eq!(server.wait_exit().code(), Some(75));
+    assert!(server
+        .log()
+        .contains("restart: exiting with 75 for systemd to restart the unit"));
 }
 
 /// A wedged writer stops the pings: with every log-writer batch delayed past the watchdog's

@@ -182,20 +182,14 @@ impl Conversation {
             async move {
                 let _ = written.await;
                 let read = tokio::task::spawn_blocking(move || history_from_disk(&path, n)).await;
-                let content = match read {
-                    Ok(Ok(text)) => json!({"type": "text", "content": text}),
-                    Ok(Err(e)) => json!({
-                        "type": "text",
-                        "content": format!("@system history: cannot read the chat history: {e}"),
-                        "kind": "error",
-                    }),
-                    Err(e) => json!({
-                        "type": "text",
-                        "content": format!("@system history: {e}"),
-                        "kind": "error",
-                    }),
+                let result = match read {
+                    Ok(Ok(text)) => Ok(json!({"type": "text", "content": text})),
+                    Ok(Err(e)) => Err(format!(
+                        "@system history: cannot read the chat history: {e}"
+                    )),
+                    Err(e) => Err(format!("@system history: {e}")),
                 };
-                addr.do_send(TurnEvent::Answered { turn, content });
+                addr.do_send(TurnEvent::Answered { turn, result });
             },
             ctx,
         );
