@@ -5,7 +5,7 @@
 //! the token or, without one, the same-user rule ([`super::peer`]). README's Security section
 //! is the threat model these implement.
 //!
-//! Every refusal is logged on the [`SECURITY`](crate::logging::SECURITY) target, which no
+//! Every refusal is logged on the [`SECURITY`] target, which no
 //! run-time log filter silences.
 //!
 //! Called by [`super::serve`]'s middleware ([`host_allowed`]), by the upgrade route
