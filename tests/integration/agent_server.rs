@@ -254,8 +254,8 @@ fn rpc_edges() {
         "No invoke handler armMacroRecording"
     );
     assert_eq!(
-        c.agent("restart", json!([])).unwrap_err(),
-        "No invoke handler restart"
+        c.agent("noSuchMethod", json!([])).unwrap_err(),
+        "No invoke handler noSuchMethod"
     );
 
     // Malformed invoke with a valid callId: answered.
