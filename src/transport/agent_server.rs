@@ -3,7 +3,10 @@
 //! texts of `roundtable_actors::protocol` — and then run by one function per method. The
 //! registry does the work (the joined conversation, for client agents: see
 //! `client_agents.rs`); this side only forwards, awaits on the socket's own thread and
-//! answers through [`Connection::reply`].
+//! answers through [`Connection::reply`]. The macro methods, which need no conversation,
+//! are answered in [`macros`].
+
+mod macros;
 
 use actix::prelude::*;
 use roundtable_actors::client::Ready;
@@ -18,6 +21,7 @@ use serde_json::{json, Value};
 
 use super::client_agents::ClientAgentRequest;
 use super::{Connection, JoinedConversation};
+use macros::MacroRequest;
 
 /// One `agent-server` invoke with its arguments checked.
 enum AgentServerRequest {
@@ -67,6 +71,11 @@ enum AgentServerRequest {
         /// The conversation; `None` means the only one this socket joined.
         conversation: Option<ConversationRef>,
     },
+    /// `getSpeechToken()`: void, as TypeAgent's server answers without speech configured
+    /// (Roundtable has no speech service to hand out tokens for).
+    GetSpeechToken,
+    /// One of the 19 macro methods (see [`macros`]).
+    Macro(MacroRequest),
 }
 
 impl AgentServerRequest {
@@ -149,6 +158,10 @@ impl AgentServerRequest {
                     conversation: protocol::opt_field_str(param, m, 0, "conversationId")?
                         .map(ConversationRef::parse),
                 }
+            }
+            "getSpeechToken" => AgentServerRequest::GetSpeechToken,
+            m if macros::is_macro_method(m) => {
+                AgentServerRequest::Macro(MacroRequest::parse(m, args)?)
             }
             _ => return Err(RpcError::NoHandler(method.to_string())),
         })
@@ -275,6 +288,11 @@ impl Connection {
             }
             AgentServerRequest::UnregisterClientAgent { name, conversation } => {
                 self.unregister_client_agent(call_id, name, conversation, ctx)
+            }
+            AgentServerRequest::GetSpeechToken => self.reply(&ch, call_id, &method, Ok(None)),
+            AgentServerRequest::Macro(request) => {
+                log::debug!("socket {}: {method}: {request:?}", self.socket_id);
+                self.reply(&ch, call_id, &method, request.answer())
             }
         }
     }
