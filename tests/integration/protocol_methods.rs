@@ -187,3 +187,386 @@ fn macro_methods_answer_as_an_empty_store() {
     // The socket still serves everything else.
     assert!(c.agent("listConversations", json!([null])).is_ok());
 }
+
+/// `getDynamicDisplay`, `getTemplateSchema`, `getTemplateCompletion`: `Unknown app agent`
+/// for a name that is no agent here, else the agent does not support it; `checkCache` as
+/// TypeAgent with its cache off (nothing runs); `getAgentSchemas`: the chat agent's tools and
+/// a client agent's actions in TypeAgent's shape, filtered by name.
+#[test]
+fn dispatcher_extras_answer_like_typeagent() {
+    let server = Server::start(&[]);
+    let (mut a, id) = server.joined("extras");
+    let d = dispatcher(&id);
+    let answers: [(&str, Value, Result<Value, &str>); 7] = [
+        (
+            "getDynamicDisplay",
+            json!(["chat", "html", "d1"]),
+            Err("Dynamic display not supported by 'chat'"),
+        ),
+        (
+            "getDynamicDisplay",
+            json!(["weather", "html", "d1"]),
+            Err("Unknown app agent: weather"),
+        ),
+        (
+            "getTemplateSchema",
+            json!(["system", "action", {}]),
+            Err("Template schema not supported by 'system'"),
+        ),
+        (
+            "getTemplateCompletion",
+            json!(["nope", "action", {}, "actionName"]),
+            Err("Unknown app agent: nope"),
+        ),
+        (
+            "checkCache",
+            json!(["what is 2+3"]),
+            Ok(json!({"lastError": "Cache is not enabled"})),
+        ),
+        ("getAgentSchemas", json!(["zzz"]), Ok(json!([]))),
+        (
+            "getDynamicDisplay",
+            json!([]),
+            Err("Invalid argument 0 (appAgentName) of getDynamicDisplay: expected a string"),
+        ),
+    ];
+    for (method, args, expected) in answers {
+        let got = a.invoke(&d, method, args.clone());
+        assert_eq!(got, expected.map_err(str::to_string), "{method} {args}");
+    }
+    assert_eq!(
+        a.invoke(&d, "checkCache", json!([3])),
+        Err("Invalid argument 0 (request) of checkCache: expected a string".into())
+    );
+    // checkCache ran nothing.
+    let history = a.invoke(&d, "getDisplayHistory", json!([])).unwrap();
+    assert!(
+        history
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|e| e["type"] != "user-request"),
+        "{history}"
+    );
+
+    let schemas = a.invoke(&d, "getAgentSchemas", json!([null])).unwrap();
+    assert_eq!(schemas.as_array().unwrap().len(), 1, "{schemas}");
+    let chat = &schemas[0];
+    assert_eq!(
+        (&chat["name"], &chat["emoji"]),
+        (&json!("chat"), &json!("💬"))
+    );
+    assert_eq!(chat["subSchemas"][0]["schemaName"], "chat");
+    let tools: Vec<&str> = chat["subSchemas"][0]["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["name"].as_str().unwrap())
+        .collect();
+    for tool in ["calculate", "get_current_time", "get_weather", "ask_user"] {
+        assert!(tools.contains(&tool), "{tool} in {tools:?}");
+    }
+
+    // A client agent's actions, grouped by schema, descriptions from its comments.
+    let mut phone = server.connect();
+    phone.join(&id);
+    phone
+        .agent(
+            "registerClientAgent",
+            crate::client_agents::registration("androidDevice", Some(&id)),
+        )
+        .unwrap();
+    let schemas = a
+        .invoke(&d, "getAgentSchemas", json!(["androidDevice"]))
+        .unwrap();
+    assert_eq!(
+        schemas,
+        json!([{
+            "name": "androidDevice",
+            "emoji": "⏰",
+            "description": "Acts on this phone.",
+            "subSchemas": [{
+                "schemaName": "androidDevice",
+                "description": "Acts on this phone.",
+                "actions": [
+                    {"name": "setAlarm", "description": "Sets an alarm on the phone.\nUse when the user asks to be woken up or for an alarm."},
+                    {"name": "showAlarms", "description": "Opens the clock app on its list of alarms."}
+                ]
+            }]
+        }])
+    );
+    assert_eq!(
+        a.invoke(&d, "getAgentSchemas", json!([]))
+            .unwrap()
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+    assert_eq!(
+        a.invoke(
+            &d,
+            "getDynamicDisplay",
+            json!(["androidDevice", "html", "x"])
+        ),
+        Err("Dynamic display not supported by 'androidDevice'".into())
+    );
+}
+
+/// The `onUserFeedback` / `onUserHide` calls among a client's pending frames, in order.
+fn announced(c: &mut Client, id: &str, method: &str, n: usize) -> Vec<Value> {
+    (0..n)
+        .map(|_| c.expect_call(&clientio(id), method)[0].clone())
+        .collect()
+}
+
+/// `recordUserFeedback` and the hide methods: each entry is logged in TypeAgent's shape,
+/// announced to the clients (a filtered client only for its own requests), answered once
+/// durable, replayed by `getDisplayHistory` after a crash; `restoreAllHidden` and
+/// `flushHidden` act on the current restorable hides, read back from the log after a restart.
+#[test]
+fn feedback_and_hides_are_durable_announced_and_replayed() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start_in(dir.path(), &[]);
+    let (mut a, id) = server.joined("feedback");
+    let d = dispatcher(&id);
+    let mut filtered = server.connect();
+    filtered
+        .agent(
+            "joinConversation",
+            json!([{"conversationId": id, "filter": true}]),
+        )
+        .unwrap();
+    let mut watcher = server.connect();
+    watcher.join(&id);
+    let rid = Client::request_id(&a.submit(&id, "first"));
+    a.until_complete(&id, &rid);
+    let rid2 = Client::request_id(&a.submit(&id, "second"));
+    a.until_complete(&id, &rid2);
+
+    let ours = json!({"requestId": rid, "connectionId": "0", "clientRequestId": "cr-5"});
+    assert_eq!(
+        a.invoke(
+            &d,
+            "recordUserFeedback",
+            json!([ours, "down", "bad-response", "too short", true])
+        ),
+        Ok(Value::Null)
+    );
+    let entry = &announced(&mut watcher, &id, "onUserFeedback", 1)[0];
+    assert_eq!(entry["type"], "user-feedback");
+    assert_eq!(entry["requestId"], ours);
+    assert_eq!(
+        (&entry["rating"], &entry["category"], &entry["comment"]),
+        (&json!("down"), &json!("bad-response"), &json!("too short"))
+    );
+    assert!(
+        entry["seq"].is_u64() && entry["timestamp"].is_u64(),
+        "{entry}"
+    );
+    // A rating cleared: null, no category, an empty comment left out.
+    assert_eq!(
+        a.invoke(
+            &d,
+            "recordUserFeedback",
+            json!([{"requestId": rid2}, null, null, ""])
+        ),
+        Ok(Value::Null)
+    );
+    let cleared = &announced(&mut watcher, &id, "onUserFeedback", 1)[0];
+    assert_eq!(cleared["rating"], Value::Null);
+    assert!(cleared.get("comment").is_none() && cleared.get("category").is_none());
+
+    // Hides: one per (request, target); a permanent one is not restorable.
+    for (req, hidden, target, permanent) in [
+        (&rid, true, json!("agent"), false),
+        (&rid2, true, json!("user"), false),
+        (&rid2, true, Value::Null, false),
+        (&rid, true, json!("user"), true),
+    ] {
+        let args = json!([{"requestId": req}, hidden, target, permanent]);
+        assert_eq!(a.invoke(&d, "recordUserHide", args), Ok(Value::Null));
+    }
+    let hides = announced(&mut watcher, &id, "onUserHide", 4);
+    assert_eq!(hides[0]["target"], "agent");
+    assert!(hides[2].get("target").is_none() && hides[2].get("permanent").is_none());
+    assert_eq!(hides[3]["permanent"], true);
+    assert_eq!(a.invoke(&d, "restoreAllHidden", json!([])), Ok(json!(3)));
+    let restored = announced(&mut watcher, &id, "onUserHide", 3);
+    assert!(restored
+        .iter()
+        .all(|h| h["hidden"] == false && h.get("permanent").is_none()));
+    assert_eq!(restored[0]["requestId"]["requestId"], rid.as_str());
+    assert_eq!(a.invoke(&d, "restoreAllHidden", json!([])), Ok(json!(0)));
+    // Hide again and flush: permanent, then nothing left to restore.
+    a.invoke(
+        &d,
+        "recordUserHide",
+        json!([{"requestId": rid}, true, "agent"]),
+    )
+    .unwrap();
+    assert_eq!(a.invoke(&d, "flushHidden", json!([])), Ok(json!(1)));
+    assert_eq!(a.invoke(&d, "restoreAllHidden", json!([])), Ok(json!(0)));
+    // One left hidden across the crash.
+    a.invoke(
+        &d,
+        "recordUserHide",
+        json!([{"requestId": rid2}, true, "agent"]),
+    )
+    .unwrap();
+    // The filtered client saw none of it: the requests were not its own.
+    assert!(filtered
+        .try_expect_call(
+            &clientio(&id),
+            "onUserHide",
+            std::time::Duration::from_millis(200)
+        )
+        .is_none());
+    assert!(filtered
+        .inbox
+        .iter()
+        .all(|f| f["message"]["name"] != "onUserFeedback"));
+    assert_eq!(
+        a.invoke(&d, "recordUserHide", json!([{"requestId": rid}, "yes"])),
+        Err("Invalid argument 1 (hidden) of recordUserHide: expected a boolean".into())
+    );
+
+    // Answered means durable: a crash right after loses none of it.
+    server.kill();
+    let server = Server::start_in(dir.path(), &[]);
+    let mut b = server.connect();
+    b.join(&id);
+    let history = b.invoke(&d, "getDisplayHistory", json!([])).unwrap();
+    let kinds: Vec<&str> = history
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds.iter().filter(|k| **k == "user-feedback").count(),
+        2,
+        "{kinds:?}"
+    );
+    assert_eq!(
+        kinds
+            .iter()
+            .filter(|k| **k == "user-message-hidden")
+            .count(),
+        10,
+        "{kinds:?}"
+    );
+    // The current hides are read back from the log: only rid2's agent bubble.
+    assert_eq!(b.invoke(&d, "restoreAllHidden", json!([])), Ok(json!(1)));
+    let restored = announced(&mut b, &id, "onUserHide", 1);
+    assert_eq!(
+        (
+            &restored[0]["requestId"]["requestId"],
+            &restored[0]["target"]
+        ),
+        (&json!(rid2), &json!("agent"))
+    );
+}
+
+/// Acknowledged means durable: with every storage write failing, feedback and hides answer
+/// the storage error and announce nothing; once the disk is back they work again.
+#[test]
+fn feedback_on_a_failing_disk_is_refused_and_not_announced() {
+    let instance = tempfile::tempdir().unwrap();
+    let switch = instance.path().join("fault");
+    let server = Server::try_start_env(
+        instance.path(),
+        &[],
+        &[("ROUNDTABLE_TEST_FAULT_FILE", switch.to_str().unwrap())],
+    )
+    .unwrap();
+    let (mut a, id) = server.joined("faulty feedback");
+    let d = dispatcher(&id);
+    let mut watcher = server.connect();
+    watcher.join(&id);
+    // The hides are read once, before the disk fails.
+    assert_eq!(a.invoke(&d, "restoreAllHidden", json!([])), Ok(json!(0)));
+
+    std::fs::write(&switch, "ENOSPC").unwrap();
+    for (method, args) in [
+        ("recordUserFeedback", json!([{"requestId": "r1"}, "up"])),
+        (
+            "recordUserHide",
+            json!([{"requestId": "r1"}, true, "agent"]),
+        ),
+    ] {
+        let err = a.invoke(&d, method, args).unwrap_err();
+        assert!(
+            err.starts_with("Storage error: ") && err.contains("No space left on device"),
+            "{method}: {err}"
+        );
+    }
+    std::fs::remove_file(&switch).unwrap();
+    eventually("health recovers", || server.http_get("/health").0 == 200);
+    assert_eq!(
+        a.invoke(&d, "recordUserFeedback", json!([{"requestId": "r2"}, "up"])),
+        Ok(Value::Null)
+    );
+    // The first announcement the watcher gets is the one that was saved.
+    let first = &announced(&mut watcher, &id, "onUserFeedback", 1)[0];
+    assert_eq!(first["requestId"]["requestId"], "r2");
+    assert!(watcher
+        .inbox
+        .iter()
+        .all(|f| f["message"]["name"] != "onUserHide"));
+}
+
+/// At most `MAX_HIDDEN_MESSAGES` (1,000) restorable hidden messages per conversation: one
+/// more is refused with the bound, a request already hidden may be hidden again, and
+/// restoring makes room.
+#[test]
+fn hidden_messages_are_bounded() {
+    const LIMIT: usize = 1_000;
+    let server = Server::start(&[]);
+    let (mut a, id) = server.joined("many hides");
+    let d = dispatcher(&id);
+    for batch in (0..LIMIT).collect::<Vec<_>>().chunks(200) {
+        let ids: Vec<u64> = batch
+            .iter()
+            .map(|i| {
+                a.send_invoke(
+                    &d,
+                    "recordUserHide",
+                    json!([{"requestId": format!("r{i}")}, true]),
+                )
+            })
+            .collect();
+        for call_id in ids {
+            assert_eq!(a.wait_answer(&d, call_id), Ok(Value::Null));
+        }
+        a.inbox.retain(|f| f["message"]["name"] != "onUserHide");
+    }
+    let refused = a.invoke(
+        &d,
+        "recordUserHide",
+        json!([{"requestId": "one-more"}, true]),
+    );
+    assert_eq!(
+        refused,
+        Err("Too many hidden messages in this conversation (limit 1000); restore or flush them first".into())
+    );
+    // Not new: the same request's bubble hidden again, or shown, is fine.
+    assert_eq!(
+        a.invoke(&d, "recordUserHide", json!([{"requestId": "r7"}, true])),
+        Ok(Value::Null)
+    );
+    assert_eq!(
+        a.invoke(&d, "recordUserHide", json!([{"requestId": "r7"}, false])),
+        Ok(Value::Null)
+    );
+    assert_eq!(
+        a.invoke(
+            &d,
+            "recordUserHide",
+            json!([{"requestId": "one-more"}, true])
+        ),
+        Ok(Value::Null)
+    );
+    assert_eq!(a.invoke(&d, "flushHidden", json!([])), Ok(json!(LIMIT)));
+    assert_eq!(a.invoke(&d, "restoreAllHidden", json!([])), Ok(json!(0)));
+}

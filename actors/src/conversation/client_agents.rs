@@ -140,6 +140,9 @@ pub struct ClientAgentInfo {
 pub struct ClientActionInfo {
     /// `actionName`.
     pub name: String,
+    /// The schema it belongs to: the agent's name, or `<agent>.<sub>` (`getAgentSchemas`
+    /// groups actions by it).
+    pub schema_name: String,
     /// The comment above its type.
     pub description: String,
 }
@@ -163,6 +166,7 @@ impl Conversation {
                     .iter()
                     .map(|a| ClientActionInfo {
                         name: a.name.clone(),
+                        schema_name: a.schema_name.clone(),
                         description: a.description.clone(),
                     })
                     .collect(),

@@ -9,6 +9,7 @@ use actix::prelude::*;
 use serde_json::{json, Value};
 
 use super::commands;
+use super::feedback::{self, Feedback, HideOp};
 use super::queue::{CancelReason, Request, STORAGE_ERROR};
 use super::Conversation;
 use crate::agent::attachments;
@@ -87,6 +88,29 @@ enum DispatcherRequest {
     GetDeveloperMode,
     /// `close()`: the client leaves and its connection is told.
     Close,
+    /// `getDynamicDisplay(appAgentName, type, displayId)`: no agent of Roundtable has one.
+    GetDynamicDisplay {
+        /// The agent asked.
+        agent: String,
+    },
+    /// `getTemplateSchema(templateAgentName, templateName, data)` and
+    /// `getTemplateCompletion(templateAgentName, templateName, data, propertyName)`: no
+    /// agent of Roundtable has templates.
+    GetTemplate {
+        /// The agent asked.
+        agent: String,
+    },
+    /// `checkCache(request)`: Roundtable has no construction cache.
+    CheckCache,
+    /// `getAgentSchemas(agentName?)`.
+    GetAgentSchemas {
+        /// Only this agent's (an unknown name gives `[]`).
+        agent: Option<String>,
+    },
+    /// `recordUserFeedback(requestId, rating, category?, comment?, includeContext?)`.
+    RecordUserFeedback(Feedback),
+    /// `recordUserHide(…)`, `restoreAllHidden()`, `flushHidden()`.
+    Hide(HideOp),
 }
 
 impl DispatcherRequest {
@@ -134,6 +158,31 @@ impl DispatcherRequest {
             },
             "getDeveloperMode" => Self::GetDeveloperMode,
             "close" => Self::Close,
+            "getDynamicDisplay" => {
+                let agent = args.req_str(m, 0, "appAgentName")?.to_string();
+                args.req_str(m, 1, "type")?;
+                args.req_str(m, 2, "displayId")?;
+                Self::GetDynamicDisplay { agent }
+            }
+            "getTemplateSchema" | "getTemplateCompletion" => {
+                let agent = args.req_str(m, 0, "templateAgentName")?.to_string();
+                args.req_str(m, 1, "templateName")?;
+                if m == "getTemplateCompletion" {
+                    args.req_str(m, 3, "propertyName")?;
+                }
+                Self::GetTemplate { agent }
+            }
+            "checkCache" => {
+                args.req_str(m, 0, "request")?;
+                Self::CheckCache
+            }
+            "getAgentSchemas" => Self::GetAgentSchemas {
+                agent: args.opt_str(m, 0, "agentName")?.map(str::to_string),
+            },
+            "recordUserFeedback" => Self::RecordUserFeedback(Feedback::parse(m, args)?),
+            "recordUserHide" | "restoreAllHidden" | "flushHidden" => {
+                Self::Hide(HideOp::parse(m, args)?)
+            }
             _ => return Err(RpcError::NoHandler(method.to_string())),
         })
     }
@@ -251,6 +300,41 @@ impl Conversation {
             DispatcherRequest::Close => {
                 self.close_connection(connection_id, ctx);
                 void()
+            }
+            DispatcherRequest::GetDynamicDisplay { agent } => match self.known_agent(&agent) {
+                Ok(()) => fail(RpcError::Message(format!(
+                    "Dynamic display not supported by '{agent}'"
+                ))),
+                Err(e) => fail(e),
+            },
+            DispatcherRequest::GetTemplate { agent } => match self.known_agent(&agent) {
+                Ok(()) => fail(RpcError::Message(format!(
+                    "Template schema not supported by '{agent}'"
+                ))),
+                Err(e) => fail(e),
+            },
+            // TypeAgent's answer when its cache is off.
+            DispatcherRequest::CheckCache => value(json!({"lastError": "Cache is not enabled"})),
+            DispatcherRequest::GetAgentSchemas { agent } => {
+                value(self.agent_schemas(agent.as_deref()))
+            }
+            DispatcherRequest::RecordUserFeedback(feedback) => {
+                if self.stopping {
+                    return fail(RpcError::ServerStopping);
+                }
+                let answer = self.record_feedback(feedback, ctx);
+                Box::pin(
+                    async move { feedback::reply_of(answer).await.map(DispatcherReply::Value) },
+                )
+            }
+            DispatcherRequest::Hide(op) => {
+                if self.stopping {
+                    return fail(RpcError::ServerStopping);
+                }
+                let answer = self.hide(op, ctx);
+                Box::pin(
+                    async move { feedback::reply_of(answer).await.map(DispatcherReply::Value) },
+                )
             }
         }
     }

@@ -21,6 +21,9 @@
 //! - `queue.rs`: submit, start, finish, cancel ([`CancelOutcome`], [`CancelReason`]), promote,
 //!   the queue snapshot.
 //! - `interactions.rs`: questions to everyone, private choices, their time-outs.
+//! - `feedback.rs`: ratings and hidden messages (`recordUserFeedback`, `recordUserHide`, …).
+//! - `catalog.rs`: the conversation's agents as TypeAgent names and describes them
+//!   (`getAgentSchemas`, the `Unknown app agent` checks).
 //! - `dispatcher.rs`: the `dispatcher:<id>` channel ([`DispatcherInvoke`], [`DispatcherCall`]):
 //!   one typed request parsed once from `(method, args)`, one function per method.
 //! - [`commands`]: the `@` commands (`@conversation`, `@help`, `@dispatcher`, …) and
@@ -60,11 +63,13 @@
 //! number, so events of a cancelled turn that are still in the mailbox are ignored. Each output
 //! gets its `seq` when it enters the actor: that is the one total order every client sees.
 
+mod catalog;
 mod chat;
 mod client_agents;
 pub mod commands;
 mod dispatcher;
 mod durable;
+mod feedback;
 mod interactions;
 mod queue;
 mod routing;
@@ -228,6 +233,9 @@ pub struct Conversation {
     interactions: BTreeMap<String, Interaction>,
     /// Pending private choices by id.
     choices: HashMap<String, Choice>,
+    /// The restorable hidden messages (`restoreAllHidden`, `flushHidden`), read from the
+    /// log at the first hide method.
+    hides: feedback::Hides,
     /// Set by `Shutdown`: new submits answer `server_stopping`.
     stopping: bool,
     /// Set by `Shutdown{Deleted}`: every `dispatcher:<id>` invoke that still reaches this
@@ -296,6 +304,7 @@ impl Conversation {
             turns: 0,
             interactions: BTreeMap::new(),
             choices: HashMap::new(),
+            hides: Default::default(),
             stopping: false,
             deleted: false,
             held: VecDeque::new(),
