@@ -570,3 +570,271 @@ fn hidden_messages_are_bounded() {
     assert_eq!(a.invoke(&d, "flushHidden", json!([])), Ok(json!(LIMIT)));
     assert_eq!(a.invoke(&d, "restoreAllHidden", json!([])), Ok(json!(0)));
 }
+
+/// The texts the turn's `appendDisplay` calls showed, as one string per call.
+fn shown(calls: &[Call]) -> Vec<String> {
+    Client::texts(calls)
+}
+
+/// A form to everyone (`ask me a form …` → `ask_user_form`): `requestInteraction` of type
+/// `form` to every client and in a joiner's `pendingInteractions`, a bad answer refused with
+/// the question kept, the answers read back for the model, logged; a cancelled form reads as
+/// dismissed.
+#[test]
+fn forms_asked_of_everyone() {
+    let server = Server::start(&[]);
+    let (mut a, id) = server.joined("forms");
+    let mut b = server.connect();
+    b.join(&id);
+    let (d, io) = (dispatcher(&id), clientio(&id));
+    let rid = Client::request_id(&a.submit(
+        &id,
+        "ask me a form Pizza: Size? S|M|…; Toppings? ham, olives; Deliver?",
+    ));
+    let q = b.expect_call(&io, "requestInteraction")[0].clone();
+    assert_eq!(q["type"], "form");
+    assert_eq!(q["requestId"]["requestId"], rid.as_str());
+    assert_eq!(
+        q["form"],
+        json!({"message": "Pizza", "paged": true, "fields": [
+            {"id": "q1", "kind": "pick", "prompt": "Size?", "choices": ["S", "M"], "allowFreeText": true},
+            {"id": "q2", "kind": "multiChoice", "prompt": "Toppings?", "choices": ["ham", "olives"]},
+            {"id": "q3", "kind": "yesNo", "prompt": "Deliver?"}
+        ]})
+    );
+    let interaction = q["interactionId"].as_str().unwrap().to_string();
+    let mut c = server.connect();
+    assert_eq!(c.join(&id)["pendingInteractions"][0], q);
+
+    let bad = json!([{"interactionId": interaction, "type": "form",
+        "value": {"answers": {"q2": {"kind": "multiChoice", "selected": [5]}}}}]);
+    assert_eq!(
+        b.invoke(&d, "respondToInteraction", bad),
+        Err("Invalid argument 0 (response) of respondToInteraction: answer \"q2\" selects 5, which is no choice".into())
+    );
+    let answers = json!({"answers": {
+        "q1": {"kind": "pick", "selected": -1, "text": "XL"},
+        "q2": {"kind": "multiChoice", "selected": [1]},
+        "q3": {"kind": "yesNo", "value": true}
+    }});
+    let good = json!([{"interactionId": interaction, "type": "form", "value": answers}]);
+    assert_eq!(b.invoke(&d, "respondToInteraction", good), Ok(Value::Null));
+    let calls = a.until_complete(&id, &rid);
+    assert!(calls.iter().any(|(m, args)| m == "interactionResolved"
+        && args[0] == interaction.as_str()
+        && args[1] == answers));
+    assert!(
+        shown(&calls).contains(
+            &"The user submitted the form:\n- Size? => \"XL\" (free text)\n- Toppings? => olives\n- Deliver? => Yes"
+                .to_string()
+        ),
+        "{calls:?}"
+    );
+
+    // Cancelled by a client: the model reads that the form was dismissed.
+    let rid = Client::request_id(&a.submit(&id, "ask me a form: Deliver?"));
+    let q = b.expect_call(&io, "requestInteraction")[0].clone();
+    b.send_call(&d, "cancelInteraction", json!([q["interactionId"]]));
+    let calls = a.until_complete(&id, &rid);
+    assert!(calls.iter().any(|(m, _)| m == "interactionCancelled"));
+    assert!(
+        shown(&calls).contains(&"The user dismissed the form without answering.".to_string()),
+        "{calls:?}"
+    );
+    let history = c.invoke(&d, "getDisplayHistory", json!([])).unwrap();
+    let forms: Vec<&Value> = history
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["type"] == "pending-interaction")
+        .collect();
+    assert_eq!(forms.len(), 2);
+    assert_eq!(forms[0]["interactionType"], "form");
+    assert_eq!(forms[0]["form"]["fields"][2]["kind"], "yesNo");
+    assert!(history
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|e| e["type"] == "interaction-resolved" && e["response"] == answers));
+}
+
+/// `propose <tool> {json}` → `propose_action`: a `requestInteraction` of type
+/// `proposeAction` with TypeAgent's action template; no value runs it as proposed, an edited
+/// action runs edited, `null` cancels, a replacement of another action is refused.
+#[test]
+fn proposed_actions_run_edited_or_cancelled() {
+    let server = Server::start(&[]);
+    let (mut a, id) = server.joined("proposals");
+    let (d, io) = (dispatcher(&id), clientio(&id));
+    let propose = |a: &mut Client| {
+        let rid = Client::request_id(&a.submit(&id, r#"propose calculate {"expression": "2*3"}"#));
+        let q = a.expect_call(&io, "requestInteraction")[0].clone();
+        (rid, q)
+    };
+    let (rid, q) = propose(&mut a);
+    assert_eq!(q["type"], "proposeAction");
+    let templates = &q["actionTemplates"];
+    assert_eq!(
+        (&templates["templateAgentName"], &templates["templateName"]),
+        (&json!("chat"), &json!("action"))
+    );
+    let action = json!({"schemaName": "chat", "actionName": "calculate", "parameters": {"expression": "2*3"}});
+    assert_eq!(templates["templateData"][0]["data"], action);
+    assert_eq!(
+        templates["templateData"][0]["schema"]["fields"]["parameters"]["type"]["fields"]
+            ["expression"],
+        json!({"optional": false, "type": {"type": "string"}})
+    );
+    let id_of = |q: &Value| q["interactionId"].as_str().unwrap().to_string();
+    a.invoke(
+        &d,
+        "respondToInteraction",
+        json!([{"interactionId": id_of(&q), "type": "proposeAction"}]),
+    )
+    .unwrap();
+    assert!(shown(&a.until_complete(&id, &rid)).contains(&"6".to_string()));
+
+    let (rid, q) = propose(&mut a);
+    let other = json!([{"schemaName": "chat", "actionName": "get_weather", "parameters": {}}]);
+    assert_eq!(
+        a.invoke(&d, "respondToInteraction", json!([{"interactionId": id_of(&q), "type": "proposeAction", "value": other}])),
+        Err("Invalid argument 0 (response) of respondToInteraction: the replacement must keep schemaName \"chat\" and actionName \"calculate\"".into())
+    );
+    let mut edited = action.clone();
+    edited["parameters"]["expression"] = json!("3*3");
+    a.invoke(
+        &d,
+        "respondToInteraction",
+        json!([{"interactionId": id_of(&q), "type": "proposeAction", "value": [edited]}]),
+    )
+    .unwrap();
+    let calls = a.until_complete(&id, &rid);
+    assert!(
+        shown(&calls)
+            .contains(&r#"(the user changed the input to {"expression":"3*3"}) 9"#.to_string()),
+        "{calls:?}"
+    );
+
+    let (rid, q) = propose(&mut a);
+    a.invoke(
+        &d,
+        "respondToInteraction",
+        json!([{"interactionId": id_of(&q), "type": "proposeAction", "value": null}]),
+    )
+    .unwrap();
+    let calls = a.until_complete(&id, &rid);
+    assert!(
+        shown(&calls).contains(
+            &"Sorry, that did not work: the user cancelled the proposed calculate call".to_string()
+        ),
+        "{calls:?}"
+    );
+}
+
+/// Private choices beyond yes / no: `ask me and remember …` is a `pickRemember`
+/// `requestChoice` (7th argument: the checkbox label) answered `{selected, remember}` (a bad
+/// answer is refused, the choice kept); once remembered the question is not asked again.
+/// `ask me privately a form …` is a `requestForm` answered through `respondToChoice`.
+#[test]
+fn pick_remember_and_private_forms() {
+    let server = Server::start(&[]);
+    let (mut a, id) = server.joined("choices");
+    let mut b = server.connect();
+    b.join(&id);
+    let (d, io) = (dispatcher(&id), clientio(&id));
+    let rid = Client::request_id(&a.submit(&id, "ask me and remember Use the fast route?"));
+    let choice = a.expect_call(&io, "requestChoice");
+    assert_eq!(
+        choice,
+        json!([
+            choice[0],
+            choice[1],
+            "pickRemember",
+            "Use the fast route?",
+            ["Yes", "No"],
+            "chat",
+            "Don't ask me this again"
+        ])
+    );
+    assert_eq!(choice[0]["requestId"], rid.as_str());
+    let choice_id = choice[1].clone();
+    // What TypeAgent's CLI sends for a non-numeric answer.
+    assert_eq!(
+        a.invoke(&d, "respondToChoice", json!([choice_id, {"selected": null, "remember": false}])),
+        Err("Invalid argument 1 (response) of respondToChoice: expected {selected, remember} with selected a choice from 0 to 1".into())
+    );
+    assert_eq!(
+        b.invoke(
+            &d,
+            "respondToChoice",
+            json!([choice_id, {"selected": 0, "remember": true}])
+        ),
+        Err("Choice not found or expired".into())
+    );
+    assert_eq!(
+        a.invoke(
+            &d,
+            "respondToChoice",
+            json!([choice_id, {"selected": 0, "remember": true}])
+        ),
+        Ok(Value::Null)
+    );
+    let calls = a.until_complete(&id, &rid);
+    assert!(
+        shown(&calls).contains(&"You answered Yes; I will not ask again.".to_string()),
+        "{calls:?}"
+    );
+    let calls = a.run_turn(&id, "ask me and remember Use the fast route?");
+    assert!(calls.iter().all(|(m, _)| m != "requestChoice"));
+    assert!(
+        shown(&calls)
+            .contains(&"You answered Yes before and asked me not to ask again.".to_string()),
+        "{calls:?}"
+    );
+
+    // A private form.
+    let rid = Client::request_id(&a.submit(&id, "ask me privately a form: Deliver?; Size? S|M"));
+    let form = a.expect_call(&io, "requestForm");
+    assert_eq!(form[0]["requestId"], rid.as_str());
+    assert_eq!(form[2]["fields"][1]["choices"], json!(["S", "M"]));
+    assert_eq!(form[3], "chat");
+    let answers = json!({"answers": {"q1": {"kind": "yesNo", "value": false}, "q2": {"kind": "pick", "selected": 1}}});
+    assert_eq!(
+        a.invoke(
+            &d,
+            "respondToChoice",
+            json!([form[1], {"answers": {"q2": {"kind": "pick", "selected": -1, "text": "L"}}}])
+        ),
+        Err(
+            "Invalid argument 1 (response) of respondToChoice: question \"q2\" takes no free text"
+                .into()
+        )
+    );
+    assert_eq!(
+        a.invoke(&d, "respondToChoice", json!([form[1], answers])),
+        Ok(Value::Null)
+    );
+    let calls = a.until_complete(&id, &rid);
+    assert!(
+        shown(&calls)
+            .contains(&"The user submitted the form:\n- Deliver? => No\n- Size? => M".to_string()),
+        "{calls:?}"
+    );
+    assert!(b
+        .try_expect_call(&io, "requestForm", std::time::Duration::from_millis(200))
+        .is_none());
+}
+
+/// Nobody answers: a form times out as dismissed, a proposed action as not run.
+#[test]
+fn forms_and_proposals_time_out() {
+    let server = Server::start(&["--interaction-timeout", "0.3"]);
+    let (mut a, id) = server.joined("timeouts");
+    let calls = a.run_turn(&id, "ask me a form: Deliver?");
+    assert!(shown(&calls).contains(&"The user dismissed the form without answering.".to_string()));
+    let calls = a.run_turn(&id, r#"propose calculate {"expression": "1+1"}"#);
+    assert!(
+        shown(&calls).contains(&"Sorry, that did not work: no answer in time".to_string()),
+        "{calls:?}"
+    );
+}

@@ -1,18 +1,29 @@
 //! The `builtin` provider: offline and deterministic, so the whole agent loop (tool calls,
 //! tool results, final answer) runs in tests and on machines without a model. It reads the
 //! newest user message: `run <tool> {json}` calls any offered tool by name (a client agent's
-//! action is `<agent>__<action>`; the JSON object, optional, is the tool's input), arithmetic
-//! goes to `calculate`, "time" to `get_current_time` (a place "in Tokyo" is looked up in the tz
+//! action is `<agent>__<action>`; the JSON object, optional, is the tool's input), `propose
+//! <tool> {json}` proposes that call first (`propose_action`), arithmetic goes to
+//! `calculate`, "time" to `get_current_time` (a place "in Tokyo" is looked up in the tz
 //! database), "weather" to `get_weather`, "ask me …?" to `ask_user`; once tool results are in,
 //! it answers with them. A question or request it cannot handle gets a plain "cannot" naming
 //! what it can do; any other text is echoed (`echo: <text>`, what the tests and the load
 //! harness run).
+//!
+//! The ways to ask:
+//! - `ask me <question>` asks everyone Yes / No; `ask me privately <question>` only the
+//!   sender.
+//! - `ask me and remember <question>` asks the sender with a "don't ask me this again"
+//!   checkbox; once ticked, the same question is answered from the history without asking.
+//! - `ask me [privately] a form [<heading>]: <question>; <question>; …` asks a form
+//!   (`ask_user_form`), one field per question: `Size? S|M|L` is a pick, `Toppings? ham,
+//!   olives` a multiple choice, `Deliver?` a yes / no; a last choice `…` (or `...`) adds a
+//!   free-text "Other".
 
 use serde_json::{json, Value};
 
+use super::tools::interactive::{ASK_USER, ASK_USER_FORM, PROPOSE_ACTION, REMEMBERED_NOTE};
 use super::{
-    ChatMessage, ContentBlock, LocalBoxFuture, Provider, ProviderError, ProviderRequest,
-    ProviderResponse, Role,
+    ContentBlock, LocalBoxFuture, Provider, ProviderError, ProviderRequest, ProviderResponse, Role,
 };
 
 /// The offline provider.
@@ -65,19 +76,21 @@ fn respond(request: &ProviderRequest) -> ProviderResponse {
         })
         .collect();
     if last.role == Role::User && !results.is_empty() {
-        let asked = last_user_text(request.all_messages()).unwrap_or_default();
         return text(
             results
                 .iter()
                 .map(|(c, err)| {
                     if *err {
-                        format!("Sorry, that did not work: {c}")
-                    } else if asked.to_lowercase().contains("ask me")
-                        || asked.ends_with('?') && c.starts_with("answer:")
-                    {
-                        format!("You answered {}.", c.trim_start_matches("answer:").trim())
-                    } else {
-                        c.to_string()
+                        return format!("Sorry, that did not work: {c}");
+                    }
+                    let Some(answer) = c.strip_prefix("answer:") else {
+                        return c.to_string();
+                    };
+                    match answer.strip_suffix(REMEMBERED_NOTE) {
+                        Some(kept) => {
+                            format!("You answered {}; I will not ask again.", kept.trim())
+                        }
+                        None => format!("You answered {}.", answer.trim()),
                     }
                 })
                 .collect::<Vec<_>>()
@@ -89,17 +102,23 @@ fn respond(request: &ProviderRequest) -> ProviderResponse {
     let call_id = format!("call_{}", request.message_count());
     let offered = |name: &str| request.tools.iter().any(|t| t.name == name);
     if lower.starts_with("run ") {
-        return run_tool(user[4..].trim(), request, call_id);
+        return match tool_call(user[4..].trim(), request) {
+            Ok((name, input)) => tool(call_id, name, input),
+            Err(answer) => answer,
+        };
     }
-    if let Some(q) = lower
-        .strip_prefix("ask me ")
-        .filter(|_| offered("ask_user"))
-    {
-        let private = q.starts_with("privately ");
-        let q = q.strip_prefix("privately ").unwrap_or(q);
-        let question = user[user.len() - q.len()..].trim().to_string();
-        let input = json!({"question": question, "choices": ["Yes", "No"], "private": private});
-        return tool(call_id, "ask_user", input);
+    if let Some(rest) = strip_prefix_ci(&user, "propose ").filter(|_| offered(PROPOSE_ACTION)) {
+        return match tool_call(rest.trim(), request) {
+            Ok((name, input)) => tool(
+                call_id,
+                PROPOSE_ACTION,
+                json!({"tool": name, "input": input}),
+            ),
+            Err(answer) => answer,
+        };
+    }
+    if let Some(asked) = strip_prefix_ci(&user, "ask me ").filter(|_| offered(ASK_USER)) {
+        return ask(asked, request, call_id);
     }
     if lower.contains("weather") && offered("get_weather") {
         let location = after_word(&user, " in ").unwrap_or_else(|| "Seattle".to_string());
@@ -157,41 +176,147 @@ fn is_question(lower: &str) -> bool {
         || ASKING.contains(&first.trim_matches(|c: char| !c.is_alphanumeric()))
 }
 
-/// `run <tool> [{json}]`: a call of the offered tool `<tool>` with the JSON object as its input
-/// (`{}` when absent); a tool that is not offered, or input that is not a JSON object, is
-/// answered in text.
-fn run_tool(rest: &str, request: &ProviderRequest, call_id: String) -> ProviderResponse {
+/// `<tool> [{json}]` (after `run` or `propose`): the offered tool `<tool>` and the JSON
+/// object as its input (`{}` when absent); a tool that is not offered, or input that is not
+/// a JSON object, is answered in text.
+fn tool_call<'a>(
+    rest: &'a str,
+    request: &ProviderRequest,
+) -> Result<(&'a str, Value), ProviderResponse> {
     let (name, params) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
     if !request.tools.iter().any(|t| t.name == name) {
         let names: Vec<&str> = request.tools.iter().map(|t| t.name.as_str()).collect();
-        return text(format!(
+        return Err(text(format!(
             "No tool named \"{name}\" is offered here. Offered: {}.",
             names.join(", ")
-        ));
+        )));
     }
     let input = match params.trim() {
         "" => json!({}),
         params => match serde_json::from_str::<Value>(params) {
             Ok(v) if v.is_object() => v,
-            Ok(_) => return text(format!("The input of run {name} must be a JSON object.")),
-            Err(e) => return text(format!("Could not read the input of run {name}: {e}.")),
+            Ok(_) => {
+                return Err(text(format!(
+                    "The input of run {name} must be a JSON object."
+                )))
+            }
+            Err(e) => {
+                return Err(text(format!(
+                    "Could not read the input of run {name}: {e}."
+                )))
+            }
         },
     };
-    tool(call_id, name, input)
+    Ok((name, input))
 }
 
-fn last_user_text<'a>(
-    messages: impl DoubleEndedIterator<Item = &'a ChatMessage>,
-) -> Option<String> {
-    messages
-        .rev()
-        .find(|m| {
-            m.role == Role::User
-                && m.content
-                    .iter()
-                    .any(|b| matches!(b, ContentBlock::Text { .. }))
+/// `text` without its ASCII `prefix`, compared without case.
+fn strip_prefix_ci<'a>(text: &'a str, prefix: &str) -> Option<&'a str> {
+    let head = text.get(..prefix.len())?;
+    head.eq_ignore_ascii_case(prefix)
+        .then(|| &text[prefix.len()..])
+}
+
+/// `ask me …` (see the module docs): `ask_user`, with `private` or `remember`, or
+/// `ask_user_form`; a question answered with "remember" before is answered from the history.
+fn ask(asked: &str, request: &ProviderRequest, call_id: String) -> ProviderResponse {
+    let (private, asked) = match strip_prefix_ci(asked, "privately ") {
+        Some(rest) => (true, rest),
+        None => (false, asked),
+    };
+    let offered = |name: &str| request.tools.iter().any(|t| t.name == name);
+    if let Some(spec) = strip_prefix_ci(asked, "a form").filter(|_| offered(ASK_USER_FORM)) {
+        let mut input = form_input(spec);
+        input["private"] = private.into();
+        return tool(call_id, ASK_USER_FORM, input);
+    }
+    if let Some(question) = strip_prefix_ci(asked, "and remember ") {
+        let question = question.trim();
+        if let Some(answer) = remembered(request, question) {
+            return text(format!(
+                "You answered {answer} before and asked me not to ask again."
+            ));
+        }
+        let input = json!({"question": question, "choices": ["Yes", "No"], "remember": true});
+        return tool(call_id, ASK_USER, input);
+    }
+    let input = json!({"question": asked.trim(), "choices": ["Yes", "No"], "private": private});
+    tool(call_id, ASK_USER, input)
+}
+
+/// `ask_user_form`'s input from `[<heading>]: <question>; …` (see the module docs).
+fn form_input(spec: &str) -> Value {
+    let (message, questions) = match spec.split_once(':') {
+        Some((heading, questions)) => (heading.trim(), questions),
+        None => ("", spec),
+    };
+    let questions: Vec<Value> = questions
+        .split(';')
+        .map(str::trim)
+        .filter(|q| !q.is_empty())
+        .enumerate()
+        .map(|(i, q)| {
+            let id = format!("q{}", i + 1);
+            let (prompt, choices) = match q.find('?') {
+                Some(at) => (&q[..=at], q[at + 1..].trim()),
+                None => (q, ""),
+            };
+            if choices.is_empty() {
+                return json!({"id": id, "kind": "yesNo", "prompt": prompt});
+            }
+            let (kind, separator) = if choices.contains('|') {
+                ("pick", '|')
+            } else {
+                ("multiChoice", ',')
+            };
+            let mut list: Vec<&str> = choices.split(separator).map(str::trim).collect();
+            let free_text = matches!(list.last(), Some(&"…" | &"..."));
+            if free_text {
+                list.pop();
+            }
+            json!({"id": id, "kind": kind, "prompt": prompt, "choices": list, "allowFreeText": free_text})
         })
-        .map(ChatMessage::joined_text)
+        .collect();
+    let mut input = json!({"questions": questions});
+    if !message.is_empty() {
+        input["message"] = message.into();
+    }
+    input
+}
+
+/// The answer given earlier to `ask_user` `question` with "don't ask me this again" ticked,
+/// read from the conversation's history (its tool call and tool result).
+fn remembered(request: &ProviderRequest, question: &str) -> Option<String> {
+    let mut asked_ids = Vec::new();
+    for message in request.all_messages() {
+        for block in &message.content {
+            match block {
+                ContentBlock::ToolUse { id, name, input }
+                    if name == ASK_USER
+                        && input["remember"] == true
+                        && input["question"]
+                            .as_str()
+                            .is_some_and(|q| q.eq_ignore_ascii_case(question)) =>
+                {
+                    asked_ids.push(id.clone());
+                }
+                ContentBlock::ToolResult {
+                    tool_use_id,
+                    content,
+                    is_error: false,
+                } if asked_ids.contains(tool_use_id) => {
+                    if let Some(kept) = content
+                        .strip_prefix("answer:")
+                        .and_then(|a| a.strip_suffix(REMEMBERED_NOTE))
+                    {
+                        return Some(kept.trim().to_string());
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    None
 }
 
 fn after_word(text: &str, word: &str) -> Option<String> {
@@ -231,17 +356,24 @@ fn arithmetic(text: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::ToolSpec;
+    use crate::agent::{ChatMessage, ToolSpec};
 
     fn req(messages: Vec<ChatMessage>) -> ProviderRequest {
-        let tools = ["calculate", "get_current_time", "get_weather", "ask_user"]
-            .iter()
-            .map(|n| ToolSpec {
-                name: n.to_string(),
-                description: String::new(),
-                input_schema: json!({}),
-            })
-            .collect();
+        let tools = [
+            "calculate",
+            "get_current_time",
+            "get_weather",
+            "ask_user",
+            "ask_user_form",
+            "propose_action",
+        ]
+        .iter()
+        .map(|n| ToolSpec {
+            name: n.to_string(),
+            description: String::new(),
+            input_schema: json!({}),
+        })
+        .collect();
         ProviderRequest::new(String::new(), messages, tools)
     }
 
@@ -348,7 +480,7 @@ mod tests {
             matches!(&respond(&r).content[0], ContentBlock::ToolUse { input, .. } if input == &json!({}))
         );
         let texts = [
-            ("run nope {}", "No tool named \"nope\" is offered here. Offered: calculate, get_current_time, get_weather, ask_user, phone__setAlarm."),
+            ("run nope {}", "No tool named \"nope\" is offered here. Offered: calculate, get_current_time, get_weather, ask_user, ask_user_form, propose_action, phone__setAlarm."),
             ("run calculate [1]", "The input of run calculate must be a JSON object."),
             ("run calculate {oops", "Could not read the input of run calculate: key must be a string at line 1 column 2."),
         ];
@@ -361,6 +493,93 @@ mod tests {
                 }]
             );
         }
+    }
+
+    /// The tool call of a response that calls one.
+    fn called(r: &ProviderResponse) -> (&str, &Value) {
+        match &r.content[..] {
+            [ContentBlock::ToolUse { name, input, .. }] => (name, input),
+            other => panic!("expected one tool call, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn asks_forms_remembers_and_proposes() {
+        let r = respond(&req(vec![ChatMessage::text(
+            Role::User,
+            "Ask me privately a form Pizza: Size? S|M|…; Toppings? ham, olives; Deliver?",
+        )]));
+        assert_eq!(
+            called(&r),
+            (
+                "ask_user_form",
+                &json!({"message": "Pizza", "private": true, "questions": [
+                    {"id": "q1", "kind": "pick", "prompt": "Size?", "choices": ["S", "M"], "allowFreeText": true},
+                    {"id": "q2", "kind": "multiChoice", "prompt": "Toppings?", "choices": ["ham", "olives"], "allowFreeText": false},
+                    {"id": "q3", "kind": "yesNo", "prompt": "Deliver?"}
+                ]})
+            )
+        );
+        let r = respond(&req(vec![ChatMessage::text(
+            Role::User,
+            "propose calculate {\"expression\": \"2*3\"}",
+        )]));
+        assert_eq!(
+            called(&r),
+            (
+                "propose_action",
+                &json!({"tool": "calculate", "input": {"expression": "2*3"}})
+            )
+        );
+        // Remember: asked with the checkbox, then answered from the history.
+        let ask = ChatMessage::text(Role::User, "ask me and remember Shall I?");
+        let r = respond(&req(vec![ask.clone()]));
+        let (name, input) = called(&r);
+        assert_eq!(
+            (name, input),
+            (
+                "ask_user",
+                &json!({"question": "Shall I?", "choices": ["Yes", "No"], "remember": true})
+            )
+        );
+        let answered = |content: String| {
+            vec![
+                ask.clone(),
+                ChatMessage {
+                    role: Role::Assistant,
+                    content: r.content.clone(),
+                },
+                ChatMessage {
+                    role: Role::User,
+                    content: vec![ContentBlock::ToolResult {
+                        tool_use_id: "call_1".into(),
+                        content,
+                        is_error: false,
+                    }],
+                },
+            ]
+        };
+        let mut history = answered(format!("answer: No{REMEMBERED_NOTE}"));
+        assert_eq!(
+            said(&respond(&req(history.clone()))),
+            "You answered No; I will not ask again."
+        );
+        history.push(ChatMessage::text(
+            Role::User,
+            "ask me and remember shall i?",
+        ));
+        assert_eq!(
+            said(&respond(&req(history))),
+            "You answered No before and asked me not to ask again."
+        );
+        // Not ticked: asked again.
+        let mut history = answered("answer: No".into());
+        assert_eq!(said(&respond(&req(history.clone()))), "You answered No.");
+        history.push(ChatMessage::text(
+            Role::User,
+            "ask me and remember Shall I?",
+        ));
+        assert_eq!(called(&respond(&req(history))).0, "ask_user");
     }
 
     #[test]

@@ -4,25 +4,30 @@
 //! routes it); the new chat messages come back in the [`TurnOutcome`] and are committed by the
 //! conversation only when the turn finishes.
 //!
-//! Tool calls are routed by name: built-in tools ([`super::tools`]), the interactive `ask_user`
-//! tool (answered by a client through the sink), and `server__tool` names, routed by the
-//! `server` prefix to a registered [`ToolServer`]. A failing or unknown tool becomes an
-//! `is_error` tool result the model sees, never a crashed turn.
+//! Tool calls are routed by name: built-in tools ([`super::tools`]), the interactive tools
+//! (`ask_user`, `ask_user_form`, `propose_action`: [`super::tools::interactive`], answered by
+//! clients through the sink), and `server__tool` names, routed by the `server` prefix to a
+//! registered [`ToolServer`]. A failing or unknown tool becomes an `is_error` tool result
+//! the model sees, never a crashed turn.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use serde_json::{json, Value};
 
+use super::interaction::{
+    ActionProposal, Picked, ProposalAnswer, QuestionForm, QuestionFormResponse,
+};
+use super::tools::interactive::{self, ASK_USER_FORM, PROPOSE_ACTION};
 use super::{
     attachments, tools, valid_tool_name, ChatMessage, ContentBlock, LocalBoxFuture, Provider,
     ProviderRequest, Role, ToolSpec,
 };
 
+pub use super::tools::interactive::ASK_USER;
+
 /// Separator between an external tool server's name and its tool's name.
 pub const SERVER_SEPARATOR: &str = "__";
-/// The interactive tool.
-pub const ASK_USER: &str = "ask_user";
 
 /// An external source of tools (exposed to the model as `<server>__<tool>`).
 pub trait ToolServer: Send + Sync {
@@ -50,6 +55,46 @@ pub trait TurnSink {
         choices: Vec<String>,
         private: bool,
     ) -> LocalBoxFuture<'static, Result<usize, String>>;
+    /// Asks the originating client only to pick one of `choices`, with a checkbox labelled
+    /// `checkbox_label` (TypeAgent's `pickRemember` choice); resolves to the pick and the
+    /// checkbox. The default refuses (a sink with no one to ask).
+    fn ask_remember(
+        &self,
+        question: String,
+        choices: Vec<String>,
+        checkbox_label: String,
+    ) -> LocalBoxFuture<'static, Result<Picked, String>> {
+        let _ = (question, choices, checkbox_label);
+        Box::pin(async { Err("nobody here can answer a choice".to_string()) })
+    }
+    /// Asks a form of several questions (see [`QuestionForm`]); resolves to the answers, or
+    /// to [`QuestionFormResponse::cancelled`] when it is dismissed, cancelled or times out.
+    /// `private`: only the originating client is asked (`requestForm`), otherwise everyone
+    /// (`requestInteraction` of type `form`). The form must pass [`QuestionForm::check`].
+    ///
+    /// For any source of structured questions, not only the `ask_user_form` tool: an MCP
+    /// server's elicitation request (a message and a flat schema of enum, boolean and string
+    /// properties) maps onto a form (enum → pick, boolean → yesNo, string → pick with free
+    /// text) whose answers, keyed by field id, become the elicitation result (`cancelled` →
+    /// `decline`). The default refuses (a sink with no one to ask).
+    fn ask_form(
+        &self,
+        form: QuestionForm,
+        private: bool,
+    ) -> LocalBoxFuture<'static, Result<QuestionFormResponse, String>> {
+        let _ = (form, private);
+        Box::pin(async { Err("nobody here can answer a form".to_string()) })
+    }
+    /// Shows a tool call to everyone before it runs (`requestInteraction` of type
+    /// `proposeAction`); resolves to what they decided. A cancel or time-out by a client is an
+    /// `Err`. The default refuses (a sink with no one to ask).
+    fn propose_action(
+        &self,
+        proposal: ActionProposal,
+    ) -> LocalBoxFuture<'static, Result<ProposalAnswer, String>> {
+        let _ = proposal;
+        Box::pin(async { Err("nobody here can confirm an action".to_string()) })
+    }
 }
 
 /// Everything one turn needs.
@@ -94,24 +139,11 @@ impl TurnOutcome {
     }
 }
 
-/// The tools offered to the model: built-ins, `ask_user`, and every server's tools, prefixed.
+/// The tools offered to the model: built-ins, the asking tools, and every server's tools,
+/// prefixed.
 pub fn offered_tools(servers: &HashMap<String, Arc<dyn ToolServer>>) -> Vec<ToolSpec> {
     let mut specs = tools::builtin_tool_specs();
-    specs.push(ToolSpec {
-        name: ASK_USER.into(),
-        description: "Ask the people in this conversation a question and wait for their answer. \
-                      Use for confirmations and choices."
-            .into(),
-        input_schema: json!({
-            "type": "object",
-            "properties": {
-                "question": {"type": "string"},
-                "choices": {"type": "array", "items": {"type": "string"}, "description": "Default: Yes, No"},
-                "private": {"type": "boolean", "description": "Ask only the person who sent the request"}
-            },
-            "required": ["question"]
-        }),
-    });
+    specs.extend(interactive::specs());
     let mut names: Vec<_> = servers.keys().collect();
     names.sort();
     for server in names {
@@ -178,7 +210,7 @@ pub async fn run_turn(input: TurnInput, sink: &dyn TurnSink) -> TurnOutcome {
                 json!({"type": "text", "content": format!("{name}({tool_input})"), "kind": "info"}),
                 Some(json!({"toolCall": {"id": id, "name": name, "input": tool_input}})),
             );
-            let outcome = call_tool(&name, tool_input, &input.tool_servers, sink).await;
+            let outcome = call_tool(&name, tool_input, &input.tool_servers, sink, &tools).await;
             let (content, is_error) = match outcome {
                 Ok(c) => (c, false),
                 Err(e) => (e, true),
@@ -270,47 +302,41 @@ pub fn describe_plan(request: &str, blocks: &[ContentBlock], explain: bool) -> S
     )
 }
 
+/// Runs one tool call; `offered` are the turn's tools (what `propose_action` may propose).
 async fn call_tool(
     name: &str,
     input: Value,
     servers: &HashMap<String, Arc<dyn ToolServer>>,
     sink: &dyn TurnSink,
+    offered: &[ToolSpec],
 ) -> Result<String, String> {
     if !valid_tool_name(name) {
         return Err(format!(
             "invalid tool name {name:?}: must match ^[a-zA-Z0-9_-]{{1,64}}$"
         ));
     }
-    if name == ASK_USER {
-        let question = input
-            .get("question")
-            .and_then(Value::as_str)
-            .ok_or("ask_user needs a \"question\" string")?
-            .to_string();
-        let choices: Vec<String> = match input.get("choices") {
-            None | Some(Value::Null) => vec!["Yes".into(), "No".into()],
-            Some(Value::Array(a)) => a
-                .iter()
-                .map(|c| {
-                    c.as_str()
-                        .map(str::to_string)
-                        .ok_or("choices must be strings")
-                })
-                .collect::<Result<_, _>>()?,
-            Some(_) => return Err("choices must be an array of strings".into()),
-        };
-        if choices.is_empty() {
-            return Err("choices must not be empty".into());
+    match name {
+        ASK_USER => return interactive::ask_user(&input, sink).await,
+        ASK_USER_FORM => return interactive::ask_user_form(&input, sink).await,
+        PROPOSE_ACTION => {
+            let proposal = interactive::proposal(&input, offered)?;
+            let tool = proposal.tool.clone();
+            let proposed = proposal.input.clone();
+            return match sink.propose_action(proposal).await? {
+                ProposalAnswer::Cancelled => {
+                    Err(format!("the user cancelled the proposed {tool} call"))
+                }
+                ProposalAnswer::Run(input) if input == proposed => {
+                    Box::pin(call_tool(&tool, input, servers, sink, offered)).await
+                }
+                ProposalAnswer::Run(input) => {
+                    let shown = input.to_string();
+                    let result = Box::pin(call_tool(&tool, input, servers, sink, offered)).await?;
+                    Ok(format!("(the user changed the input to {shown}) {result}"))
+                }
+            };
         }
-        let private = input
-            .get("private")
-            .and_then(Value::as_bool)
-            .unwrap_or(false);
-        let index = sink.ask(question, choices.clone(), private).await?;
-        return choices
-            .get(index)
-            .map(|c| format!("answer: {c}"))
-            .ok_or_else(|| format!("answer {index} is not one of the choices"));
+        _ => {}
     }
     if let Some(result) = tools::run_builtin_tool(name, &input) {
         return result;
@@ -469,7 +495,14 @@ mod tests {
             .iter()
             .any(|t| t.name == "echo__say"));
         let sink = Recorder::default();
-        let r = block_on(call_tool("echo__say", json!({"x": 1}), &servers, &sink));
+        let offered = offered_tools(&servers);
+        let r = block_on(call_tool(
+            "echo__say",
+            json!({"x": 1}),
+            &servers,
+            &sink,
+            &offered,
+        ));
         assert_eq!(r.unwrap(), "say:{\"x\":1}");
         let sink = Recorder {
             answer: Some(1),
@@ -480,6 +513,7 @@ mod tests {
             json!({"question": "ok?"}),
             &servers,
             &sink,
+            &offered,
         ));
         assert_eq!(r.unwrap(), "answer: No");
     }

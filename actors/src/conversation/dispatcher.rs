@@ -67,8 +67,10 @@ enum DispatcherRequest {
     },
     /// `respondToInteraction({interactionId, value})`.
     RespondToInteraction {
-        /// `(interactionId, value)`; `None` when the response names no interaction.
-        answer: Option<(String, Value)>,
+        /// `(interactionId, value)`, the value `None` when the response has no `value` key
+        /// (a proposed action run as proposed); `None` when the response names no
+        /// interaction.
+        answer: Option<(String, Option<Value>)>,
     },
     /// `respondToChoice(choiceId, response)`.
     RespondToChoice {
@@ -142,10 +144,7 @@ impl DispatcherRequest {
                 let answer = response
                     .get("interactionId")
                     .and_then(Value::as_str)
-                    .map(|id| {
-                        let value = response.get("value").cloned().unwrap_or(Value::Null);
-                        (id.to_string(), value)
-                    });
+                    .map(|id| (id.to_string(), response.get("value").cloned()));
                 Self::RespondToInteraction { answer }
             }
             "respondToChoice" => Self::RespondToChoice {
@@ -280,16 +279,21 @@ impl Conversation {
                 value(json!(self.promote(&request_id)))
             }
             DispatcherRequest::RespondToInteraction { answer } => {
-                if let Some((id, value)) = answer {
-                    self.resolve_interaction(&id, value, ctx);
+                let resolved = match answer {
+                    Some((id, value)) => self.resolve_interaction(&id, value, ctx),
+                    None => Ok(()),
+                };
+                match resolved {
+                    Ok(()) => void(),
+                    Err(e) => fail(e),
                 }
-                void()
             }
             DispatcherRequest::RespondToChoice {
                 choice_id,
                 response,
             } => match self.respond_to_choice(choice_id, connection_id, &response, ctx) {
-                Ok(()) => void(),
+                Ok(None) => void(),
+                Ok(Some(result)) => value(result),
                 Err(e) => fail(e),
             },
             DispatcherRequest::GetStatus => value(self.status()),

@@ -1,10 +1,18 @@
 //! Questions a running turn asks: an *interaction* goes to everyone (`requestInteraction`,
 //! logged, answered by any client with `respondToInteraction`), a *choice* goes privately to
-//! the request's originator (`requestChoice`, not logged, answered with `respondToChoice`).
-//! Both time out after `interaction_timeout`; an interaction then takes its `defaultId`.
+//! the request's originator (`requestChoice` / `requestForm`, not logged, answered with
+//! `respondToChoice`). Both time out after `interaction_timeout`.
 //!
-//! Who talks to it: the turn (`TurnEvent::Ask`), the dispatcher (answers, cancels) and the
-//! queue (a cancelled turn's questions are cancelled with it).
+//! Interactions are of TypeAgent's three types: a `question` (its choices; a cancel or
+//! time-out takes its `defaultId`, else fails), a `form` ([`QuestionForm`]; a cancel or
+//! time-out answers `{answers: {}, cancelled: true}`) and a `proposeAction` (a tool call's
+//! [`ActionProposal`]; a cancel or time-out fails it). Choices are `yesNo`, `multiChoice`,
+//! `pickRemember` (with its checkbox label) and forms (`requestForm`). A client's answer is
+//! checked against what was asked: a bad one is refused with an exact error and the question
+//! stays open.
+//!
+//! Who talks to it: the turn (`TurnEvent::Ask`, [`TurnAsk`]), the dispatcher (answers,
+//! cancels) and the queue (a cancelled turn's questions are cancelled with it).
 
 use actix::prelude::*;
 use serde_json::{json, Value};
@@ -14,12 +22,91 @@ use uuid::Uuid;
 use super::queue::Request;
 use super::routing::Audience;
 use super::{Conversation, AGENT_SOURCE};
+use crate::agent::interaction::{
+    ActionProposal, Picked, ProposalAnswer, QuestionForm, QuestionFormResponse,
+};
 use crate::client::OutboundCall;
 use crate::ids::{ConnectionId, RequestId};
 use crate::protocol::{RpcError, RpcResult};
 
 /// Where a turn's question gets its answer (a choice index, or why there is none).
 pub(super) type AnswerSender = oneshot::Sender<Result<usize, String>>;
+/// Where a pick-and-remember gets its answer.
+type PickedSender = oneshot::Sender<Result<Picked, String>>;
+/// Where a form gets its answers.
+type FormSender = oneshot::Sender<Result<QuestionFormResponse, String>>;
+/// Where a proposed action gets its decision.
+type ProposalSender = oneshot::Sender<Result<ProposalAnswer, String>>;
+
+/// What a turn asks beyond [`TurnEvent::Ask`](super::TurnEvent::Ask)'s plain question: sent
+/// by the turn's sink, tagged with its turn number (a stale turn's question is refused).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub(super) struct TurnAsk {
+    /// The asking turn.
+    pub(super) turn: u64,
+    /// The question and where its answer goes.
+    pub(super) asked: Asked,
+}
+
+/// A question of [`TurnAsk`].
+pub(super) enum Asked {
+    /// A private pick with a checkbox (`requestChoice` of type `pickRemember`).
+    Remember {
+        /// The question.
+        question: String,
+        /// The options.
+        choices: Vec<String>,
+        /// The checkbox's label.
+        checkbox_label: String,
+        /// The answer.
+        reply: PickedSender,
+    },
+    /// A form, to everyone (`requestInteraction`) or `private`ly (`requestForm`).
+    Form {
+        /// The questions (checked by the asker).
+        form: QuestionForm,
+        /// Only the originator is asked.
+        private: bool,
+        /// The answers.
+        reply: FormSender,
+    },
+    /// A tool call shown to everyone before it runs (`requestInteraction` of type
+    /// `proposeAction`).
+    Proposal {
+        /// The call.
+        proposal: ActionProposal,
+        /// The decision.
+        reply: ProposalSender,
+    },
+}
+
+/// What a pending interaction waits for.
+enum Waiting {
+    /// A choice index among `choices` options.
+    Question {
+        /// How many options there are.
+        choices: usize,
+        /// The option a cancel or time-out takes.
+        default_id: Option<usize>,
+        /// The turn's tool call.
+        reply: AnswerSender,
+    },
+    /// A form's answers.
+    Form {
+        /// The form asked.
+        form: QuestionForm,
+        /// The turn's tool call.
+        reply: FormSender,
+    },
+    /// A decision on a proposed action.
+    Proposal {
+        /// The action proposed.
+        proposal: ActionProposal,
+        /// The turn's tool call.
+        reply: ProposalSender,
+    },
+}
 
 /// A question waiting for an answer.
 pub(super) struct Interaction {
@@ -27,20 +114,43 @@ pub(super) struct Interaction {
     request: Value,
     /// Originating connection (filtered clients only see their own).
     connection_id: Option<ConnectionId>,
-    /// `defaultId`, used when the interaction is cancelled or times out.
-    default_id: Option<usize>,
-    /// Resolves the waiting tool call.
-    reply: AnswerSender,
+    /// What it waits for, and where the answer goes.
+    waiting: Waiting,
     /// The time-out timer.
     timer: SpawnHandle,
 }
 
-/// A private `requestChoice` waiting for `respondToChoice`.
+/// What a pending choice waits for.
+enum ChoiceWaiting {
+    /// `yesNo` / `multiChoice`: an index among `choices` options.
+    Index {
+        /// How many options there are.
+        choices: usize,
+        /// The turn's tool call.
+        reply: AnswerSender,
+    },
+    /// `pickRemember`: `{selected, remember}`.
+    Remember {
+        /// How many options there are.
+        choices: usize,
+        /// The turn's tool call.
+        reply: PickedSender,
+    },
+    /// `requestForm`: a `QuestionFormResponse`.
+    Form {
+        /// The form asked.
+        form: QuestionForm,
+        /// The turn's tool call.
+        reply: FormSender,
+    },
+}
+
+/// A private `requestChoice` / `requestForm` waiting for `respondToChoice`.
 pub(super) struct Choice {
     /// Connection asked.
     connection_id: ConnectionId,
-    /// Resolves the waiting tool call.
-    reply: AnswerSender,
+    /// What it waits for, and where the answer goes.
+    waiting: ChoiceWaiting,
     /// The time-out timer.
     timer: SpawnHandle,
 }
@@ -68,9 +178,144 @@ fn choice_index(response: &Value) -> Result<usize, String> {
     }
 }
 
+/// An index among `choices` options, or why not.
+fn in_range(index: usize, choices: usize) -> Result<usize, String> {
+    if index < choices {
+        Ok(index)
+    } else {
+        Err(format!(
+            "expected a choice from 0 to {}, got {index}",
+            choices.saturating_sub(1)
+        ))
+    }
+}
+
+impl Waiting {
+    /// Reads a client's answer (`None`: the response had no `value`); `Err` says why it is
+    /// refused (the interaction stays open).
+    fn check(&self, value: Option<&Value>) -> Result<Answer, String> {
+        match self {
+            Waiting::Question { choices, .. } => {
+                let index = value
+                    .and_then(Value::as_u64)
+                    .ok_or_else(|| "a question's value must be a choice index".to_string())?;
+                Ok(Answer::Index(in_range(index as usize, *choices)?))
+            }
+            Waiting::Form { form, .. } => value
+                .ok_or_else(|| "a form's value must be a QuestionFormResponse".to_string())
+                .and_then(|v| form.read_response(v))
+                .map(Answer::Form),
+            Waiting::Proposal { proposal, .. } => proposal.read_answer(value).map(Answer::Proposal),
+        }
+    }
+
+    /// Hands `answer` (checked by [`check`](Self::check)) to the turn.
+    fn resolve(self, answer: Answer) {
+        match (self, answer) {
+            (Waiting::Question { reply, .. }, Answer::Index(i)) => drop(reply.send(Ok(i))),
+            (Waiting::Form { reply, .. }, Answer::Form(r)) => drop(reply.send(Ok(r))),
+            (Waiting::Proposal { reply, .. }, Answer::Proposal(p)) => drop(reply.send(Ok(p))),
+            _ => unreachable!("checked against the same kind"),
+        }
+    }
+
+    /// A cancel (`why`) or time-out: a question takes its default, a form is answered as
+    /// dismissed, anything else fails with `why`.
+    fn cancel(self, why: &str) {
+        match self {
+            Waiting::Question {
+                default_id, reply, ..
+            } => drop(reply.send(default_id.ok_or_else(|| why.to_string()))),
+            Waiting::Form { reply, .. } => drop(reply.send(Ok(QuestionFormResponse::cancelled()))),
+            Waiting::Proposal { reply, .. } => drop(reply.send(Err(why.to_string()))),
+        }
+    }
+}
+
+/// A checked answer.
+enum Answer {
+    /// A question's index.
+    Index(usize),
+    /// A form's answers.
+    Form(QuestionFormResponse),
+    /// A proposal's decision.
+    Proposal(ProposalAnswer),
+}
+
+impl Handler<TurnAsk> for Conversation {
+    type Result = ();
+
+    fn handle(&mut self, msg: TurnAsk, ctx: &mut Self::Context) {
+        let running = self
+            .running
+            .as_ref()
+            .filter(|r| r.turn == msg.turn)
+            .map(|r| r.request.clone());
+        let stale = "the request is no longer running".to_string();
+        match (running, msg.asked) {
+            (None, Asked::Remember { reply, .. }) => drop(reply.send(Err(stale))),
+            (None, Asked::Form { reply, .. }) => drop(reply.send(Err(stale))),
+            (None, Asked::Proposal { reply, .. }) => drop(reply.send(Err(stale))),
+            (
+                Some(request),
+                Asked::Remember {
+                    question,
+                    choices,
+                    checkbox_label,
+                    reply,
+                },
+            ) => {
+                let args = json!([
+                    request.id_obj(),
+                    null,
+                    "pickRemember",
+                    question,
+                    choices,
+                    AGENT_SOURCE,
+                    checkbox_label
+                ]);
+                let waiting = ChoiceWaiting::Remember {
+                    choices: choices.len(),
+                    reply,
+                };
+                self.send_choice(&request, "requestChoice", args, waiting, ctx);
+            }
+            (
+                Some(request),
+                Asked::Form {
+                    form,
+                    private: true,
+                    reply,
+                },
+            ) => {
+                let args = json!([request.id_obj(), null, form, AGENT_SOURCE]);
+                let waiting = ChoiceWaiting::Form { form, reply };
+                self.send_choice(&request, "requestForm", args, waiting, ctx);
+            }
+            (
+                Some(request),
+                Asked::Form {
+                    form,
+                    private: false,
+                    reply,
+                },
+            ) => {
+                let body = json!({"form": form});
+                self.ask_everyone(&request, "form", body, Waiting::Form { form, reply }, ctx);
+            }
+            (Some(request), Asked::Proposal { proposal, reply }) => {
+                let body = json!({"actionTemplates": proposal.template_config()});
+                let waiting = Waiting::Proposal { proposal, reply };
+                self.ask_everyone(&request, "proposeAction", body, waiting, ctx);
+            }
+        }
+        self.throttle(ctx);
+    }
+}
+
 impl Conversation {
-    /// Asks everyone (`requestInteraction`) on behalf of the running `request`; its turn is
-    /// blocked on it until an answer, a cancel or the time-out.
+    /// Asks everyone a question (`requestInteraction`) on behalf of the running `request`;
+    /// its turn is blocked on it until an answer, a cancel or the time-out.
     pub(super) fn open_interaction(
         &mut self,
         request: Request,
@@ -79,37 +324,56 @@ impl Conversation {
         reply: AnswerSender,
         ctx: &mut Context<Self>,
     ) {
+        let default_id =
+            (choices.len() == 2 && choices[1].eq_ignore_ascii_case("no")).then_some(1usize);
+        let mut body = json!({"message": question, "choices": choices});
+        if let Some(d) = default_id {
+            body["defaultId"] = d.into();
+        }
+        let waiting = Waiting::Question {
+            choices: choices.len(),
+            default_id,
+            reply,
+        };
+        self.ask_everyone(&request, "question", body, waiting, ctx);
+    }
+
+    /// Sends a `requestInteraction` of `kind` (its own fields in `body`) to every client,
+    /// logs it as `pending-interaction`, marks the running turn blocked on it and arms its
+    /// time-out.
+    fn ask_everyone(
+        &mut self,
+        request: &Request,
+        kind: &str,
+        body: Value,
+        waiting: Waiting,
+        ctx: &mut Context<Self>,
+    ) {
         let id = Uuid::new_v4().to_string();
         if let Some(running) = self.running.as_mut() {
             running.blocked_on = Some(id.clone());
         }
         let created = crate::clock::now_millis();
-        let default_id =
-            (choices.len() == 2 && choices[1].eq_ignore_ascii_case("no")).then_some(1usize);
         let mut pending = json!({
             "interactionId": id,
-            "type": "question",
+            "type": kind,
             "requestId": request.id_obj(),
             "source": AGENT_SOURCE,
             "timestamp": created,
-            "message": question,
-            "choices": choices,
         });
-        if let Some(d) = default_id {
-            pending["defaultId"] = d.into();
-        }
         let mut entry = json!({
             "type": "pending-interaction",
             "timestamp": created,
             "interactionId": id,
-            "interactionType": "question",
+            "interactionType": kind,
             "source": AGENT_SOURCE,
             "requestId": request.id_obj(),
-            "message": pending["message"],
-            "choices": pending["choices"],
         });
-        if let Some(d) = default_id {
-            entry["defaultId"] = d.into();
+        if let Value::Object(fields) = body {
+            for (k, v) in fields {
+                entry[&k] = v.clone();
+                pending[&k] = v;
+            }
         }
         self.log_entry(entry);
         self.broadcast("requestInteraction", json!([pending]), Some(request.origin));
@@ -126,28 +390,44 @@ impl Conversation {
             Interaction {
                 request: pending,
                 connection_id: Some(request.origin),
-                default_id,
-                reply,
+                waiting,
                 timer,
             },
         );
     }
 
-    /// A client's `respondToInteraction`: the turn gets the answer, everyone learns it.
-    pub(super) fn resolve_interaction(&mut self, id: &str, value: Value, ctx: &mut Context<Self>) {
-        let Some(i) = self.interactions.remove(id) else {
-            return; // unknown or expired: silently OK, as TypeAgent does
+    /// A client's `respondToInteraction` (`value`: `None` when the response has none): the
+    /// turn gets the answer, everyone learns it. An unknown id is silently fine (TypeAgent);
+    /// an answer that does not fit the question is refused and the question stays open.
+    pub(super) fn resolve_interaction(
+        &mut self,
+        id: &str,
+        value: Option<Value>,
+        ctx: &mut Context<Self>,
+    ) -> RpcResult<()> {
+        let Some(i) = self.interactions.get(id) else {
+            return Ok(()); // unknown or expired: silently OK, as TypeAgent does
         };
+        let answer = i.waiting.check(value.as_ref()).map_err(|why| {
+            RpcError::Message(format!(
+                "Invalid argument 0 (response) of respondToInteraction: {why}"
+            ))
+        })?;
+        let i = self.interactions.remove(id).expect("found above");
         ctx.cancel_future(i.timer);
-        let index = value.as_u64().map(|n| n as usize);
-        let _ = i
-            .reply
-            .send(index.ok_or_else(|| format!("answer {value} is not a choice index")));
+        i.waiting.resolve(answer);
         self.unblock(id);
-        self.log_entry(
-            json!({"type": "interaction-resolved", "interactionId": id, "response": value}),
+        let mut entry = json!({"type": "interaction-resolved", "interactionId": id});
+        if let Some(v) = &value {
+            entry["response"] = v.clone();
+        }
+        self.log_entry(entry);
+        self.broadcast(
+            "interactionResolved",
+            json!([id, value.unwrap_or(Value::Null)]),
+            None,
         );
-        self.broadcast("interactionResolved", json!([id, value]), None);
+        Ok(())
     }
 
     /// Cancel (`announce`: a client's `cancelInteraction`) or time out (no broadcast).
@@ -156,10 +436,11 @@ impl Conversation {
             return;
         };
         ctx.cancel_future(i.timer);
-        let _ = i.reply.send(
-            i.default_id
-                .ok_or_else(|| "the question was cancelled".to_string()),
-        );
+        i.waiting.cancel(if announce {
+            "the question was cancelled"
+        } else {
+            "no answer in time"
+        });
         self.unblock(id);
         self.log_entry(json!({"type": "interaction-cancelled", "interactionId": id}));
         if announce {
@@ -192,7 +473,7 @@ impl Conversation {
         }
         for (_, c) in self.choices.drain() {
             ctx.cancel_future(c.timer);
-            let _ = c.reply.send(Err("cancelled".into()));
+            c.waiting.fail("cancelled");
         }
     }
 
@@ -206,52 +487,92 @@ impl Conversation {
         reply: AnswerSender,
         ctx: &mut Context<Self>,
     ) {
-        let id = Uuid::new_v4().to_string();
         let kind = if choices.len() == 2 && choices[0] == "Yes" && choices[1] == "No" {
             "yesNo"
         } else {
             "multiChoice"
         };
-        let call = OutboundCall::new(
-            "requestChoice",
-            &json!([request.id_obj(), id, kind, question, choices, AGENT_SOURCE]),
+        let args = json!([
+            request.id_obj(),
+            null,
+            kind,
+            question,
+            choices,
+            AGENT_SOURCE,
+            null
+        ]);
+        let waiting = ChoiceWaiting::Index {
+            choices: choices.len(),
+            reply,
+        };
+        self.send_choice(&request, "requestChoice", args, waiting, ctx);
+    }
+
+    /// Sends `method(args)` (the choice id, argument 1, is filled in here) to the request's
+    /// originator and waits for its `respondToChoice` until the time-out.
+    fn send_choice(
+        &mut self,
+        request: &Request,
+        method: &'static str,
+        mut args: Value,
+        waiting: ChoiceWaiting,
+        ctx: &mut Context<Self>,
+    ) {
+        let id = Uuid::new_v4().to_string();
+        args[1] = id.clone().into();
+        self.emit(
+            OutboundCall::new(method, &args),
+            &Audience::Only(request.origin),
         );
-        self.emit(call, &Audience::Only(request.origin));
         let timer_id = id.clone();
         let timer = ctx.run_later(self.setup.runtime.interaction_timeout, move |act, _| {
             if let Some(c) = act.choices.remove(&timer_id) {
-                let _ = c.reply.send(Err("no answer in time".into()));
+                c.waiting.fail("no answer in time");
             }
         });
         self.choices.insert(
             id,
             Choice {
                 connection_id: request.origin,
-                reply,
+                waiting,
                 timer,
             },
         );
     }
 
-    /// A client's `respondToChoice`; only the connection that was asked may answer.
+    /// A client's `respondToChoice`; only the connection that was asked may answer. The
+    /// answer is TypeAgent's `CommandResult` of the continuation: void once the turn has the
+    /// answer, `{lastError}` when the turn no longer waits for it. A response that does not
+    /// fit the choice is refused and the choice stays open.
     pub(super) fn respond_to_choice(
         &mut self,
         id: String,
         connection_id: ConnectionId,
         response: &Value,
         ctx: &mut Context<Self>,
-    ) -> RpcResult<()> {
+    ) -> RpcResult<Option<Value>> {
         let not_found = || RpcError::Message("Choice not found or expired".into());
-        let Some(choice) = self.choices.remove(&id) else {
+        let Some(choice) = self
+            .choices
+            .get(&id)
+            .filter(|c| c.connection_id == connection_id)
+        else {
             return Err(not_found());
         };
-        if choice.connection_id != connection_id {
-            self.choices.insert(id, choice);
-            return Err(not_found());
-        }
+        let answer = choice.waiting.check(response).map_err(|why| {
+            RpcError::Message(format!(
+                "Invalid argument 1 (response) of respondToChoice: {why}"
+            ))
+        })?;
+        let choice = self.choices.remove(&id).expect("found above");
         ctx.cancel_future(choice.timer);
-        let _ = choice.reply.send(choice_index(response));
-        Ok(())
+        if choice.waiting.resolve(answer) {
+            Ok(None)
+        } else {
+            Ok(Some(
+                json!({"lastError": "The request no longer waits for this answer."}),
+            ))
+        }
     }
 
     /// Pending interactions a joining client sees (a filtered client: only its own).
@@ -261,5 +582,60 @@ impl Conversation {
             .filter(|i| !filter || i.connection_id == Some(connection))
             .map(|i| i.request.clone())
             .collect()
+    }
+}
+
+/// A checked choice answer.
+enum ChoiceAnswer {
+    /// `yesNo` / `multiChoice`.
+    Index(usize),
+    /// `pickRemember`.
+    Picked(Picked),
+    /// A form.
+    Form(QuestionFormResponse),
+}
+
+impl ChoiceWaiting {
+    /// Reads a `respondToChoice` response: `yesNo` a boolean (or an index), `multiChoice` an
+    /// index array (leniently, its first index), `pickRemember` `{selected, remember}`, a form
+    /// a `QuestionFormResponse`.
+    fn check(&self, response: &Value) -> Result<ChoiceAnswer, String> {
+        match self {
+            ChoiceWaiting::Index { choices, .. } => Ok(ChoiceAnswer::Index(in_range(
+                choice_index(response)?,
+                *choices,
+            )?)),
+            ChoiceWaiting::Remember { choices, .. } => {
+                Picked::read(response, *choices).map(ChoiceAnswer::Picked)
+            }
+            ChoiceWaiting::Form { form, .. } => {
+                form.read_response(response).map(ChoiceAnswer::Form)
+            }
+        }
+    }
+
+    /// Hands a checked answer to the turn; false when the turn no longer waits for it.
+    fn resolve(self, answer: ChoiceAnswer) -> bool {
+        match (self, answer) {
+            (ChoiceWaiting::Index { reply, .. }, ChoiceAnswer::Index(i)) => {
+                reply.send(Ok(i)).is_ok()
+            }
+            (ChoiceWaiting::Remember { reply, .. }, ChoiceAnswer::Picked(p)) => {
+                reply.send(Ok(p)).is_ok()
+            }
+            (ChoiceWaiting::Form { reply, .. }, ChoiceAnswer::Form(r)) => reply.send(Ok(r)).is_ok(),
+            _ => unreachable!("checked against the same kind"),
+        }
+    }
+
+    /// No answer will come (`why`); a form counts as dismissed.
+    fn fail(self, why: &str) {
+        match self {
+            ChoiceWaiting::Index { reply, .. } => drop(reply.send(Err(why.to_string()))),
+            ChoiceWaiting::Remember { reply, .. } => drop(reply.send(Err(why.to_string()))),
+            ChoiceWaiting::Form { reply, .. } => {
+                drop(reply.send(Ok(QuestionFormResponse::cancelled())))
+            }
+        }
     }
 }

@@ -12,9 +12,12 @@ use actix::prelude::*;
 use serde_json::{json, Value};
 use tokio::sync::oneshot;
 
-use super::interactions::AnswerSender;
+use super::interactions::{AnswerSender, Asked, TurnAsk};
 use super::routing::DisplayMode;
 use super::{Conversation, AGENT_SOURCE};
+use crate::agent::interaction::{
+    ActionProposal, Picked, ProposalAnswer, QuestionForm, QuestionFormResponse,
+};
 use crate::agent::turn::{describe_plan, plan, run_turn, TurnInput, TurnOutcome, TurnSink};
 use crate::agent::{ChatMessage, LocalBoxFuture, Provider, ProviderRequest, Role};
 
@@ -129,6 +132,62 @@ impl TurnSink for ConversationSink {
                 .unwrap_or_else(|_| Err("the question was dropped".into()))
         })
     }
+
+    fn ask_remember(
+        &self,
+        question: String,
+        choices: Vec<String>,
+        checkbox_label: String,
+    ) -> LocalBoxFuture<'static, Result<Picked, String>> {
+        let (reply, rx) = oneshot::channel();
+        self.ask_more(Asked::Remember {
+            question,
+            choices,
+            checkbox_label,
+            reply,
+        });
+        Box::pin(answered(rx))
+    }
+
+    fn ask_form(
+        &self,
+        form: QuestionForm,
+        private: bool,
+    ) -> LocalBoxFuture<'static, Result<QuestionFormResponse, String>> {
+        let (reply, rx) = oneshot::channel();
+        self.ask_more(Asked::Form {
+            form,
+            private,
+            reply,
+        });
+        Box::pin(answered(rx))
+    }
+
+    fn propose_action(
+        &self,
+        proposal: ActionProposal,
+    ) -> LocalBoxFuture<'static, Result<ProposalAnswer, String>> {
+        let (reply, rx) = oneshot::channel();
+        self.ask_more(Asked::Proposal { proposal, reply });
+        Box::pin(answered(rx))
+    }
+}
+
+impl ConversationSink {
+    /// Sends a form, a pick-and-remember or a proposal to the conversation
+    /// (`interactions.rs`).
+    fn ask_more(&self, asked: Asked) {
+        self.addr.do_send(TurnAsk {
+            turn: self.turn,
+            asked,
+        });
+    }
+}
+
+/// The answer on `rx`, or why none came.
+async fn answered<T>(rx: oneshot::Receiver<Result<T, String>>) -> Result<T, String> {
+    rx.await
+        .unwrap_or_else(|_| Err("the question was dropped".into()))
 }
 
 /// The `@compact` summary: the provider's, when it gives a real one, else a bounded local one.

@@ -1,5 +1,7 @@
 //! The agent's built-in tools, one file each: [`calculate`](mod@calculate),
-//! [`get_current_time`](mod@get_current_time) and [`get_weather`](mod@get_weather).
+//! [`get_current_time`](mod@get_current_time) and [`get_weather`](mod@get_weather); and, in
+//! [`interactive`], the tools that ask the people in the conversation (`ask_user`,
+//! `ask_user_form`, `propose_action`), which the agent loop runs through its sink.
 //!
 //! This module owns the list of tool specs offered to the model ([`builtin_tool_specs`]), the
 //! dispatcher that runs a call by name ([`run_builtin_tool`]) and the argument helpers the tools
@@ -14,6 +16,7 @@
 pub mod calculate;
 pub mod get_current_time;
 pub mod get_weather;
+pub mod interactive;
 
 use serde_json::Value;
 
