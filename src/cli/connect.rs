@@ -22,6 +22,8 @@ use crate::client::conversation::{
 };
 use crate::client::{Connection, Endpoint, Event, JoinResult};
 
+mod asking;
+
 /// Options of `roundtable connect`.
 pub struct ConnectOptions {
     /// Join this conversation id.
@@ -38,6 +40,8 @@ enum Ui {
     Print(String),
     /// Ask a question; answer with `Input::Answer`.
     Ask(String, Vec<String>),
+    /// Read one line at this prompt (a form field…); answer with `Input::Text`.
+    AskLine(String),
     /// The command finished: prompt again (with this prompt text).
     Prompt(String),
 }
@@ -50,6 +54,8 @@ enum Input {
     Interrupt,
     /// The chosen index (None: no answer).
     Answer(Option<usize>),
+    /// The line typed at an `Ui::AskLine` prompt (empty at Ctrl-D).
+    Text(String),
     /// Ctrl-D.
     Eof,
 }
@@ -153,7 +159,7 @@ pub async fn connect(server: &Endpoint, options: ConnectOptions) -> CliResult {
             input = input_rx.recv() => {
                 match input {
                     None | Some(Input::Eof) => break Ok(()),
-                    Some(Input::Answer(_) | Input::Interrupt) => {}
+                    Some(Input::Answer(_) | Input::Text(_) | Input::Interrupt) => {}
                     Some(Input::Line(line)) => {
                         let line = line.trim().to_string();
                         if !line.is_empty() {
@@ -242,6 +248,15 @@ fn ui_loop(
                         // Ctrl-C at a question cancels the command, as it does elsewhere.
                         Err(ReadlineError::Interrupted) => Input::Interrupt,
                         answer => Input::Answer(answer.ok().and_then(|a| pick(&a, &choices))),
+                    };
+                    if input_tx.send(reply).is_err() {
+                        return;
+                    }
+                }
+                Ok(Ui::AskLine(asked)) => {
+                    let reply = match editor.readline(&terminal_safe(&asked)) {
+                        Err(ReadlineError::Interrupted) => Input::Interrupt,
+                        answer => Input::Text(answer.unwrap_or_default()),
                     };
                     if input_tx.send(reply).is_err() {
                         return;
@@ -339,6 +354,22 @@ fn render_live(
             "(request cancelled: {})",
             args[1].as_str().unwrap_or("")
         )),
+        "requestInteraction" if at_prompt && args[0]["type"] != "question" => {
+            let q = &args[0];
+            let what = match q["type"].as_str() {
+                Some("form") => format!(
+                    "a form{}",
+                    q["form"]["message"]
+                        .as_str()
+                        .map_or(String::new(), |m| format!(": {m}"))
+                ),
+                _ => "to confirm an action".to_string(),
+            };
+            Some(format!(
+                "? [client {}] asks {what} (answer it in that client)",
+                q["requestId"]["connectionId"].as_str().unwrap_or("?")
+            ))
+        }
         "requestInteraction" if at_prompt => {
             let q = &args[0];
             questions.push((
@@ -459,6 +490,40 @@ async fn handle_line(
                     Event::Closed { .. } => { print("the server closed the connection".into()); return; }
                     Event::Call { conversation_id, method, args } if *conversation_id == session.conversation_id => {
                         let ours = |v: &Value| v["requestId"]["requestId"] == request_id.as_str();
+                        if method == "requestInteraction" && ours(&args[0]) && args[0]["type"] != "question" {
+                            let q = &args[0];
+                            let response = if q["type"] == "form" {
+                                asking::fill_form(&q["form"], ui, input).await.map(|value| json!({"interactionId": q["interactionId"], "type": "form", "value": value}))
+                            } else {
+                                asking::decide_proposal(q, ui, input).await
+                            };
+                            match response {
+                                Some(response) => {
+                                    if let Err(e) = conn.respond_to_interaction_with(&session.conversation_id, response).await {
+                                        print(format!("error: {e}"));
+                                    }
+                                }
+                                None => cancel(conn, session, &request_id, &print).await,
+                            }
+                            continue;
+                        }
+                        if method == "requestForm" || (method == "requestChoice" && args[2] == "pickRemember") {
+                            let response = if method == "requestForm" {
+                                asking::fill_form(&args[2], ui, input).await
+                            } else {
+                                asking::pick_remember(args, ui, input).await
+                            };
+                            match response {
+                                Some(response) => {
+                                    let id = args[1].as_str().unwrap_or("");
+                                    if let Err(e) = conn.respond_to_choice(&session.conversation_id, id, response).await {
+                                        print(format!("error: {e}"));
+                                    }
+                                }
+                                None => cancel(conn, session, &request_id, &print).await,
+                            }
+                            continue;
+                        }
                         if method == "requestInteraction" && ours(&args[0]) {
                             let q = &args[0];
                             let choices: Vec<String> = q["choices"].as_array().map(|c| c.iter().filter_map(|s| s.as_str().map(str::to_string)).collect()).unwrap_or_default();

@@ -101,7 +101,25 @@ pub fn render_history_entry(entry: &Value, my_connection: &str) -> Option<String
             ))
         }
         "append-display" | "set-display" => Some(render_message(&entry["message"])),
-        "pending-interaction" => Some(format!("? {}", entry["message"].as_str().unwrap_or(""))),
+        "pending-interaction" => Some(match entry["interactionType"].as_str() {
+            Some("form") => {
+                let prompts: Vec<&str> = entry["form"]["fields"]
+                    .as_array()
+                    .map(|f| f.iter().filter_map(|f| f["prompt"].as_str()).collect())
+                    .unwrap_or_default();
+                let heading = entry["form"]["message"].as_str().unwrap_or("a form");
+                format!("? {heading}: {}", prompts.join(" / "))
+            }
+            Some("proposeAction") => {
+                let action = &entry["actionTemplates"]["templateData"][0]["data"];
+                format!(
+                    "? run {} {}?",
+                    action["actionName"].as_str().unwrap_or("an action"),
+                    action.get("parameters").unwrap_or(&Value::Null)
+                )
+            }
+            _ => format!("? {}", entry["message"].as_str().unwrap_or("")),
+        }),
         "interaction-resolved" => Some(format!("  -> answered {}", entry["response"])),
         "interaction-cancelled" => Some("  -> question cancelled".into()),
         _ => None,

@@ -215,6 +215,22 @@ impl Connection {
         .map(|_| ())
     }
 
+    /// `respondToInteraction(response)` with a whole `PendingInteractionResponse` (a form's
+    /// answers, a proposed action's decision).
+    pub async fn respond_to_interaction_with(
+        &self,
+        conversation_id: &str,
+        response: Value,
+    ) -> ClientResult<()> {
+        self.invoke(
+            &format!("dispatcher:{conversation_id}"),
+            "respondToInteraction",
+            vec![response],
+        )
+        .await
+        .map(|_| ())
+    }
+
     /// `respondToChoice(choiceId, response)`.
     pub async fn respond_to_choice(
         &self,

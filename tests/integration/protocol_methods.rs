@@ -838,3 +838,67 @@ fn forms_and_proposals_time_out() {
         "{calls:?}"
     );
 }
+
+/// `roundtable connect` in a pseudo-terminal: Roundtable's own CLI asks a form field by field
+/// (a bad answer asked again), runs a proposed action, asks a pick-and-remember's checkbox,
+/// and fills a private form.
+#[test]
+fn cli_answers_forms_proposals_and_remember() {
+    let server = Server::start(&[]);
+    let home = tempfile::tempdir().unwrap();
+    let mut cmd = std::process::Command::new(binary());
+    cmd.args(["connect", "--port", &server.port.to_string()])
+        .env("ROUNDTABLE_HOME", home.path())
+        .env("RUST_LOG", "warn")
+        .env("TERM", "dumb");
+    let options = rexpect::session::Options {
+        timeout_ms: Some(15_000),
+        strip_ansi_escape_codes: true,
+    };
+    let mut p = rexpect::session::spawn_with_options(cmd, options).expect("spawn in a pty");
+    p.exp_string("CLI> ").unwrap();
+    p.send_line("ask me a form Pizza: Size? S|M|…; Toppings? ham, olives; Deliver?")
+        .unwrap();
+    p.exp_string("? Pizza").unwrap();
+    p.exp_string("? Size? [1] S [2] M (or type another answer) > ")
+        .unwrap();
+    p.send_line("XL").unwrap();
+    p.exp_string("? Toppings? [1] ham [2] olives (numbers separated by commas) > ")
+        .unwrap();
+    p.send_line("3").unwrap();
+    p.exp_string("Answer with numbers from 1 to 2, separated by commas.")
+        .unwrap();
+    p.exp_string("? Toppings?").unwrap();
+    p.send_line("1, 2").unwrap();
+    p.exp_string("? Deliver? [y/n] > ").unwrap();
+    p.send_line("y").unwrap();
+    p.exp_string("- Size? => \"XL\" (free text)").unwrap();
+    p.exp_string("- Toppings? => ham, olives").unwrap();
+    p.exp_string("- Deliver? => Yes").unwrap();
+    p.exp_string("CLI> ").unwrap();
+
+    p.send_line(r#"propose calculate {"expression": "6*7"}"#)
+        .unwrap();
+    p.exp_string(r#"? Run calculate {"expression":"6*7"}? [1] Run [2] Cancel > "#)
+        .unwrap();
+    p.send_line("1").unwrap();
+    p.exp_string("[result] 42").unwrap();
+    p.exp_string("CLI> ").unwrap();
+
+    p.send_line("ask me and remember Shortcut?").unwrap();
+    p.exp_string("? Shortcut? [1] Yes [2] No > ").unwrap();
+    p.send_line("2").unwrap();
+    p.exp_string("? Don't ask me this again? [y/n] > ").unwrap();
+    p.send_line("y").unwrap();
+    p.exp_string("You answered No; I will not ask again.")
+        .unwrap();
+    p.exp_string("CLI> ").unwrap();
+
+    p.send_line("ask me privately a form: Deliver?").unwrap();
+    p.exp_string("? Deliver? [y/n] > ").unwrap();
+    p.send_line("n").unwrap();
+    p.exp_string("- Deliver? => No").unwrap();
+    p.exp_string("CLI> ").unwrap();
+    p.send_control('d').unwrap();
+    p.exp_eof().unwrap();
+}
