@@ -4,7 +4,7 @@
 // handlers app.js gives connection.js.
 import { dropChannels } from "./api.js";
 import { addEphemeral, addLocal, addLogged, clearView, scheduleSync } from "./log.js";
-import { addChoice, clearTemporary, closeChoice, showTemporary, updateInteraction } from "./interactions.js";
+import { addChoice, addFormChoice, clearTemporary, closeChoice, showTemporary, updateInteraction } from "./interactions.js";
 import { manageConversation } from "./manage.js";
 import { moveAway } from "./navigation.js";
 import { agentNode, contentNode, localNode, systemNode } from "./render.js";
@@ -73,6 +73,9 @@ export function handleLive(view, name, args) {
       break;
     case "requestChoice":
       addChoice(view, args);
+      break;
+    case "requestForm":
+      addFormChoice(view, args);
       break;
     case "takeAction":
       if (args[1] === "manage-conversation") {
@@ -147,6 +150,8 @@ function requestInteraction(view, p) {
     message: p.message,
     choices: p.choices,
     defaultId: p.defaultId,
+    form: p.form,
+    actionTemplates: p.actionTemplates,
   });
   updateInteraction(view, p.interactionId);
 }

@@ -692,7 +692,12 @@ fn proposed_actions_run_edited_or_cancelled() {
         json!([{"interactionId": id_of(&q), "type": "proposeAction"}]),
     )
     .unwrap();
-    assert!(shown(&a.until_complete(&id, &rid)).contains(&"6".to_string()));
+    let calls = a.until_complete(&id, &rid);
+    assert!(shown(&calls).contains(&"6".to_string()));
+    // Run as proposed: no value, so interactionResolved carries none either.
+    assert!(calls
+        .iter()
+        .any(|(m, args)| m == "interactionResolved" && args == &json!([id_of(&q)])));
 
     let (rid, q) = propose(&mut a);
     let other = json!([{"schemaName": "chat", "actionName": "get_weather", "parameters": {}}]);

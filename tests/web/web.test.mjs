@@ -929,6 +929,82 @@ test("@conversation commands, questions answered in place, and Cancel", async (t
   await shot(page, "09-commands-and-questions", { fullPage: true });
 });
 
+test("forms, proposed actions and pick-and-remember are answered in the page; feedback and hides in the history do no harm", async (t) => {
+  const { server } = await serverFor(t);
+  const { page } = await openClient(t, server);
+  const agentSaid = (text) => page.locator(".msg.agent .msg-body", { hasText: text });
+
+  // A form to everyone (requestInteraction of type form): one fieldset per question.
+  await send(page, "ask me a form Pizza: Size? S|M|…; Toppings? ham, olives; Deliver?");
+  const form = page.locator('.msg.interaction[aria-label="Form"]').last();
+  await form.getByRole("button", { name: "Submit" }).waitFor();
+  assert.equal(await form.locator("fieldset").count(), 3);
+  assert.deepEqual(await form.locator("legend").allTextContents(), ["Size?", "Toppings?", "Deliver?"]);
+  await form.getByRole("textbox", { name: "Size? (other)" }).fill("XL");
+  await form.getByRole("checkbox", { name: "olives" }).check();
+  await form.getByRole("radio", { name: "Yes" }).check();
+  await form.getByRole("button", { name: "Submit" }).click();
+  const answers = agentSaid("The user submitted the form");
+  await answers.waitFor();
+  // Markdown: one list item per question.
+  assert.deepEqual(await answers.locator("li").allTextContents(), ['Size? => "XL" (free text)', "Toppings? => olives", "Deliver? => Yes"]);
+  await form.locator(".outcome", { hasText: "Answered: submitted" }).waitFor();
+  assert.ok(await form.getByRole("button", { name: "Submit" }).isDisabled());
+  await waitIdle(page);
+
+  // A private form (requestForm → respondToChoice), dismissed.
+  await send(page, "ask me privately a form: Deliver?");
+  const mine = page.locator('.msg.interaction.choice[aria-label="Form for you"]').last();
+  await mine.getByRole("button", { name: "Dismiss" }).click();
+  await agentSaid("The user dismissed the form without answering.").waitFor();
+  await mine.locator(".outcome", { hasText: "Dismissed" }).waitFor();
+  await waitIdle(page);
+
+  // A proposed action, run as proposed.
+  await send(page, 'propose calculate {"expression": "6*7"}');
+  const proposal = page.locator('.msg.interaction[aria-label="Proposed action"]').last();
+  await proposal.getByText("Run calculate?").waitFor();
+  await proposal.getByRole("button", { name: "Run" }).click();
+  await agentSaid("42").waitFor();
+  await proposal.locator(".outcome", { hasText: "Answered: run" }).waitFor();
+  await waitIdle(page);
+
+  // Pick and remember: the checkbox goes with the answer, and the next time nobody is asked.
+  await send(page, "ask me and remember Take the shortcut?");
+  const pickCard = page.locator(".msg.interaction.choice").last();
+  await pickCard.getByRole("checkbox", { name: "Don't ask me this again" }).check();
+  await pickCard.getByRole("button", { name: "No" }).click();
+  await agentSaid("You answered No; I will not ask again.").waitFor();
+  await waitIdle(page);
+  await send(page, "ask me and remember Take the shortcut?");
+  await agentSaid("You answered No before and asked me not to ask again.").waitFor();
+  await waitIdle(page);
+
+  // Feedback and a hide from another client, then a reload: the history replays every entry
+  // (the new kinds as hidden markers) and the answered form again, without page errors.
+  const rpc = await rpcPage(t, server);
+  const id = await currentId(page);
+  await rpc.run(
+    async ({ invoke }, id) => {
+      await invoke("agent-server", "joinConversation", [{ conversationId: id }]);
+      const d = `dispatcher:${id}`;
+      const log = await invoke(d, "getDisplayHistory", []);
+      const rid = log.find((e) => e.type === "user-request").requestId.requestId;
+      await invoke(d, "recordUserFeedback", [{ requestId: rid }, "up", null, "nice"]);
+      await invoke(d, "recordUserHide", [{ requestId: rid }, true, "agent"]);
+    },
+    id,
+  );
+  await page.reload();
+  await waitReady(page);
+  const log = await assertMatchesLog(page, rpc);
+  assert.ok(log.some((e) => e.type === "user-feedback") && log.some((e) => e.type === "user-message-hidden"));
+  await page.locator('#messages .marker[data-type="user-feedback"]').waitFor({ state: "attached" });
+  const replayed = page.locator('.msg.interaction[aria-label="Form"]').first();
+  await replayed.locator(".outcome", { hasText: "Answered: submitted" }).waitFor();
+  await shot(page, "10-forms-and-proposals", { fullPage: true });
+});
+
 test("queue state and Cancel while a slow model runs (OpenAI-compatible provider)", async (t) => {
   const model = await fakeModel(t);
   const { server } = await serverFor(t, {

@@ -422,11 +422,12 @@ impl Conversation {
             entry["response"] = v.clone();
         }
         self.log_entry(entry);
-        self.broadcast(
-            "interactionResolved",
-            json!([id, value.unwrap_or(Value::Null)]),
-            None,
-        );
+        // A proposal run as proposed has no value: the call has no second argument either.
+        let args = match value {
+            Some(v) => json!([id, v]),
+            None => json!([id]),
+        };
+        self.broadcast("interactionResolved", args, None);
         Ok(())
     }
 
