@@ -250,10 +250,6 @@ fn rpc_edges() {
     let server = Server::start(&[]);
     let mut c = server.connect();
     assert_eq!(
-        c.agent("armMacroRecording", json!([{}])).unwrap_err(),
-        "No invoke handler armMacroRecording"
-    );
-    assert_eq!(
         c.agent("noSuchMethod", json!([])).unwrap_err(),
         "No invoke handler noSuchMethod"
     );

@@ -319,8 +319,8 @@ fn at_commands_and_small_methods() {
         json!(false)
     );
     assert_eq!(
-        a.invoke(&d, "getTemplateSchema", json!([])).unwrap_err(),
-        "No invoke handler getTemplateSchema"
+        a.invoke(&d, "noSuchMethod", json!([])).unwrap_err(),
+        "No invoke handler noSuchMethod"
     );
     assert!(a
         .invoke(&d, "submitCommand", json!([42]))
