@@ -1,8 +1,8 @@
 //! The conversation's app agents as TypeAgent's dispatcher names and describes them: the
 //! built-in `chat` agent (the model and its tools), the command agents (`system`,
 //! `dispatcher`, `conversation`) and the client agents registered here. Answers
-//! `getAgentSchemas` and decides between `Unknown app agent: <name>` and the "not supported
-//! by '<name>'" errors of `getDynamicDisplay`, `getTemplateSchema` and
+//! `getAgentSchemas` and decides between `Unknown app agent: <name>` and the
+//! `… not supported by '<name>'` errors of `getDynamicDisplay`, `getTemplateSchema` and
 //! `getTemplateCompletion` (no Roundtable agent has dynamic displays or templates).
 //!
 //! Who talks to it: the dispatcher (`dispatcher.rs`).
