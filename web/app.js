@@ -14,6 +14,7 @@
 //   interactions.js temporary displays, questions, private choices
 //   status.js       the chat header (name, presence, queue) and Cancel
 //   composer.js     sending and cancelling
+//   completion.js   @ command completion in the message box (getCommandCompletion)
 //   sidebar.js      the conversation list and its create / rename / delete
 //   dialogs.js      the name and confirmation dialogs
 //   manage.js       @conversation commands
@@ -23,6 +24,7 @@
 // Safety: names, messages and errors only ever reach the page through textContent / text
 // nodes; markdown goes through markdown.js (DOM-built, http(s) links only); "html" and
 // "iframe" content go into <iframe sandbox=""> via srcdoc (no scripts, opaque origin).
+import { completionKey, hideCompletions, updateCompletions } from "./completion.js";
 import { cancelMine, autosize, sendMessage } from "./composer.js";
 import { start } from "./connection.js";
 import { submitName } from "./dialogs.js";
@@ -35,15 +37,23 @@ import { ui } from "./ui.js";
 
 ui.composer.addEventListener("submit", (ev) => {
   ev.preventDefault();
+  hideCompletions();
   sendMessage();
 });
 ui.input.addEventListener("keydown", (ev) => {
+  if (!ev.isComposing && completionKey(ev)) {
+    ev.preventDefault();
+    return;
+  }
   if (ev.key === "Enter" && !ev.shiftKey && !ev.isComposing && !ev.altKey && !ev.ctrlKey && !ev.metaKey) {
     ev.preventDefault();
+    hideCompletions();
     sendMessage();
   }
 });
 ui.input.addEventListener("input", autosize);
+ui.input.addEventListener("input", updateCompletions);
+ui.input.addEventListener("blur", hideCompletions);
 document.querySelector(".skip-link").addEventListener("click", (ev) => {
   ev.preventDefault();
   ui.input.focus();

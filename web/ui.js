@@ -23,6 +23,7 @@ export const ui = {
   banner: $("banner"),
   messages: $("messages"),
   emptyState: $("empty-state"),
+  completions: $("completions"),
   composer: $("composer"),
   input: $("input"),
   send: $("send"),

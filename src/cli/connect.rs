@@ -1,16 +1,19 @@
 //! `roundtable connect`: the interactive prompt. A UI thread owns the line editor
 //! (rustyline); the async side owns the connection. At the prompt, live output from other
 //! clients is printed above it; while a command runs, its output streams and its questions are
-//! asked at the prompt. Ctrl-C cancels the running command, Ctrl-D exits.
+//! asked at the prompt. Tab completes `@` commands (`complete.rs`, the server's
+//! `getCommandCompletion`). Ctrl-C cancels the running command, Ctrl-D exits.
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc as std_mpsc;
+use std::sync::{Arc, Mutex};
 
 use roundtable_actors::conversation::commands::{self, Command};
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
+use super::complete::CommandCompleter;
 use super::conversations::ask_yes_no;
 use super::{
     home_dir, load_state, render_action, render_history_entry, render_message, save_state,
@@ -33,6 +36,9 @@ pub struct ConnectOptions {
     /// Use an ephemeral conversation deleted on exit.
     pub memory: bool,
 }
+
+/// The prompt's line editor, with Tab completion.
+type LineEditor = rustyline::Editor<CommandCompleter, rustyline::history::DefaultHistory>;
 
 /// From the async side to the UI thread.
 enum Ui {
@@ -92,15 +98,18 @@ impl ManageHost for Session {
 /// life in order: join (with the resume fallback), replay, start the UI thread, the event
 /// loop, then leave.
 pub async fn connect(server: &Endpoint, options: ConnectOptions) -> CliResult {
-    let conn = Connection::connect_to(server).await?;
+    let conn = Arc::new(Connection::connect_to(server).await?);
     let mut events = conn.take_events().expect("fresh connection");
     // From here Ctrl-C is ours (cancel), not the default (kill).
     let mut interrupts = interrupt_stream();
 
     let (ui_tx, ui_rx) = std_mpsc::channel::<Ui>();
     let (input_tx, mut input_rx) = mpsc::unbounded_channel::<Input>();
+    let config = rustyline::Config::builder()
+        .completion_type(rustyline::CompletionType::List)
+        .build();
     let mut editor =
-        rustyline::DefaultEditor::new().map_err(|e| CliError::new(format!("terminal: {e}")))?;
+        LineEditor::with_config(config).map_err(|e| CliError::new(format!("terminal: {e}")))?;
     let mut printer = editor.create_external_printer().ok();
 
     let joined = match (&options.conversation, options.memory) {
@@ -146,6 +155,13 @@ pub async fn connect(server: &Endpoint, options: ConnectOptions) -> CliResult {
     );
     replay(&conn, &session).await;
 
+    // Tab asks the server of the conversation the prompt is in.
+    let completed_in = Arc::new(Mutex::new(session.conversation_id.clone()));
+    editor.set_helper(Some(CommandCompleter {
+        conn: conn.clone(),
+        runtime: tokio::runtime::Handle::current(),
+        conversation: completed_in.clone(),
+    }));
     // The UI thread owns the editor.
     let history_file = home_dir().join("cli-history.txt");
     let _ = editor.load_history(&history_file);
@@ -164,6 +180,9 @@ pub async fn connect(server: &Endpoint, options: ConnectOptions) -> CliResult {
                         let line = line.trim().to_string();
                         if !line.is_empty() {
                             handle_line(&conn, &mut session, &line, &ui_tx, &mut input_rx, &mut events, &mut interrupts, &mut pending_questions).await;
+                            if let Ok(mut id) = completed_in.lock() {
+                                id.clone_from(&session.conversation_id);
+                            }
                         }
                         let _ = ui_tx.send(Ui::Prompt(prompt(&session)));
                     }
@@ -210,7 +229,7 @@ fn prompt(session: &Session) -> String {
 }
 
 fn ui_loop(
-    mut editor: rustyline::DefaultEditor,
+    mut editor: LineEditor,
     mut prompt_text: String,
     ui_rx: std_mpsc::Receiver<Ui>,
     input_tx: mpsc::UnboundedSender<Input>,
@@ -277,7 +296,7 @@ fn ui_loop(
 }
 
 /// Saves the prompt history, readable by its owner only (it holds what the user typed).
-fn save_history(editor: &mut rustyline::DefaultEditor, file: &Path) {
+fn save_history(editor: &mut LineEditor, file: &Path) {
     use std::os::unix::fs::PermissionsExt;
     if let Some(dir) = file.parent() {
         let _ = roundtable_actors::storage::durable::private_dir_builder()

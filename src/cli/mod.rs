@@ -5,7 +5,7 @@
 //! `restore` only the archive and the target directory (nothing here reads a running server's
 //! files); and [`service`], which writes the systemd unit that runs the server.
 //!
-//! Files: `connect.rs` (the interactive prompt), `conversations.rs`, `run.rs`, `server.rs`,
+//! Files: `connect.rs` (the interactive prompt; `complete.rs` its Tab completion), `conversations.rs`, `run.rs`, `server.rs`,
 //! `backup.rs` (one per subcommand; `backup.rs` has both archive commands), `render.rs`
 //! (terminal-safe text, messages, history, the table: shared by every subcommand, so not
 //! under `connect`), `state.rs` (`cli-state.json`, the last joined conversation). The binary
@@ -15,6 +15,7 @@
 use crate::client::{ClientError, Endpoint};
 
 mod backup;
+mod complete;
 mod connect;
 mod conversations;
 mod render;

@@ -37,6 +37,7 @@ const FILES: &[(&str, &str, &str)] = web_files![
     "rpc.js" => JS,
     "markdown.js" => JS,
     "api.js" => JS,
+    "completion.js" => JS,
     "composer.js" => JS,
     "connection.js" => JS,
     "dialogs.js" => JS,

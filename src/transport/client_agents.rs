@@ -9,27 +9,41 @@
 //! client agents — decides. The name is reserved here while the conversation decides, so two
 //! registrations in flight cannot both pass.
 //!
-//! Invokes: a turn's tool call arrives as [`InvokeClientAgent`]; it gets the channel's next
-//! callId (one counter per channel, from 0), goes out as an `invoke`, and waits in `pending`
-//! (at most [`MAX_PENDING_INVOKES_PER_CONNECTION`]) for the `invokeResult` / `invokeError`
-//! with that (channel, callId), or for `--client-agent-timeout`. Removing an agent (unregister,
-//! leave, conversation gone, another client's unregister) fails its waiting calls; closing
-//! the socket fails them all. Every failure is a [`CallError`] whose text the model sees.
+//! Invokes: a turn's tool call, a command or a completion arrives as [`InvokeClientAgent`];
+//! it gets the channel's next callId (one counter per channel, from 0, shared with the calls
+//! the server sends), goes out as an `invoke`, and waits in `pending` (at most
+//! [`MAX_PENDING_INVOKES_PER_CONNECTION`]) for the `invokeResult` / `invokeError` with that
+//! (channel, callId), or for `--client-agent-timeout`. Removing an agent (unregister, leave,
+//! conversation gone, another client's unregister) fails its waiting calls; closing the
+//! socket fails them all. Every failure is a [`CallError`] whose text the model sees. When
+//! the waiting side goes away first (its turn was cancelled: [`CloseClientAgentCall`]), the
+//! call stops waiting at once, an `executeAction` gets the call `cancelAction
+//! {actionContextId}` on its channel, and the late answer is dropped.
+//!
+//! The agent's own calls on its channel ([`AgentCall`]: `notify`, `setDisplay`,
+//! `appendDisplay`, `takeAction`, `appendDiagnosticData`) go to its conversation as
+//! [`ClientAgentOutput`]; those naming an action context (`actionContextId`) only while that
+//! context's invoke waits, tagged with the turn that made it. Anything else is ignored (debug
+//! log). Each call is one frame (bounded by `--max-frame-bytes`); a conversation whose
+//! mailbox is full drops it.
 
 use actix::prelude::*;
 use roundtable_actors::agent::client_agent::{
-    parse_registration, CallError, MAX_AGENTS_PER_CONNECTION, MAX_PENDING_INVOKES_PER_CONNECTION,
+    parse_registration, CallError, CANCEL_ACTION, MAX_AGENTS_PER_CONNECTION,
+    MAX_PENDING_INVOKES_PER_CONNECTION,
 };
 use roundtable_actors::conversation::{
-    ClientAgentHost, ClientAgentRemoved, InvokeClientAgent, RegisterClientAgent,
+    AgentAnswer, AgentCall, AgentReply, ClientAgentHost, ClientAgentOutput, ClientAgentRemoved,
+    CloseClientAgentCall, InvokeClientAgent, OpenAction, RegisterClientAgent,
     UnregisterClientAgent,
 };
 use roundtable_actors::ids::{ConversationId, ConversationRef};
 use roundtable_actors::protocol::{
     self, agent_channel, Args, RpcError, RpcResult, AGENT_PREFIX, AGENT_SERVER_CHANNEL,
 };
+use serde::Deserialize;
+use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};
-use tokio::sync::oneshot;
 
 use super::Connection;
 
@@ -49,10 +63,38 @@ pub(super) struct HostedAgent {
 pub(super) struct PendingInvoke {
     /// The agent, for error texts.
     name: String,
-    /// Where the answer goes (the turn's tool call).
-    reply: oneshot::Sender<Result<Option<Value>, CallError>>,
+    /// The method, for logs.
+    method: &'static str,
+    /// The action context it opened: the agent's calls naming it go to that turn.
+    action: Option<OpenAction>,
+    /// Keep the answer's `result` text (`getCommands`).
+    keep_text: bool,
+    /// Where the answer goes (the turn's tool call, the command, the completion).
+    reply: AgentReply,
     /// The time-out, cancelled by the answer.
     timer: SpawnHandle,
+}
+
+/// An `invokeResult` frame, read again for its `result` as the client wrote it.
+#[derive(Deserialize)]
+struct RawAnswer<'a> {
+    /// The message.
+    #[serde(borrow)]
+    message: RawAnswerMessage<'a>,
+}
+
+/// The message of a [`RawAnswer`].
+#[derive(Deserialize)]
+struct RawAnswerMessage<'a> {
+    /// `result`, unparsed.
+    #[serde(borrow, default)]
+    result: Option<&'a RawValue>,
+}
+
+/// The `result` of an `invokeResult` frame as its JSON text.
+fn raw_result(frame: &str) -> Option<String> {
+    let answer: RawAnswer<'_> = serde_json::from_str(frame).ok()?;
+    answer.message.result.map(|r| r.get().to_string())
 }
 
 /// `registerClientAgent({name, manifest, agentInterface, conversationId?})`, its argument
@@ -245,7 +287,8 @@ impl Connection {
             host: ClientAgentHost {
                 token,
                 invoke: addr.clone().recipient(),
-                removed: addr.recipient(),
+                removed: addr.clone().recipient(),
+                close: addr.recipient(),
             },
         });
         ctx.spawn(req.into_actor(self).map(move |res, act, _| {
@@ -367,13 +410,15 @@ impl Connection {
             .is_some_and(|h| h.registered)
     }
 
-    /// An `invokeResult` / `invokeError` from the client: the answer of a pending invoke, or
-    /// dropped (late, after a time-out or unregister; or never asked).
+    /// An `invokeResult` / `invokeError` from the client (`frame`: its text): the answer of
+    /// a pending invoke, or dropped (late, after a time-out, a cancelled turn or unregister;
+    /// or never asked).
     pub(super) fn on_response(
         &mut self,
         channel: String,
         call_id: u64,
         outcome: Result<Option<Value>, String>,
+        frame: &str,
         ctx: &mut Context<Self>,
     ) {
         let Some(p) = self.pending.remove(&(channel, call_id)) else {
@@ -385,9 +430,66 @@ impl Connection {
         };
         ctx.cancel_future(p.timer);
         let name = p.name;
-        let _ = p
-            .reply
-            .send(outcome.map_err(|error| CallError::Failed { name, error }));
+        let keep_text = p.keep_text;
+        let answer = outcome
+            .map(|result| AgentAnswer {
+                text: if keep_text { raw_result(frame) } else { None },
+                result,
+            })
+            .map_err(|error| CallError::Failed { name, error });
+        let _ = p.reply.send(answer);
+    }
+
+    /// A `call` on the channel of an agent this socket hosts: routed to its conversation
+    /// (see the module docs), or ignored with a debug log.
+    pub(super) fn on_agent_call(&mut self, channel: &str, method: &str, args: &Args) {
+        let Some(name) = channel.strip_prefix(AGENT_PREFIX) else {
+            return;
+        };
+        let Some(hosted) = self.agents.get(name).filter(|h| h.registered) else {
+            return;
+        };
+        let (call, context) = match AgentCall::parse(method, args) {
+            Ok(parsed) => parsed,
+            Err(e) => {
+                log::debug!("socket {}: {channel}: call ignored: {e}", self.socket_id);
+                return;
+            }
+        };
+        let turn = match context {
+            None => None,
+            Some(id) => {
+                let open = self.pending.iter().find_map(|((c, _), p)| {
+                    p.action
+                        .filter(|a| c == channel && a.action_context_id == id)
+                        .map(|a| a.turn)
+                });
+                let Some(turn) = open else {
+                    log::debug!(
+                        "socket {}: {channel}: {method} names actionContextId {id}, which is not open; ignored",
+                        self.socket_id
+                    );
+                    return;
+                };
+                Some(turn)
+            }
+        };
+        let Some(joined) = self.joined.get(&hosted.conversation_id) else {
+            return;
+        };
+        let output = ClientAgentOutput {
+            connection_id: joined.connection_id,
+            name: name.to_string(),
+            token: hosted.token,
+            turn,
+            call,
+        };
+        if joined.conversation.try_send(output).is_err() {
+            log::warn!(
+                "socket {}: conversation busy, {method} of client agent {name} dropped",
+                self.socket_id
+            );
+        }
     }
 
     /// The socket is closing: every waiting call fails (`disconnected`).
@@ -408,6 +510,8 @@ impl Handler<InvokeClientAgent> for Connection {
             token,
             method,
             args,
+            action,
+            keep_text,
             reply,
         } = msg;
         let hosted = self
@@ -457,8 +561,59 @@ impl Handler<InvokeClientAgent> for Connection {
                 }
             }
         });
-        self.pending
-            .insert(key, PendingInvoke { name, reply, timer });
+        let pending = PendingInvoke {
+            name,
+            method,
+            action,
+            keep_text,
+            reply,
+            timer,
+        };
+        self.pending.insert(key, pending);
+    }
+}
+
+impl Handler<CloseClientAgentCall> for Connection {
+    type Result = ();
+
+    /// The waiting side of a call went away (its turn was cancelled): stop waiting, and send
+    /// `cancelAction` when asked; the late answer finds nothing pending and is dropped.
+    fn handle(&mut self, msg: CloseClientAgentCall, ctx: &mut Self::Context) {
+        let channel = agent_channel(&msg.name);
+        let Some(hosted) = self
+            .agents
+            .get_mut(&msg.name)
+            .filter(|h| h.token == msg.token && h.registered)
+        else {
+            return;
+        };
+        let key = self.pending.iter().find_map(|(key, p)| {
+            (key.0 == channel
+                && p.action
+                    .is_some_and(|a| a.action_context_id == msg.action_context_id))
+            .then(|| key.clone())
+        });
+        let Some(p) = key.and_then(|key| self.pending.remove(&key)) else {
+            return;
+        };
+        ctx.cancel_future(p.timer);
+        log::info!(
+            "socket {}: {} with actionContextId {} on {channel} cancelled by its turn",
+            self.socket_id,
+            p.method,
+            msg.action_context_id
+        );
+        if msg.cancel_action && !self.closing {
+            let call_id = hosted.next_call_id;
+            hosted.next_call_id += 1;
+            let args = json!([{"actionContextId": msg.action_context_id}]).to_string();
+            self.send(protocol::call_frame(
+                &channel,
+                call_id,
+                CANCEL_ACTION,
+                &args,
+            ));
+        }
     }
 }
 

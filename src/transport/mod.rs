@@ -405,7 +405,7 @@ impl Connection {
                 channel,
                 call_id,
                 outcome,
-            }) => self.on_response(channel, call_id, outcome, ctx),
+            }) => self.on_response(channel, call_id, outcome, text, ctx),
         }
     }
 
@@ -455,8 +455,12 @@ impl Connection {
     }
 
     /// A `call` (never answered) on a joined `dispatcher:<id>`: forwarded to the conversation,
-    /// dropped when its mailbox is full; ignored on any other channel.
+    /// dropped when its mailbox is full; on a hosted agent's channel, the agent's call
+    /// (`client_agents.rs`); ignored on any other channel.
     fn on_call(&mut self, channel: &str, method: String, args: Args) {
+        if self.hosts_channel(channel) {
+            return self.on_agent_call(channel, &method, &args);
+        }
         match self.joined_on(channel) {
             Some(joined) => {
                 // Bounded: a conversation whose mailbox is full drops the call.

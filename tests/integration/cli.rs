@@ -445,3 +445,50 @@ fn ctrl_c_cancels_the_running_command() {
     p.send_control('d').unwrap();
     p.exp_eof().unwrap();
 }
+
+/// Tab at the prompt completes `@` commands from the server's `getCommandCompletion`, key by
+/// key as typed: `@sys` Tab is `@system`, then ` config ag` Tab is `@system config agents`,
+/// which runs. (A real terminal type: a dumb one has no line editing.)
+#[test]
+fn tab_completes_commands_at_the_prompt() {
+    let server = Server::start(&[]);
+    let home = tempfile::tempdir().unwrap();
+    let mut cmd = Command::new(binary());
+    cmd.args(["connect", "--port", &server.port.to_string()])
+        .env("ROUNDTABLE_HOME", home.path())
+        .env("RUST_LOG", "warn")
+        .env("TERM", "xterm");
+    let mut p = rexpect::session::spawn_with_options(
+        cmd,
+        rexpect::session::Options {
+            timeout_ms: Some(15_000),
+            strip_ansi_escape_codes: true,
+        },
+    )
+    .expect("spawn in a pty");
+    p.exp_string("CLI> ").unwrap();
+    // One key at a time, each after its echo, as a person types (rustyline reads keys that
+    // arrive together in one read only when the next read comes).
+    let type_keys = |p: &mut rexpect::session::PtySession, keys: &str| {
+        for key in keys.chars() {
+            p.send(&key.to_string()).unwrap();
+            p.flush().unwrap();
+            p.exp_string(&key.to_string()).unwrap();
+        }
+    };
+    type_keys(&mut p, "@sys");
+    p.send("\t").unwrap();
+    p.flush().unwrap();
+    p.exp_string("CLI> @system").unwrap();
+    type_keys(&mut p, " config ag");
+    p.send("\t").unwrap();
+    p.flush().unwrap();
+    p.exp_string("CLI> @system config agents").unwrap();
+    p.send("\r").unwrap();
+    p.flush().unwrap();
+    p.exp_string("Agents and tools of this conversation")
+        .unwrap();
+    p.exp_string("CLI> ").unwrap();
+    p.send_control('d').unwrap();
+    p.exp_eof().unwrap();
+}

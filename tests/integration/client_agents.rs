@@ -152,13 +152,18 @@ fn the_model_runs_an_action_on_the_phone() {
     let rid = Client::request_id(&cli.submit(&id, "wake me at 7 on mondays"));
     let (call_id, args) = phone.expect_invoke(PHONE, "executeAction");
     assert_eq!(call_id, 0);
+    // The registration's session context: a UUID (checked in client_agent_commands.rs).
+    let session = args[0]["sessionContextId"]
+        .as_str()
+        .expect("sessionContextId");
     assert_eq!(
         args,
         json!([{
             "action": {"schemaName": "androidDevice", "actionName": "setAlarm",
                 "parameters": {"time": "07:00", "days": ["monday"]}},
             "actionContextId": 0, "contextId": 0, "hasInstanceStorage": false,
-            "hasSessionStorage": false, "isFromReasoningLoop": true
+            "hasSessionStorage": false, "isFromReasoningLoop": true,
+            "sessionContextId": session
         }])
     );
     phone.send_result(

@@ -308,10 +308,11 @@ fn at_commands_and_small_methods() {
     let c = a
         .invoke(&d, "getCommandCompletion", json!(["@conv", "forward"]))
         .unwrap();
+    assert_eq!(c["startIndex"], 1);
     assert!(c["completions"][0]["completions"]
         .as_array()
         .unwrap()
-        .contains(&json!("@conversation")));
+        .contains(&json!("conversation")));
     let status = a.invoke(&d, "getStatus", json!([])).unwrap();
     assert!(status["agents"].is_array() && status["details"].as_str().unwrap().contains("builtin"));
     assert_eq!(

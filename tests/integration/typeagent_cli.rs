@@ -313,7 +313,9 @@ fn system_trace_sets_the_server_log_filter() {
     assert_eq!(shown(&calls), "Log filter: roundtable_actors=debug,info");
 }
 
-/// `getCommandCompletion` offers the new families and their sub-commands.
+/// `getCommandCompletion` offers the new families and their sub-commands in TypeAgent's
+/// shape: names without `@`, `startIndex` where they attach (the whole contract is
+/// `completion.rs`).
 #[test]
 fn completion_offers_the_cli_commands() {
     let server = Server::start(&[]);
@@ -323,28 +325,49 @@ fn completion_offers_the_cli_commands() {
         a.invoke(&d, "getCommandCompletion", json!([prefix, "forward"]))
             .unwrap()
     };
-    let names = |c: &Value| c["completions"][0]["completions"].clone();
+    let names = |c: &Value, group: usize| c["completions"][group]["completions"].clone();
     let c = complete("@");
-    for command in ["@dispatcher", "@system", "@conversation", "@compact"] {
-        assert!(names(&c).as_array().unwrap().contains(&json!(command)));
-    }
+    assert_eq!(c["startIndex"], 1);
+    assert_eq!(
+        names(&c, 0),
+        json!(["conversation", "help", "compact", "explain", "translate"])
+    );
+    assert_eq!(names(&c, 1), json!(["dispatcher", "system"]));
     let c = complete("@dispatcher ");
-    assert_eq!(names(&c), json!(["request", "translate", "explain"]));
+    assert_eq!(names(&c, 0), json!(["request", "translate", "explain"]));
     assert_eq!(c["startIndex"], 12);
     let c = complete("@system h");
     assert_eq!(
-        names(&c),
+        names(&c, 0),
         json!(["help", "history", "session", "config", "trace"])
     );
     assert_eq!(c["startIndex"], 8);
     assert_eq!(
-        names(&complete("@system config ")),
+        names(&complete("@system config "), 0),
         json!(["show", "agents"])
     );
-    assert_eq!(names(&complete("@system session ")), json!(["info"]));
+    assert_eq!(names(&complete("@system session "), 0), json!(["info"]));
     let c = complete("@dispatcher request @sys");
-    assert_eq!(c["startIndex"], 20);
-    assert!(names(&c).as_array().unwrap().contains(&json!("@system")));
+    assert_eq!(c["startIndex"], 21);
+    assert!(names(&c, 1).as_array().unwrap().contains(&json!("system")));
+    // Backspacing onto a complete sub-command reconsiders it: its siblings, at its start.
+    let c = a
+        .invoke(
+            &d,
+            "getCommandCompletion",
+            json!(["@system config agents", "backward"]),
+        )
+        .unwrap();
+    assert_eq!(c["startIndex"], 15);
+    assert_eq!(c["directionSensitive"], true);
+    assert_eq!(names(&c, 0), json!(["show", "agents"]));
+    // Anything but a string is the empty result, never an RPC error.
+    let c = a.invoke(&d, "getCommandCompletion", json!([42])).unwrap();
+    assert_eq!(
+        c,
+        json!({"startIndex": 0, "completions": [], "closedSet": false,
+            "directionSensitive": false, "afterWildcard": "none"})
+    );
 }
 
 /// A request from the CLI after another client deleted its conversation gets the exact

@@ -1003,6 +1003,45 @@ test("forms, proposed actions and pick-and-remember are answered in the page; fe
   const replayed = page.locator('.msg.interaction[aria-label="Form"]').first();
   await replayed.locator(".outcome", { hasText: "Answered: submitted" }).waitFor();
   await shot(page, "10-forms-and-proposals", { fullPage: true });
+test("Tab completes @ commands from getCommandCompletion, level by level", async (t) => {
+  const { server } = await serverFor(t);
+  const { page, sentMethods } = await openClient(t, server);
+  const input = page.locator("#input");
+  const options = page.locator("#completions [role=option]");
+  const shownItems = () => options.allTextContents();
+
+  await input.pressSequentially("@sys");
+  await page.locator("#completions [role=option]", { hasText: "system" }).waitFor();
+  assert.deepEqual(await shownItems(), ["system"]);
+  assert.equal(await input.getAttribute("aria-expanded"), "true");
+  await input.press("Tab");
+  assert.equal(await input.inputValue(), "@system");
+  // The next level comes by itself: @system's sub-commands (sorted), the first highlighted.
+  await page.waitForFunction(() => document.querySelectorAll("#completions [role=option]").length === 5);
+  assert.deepEqual(await shownItems(), ["config", "help", "history", "session", "trace"]);
+  await input.press("ArrowDown");
+  await input.press("ArrowUp");
+  assert.equal(await page.locator('#completions [aria-selected="true"]').textContent(), "config");
+  await input.press("Tab");
+  assert.equal(await input.inputValue(), "@system config");
+  await page.locator("#completions [role=option]", { hasText: "agents" }).waitFor();
+  await input.pressSequentially(" a");
+  await page.waitForFunction(() => document.querySelectorAll("#completions [role=option]").length === 1);
+  await input.press("Tab");
+  assert.equal(await input.inputValue(), "@system config agents");
+  await page.locator("#completions").waitFor({ state: "hidden" });
+  await input.press("Enter");
+  await page.locator(".msg.agent .msg-body", { hasText: "Agents and tools of this conversation" }).waitFor();
+  // Escape closes the list; plain text asks nothing.
+  await input.pressSequentially("@h");
+  await options.first().waitFor();
+  await input.press("Escape");
+  await page.locator("#completions").waitFor({ state: "hidden" });
+  assert.equal(await input.inputValue(), "@h");
+  await input.fill("");
+  const asked = sentMethods.filter((m) => m === "getCommandCompletion").length;
+  await input.pressSequentially("hello");
+  assert.equal(sentMethods.filter((m) => m === "getCommandCompletion").length, asked);
 });
 
 test("queue state and Cancel while a slow model runs (OpenAI-compatible provider)", async (t) => {

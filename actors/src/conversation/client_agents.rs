@@ -1,14 +1,29 @@
 //! The conversation's client agents: who registered which agent, the checks a registration
 //! passes (exact texts of the reference), the tools each agent adds to the conversation's
-//! turns, and the list `getStatus` and `@system config agents` show.
+//! turns, its `@<agent> …` commands, the calls it makes on its channel while it runs, and the
+//! list `getStatus` and `@system config agents` show.
 //!
 //! Who talks to it: the transport's connections ([`RegisterClientAgent`],
-//! [`UnregisterClientAgent`]); the conversation itself drops a client's agents when the
-//! client leaves (leave, `close`, socket close, slow consumer). A tool call does not come
-//! back here: the turn's [`ClientAgentTools`] sends [`InvokeClientAgent`] straight to the
-//! hosting connection, which sends the `executeAction` invoke and matches its answer. Each
-//! registration carries a token, so a notice or call meant for an earlier registration of
-//! the same name is recognised and refused by the connection.
+//! [`UnregisterClientAgent`], and [`ClientAgentOutput`] for the agent's calls: `notify`,
+//! `setDisplay`, `appendDisplay`, `takeAction`, `appendDiagnosticData`); the conversation
+//! itself drops a client's agents when the client leaves (leave, `close`, socket close, slow
+//! consumer). An invoke does not come back here: the turn's [`ClientAgentTools`] (or a
+//! command, or a completion) sends [`InvokeClientAgent`] straight to the hosting connection,
+//! which sends the invoke and matches its answer. Each registration carries a token, so a
+//! notice or call meant for an earlier registration of the same name is recognised and
+//! refused by the connection.
+//!
+//! Session context: each registration is one TypeAgent session context, with its own
+//! `sessionContextId` (a UUID minted at registration, sent with every invoke; a new
+//! registration of the same name gets a new one) and `contextId` 0. Action contexts
+//! (`actionContextId`) are numbered per registration; one is open while its `executeAction` /
+//! `executeCommand` waits, and the agent's calls naming it reach the turn that made it.
+//!
+//! Cancellation: a call's waiting side holds a [`CallGuard`]; when the turn is cancelled
+//! (`cancelCommand`, `interrupt`, a superseding submit, no clients) its future is dropped,
+//! the guard tells the connection ([`CloseClientAgentCall`]), which stops waiting at once,
+//! sends `cancelAction {actionContextId}` for an `executeAction` (TypeAgent sends it only for
+//! actions) and drops the late answer.
 //!
 //! A registration changes the tools of the *next* turn: a running turn keeps the tools it
 //! started with (a call to an agent unregistered meanwhile fails with a clear error).
@@ -19,33 +34,67 @@ use std::sync::Arc;
 
 use actix::prelude::*;
 use serde::Serialize;
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 use tokio::sync::oneshot;
 
+use super::queue::Request;
+use super::routing::{Audience, DisplayMode};
 use super::Conversation;
+use crate::agent::client_agent::command::{
+    command_usage, next_word, parse_descriptors, parse_params, resolve, table_usage, trim_start_js,
+    Descriptors,
+};
 use crate::agent::client_agent::{
-    action_result_text, execute_action_args, CallError, ClientAgentSpec, EXECUTE_ACTION,
+    action_result_text, context_params, execute_action_args, execute_command_args, CallError,
+    ClientAgentSpec, EXECUTE_ACTION, EXECUTE_COMMAND, GET_COMMANDS, GET_COMMAND_COMPLETION,
     MAX_AGENTS_PER_CONVERSATION, RESERVED_AGENT_NAMES,
 };
 use crate::agent::turn::{ToolServer, ASK_USER};
 use crate::agent::{tools, LocalBoxFuture, ToolSpec};
+use crate::client::OutboundCall;
 use crate::ids::{ConnectionId, ConversationId};
-use crate::protocol::{RpcError, RpcResult};
+use crate::protocol::{Args, RpcError, RpcResult};
 
 /// Where a client agent's calls go: its socket's connection, and the registration's token.
 #[derive(Clone)]
 pub struct ClientAgentHost {
     /// Set by the connection for this registration; calls and notices carry it back.
     pub token: u64,
-    /// The hosting connection, which sends the `executeAction` invoke.
+    /// The hosting connection, which sends the invokes.
     pub invoke: Recipient<InvokeClientAgent>,
     /// The hosting connection, told when another client unregisters its agent.
     pub removed: Recipient<ClientAgentRemoved>,
+    /// The hosting connection, told when a call's waiting side went away (cancelled turn).
+    pub close: Recipient<CloseClientAgentCall>,
 }
 
-/// Run an action on a client agent: sent by a turn's tool call to the hosting connection,
-/// which answers on `reply` (the `ActionResult`, or why there is none). Bounded: a turn
-/// awaits each tool call, so one is outstanding per conversation at a time.
+/// The action context an invoke opens (`executeAction`, `executeCommand`): while the invoke
+/// waits, the agent's calls naming `action_context_id` are routed to `turn`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OpenAction {
+    /// Its `actionContextId`.
+    pub action_context_id: u64,
+    /// The conversation's turn that made the call (its output goes to that request).
+    pub turn: u64,
+}
+
+/// The client's answer to an invoke.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AgentAnswer {
+    /// `invokeResult.result` (`None` when absent or `null`).
+    pub result: Option<Value>,
+    /// The `result` as the client wrote it (when the invoke asked for it): `getCommands`
+    /// answers are read from it, as the order of an object's keys declares positional
+    /// arguments and a parsed `Value` sorts keys.
+    pub text: Option<String>,
+}
+
+/// Where an invoke's answer goes.
+pub type AgentReply = oneshot::Sender<Result<AgentAnswer, CallError>>;
+
+/// Invoke a method on a client agent: sent by a turn's tool call, a command or a completion
+/// to the hosting connection, which answers on `reply` (the answer, or why there is none).
+/// Bounded by the connection (`MAX_PENDING_INVOKES_PER_CONNECTION`, `--client-agent-timeout`).
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct InvokeClientAgent {
@@ -53,12 +102,162 @@ pub struct InvokeClientAgent {
     pub name: String,
     /// The registration the call was made for.
     pub token: u64,
-    /// The agent-rpc method (`executeAction`).
+    /// The agent-rpc method (`executeAction`, `executeCommand`, `getCommands`,
+    /// `getCommandCompletion`).
     pub method: &'static str,
     /// The invoke's arguments.
     pub args: Value,
-    /// The answer: `invokeResult.result`, or why there is none.
-    pub reply: oneshot::Sender<Result<Option<Value>, CallError>>,
+    /// The action context the invoke opens, if any.
+    pub action: Option<OpenAction>,
+    /// Keep the answer's JSON text ([`AgentAnswer::text`]).
+    pub keep_text: bool,
+    /// The answer.
+    pub reply: AgentReply,
+}
+
+/// The waiting side of an invoke went away before its answer (the turn was cancelled): the
+/// connection stops waiting, drops the late answer and, for `executeAction`, sends the call
+/// `cancelAction {actionContextId}` on the agent's channel.
+#[derive(Message, Debug, Clone, PartialEq)]
+#[rtype(result = "()")]
+pub struct CloseClientAgentCall {
+    /// The agent.
+    pub name: String,
+    /// The registration.
+    pub token: u64,
+    /// The call's action context.
+    pub action_context_id: u64,
+    /// Send `cancelAction` (for `executeAction` only, as TypeAgent does).
+    pub cancel_action: bool,
+}
+
+/// A call a client agent made on its `agent:<name>` channel, read by its connection and
+/// routed here: `turn` is the turn whose action context it named (`None` for `notify`, which
+/// names the session context).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct ClientAgentOutput {
+    /// The hosting client's connection id in this conversation.
+    pub connection_id: ConnectionId,
+    /// The agent.
+    pub name: String,
+    /// The registration.
+    pub token: u64,
+    /// The turn of the open action context the call named.
+    pub turn: Option<u64>,
+    /// What the agent asks for.
+    pub call: AgentCall,
+}
+
+/// One of the agent's calls (TypeAgent's `AgentContextCallFunctions` Roundtable handles).
+#[derive(Debug, Clone, PartialEq)]
+pub enum AgentCall {
+    /// `notify(contextId, event, message, notificationId?)`: a notification to every client.
+    Notify {
+        /// `AppAgentEvent` (`error`, `warning`, `info`, `debug`, `toast`, `inline`).
+        event: String,
+        /// A string or `DisplayContent`.
+        message: Value,
+        /// The agent's id for it, if any.
+        notification_id: Option<String>,
+    },
+    /// `setDisplay({actionContextId, content})`: replaces the request's display.
+    SetDisplay {
+        /// `DisplayContent`.
+        content: Value,
+    },
+    /// `appendDisplay({actionContextId, content, mode})`.
+    AppendDisplay {
+        /// `DisplayContent`.
+        content: Value,
+        /// `mode` (absent: `inline`, as TypeAgent's default).
+        mode: DisplayMode,
+    },
+    /// `takeAction({actionContextId, action, data?})`: for the requesting client only.
+    TakeAction {
+        /// `ClientAction` (`show-camera`, `open-folder`, …).
+        action: String,
+        /// Its data (`null` when absent).
+        data: Value,
+    },
+    /// `appendDiagnosticData({actionContextId, data})`.
+    AppendDiagnosticData {
+        /// Anything.
+        data: Value,
+    },
+}
+
+impl AgentCall {
+    /// Reads a call on an agent's channel: the call and the `actionContextId` it names
+    /// (`None` for `notify`). The error says why it is ignored.
+    pub fn parse(method: &str, args: &Args) -> Result<(AgentCall, Option<u64>), String> {
+        if method == "notify" {
+            let event = args
+                .get(1)
+                .and_then(Value::as_str)
+                .ok_or("notify: event (argument 2) is not a string")?;
+            let message = args
+                .get(2)
+                .cloned()
+                .ok_or("notify: message (argument 3) is missing")?;
+            let notification_id = match args.get(3) {
+                None => None,
+                Some(Value::String(id)) => Some(id.clone()),
+                Some(_) => return Err("notify: notificationId (argument 4) is not a string".into()),
+            };
+            let call = AgentCall::Notify {
+                event: event.to_string(),
+                message,
+                notification_id,
+            };
+            return Ok((call, None));
+        }
+        let param = args
+            .get(0)
+            .and_then(Value::as_object)
+            .ok_or_else(|| format!("{method}: argument 1 is not an object"))?;
+        let context = param
+            .get("actionContextId")
+            .and_then(Value::as_u64)
+            .ok_or_else(|| format!("{method}: actionContextId is not a number"))?;
+        let field = |key: &str| param.get(key).cloned().filter(|v| !v.is_null());
+        let content = || field("content").ok_or_else(|| format!("{method}: content is missing"));
+        let call = match method {
+            "setDisplay" => AgentCall::SetDisplay {
+                content: content()?,
+            },
+            "appendDisplay" => {
+                let mode = match param.get("mode").and_then(Value::as_str) {
+                    None => DisplayMode::Inline,
+                    Some("inline") => DisplayMode::Inline,
+                    Some("block") => DisplayMode::Block,
+                    Some("temporary") => DisplayMode::Temporary,
+                    Some(other) => {
+                        return Err(format!(
+                            "appendDisplay: mode \"{other}\" is not supported by Roundtable"
+                        ))
+                    }
+                };
+                AgentCall::AppendDisplay {
+                    content: content()?,
+                    mode,
+                }
+            }
+            "takeAction" => AgentCall::TakeAction {
+                action: param
+                    .get("action")
+                    .and_then(Value::as_str)
+                    .ok_or("takeAction: action is not a string")?
+                    .to_string(),
+                data: field("data").unwrap_or(Value::Null),
+            },
+            "appendDiagnosticData" => AgentCall::AppendDiagnosticData {
+                data: field("data").unwrap_or(Value::Null),
+            },
+            other => return Err(format!("{other}: not supported by Roundtable")),
+        };
+        Ok((call, Some(context)))
+    }
 }
 
 /// Another client unregistered this connection's agent (TypeAgent lets any client of the
@@ -108,6 +307,20 @@ struct Registered {
     host: ClientAgentHost,
     /// `actionContextId`s of its calls: distinct for the registration's lifetime.
     next_action_context: Arc<AtomicU64>,
+    /// Its session context's `sessionContextId`, minted at registration.
+    session_context_id: Arc<str>,
+}
+
+impl Registered {
+    /// Its `@` commands' side.
+    fn command_host(&self) -> ClientCommandHost {
+        ClientCommandHost {
+            spec: self.spec.clone(),
+            host: self.host.clone(),
+            next_action_context: self.next_action_context.clone(),
+            session_context_id: self.session_context_id.clone(),
+        }
+    }
 }
 
 /// The conversation's client agents by name.
@@ -186,18 +399,130 @@ impl Conversation {
             .collect()
     }
 
-    /// The tool servers of a turn: the `--tool-server`s and every client agent.
+    /// The tool servers of the running turn: the `--tool-server`s and every client agent.
     pub(super) fn tool_servers(&self) -> HashMap<String, Arc<dyn ToolServer>> {
         let mut servers = self.setup.runtime.tool_servers.clone();
+        let turn = self.running.as_ref().map_or(0, |r| r.turn);
         for (name, r) in &self.client_agents.agents {
             let tools = ClientAgentTools {
                 spec: r.spec.clone(),
                 host: r.host.clone(),
                 next_action_context: r.next_action_context.clone(),
+                session_context_id: r.session_context_id.clone(),
+                turn,
             };
             servers.insert(name.clone(), Arc::new(tools));
         }
         servers
+    }
+
+    /// Every client agent as `@` commands see it (completion lists them under `Agent
+    /// Names` when they run commands).
+    pub(super) fn command_hosts(&self) -> Vec<ClientCommandHost> {
+        self.client_agents
+            .agents
+            .values()
+            .map(Registered::command_host)
+            .collect()
+    }
+
+    /// The command-running client agent `text` names (`@<agent> …`), if any.
+    pub(super) fn client_command_host(&self, text: &str) -> Option<ClientCommandHost> {
+        let rest = trim_start_js(text).strip_prefix('@')?;
+        let (start, end) = next_word(rest, 0).filter(|(start, _)| *start == 0)?;
+        let r = self.client_agents.agents.get(&rest[start..end])?;
+        r.spec.executes_commands.then(|| r.command_host())
+    }
+
+    /// Runs `@<agent> <sub…> <params>` (`text`) for the running request, as TypeAgent's
+    /// `processCommandNoLock` does: the agent's command tree (`getCommands`), the command and
+    /// its parameters resolved and parsed (errors shown as `ERROR: <message>`), then
+    /// `setDisplayInfo` and the `executeCommand` invoke; its `ActionResult` is shown and the
+    /// request completes. Cancelling the request stops the wait (no `cancelAction`: TypeAgent
+    /// sends it for actions only).
+    pub(super) fn start_client_command(
+        &mut self,
+        turn: u64,
+        host: ClientCommandHost,
+        text: String,
+        ctx: &mut Context<Self>,
+    ) {
+        let addr = ctx.address();
+        self.spawn_for_running(
+            async move {
+                let outcome = run_client_command(&host, &text, turn, &addr).await;
+                let agent = host.name().to_string();
+                addr.do_send(ClientCommandEvent::Done {
+                    turn,
+                    agent,
+                    outcome,
+                });
+            },
+            ctx,
+        );
+    }
+
+    /// The `IAgentMessage` extra fields of a client agent's output: its name as the source,
+    /// its emoji as the icon.
+    fn agent_source(name: &str, emoji: &str) -> Value {
+        let mut extra = json!({"source": name});
+        if !emoji.is_empty() {
+            extra["sourceIcon"] = json!(emoji);
+        }
+        extra
+    }
+
+    /// The running request, if it is `turn`'s.
+    fn request_of(&self, turn: u64) -> Option<Request> {
+        self.running
+            .as_ref()
+            .filter(|r| r.turn == turn)
+            .map(|r| r.request.clone())
+    }
+
+    /// A client agent's call, for the running request it names (see [`AgentCall`]).
+    fn agent_call(&mut self, name: &str, emoji: &str, turn: Option<u64>, call: AgentCall) {
+        let id = self.setup.id;
+        if let AgentCall::Notify {
+            event,
+            message,
+            notification_id,
+        } = call
+        {
+            log::debug!("conversation {id}: client agent {name} notifies ({event})");
+            let args = json!([notification_id, event, message, name, null, null]);
+            return self.broadcast("notify", args, None);
+        }
+        let Some(request) = turn.and_then(|t| self.request_of(t)) else {
+            log::debug!(
+                "conversation {id}: {call:?} of client agent {name} for a finished turn ignored"
+            );
+            return;
+        };
+        let extra = Self::agent_source(name, emoji);
+        match call {
+            AgentCall::Notify { .. } => unreachable!("handled above"),
+            AgentCall::SetDisplay { content } => {
+                let mut message = json!({"message": content, "requestId": request.id_obj()});
+                if let (Some(m), Value::Object(extra)) = (message.as_object_mut(), extra) {
+                    m.extend(extra);
+                }
+                self.log_entry(json!({"type": "set-display", "message": message}));
+                self.broadcast("setDisplay", json!([message]), Some(request.origin));
+            }
+            AgentCall::AppendDisplay { content, mode } => {
+                self.display(&request, content, Some(extra), mode);
+            }
+            AgentCall::TakeAction { action, data } => {
+                let call =
+                    OutboundCall::new("takeAction", &json!([request.id_obj(), action, data]));
+                self.emit(call, &Audience::Only(request.origin));
+            }
+            AgentCall::AppendDiagnosticData { data } => {
+                let args = json!([request.id_obj(), data]);
+                self.broadcast("appendDiagnosticData", args, Some(request.origin));
+            }
+        }
     }
 
     /// A client left: its agents go (its connection forgets them itself).
@@ -265,6 +590,7 @@ impl Handler<RegisterClientAgent> for Conversation {
                 spec: Arc::new(msg.spec),
                 host: msg.host,
                 next_action_context: Arc::default(),
+                session_context_id: uuid::Uuid::new_v4().to_string().into(),
             },
         );
         Ok(())
@@ -306,6 +632,388 @@ impl Handler<UnregisterClientAgent> for Conversation {
     }
 }
 
+impl Handler<ClientAgentOutput> for Conversation {
+    type Result = ();
+
+    /// A call of a registered agent (the registration it names, from the client that holds
+    /// it); anything else is ignored with a debug log.
+    fn handle(&mut self, msg: ClientAgentOutput, ctx: &mut Self::Context) {
+        let registered = self
+            .client_agents
+            .agents
+            .get(&msg.name)
+            .filter(|r| r.host.token == msg.token && r.connection_id == msg.connection_id);
+        let Some(r) = registered else {
+            log::debug!(
+                "conversation {}: call of client agent {} (no longer registered) ignored",
+                self.setup.id,
+                msg.name
+            );
+            return;
+        };
+        let emoji = r.spec.emoji.clone();
+        self.agent_call(&msg.name, &emoji, msg.turn, msg.call);
+        self.throttle(ctx);
+    }
+}
+
+/// What a running `@<agent> …` command reports to its conversation.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub enum ClientCommandEvent {
+    /// The command is resolved: `setDisplayInfo` goes out before `executeCommand`.
+    Resolved {
+        /// The turn.
+        turn: u64,
+        /// The agent.
+        agent: String,
+        /// The sub-command path.
+        commands: Vec<String>,
+    },
+    /// The command finished: the `ActionResult` (or none), or the error to show.
+    Done {
+        /// The turn.
+        turn: u64,
+        /// The agent.
+        agent: String,
+        /// The answer, or the error text (shown as `ERROR: <text>`).
+        outcome: Result<Option<Value>, String>,
+    },
+}
+
+impl Handler<ClientCommandEvent> for Conversation {
+    type Result = ();
+
+    fn handle(&mut self, msg: ClientCommandEvent, ctx: &mut Self::Context) {
+        match msg {
+            ClientCommandEvent::Resolved {
+                turn,
+                agent,
+                commands,
+            } => {
+                let Some(request) = self.request_of(turn) else {
+                    return;
+                };
+                self.log_entry(
+                    json!({"type": "set-display-info", "requestId": request.id_obj(),
+                    "source": agent, "action": commands}),
+                );
+                let args = json!([request.id_obj(), agent, null, commands]);
+                self.broadcast("setDisplayInfo", args, Some(request.origin));
+            }
+            ClientCommandEvent::Done {
+                turn,
+                agent,
+                outcome,
+            } => self.client_command_done(turn, &agent, outcome, ctx),
+        }
+        self.throttle(ctx);
+    }
+}
+
+impl Conversation {
+    /// Shows a finished `@<agent>` command's result (TypeAgent's `emitActionResult` for a
+    /// command: `displayContent` as a block; an `error` as an error, with its
+    /// `errorDisplayContent` if given) or its error, and completes the request.
+    fn client_command_done(
+        &mut self,
+        turn: u64,
+        agent: &str,
+        outcome: Result<Option<Value>, String>,
+        ctx: &mut Context<Self>,
+    ) {
+        let Some(request) = self.request_of(turn) else {
+            return;
+        };
+        let emoji = self
+            .client_agents
+            .agents
+            .get(agent)
+            .map(|r| r.spec.emoji.clone())
+            .unwrap_or_default();
+        let extra = Some(Self::agent_source(agent, &emoji));
+        let result = match outcome {
+            Err(e) => {
+                let text = format!("ERROR: {e}");
+                let error = json!({"type": "text", "content": text, "kind": "error"});
+                self.display(&request, error, extra, DisplayMode::Block);
+                return self.finish(turn, Some(text), ctx);
+            }
+            Ok(result) => result.unwrap_or(Value::Null),
+        };
+        if let Some(error) = result.get("error").filter(|e| !e.is_null()) {
+            let text = error
+                .as_str()
+                .map_or_else(|| error.to_string(), str::to_string);
+            let shown = match result.get("errorDisplayContent").filter(|c| !c.is_null()) {
+                Some(content) => content.clone(),
+                None => json!({"type": "text", "content": text, "kind": "error"}),
+            };
+            self.display(&request, shown, extra, DisplayMode::Block);
+            return self.finish(turn, Some(text), ctx);
+        }
+        if let Some(content) = result.get("displayContent").filter(|c| !c.is_null()) {
+            self.display(&request, content.clone(), extra, DisplayMode::Block);
+        }
+        self.finish(turn, None, ctx);
+    }
+}
+
+/// The body of a running `@<agent> …` command (`text`, as typed): its tree, the command
+/// parsed (`setDisplayInfo` once it is resolved), `executeCommand`; the `ActionResult` or the
+/// error text.
+async fn run_client_command(
+    host: &ClientCommandHost,
+    text: &str,
+    turn: u64,
+    conversation: &Addr<Conversation>,
+) -> Result<Option<Value>, String> {
+    let input = &trim_start_js(text)[1..];
+    let descriptors = host.commands().await?;
+    let (commands, params) = parse_agent_command(host.name(), input, descriptors.as_ref())?;
+    conversation.do_send(ClientCommandEvent::Resolved {
+        turn,
+        agent: host.name().to_string(),
+        commands: commands.clone(),
+    });
+    host.execute(commands, params, turn).await
+}
+
+/// The text an error of a call to the agent shows: the agent's own message when it answered
+/// `invokeError` (TypeAgent shows `e.message`), else what went wrong on the way.
+fn call_error_text(e: CallError) -> String {
+    match e {
+        CallError::Failed { error, .. } => error,
+        other => other.to_string(),
+    }
+}
+
+/// TypeAgent's `parseCommand` for `<agent> <sub…> <params>` (`input`, the text after `@`):
+/// the sub-command path and the parsed parameters (`ParseParamsResult`, absent when the
+/// command declares none), or the error text (usage texts are plainer than TypeAgent's).
+pub fn parse_agent_command(
+    agent: &str,
+    input: &str,
+    descriptors: Option<&Descriptors>,
+) -> Result<(Vec<String>, Option<Value>), String> {
+    let agent_end = next_word(input, 0).map_or(input.len(), |(_, end)| end);
+    let resolved = resolve(descriptors, input, agent_end);
+    let suffix = &input[resolved.suffix_start..];
+    let command = std::iter::once(agent.to_string())
+        .chain(resolved.commands.iter().cloned())
+        .collect::<Vec<_>>()
+        .join(" ");
+    if let Some(descriptor) = resolved.descriptor {
+        let parsed = match &descriptor.parameters {
+            None if !suffix.is_empty() => {
+                Err(format!("Command '@{command}' does not accept parameters."))
+            }
+            None => Ok(None),
+            Some(defs) => parse_params(suffix, defs, false).map(|p| Some(p.to_json())),
+        };
+        match parsed {
+            Ok(params) => return Ok((resolved.commands, params)),
+            Err(e) if resolved.matched || suffix.is_empty() || suffix.starts_with('-') => {
+                return Err(format!("{e}\n\n{}", command_usage(&command, descriptor)));
+            }
+            // Only the default matched: the error is about the table (below).
+            Err(_) => {}
+        }
+    }
+    let Some(table) = resolved.table else {
+        return Err(format!("Unknown command '{input}'"));
+    };
+    let message = if suffix.is_empty() {
+        format!("'@{command}' requires a subcommand.")
+    } else {
+        format!("'{suffix}' is not a subcommand for '@{command}'.")
+    };
+    Err(format!("{message}\n\n{}", table_usage(&command, table)))
+}
+
+/// A call's waiting side: when it is dropped before the answer (the turn's future was
+/// cancelled), the hosting connection is told to stop waiting ([`CloseClientAgentCall`]).
+struct CallGuard {
+    /// The close message, sent once on drop unless disarmed.
+    close: Option<(Recipient<CloseClientAgentCall>, CloseClientAgentCall)>,
+}
+
+impl CallGuard {
+    /// The answer came (or the connection went): nothing to close.
+    fn disarm(&mut self) {
+        self.close = None;
+    }
+}
+
+impl Drop for CallGuard {
+    fn drop(&mut self) {
+        if let Some((to, msg)) = self.close.take() {
+            log::debug!(
+                "client agent {}: call with actionContextId {} dropped by its turn",
+                msg.name,
+                msg.action_context_id
+            );
+            to.do_send(msg);
+        }
+    }
+}
+
+/// Sends one invoke to the agent's connection; the answer (or why there is none) arrives on
+/// the receiver.
+fn send_invoke(
+    name: &str,
+    host: &ClientAgentHost,
+    method: &'static str,
+    args: Value,
+    action: Option<OpenAction>,
+    keep_text: bool,
+) -> oneshot::Receiver<Result<AgentAnswer, CallError>> {
+    let (reply, answer) = oneshot::channel();
+    host.invoke.do_send(InvokeClientAgent {
+        name: name.to_string(),
+        token: host.token,
+        method,
+        args,
+        action,
+        keep_text,
+        reply,
+    });
+    answer
+}
+
+/// Runs an invoke that opens an action context, with a [`CallGuard`]: dropping the future
+/// before the answer closes the call on the connection (with `cancelAction` when asked).
+async fn invoke_in_action_context(
+    name: String,
+    host: ClientAgentHost,
+    method: &'static str,
+    args: Value,
+    action: OpenAction,
+    cancel_action: bool,
+) -> Result<Option<Value>, CallError> {
+    let answer = send_invoke(&name, &host, method, args, Some(action), false);
+    let mut guard = CallGuard {
+        close: Some((
+            host.close.clone(),
+            CloseClientAgentCall {
+                name: name.clone(),
+                token: host.token,
+                action_context_id: action.action_context_id,
+                cancel_action,
+            },
+        )),
+    };
+    let answer = answer.await;
+    guard.disarm();
+    match answer {
+        Ok(answer) => answer.map(|a| a.result),
+        // The connection stopped before it took or answered the call.
+        Err(_) => Err(CallError::Disconnected(name)),
+    }
+}
+
+/// A client agent's `@` commands: its command tree, its parameter completion and running a
+/// command, each an invoke on its channel with its session context's params.
+#[derive(Clone)]
+pub struct ClientCommandHost {
+    /// What the agent offers (name, emoji, which methods it implements).
+    pub spec: Arc<ClientAgentSpec>,
+    /// Where its invokes go.
+    host: ClientAgentHost,
+    /// The registration's `actionContextId` counter.
+    next_action_context: Arc<AtomicU64>,
+    /// The registration's `sessionContextId`.
+    session_context_id: Arc<str>,
+}
+
+impl ClientCommandHost {
+    /// The agent's name.
+    pub fn name(&self) -> &str {
+        &self.spec.name
+    }
+
+    /// An invoke that opens no action context; its answer, or the error text.
+    async fn invoke(
+        &self,
+        method: &'static str,
+        args: Value,
+        keep_text: bool,
+    ) -> Result<AgentAnswer, String> {
+        let answer = send_invoke(self.name(), &self.host, method, args, None, keep_text);
+        match answer.await {
+            Ok(answer) => answer.map_err(call_error_text),
+            Err(_) => Err(CallError::Disconnected(self.name().to_string()).to_string()),
+        }
+    }
+
+    /// `getCommands`: its command tree (`None` when it has none or does not list commands).
+    pub async fn commands(&self) -> Result<Option<Descriptors>, String> {
+        if !self.spec.lists_commands {
+            return Ok(None);
+        }
+        let args = json!([context_params(&self.session_context_id)]);
+        let answer = self.invoke(GET_COMMANDS, args, true).await?;
+        match answer.text {
+            None => Ok(None),
+            Some(text) => parse_descriptors(&text).map_err(|e| {
+                format!(
+                    "the commands of client agent '{}' are invalid: {e}",
+                    self.name()
+                )
+            }),
+        }
+    }
+
+    /// `getCommandCompletion`: `CompletionGroups` for the parameters `names` of `commands`
+    /// (`None` when the agent does not complete).
+    pub async fn complete(
+        &self,
+        commands: &[String],
+        params: Value,
+        names: &[String],
+        direction: &str,
+    ) -> Option<Result<Value, String>> {
+        if !self.spec.completes_commands {
+            return None;
+        }
+        let mut args: Map<String, Value> = context_params(&self.session_context_id);
+        args.insert("commands".into(), json!(commands));
+        args.insert("params".into(), params);
+        args.insert("names".into(), json!(names));
+        args.insert("direction".into(), json!(direction));
+        let answer = self
+            .invoke(GET_COMMAND_COMPLETION, json!([args]), false)
+            .await;
+        Some(answer.map(|a| a.result.unwrap_or(Value::Null)))
+    }
+
+    /// `executeCommand` for `turn`: the `ActionResult` (or none), or the error text.
+    async fn execute(
+        &self,
+        commands: Vec<String>,
+        params: Option<Value>,
+        turn: u64,
+    ) -> Result<Option<Value>, String> {
+        let context = self.next_action_context.fetch_add(1, Ordering::Relaxed);
+        let args = execute_command_args(&commands, params, context, &self.session_context_id);
+        let action = OpenAction {
+            action_context_id: context,
+            turn,
+        };
+        let name = self.name().to_string();
+        invoke_in_action_context(
+            name,
+            self.host.clone(),
+            EXECUTE_COMMAND,
+            args,
+            action,
+            false,
+        )
+        .await
+        .map_err(call_error_text)
+    }
+}
+
 /// A client agent's actions as a turn's tool server: a call becomes an `executeAction`
 /// invoke through the hosting connection, its `ActionResult` the tool result.
 struct ClientAgentTools {
@@ -315,6 +1023,10 @@ struct ClientAgentTools {
     host: ClientAgentHost,
     /// The registration's `actionContextId` counter.
     next_action_context: Arc<AtomicU64>,
+    /// The registration's `sessionContextId`.
+    session_context_id: Arc<str>,
+    /// The turn the tools were made for (the agent's calls during an action reach it).
+    turn: u64,
 }
 
 impl ToolServer for ClientAgentTools {
@@ -333,20 +1045,17 @@ impl ToolServer for ClientAgentTools {
             return Box::pin(async move { Err(e) });
         }
         let context = self.next_action_context.fetch_add(1, Ordering::Relaxed);
-        let (reply, answer) = oneshot::channel();
-        self.host.invoke.do_send(InvokeClientAgent {
-            name: name.clone(),
-            token: self.host.token,
-            method: EXECUTE_ACTION,
-            args: execute_action_args(action, input, context),
-            reply,
-        });
+        let args = execute_action_args(action, input, context, &self.session_context_id);
+        let open = OpenAction {
+            action_context_id: context,
+            turn: self.turn,
+        };
+        let call =
+            invoke_in_action_context(name, self.host.clone(), EXECUTE_ACTION, args, open, true);
         Box::pin(async move {
-            match answer.await {
-                Ok(Ok(result)) => action_result_text(result.as_ref()),
-                Ok(Err(e)) => Err(e.to_string()),
-                // The connection stopped before it took or answered the call.
-                Err(_) => Err(CallError::Disconnected(name).to_string()),
+            match call.await {
+                Ok(result) => action_result_text(result.as_ref()),
+                Err(e) => Err(e.to_string()),
             }
         })
     }

@@ -2,7 +2,8 @@
 //! (answered with `takeAction manage-conversation` to the originating client, reference section
 //! 6.6), `@help`, `@compact`, `@explain`, `@translate`, the `@dispatcher` family TypeAgent's
 //! `agent-cli run request | translate | explain` sends, and `@system` (its own module,
-//! `system.rs`); plus `getCommandCompletion` for all of them.
+//! `system.rs`). Their completion is `completion.rs`; `@<client agent> …` runs in
+//! `client_agents.rs`.
 //!
 //! The parsing and texts here are pure (the CLI uses them too); the `impl Conversation` block
 //! at the end decides what a started request does: a command, or an agent turn.
@@ -12,7 +13,7 @@ use serde_json::{json, Value};
 
 use super::queue::Request;
 use super::routing::Audience;
-use super::system::{self, SystemCommand, CONFIG_SUBCOMMANDS, SESSION_SUBCOMMANDS};
+use super::system::{self, SystemCommand};
 use super::Conversation;
 use crate::client::OutboundCall;
 
@@ -195,53 +196,6 @@ pub fn help_text() -> String {
     out
 }
 
-/// `getCommandCompletion(prefix)`: `{startIndex, completions, closedSet, directionSensitive,
-/// afterWildcard}` for `@` commands and their subcommands (`@conversation`, `@dispatcher`,
-/// `@system`, `@system config`, `@system session`), and for the command a
-/// `@dispatcher request | translate | explain` wraps.
-pub fn completion(prefix: &str) -> Value {
-    let empty = json!({"startIndex": prefix.len(), "completions": [], "closedSet": false,
-                       "directionSensitive": false, "afterWildcard": "none"});
-    let trimmed_start = prefix.len() - prefix.trim_start().len();
-    let p = &prefix[trimmed_start..];
-    if !p.starts_with('@') {
-        return empty;
-    }
-    // The words before the one being typed (which is empty after a trailing space).
-    let current = if p.ends_with(char::is_whitespace) {
-        ""
-    } else {
-        p.rsplit(char::is_whitespace).next().unwrap_or("")
-    };
-    let done: Vec<&str> = p[..p.len() - current.len()].split_whitespace().collect();
-    let (name, completions): (&str, &[&str]) = match done.as_slice() {
-        [] => ("Commands", &COMMANDS),
-        ["@conversation" | "@conv"] => ("Subcommands", &CONVERSATION_SUBCOMMANDS),
-        ["@dispatcher"] => ("Subcommands", &DISPATCHER_SUBCOMMANDS),
-        ["@system"] => ("Subcommands", &system::SUBCOMMANDS),
-        ["@system", "config"] => ("Subcommands", &CONFIG_SUBCOMMANDS),
-        ["@system", "session"] => ("Subcommands", &SESSION_SUBCOMMANDS),
-        ["@dispatcher", sub, ..] if DISPATCHER_SUBCOMMANDS.contains(sub) => {
-            // Complete the wrapped command as if it stood alone.
-            let sub_at = p.find(sub).expect("a word of p") + sub.len();
-            let wrapped_at = trimmed_start + sub_at;
-            let mut inner = completion(&prefix[wrapped_at..]);
-            if inner["completions"] == json!([]) {
-                return empty;
-            }
-            inner["startIndex"] =
-                (inner["startIndex"].as_u64().unwrap_or(0) as usize + wrapped_at).into();
-            return inner;
-        }
-        _ => return empty,
-    };
-    json!({
-        "startIndex": prefix.len() - current.len(),
-        "completions": [{"name": name, "completions": completions, "needQuotes": false}],
-        "closedSet": true, "directionSensitive": false, "afterWildcard": "none"
-    })
-}
-
 impl Conversation {
     /// What the request that just started (turn `turn`) does: an `@` command is answered here,
     /// `@compact` / `@explain` / `@translate` start their provider call, anything else starts
@@ -250,6 +204,9 @@ impl Conversation {
     pub(super) fn run_request(&mut self, turn: u64, request: &Request, ctx: &mut Context<Self>) {
         let mut text = request.text.clone();
         loop {
+            if let Some(agent) = self.client_command_host(&text) {
+                return self.start_client_command(turn, agent, text, ctx);
+            }
             let command = match parse(&text) {
                 Some(Command::Request(inner)) if !inner.is_empty() => {
                     text = inner;
@@ -367,20 +324,6 @@ mod tests {
     }
 
     #[test]
-    fn completes_commands_and_subcommands() {
-        let c = completion("@");
-        assert_eq!(c["startIndex"], 0);
-        assert_eq!(c["completions"][0]["completions"][0], "@conversation");
-        let c = completion("@conversation sw");
-        assert_eq!(c["startIndex"], 14);
-        assert!(c["completions"][0]["completions"]
-            .as_array()
-            .unwrap()
-            .contains(&json!("switch")));
-        assert_eq!(completion("hello")["completions"], json!([]));
-    }
-
-    #[test]
     fn dispatcher_family_unwraps_to_the_plain_commands() {
         assert_eq!(
             parse("@dispatcher request what is 2+3"),
@@ -417,39 +360,5 @@ mod tests {
         for (sub, _) in system::HELP {
             assert!(help.contains(sub), "@system {sub} not in help");
         }
-    }
-
-    #[test]
-    fn completes_the_new_families() {
-        let subs = |prefix: &str| completion(prefix)["completions"][0]["completions"].clone();
-        assert!(subs("@").as_array().unwrap().contains(&json!("@system")));
-        assert!(subs("@")
-            .as_array()
-            .unwrap()
-            .contains(&json!("@dispatcher")));
-        assert_eq!(subs("@dispatcher "), json!(DISPATCHER_SUBCOMMANDS));
-        assert_eq!(completion("@dispatcher re")["startIndex"], 12);
-        assert_eq!(subs("@system "), json!(system::SUBCOMMANDS));
-        assert_eq!(subs("@system config a"), json!(CONFIG_SUBCOMMANDS));
-        assert_eq!(completion("@system config a")["startIndex"], 15);
-        assert_eq!(subs("@system session "), json!(SESSION_SUBCOMMANDS));
-        assert_eq!(completion("@system trace x")["completions"], json!([]));
-        // A wrapped command completes as if it stood alone, at its own position.
-        let c = completion("@dispatcher request @sys");
-        assert_eq!(c["startIndex"], 20);
-        assert!(c["completions"][0]["completions"]
-            .as_array()
-            .unwrap()
-            .contains(&json!("@system")));
-        let c = completion("@dispatcher request @system con");
-        assert_eq!(c["startIndex"], 28);
-        assert_eq!(
-            c["completions"][0]["completions"],
-            json!(system::SUBCOMMANDS)
-        );
-        assert_eq!(
-            completion("@dispatcher request hello")["completions"],
-            json!([])
-        );
     }
 }

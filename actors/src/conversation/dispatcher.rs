@@ -8,7 +8,7 @@
 use actix::prelude::*;
 use serde_json::{json, Value};
 
-use super::commands;
+use super::completion;
 use super::feedback::{self, Feedback, HideOp};
 use super::queue::{CancelReason, Request, STORAGE_ERROR};
 use super::Conversation;
@@ -81,10 +81,12 @@ enum DispatcherRequest {
     },
     /// `getStatus()`.
     GetStatus,
-    /// `getCommandCompletion(prefix?)`.
+    /// `getCommandCompletion(input, direction)`.
     GetCommandCompletion {
-        /// The typed text (empty when absent).
-        prefix: String,
+        /// The typed text (`None` when not a string: the empty result, as TypeAgent's).
+        prefix: Option<String>,
+        /// `"forward"` / `"backward"`.
+        direction: completion::Direction,
     },
     /// `getDeveloperMode()`.
     GetDeveloperMode,
@@ -153,7 +155,8 @@ impl DispatcherRequest {
             },
             "getStatus" => Self::GetStatus,
             "getCommandCompletion" => Self::GetCommandCompletion {
-                prefix: args.opt_str(m, 0, "prefix")?.unwrap_or("").to_string(),
+                prefix: args.get(0).and_then(Value::as_str).map(str::to_string),
+                direction: completion::Direction::parse(args.get(1).and_then(Value::as_str)),
             },
             "getDeveloperMode" => Self::GetDeveloperMode,
             "close" => Self::Close,
@@ -297,8 +300,14 @@ impl Conversation {
                 Err(e) => fail(e),
             },
             DispatcherRequest::GetStatus => value(self.status()),
-            DispatcherRequest::GetCommandCompletion { prefix } => {
-                value(commands::completion(&prefix))
+            DispatcherRequest::GetCommandCompletion { prefix, direction } => {
+                let view = completion::CompletionView {
+                    clients: self.command_hosts(),
+                };
+                Box::pin(async move {
+                    let result = completion::command_completion(view, prefix, direction).await;
+                    Ok(DispatcherReply::Value(Some(result)))
+                })
             }
             DispatcherRequest::GetDeveloperMode => value(json!(false)),
             DispatcherRequest::Close => {

@@ -26,13 +26,16 @@
 //!   (`getAgentSchemas`, the `Unknown app agent` checks).
 //! - `dispatcher.rs`: the `dispatcher:<id>` channel ([`DispatcherInvoke`], [`DispatcherCall`]):
 //!   one typed request parsed once from `(method, args)`, one function per method.
-//! - [`commands`]: the `@` commands (`@conversation`, `@help`, `@dispatcher`, …) and
-//!   completion; `system.rs`: the `@system` family ([`SystemCommand`]).
+//! - [`commands`]: the `@` commands (`@conversation`, `@help`, `@dispatcher`, …);
+//!   `system.rs`: the `@system` family ([`SystemCommand`]); [`completion`]:
+//!   `getCommandCompletion`, as TypeAgent's dispatcher computes it.
 //! - `turn.rs`: starting agent turns, `@explain` / `@translate` / `@compact`, [`TurnEvent`].
 //! - `chat.rs`: the chat history the agent reads (its newest part in memory, all of it in
 //!   `history.jsonl`).
 //! - `client_agents.rs`: the client-hosted agents registered here, their checks, the tools
-//!   they add to turns, and the list [`Conversation::client_agents`] (`@system config agents`).
+//!   they add to turns, their `@<agent>` commands and the calls they make while they run
+//!   ([`ClientAgentOutput`]), and the list [`Conversation::client_agents`] (`@system config
+//!   agents`).
 //!
 //! # Implementation notes
 //! Membership states:
@@ -67,6 +70,7 @@ mod catalog;
 mod chat;
 mod client_agents;
 pub mod commands;
+pub mod completion;
 mod dispatcher;
 mod durable;
 mod feedback;
@@ -106,8 +110,9 @@ use interactions::{Choice, Interaction};
 use queue::{Request, Running};
 
 pub use client_agents::{
-    ClientActionInfo, ClientAgentHost, ClientAgentInfo, ClientAgentRemoved, InvokeClientAgent,
-    RegisterClientAgent, UnregisterClientAgent,
+    parse_agent_command, AgentAnswer, AgentCall, AgentReply, ClientActionInfo, ClientAgentHost,
+    ClientAgentInfo, ClientAgentOutput, ClientAgentRemoved, CloseClientAgentCall,
+    InvokeClientAgent, OpenAction, RegisterClientAgent, UnregisterClientAgent,
 };
 pub use dispatcher::{DispatcherCall, DispatcherInvoke, DispatcherReply};
 pub use queue::{

@@ -12,13 +12,17 @@
 //!
 //! # Layout
 //! - this file: names, bounds, [`parse_registration`], [`execute_action_args`],
+//!   [`execute_command_args`], [`context_params`],
 //!   [`action_result_text`], [`CallError`].
+//! - [`command`]: `@<agent> …` commands as TypeAgent describes them (`getCommands`'
+//!   descriptors) and its parameter parser (`parseParams`).
 //! - [`schema`]: the type model both readers produce, the actions found in it and their
 //!   parameters as JSON Schema (shared types once, under `$defs`; bounded as they are written).
 //! - [`ts_schema`]: TypeScript schema files (`format: "ts"`).
 //! - [`pas_schema`]: JSON schema files (`format: "pas"`: TypeAgent's parsed schema, or JSON
 //!   Schema definitions).
 
+pub mod command;
 pub mod pas_schema;
 pub mod schema;
 pub mod ts_schema;
@@ -74,9 +78,29 @@ pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(60);
 pub const MAX_AGENT_NAME_CHARS: usize = 32;
 /// Names a client agent may not take: the built-in agents. (The built-in tools and the
 /// `--tool-server` prefixes are refused by the conversation, which knows them.)
-pub const RESERVED_AGENT_NAMES: &[&str] = &["chat", "system", "dispatcher", "conversation"];
+/// The top-level `@` commands are reserved too: `@<agent>` is tried as an agent first (as in
+/// TypeAgent), so an agent named `help` would hide `@help`.
+pub const RESERVED_AGENT_NAMES: &[&str] = &[
+    "chat",
+    "system",
+    "dispatcher",
+    "conversation",
+    "conv",
+    "help",
+    "compact",
+    "explain",
+    "translate",
+];
 /// The agent-rpc method that runs an action.
 pub const EXECUTE_ACTION: &str = "executeAction";
+/// The agent-rpc method that runs one of the agent's `@` commands.
+pub const EXECUTE_COMMAND: &str = "executeCommand";
+/// The agent-rpc method that answers the agent's command tree (`CommandDescriptors`).
+pub const GET_COMMANDS: &str = "getCommands";
+/// The agent-rpc method that completes a command's parameters.
+pub const GET_COMMAND_COMPLETION: &str = "getCommandCompletion";
+/// The agent-rpc call that tells an agent its `executeAction` was cancelled.
+pub const CANCEL_ACTION: &str = "cancelAction";
 
 /// What a client agent offers, read from its registration.
 #[derive(Debug, Clone, PartialEq)]
@@ -92,6 +116,14 @@ pub struct ClientAgentSpec {
     /// `agentInterface` lists `executeAction`: without it the actions cannot be run, so
     /// none is offered to the model.
     pub executes_actions: bool,
+    /// `agentInterface` lists `executeCommand`: `@<name> …` runs its commands (TypeAgent's
+    /// `isCommandEnabled`), and completion lists it under `Agent Names`.
+    pub executes_commands: bool,
+    /// `agentInterface` lists `getCommands`: its command tree is asked for when `@<name>` is
+    /// completed or run (without it the agent has no commands).
+    pub lists_commands: bool,
+    /// `agentInterface` lists `getCommandCompletion`: its parameters are completed by it.
+    pub completes_commands: bool,
 }
 
 impl ClientAgentSpec {
@@ -189,6 +221,7 @@ pub fn parse_registration(
             actions.push(action);
         }
     }
+    let implements = |method: &str| agent_interface.iter().any(|m| m == method);
     let text = |key: &str| {
         manifest
             .get(key)
@@ -201,7 +234,10 @@ pub fn parse_registration(
         description: text("description"),
         emoji: text("emojiChar"),
         actions,
-        executes_actions: agent_interface.iter().any(|m| m == EXECUTE_ACTION),
+        executes_actions: implements(EXECUTE_ACTION),
+        executes_commands: implements(EXECUTE_COMMAND),
+        lists_commands: implements(GET_COMMANDS),
+        completes_commands: implements(GET_COMMAND_COMPLETION),
     })
 }
 
@@ -310,25 +346,68 @@ fn read_schema(schema: &Map<String, Value>, schema_name: &str) -> Result<ReadSch
     })
 }
 
+/// TypeAgent's `ContextParams` of a client agent's session context: `contextId` 0 (one
+/// session context per registration), no storage offered, and the registration's
+/// `sessionContextId` (a UUID minted at registration, as TypeAgent mints one per session
+/// context). `agentContextId` is absent: Roundtable never calls `initializeAgentContext`.
+pub fn context_params(session_context_id: &str) -> Map<String, Value> {
+    let mut params = Map::new();
+    params.insert("contextId".into(), json!(0));
+    params.insert("hasInstanceStorage".into(), json!(false));
+    params.insert("hasSessionStorage".into(), json!(false));
+    params.insert("sessionContextId".into(), json!(session_context_id));
+    params
+}
+
+/// `ActionContextParams`: the session context's, plus the call's `actionContextId` (distinct
+/// per call of a registration) and `isFromReasoningLoop`.
+fn action_context_params(
+    session_context_id: &str,
+    action_context_id: u64,
+    from_reasoning_loop: bool,
+) -> Map<String, Value> {
+    let mut params = context_params(session_context_id);
+    params.insert("actionContextId".into(), json!(action_context_id));
+    params.insert("isFromReasoningLoop".into(), json!(from_reasoning_loop));
+    params
+}
+
 /// The arguments of the `executeAction` invoke for `action` with the model's `input`, as
 /// TypeAgent's agent-rpc client sends them: one object with the `action` (`schemaName`,
 /// `actionName`, `parameters` — left out when the action declares none and none were
-/// given) and the context ids (`actionContextId` distinct per call; one session context, no
-/// storage; `isFromReasoningLoop`: the model chose the action in its tool loop).
-pub fn execute_action_args(action: &ClientAction, input: Value, action_context_id: u64) -> Value {
+/// given) and the action context's params (`isFromReasoningLoop`: the model chose the action
+/// in its tool loop).
+pub fn execute_action_args(
+    action: &ClientAction,
+    input: Value,
+    action_context_id: u64,
+    session_context_id: &str,
+) -> Value {
     let mut act = json!({"schemaName": action.schema_name, "actionName": action.name});
     let empty = input.as_object().is_some_and(Map::is_empty);
     if action.has_parameters || !empty {
         act["parameters"] = input;
     }
-    json!([{
-        "action": act,
-        "actionContextId": action_context_id,
-        "contextId": 0,
-        "hasInstanceStorage": false,
-        "hasSessionStorage": false,
-        "isFromReasoningLoop": true,
-    }])
+    let mut params = action_context_params(session_context_id, action_context_id, true);
+    params.insert("action".into(), act);
+    json!([params])
+}
+
+/// The arguments of the `executeCommand` invoke: the sub-command path and the parsed
+/// parameters (`params` left out when the command declares none, as JSON drops
+/// `undefined`); typed by a user, so `isFromReasoningLoop` is false.
+pub fn execute_command_args(
+    commands: &[String],
+    params: Option<Value>,
+    action_context_id: u64,
+    session_context_id: &str,
+) -> Value {
+    let mut args = action_context_params(session_context_id, action_context_id, false);
+    args.insert("commands".into(), json!(commands));
+    if let Some(params) = params {
+        args.insert("params".into(), params);
+    }
+    json!([args])
 }
 
 /// The tool result of an `ActionResult`: an `error` is a failed tool call with that text;
