@@ -11,7 +11,7 @@
 
 use std::time::Duration;
 
-use roundtable_actors::agent::turn::ToolServer;
+use roundtable_actors::agent::turn::{ToolCallContext, ToolOutput, ToolServer, ToolServerStatus};
 use roundtable_actors::agent::{valid_tool_name, LocalBoxFuture, ToolSpec};
 use roundtable_actors::redact::redact_url_credentials;
 use serde_json::{json, Value};
@@ -102,18 +102,34 @@ impl ToolServer for HttpToolServer {
         self.tools.clone()
     }
 
-    fn url(&self) -> Option<&str> {
-        Some(&self.shown)
+    fn status(&self) -> Option<ToolServerStatus> {
+        Some(ToolServerStatus {
+            transport: format!("HTTP: {}", self.shown),
+            state: "connected".into(),
+            tools: self.tools.len(),
+        })
     }
 
-    fn call(&self, tool: &str, input: Value) -> LocalBoxFuture<'static, Result<String, String>> {
+    fn call<'a>(
+        &'a self,
+        tool: &'a str,
+        input: Value,
+        _context: ToolCallContext<'a>,
+    ) -> LocalBoxFuture<'a, ToolOutput> {
         let url = format!("{}/call", self.base);
         let name = self.name.clone();
         let timeout = self.timeout;
         let body = json!({"tool": tool, "input": input});
-        Box::pin(async move {
+        Box::pin(async move { call(&url, &name, timeout, body).await.into() })
+    }
+}
+
+/// One `POST <URL>/call`.
+async fn call(url: &str, name: &str, timeout: Duration, body: Value) -> Result<String, String> {
+    {
+        {
             let mut response = http_client(timeout)
-                .post(&url)
+                .post(url)
                 .send_json(&body)
                 .await
                 .map_err(|e| redact_url_credentials(&format!("tool server {name} failed: {e}")))?;
@@ -141,7 +157,7 @@ impl ToolServer for HttpToolServer {
             } else {
                 Ok(content)
             }
-        })
+        }
     }
 }
 

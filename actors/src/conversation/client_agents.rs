@@ -27,7 +27,7 @@ use crate::agent::client_agent::{
     action_result_text, execute_action_args, CallError, ClientAgentSpec, EXECUTE_ACTION,
     MAX_AGENTS_PER_CONVERSATION, RESERVED_AGENT_NAMES,
 };
-use crate::agent::turn::{ToolServer, ASK_USER};
+use crate::agent::turn::{ToolCallContext, ToolOutput, ToolServer, ASK_USER};
 use crate::agent::{tools, LocalBoxFuture, ToolSpec};
 use crate::ids::{ConnectionId, ConversationId};
 use crate::protocol::{RpcError, RpcResult};
@@ -318,15 +318,20 @@ impl ToolServer for ClientAgentTools {
         self.spec.tool_specs()
     }
 
-    fn call(&self, tool: &str, input: Value) -> LocalBoxFuture<'static, Result<String, String>> {
+    fn call<'a>(
+        &'a self,
+        tool: &'a str,
+        input: Value,
+        _context: ToolCallContext<'a>,
+    ) -> LocalBoxFuture<'a, ToolOutput> {
         let name = self.spec.name.clone();
         let Some(action) = self.spec.actions.iter().find(|a| a.name == tool) else {
             let e = format!("client agent '{name}' has no action '{tool}'");
-            return Box::pin(async move { Err(e) });
+            return Box::pin(async move { ToolOutput::error(e) });
         };
         if !input.is_object() {
             let e = format!("the input of {name}__{tool} must be a JSON object");
-            return Box::pin(async move { Err(e) });
+            return Box::pin(async move { ToolOutput::error(e) });
         }
         let context = self.next_action_context.fetch_add(1, Ordering::Relaxed);
         let (reply, answer) = oneshot::channel();
@@ -338,12 +343,13 @@ impl ToolServer for ClientAgentTools {
             reply,
         });
         Box::pin(async move {
-            match answer.await {
+            let result = match answer.await {
                 Ok(Ok(result)) => action_result_text(result.as_ref()),
                 Ok(Err(e)) => Err(e.to_string()),
                 // The connection stopped before it took or answered the call.
                 Err(_) => Err(CallError::Disconnected(name).to_string()),
-            }
+            };
+            result.into()
         })
     }
 }
