@@ -17,6 +17,7 @@ mod durability;
 mod interactions;
 mod lifecycle;
 mod live_list;
+mod mcp;
 mod providers;
 mod runtime;
 mod search;
