@@ -8,7 +8,7 @@
 //!
 //! Who talks to it: `config_file` (the TOML tables, with their lines), `config.rs` (the
 //! `--mcp-config` files, the merge into `ServerConfig`), `config show`, and the supervisor
-//! ([`super::supervisor`]), which starts what is configured.
+//! ([`super::server`]), which starts what is configured.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;

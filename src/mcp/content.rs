@@ -6,7 +6,7 @@
 //! [`MAX_IMAGES`] in one result) is dropped with a note.
 //!
 //! Pure functions on the result's JSON (the wire form, read through serde): used by the
-//! supervisor ([`super::supervisor`]) when a call answers.
+//! supervisor ([`super::server`]) when a call answers.
 
 use roundtable_actors::agent::turn::ToolOutput;
 use serde_json::Value;

@@ -27,6 +27,9 @@ use tokio::sync::watch;
 
 pub use config::McpServerConfig;
 
+/// The servers as the agent loop sees them, by name (the tools' prefix).
+pub type McpToolServers = HashMap<String, Arc<dyn ToolServer>>;
+
 /// The MCP thread and its servers.
 pub struct McpHub {
     /// Set to stop every supervisor (and so the thread).
@@ -41,7 +44,7 @@ impl McpHub {
     /// once it is connected (the log says `MCP server NAME: connected (N tools; …)`).
     pub fn start(
         configs: &[McpServerConfig],
-    ) -> Result<(McpHub, HashMap<String, Arc<dyn ToolServer>>), String> {
+    ) -> Result<(McpHub, McpToolServers), String> {
         // rmcp's HTTPS goes through rustls without a built-in provider: install ring's (in
         // the tree already). A second install (a restart in place) is refused harmlessly.
         let _ = rustls::crypto::ring::default_provider().install_default();
@@ -75,7 +78,7 @@ impl McpHub {
             .recv()
             .map_err(|_| "the mcp thread did not start".to_string())?
             .map_err(|e| format!("cannot start the mcp runtime: {e}"))?;
-        let mut servers: HashMap<String, Arc<dyn ToolServer>> = HashMap::new();
+        let mut servers = McpToolServers::new();
         for config in configs {
             if !config.enabled {
                 log::info!("MCP server {}: disabled; not started", config.name);

@@ -58,6 +58,8 @@ pub const MAX_DESCRIPTION_CHARS: usize = 4096;
 pub const MAX_CALLS_IN_FLIGHT: usize = 64;
 /// Largest Streamable HTTP answer read (one JSON body or SSE event).
 pub const MAX_HTTP_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
+/// Longest failure reason in the status (the log has it whole).
+const MAX_REASON_CHARS: usize = 300;
 /// Longest stderr line of a stdio server that is logged.
 const MAX_STDERR_LINE: usize = 1000;
 /// Events (progress lines, questions) queued per call before further progress is dropped.
@@ -164,6 +166,10 @@ impl Shared {
             State::Connected { pid: None } => "connected".into(),
             State::Restarting { at, reason } => {
                 let left = at.saturating_duration_since(Instant::now());
+                let reason = match reason.char_indices().nth(MAX_REASON_CHARS) {
+                    Some((cut, _)) => format!("{}…", &reason[..cut]),
+                    None => reason.clone(),
+                };
                 format!(
                     "failed: {reason}; restarting in {:.1} s",
                     left.as_secs_f64()

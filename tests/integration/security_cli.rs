@@ -639,7 +639,7 @@ fn url_credentials_are_redacted_everywhere_they_are_shown() {
     let (mut c, id) = server.joined("config");
     let shown = Client::texts(&c.run_turn(&id, "@system config")).join("\n");
     assert!(
-        shown.contains("`w`: connected; HTTP: http://***@127.0.0.1:"),
+        shown.contains("; Streamable HTTP: http://***@127.0.0.1:"),
         "{shown}"
     );
     assert!(shown.contains("?api_key=***"), "{shown}");
