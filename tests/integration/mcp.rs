@@ -510,3 +510,109 @@ fn config_file_tables_and_desktop_json() {
         "{err}"
     );
 }
+
+/// Measurements for BENCHMARKS.md (not a pass/fail test; run with
+/// `cargo test --release --test integration mcp::measure -- --ignored --nocapture`): the turn
+/// latency one MCP tool call adds over stdio and over Streamable HTTP (p50/p99 of N turns
+/// against the same turns without a tool call), and the server's RSS per connected stdio
+/// server (the children's own RSS is not the server's and is printed apart).
+#[test]
+#[ignore]
+fn measure_mcp_call_latency_and_rss() {
+    let Some(s) = servers() else { return };
+    let web = EverythingHttp::start(&s);
+    let dir = tempfile::tempdir().unwrap();
+    let config = desktop_json(
+        dir.path(),
+        json!({
+            "everything": {"command": s.everything, "args": ["stdio"]},
+            "web": {"url": web.url},
+        }),
+    );
+    let model = model(|text| match text {
+        "stdio" => vec![("everything__echo", json!({"message": "x"}))],
+        "http" => vec![("web__echo", json!({"message": "x"}))],
+        _ => vec![],
+    });
+    let server = Server::with_model(&model, "m", &["--mcp-config", &config]);
+    server.wait_log("MCP server everything: connected (");
+    server.wait_log("MCP server web: connected (");
+    let (mut a, id) = server.joined("measure");
+    let turns = 300;
+    let mut timings = |text: &str| {
+        for _ in 0..20 {
+            a.run_turn(&id, text);
+        }
+        let mut ms: Vec<f64> = (0..turns)
+            .map(|_| {
+                let t = std::time::Instant::now();
+                a.run_turn(&id, text);
+                t.elapsed().as_secs_f64() * 1000.0
+            })
+            .collect();
+        ms.sort_by(f64::total_cmp);
+        (ms[turns / 2], ms[turns * 99 / 100])
+    };
+    let none = timings("no tool");
+    let stdio = timings("stdio");
+    let http = timings("http");
+    println!(
+        "turn without a tool call: p50 {:.2} ms, p99 {:.2} ms",
+        none.0, none.1
+    );
+    for (name, t) in [("stdio", stdio), ("Streamable HTTP", http)] {
+        println!(
+            "one MCP call over {name}: turn p50 {:.2} ms (+{:.2}), p99 {:.2} ms (+{:.2})",
+            t.0,
+            t.0 - none.0,
+            t.1,
+            t.1 - none.1
+        );
+    }
+    drop(server);
+
+    // RSS: the same server with no MCP server, then with 8 stdio servers connected.
+    let base = Server::with_model(&model, "m", &[]);
+    let (mut b, bid) = base.joined("rss");
+    b.run_turn(&bid, "no tool");
+    let base_kb = base.rss_kb();
+    drop(base);
+    let many: serde_json::Map<String, Value> = (0..8)
+        .map(|i| {
+            (
+                format!("e{i}"),
+                json!({"command": s.everything, "args": ["stdio"]}),
+            )
+        })
+        .collect();
+    let config = desktop_json(dir.path(), Value::Object(many));
+    let loaded = Server::with_model(&model, "m", &["--mcp-config", &config]);
+    for i in 0..8 {
+        loaded.wait_log(&format!("MCP server e{i}: connected ("));
+    }
+    let (mut c, cid) = loaded.joined("rss");
+    c.run_turn(&cid, "no tool");
+    let loaded_kb = loaded.rss_kb();
+    let log = loaded.log();
+    let child: i32 = log
+        .split("MCP server e0: connected (pid ")
+        .nth(1)
+        .unwrap()
+        .split(',')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let child_kb = std::fs::read_to_string(format!("/proc/{child}/status"))
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .map(|v| v.trim().trim_end_matches(" kB").parse::<u64>().unwrap())
+        .unwrap();
+    println!(
+        "server RSS: {base_kb} KiB without MCP servers, {loaded_kb} KiB with 8 stdio servers \
+         connected: {:.0} KiB per server (not counting the children; one \
+         mcp-server-everything child: {child_kb} KiB)",
+        (loaded_kb as f64 - base_kb as f64) / 8.0
+    );
+}
