@@ -42,9 +42,7 @@ impl McpHub {
     /// Starts the `mcp` thread and a supervisor for each enabled server; the servers as tool
     /// servers, by name. Connecting happens in the background: a server's tools are offered
     /// once it is connected (the log says `MCP server NAME: connected (N tools; …)`).
-    pub fn start(
-        configs: &[McpServerConfig],
-    ) -> Result<(McpHub, McpToolServers), String> {
+    pub fn start(configs: &[McpServerConfig]) -> Result<(McpHub, McpToolServers), String> {
         // rmcp's HTTPS goes through rustls without a built-in provider: install ring's (in
         // the tree already). A second install (a restart in place) is refused harmlessly.
         let _ = rustls::crypto::ring::default_provider().install_default();
