@@ -1,6 +1,6 @@
 //! Server settings: [`ServerConfig`] is everything [`serve`](crate::serve) needs; [`ServeArgs`]
 //! are the flags of `roundtable serve`, and `ServerConfig::try_from(args)` validates them
-//! (durations, token or token file, tool servers) and fills in the defaults. Tests build a
+//! (durations, token or token file, MCP servers) and fills in the defaults. Tests build a
 //! [`ServerConfig`] directly.
 //!
 //! `ServeArgs` lives here, in the library, rather than in `main.rs`: each flag sits next to the
@@ -55,8 +55,9 @@ pub struct ServerConfig {
     pub no_clients_grace: Duration,
     /// How long a question to the users waits for an answer.
     pub interaction_timeout: Duration,
-    /// External tool servers: (name, base URL), offered as `name__tool`.
-    pub tool_servers: Vec<(String, String)>,
+    /// MCP servers (`[mcp.servers.NAME]`, `--mcp-config`), their tools offered as
+    /// `NAME__tool`.
+    pub mcp_servers: Vec<crate::mcp::McpServerConfig>,
     /// How long a call to a client-hosted agent's action waits for the client's answer.
     pub client_agent_timeout: Duration,
     /// `--cluster`: the NATS server and this node's name; `None` runs a single node.
@@ -102,7 +103,7 @@ impl ServerConfig {
             no_clients_grace: Duration::from_secs(30),
             // TypeAgent's per-interaction timeout.
             interaction_timeout: Duration::from_secs(600),
-            tool_servers: Vec::new(),
+            mcp_servers: Vec::new(),
             client_agent_timeout: roundtable_actors::agent::client_agent::DEFAULT_CALL_TIMEOUT,
             cluster: None,
         }
@@ -181,9 +182,13 @@ pub struct ServeArgs {
     /// Seconds queued work survives after the last client leaves (then: no_clients).
     #[arg(long, default_value_t = 30.0)]
     pub(crate) no_clients_grace: f64,
-    /// An external tool server, NAME=URL (repeatable); its tools are offered as NAME__tool.
-    #[arg(long = "tool-server")]
-    pub(crate) tool_servers: Vec<String>,
+    /// MCP servers in the JSON desktop clients use, {"mcpServers": {NAME: {command, args,
+    /// env} | {url, headers}}} (repeatable); their tools are offered as NAME__tool.
+    #[arg(long = "mcp-config")]
+    pub(crate) mcp_configs: Vec<PathBuf>,
+    /// The config file's `[mcp.servers.NAME]` tables (set by the config file, not a flag).
+    #[arg(skip)]
+    pub(crate) mcp_file_servers: Vec<crate::mcp::McpServerConfig>,
     /// Seconds a question to the users waits for an answer.
     #[arg(long, default_value_t = 600.0, hide = true)]
     pub(crate) interaction_timeout: f64,
@@ -231,9 +236,9 @@ pub enum ConfigError {
         /// The flag, without its dashes.
         flag: &'static str,
     },
-    /// A `--tool-server NAME=URL` that does not parse (the text names the flag's value).
+    /// An MCP server entry that cannot be used (the text names the file and key).
     #[error("{0}")]
-    ToolServer(String),
+    Mcp(String),
     /// The `--token-file` cannot be read.
     #[error("--token-file {}: {source}", path.display())]
     TokenFile {
@@ -277,7 +282,6 @@ impl ConfigError {
     pub fn flag(&self) -> Option<&'static str> {
         match self {
             ConfigError::NotSeconds { flag } | ConfigError::NotPositive { flag } => Some(flag),
-            ConfigError::ToolServer(_) => Some("tool-server"),
             ConfigError::TokenFile { .. } => Some("token-file"),
             ConfigError::EmptyToken => Some("token"),
             ConfigError::Cluster(_) => Some("cluster"),
@@ -353,7 +357,7 @@ impl TryFrom<ServeArgs> for ServerConfig {
     type Error = ConfigError;
 
     /// Checks the flags in the order the user reads them in errors: instance directory,
-    /// durations, tool servers, token. Logs the two warnings about exposure: a token on the
+    /// durations, MCP servers, token. Logs the two warnings about exposure: a token on the
     /// command line, and listening beyond loopback without one.
     fn try_from(args: ServeArgs) -> Result<ServerConfig, ConfigError> {
         let instance_dir = args
@@ -372,11 +376,8 @@ impl TryFrom<ServeArgs> for ServerConfig {
         config.interaction_timeout = seconds("interaction-timeout", args.interaction_timeout)?;
         config.client_agent_timeout =
             positive_seconds("client-agent-timeout", args.client_agent_timeout)?;
-        for spec in &args.tool_servers {
-            let server =
-                crate::providers::toolserver::parse_spec(spec).map_err(ConfigError::ToolServer)?;
-            config.tool_servers.push(server);
-        }
+        config.mcp_servers = crate::mcp::config::merge(args.mcp_file_servers, &args.mcp_configs)
+            .map_err(ConfigError::Mcp)?;
         config.provider = args.provider;
         config.max_iterations = args.max_iterations.max(1);
         config.max_frame_bytes = args.max_frame_bytes.max(1024);
@@ -509,9 +510,13 @@ mod tests {
     }
 
     #[test]
-    fn tool_servers_and_tokens() {
-        let err = config(&["--tool-server=nourl"]).unwrap_err();
-        assert!(err.to_string().contains("expected NAME=URL"), "{err}");
+    fn mcp_configs_and_tokens() {
+        let err = config(&["--mcp-config=/nonexistent/mcp.json"]).unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("--mcp-config /nonexistent/mcp.json: "),
+            "{err}"
+        );
         let err = config(&["--token-file=/nonexistent/token"]).unwrap_err();
         assert!(
             err.to_string()

@@ -1,5 +1,6 @@
 //! The config file: a TOML file with one key per `serve` flag (the flag's name without its
-//! dashes: `idle-timeout = 120`, `host = ["127.0.0.1"]`, `tool-server = ["x=http://…"]`). It is
+//! dashes: `idle-timeout = 120`, `host = ["127.0.0.1"]`, `mcp-config = ["mcp.json"]`), and
+//! `[mcp.servers.NAME]` tables, one per MCP server ([`crate::mcp::config`]). It is
 //! `--config PATH` (or `$ROUNDTABLE_CONFIG`), else `<instance-dir>/roundtable.toml` when that
 //! exists. Precedence: flags > environment > file > built-in defaults; clap says which of the
 //! first two set a value (`ArgMatches::value_source`), the file fills in what they left at
@@ -73,6 +74,9 @@ macro_rules! settings {
                 #[serde(rename = $key, default)]
                 $field: Option<Spanned<$ty>>,
             )*
+            /// `[mcp.servers.NAME]` tables.
+            #[serde(default)]
+            mcp: Option<McpSection>,
         }
 
         /// Every key: (key, clap id, help).
@@ -118,6 +122,15 @@ macro_rules! settings {
     };
 }
 
+/// The `[mcp]` table: `[mcp.servers.NAME]` entries (unknown keys refused).
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct McpSection {
+    /// The servers by name.
+    #[serde(default)]
+    servers: BTreeMap<String, Spanned<crate::mcp::config::TomlEntry>>,
+}
+
 /// The value itself.
 fn same<T>(v: T) -> T {
     v
@@ -141,7 +154,7 @@ settings! {
     "provider" => provider: ProviderChoice = same, "The agent's model backend: builtin or openai.";
     "max-iterations" => max_iterations: usize = same, "Model calls per turn before the agent loop gives up.";
     "no-clients-grace" => no_clients_grace: f64 = same, "Seconds queued work survives after the last client leaves.";
-    "tool-server" => tool_servers: Vec<String> = same, "External tool servers, NAME=URL.";
+    "mcp-config" => mcp_configs: Vec<PathBuf> = same, "MCP servers in the desktop clients' JSON ({\"mcpServers\": {...}}) files.";
     "interaction-timeout" => interaction_timeout: f64 = same, "Seconds a question to the users waits for an answer.";
     "max-queued-bytes" => max_queued_bytes: usize = same, "Largest outbound queue per socket, in bytes.";
     "max-queued-bytes-total" => max_queued_bytes_total: usize = same, "Largest outbound queue of all sockets together, in bytes.";
@@ -195,7 +208,7 @@ pub fn apply_file(args: &mut ServeArgs, matches: &ArgMatches) -> Result<FileSour
             })
         }
     };
-    let file: FileConfig = toml::from_str(&text).map_err(|e| ConfigError::ConfigFile {
+    let mut file: FileConfig = toml::from_str(&text).map_err(|e| ConfigError::ConfigFile {
         path: path.clone(),
         message: e.to_string().trim_end().to_string(),
     })?;
@@ -217,6 +230,17 @@ pub fn apply_file(args: &mut ServeArgs, matches: &ArgMatches) -> Result<FileSour
         crate::config::warn_if_readable_by_others(&path, "the config file");
     }
     let mut sources = FileSources::new();
+    let mcp = file.mcp.take().unwrap_or_default();
+    for (name, entry) in mcp.servers {
+        let origin = format!("{}:{}", path.display(), line_of(&text, entry.span().start));
+        let server = crate::mcp::config::from_toml(&name, entry.into_inner(), origin).map_err(
+            |message| ConfigError::ConfigFile {
+                path: path.clone(),
+                message,
+            },
+        )?;
+        args.mcp_file_servers.push(server);
+    }
     file.apply(args, matches, &text, &path, &mut sources);
     Ok(sources)
 }
@@ -272,9 +296,9 @@ fn source_of(key: &str, id: &str, matches: &ArgMatches, file: &FileSources) -> S
     }
 }
 
-/// `roundtable config show`: every key, its effective value and its source. Secrets are
-/// never printed: the token is `(set, hidden)`, and URLs (tool servers, the cluster) lose
-/// their credentials.
+/// `roundtable config show`: every key, its effective value and its source, then each MCP
+/// server with where it was configured. Secrets are never printed: the token is
+/// `(set, hidden)`, URLs lose their credentials, MCP env and header values are `***`.
 pub fn show(args: &ServeArgs, matches: &ArgMatches, file: &FileSources) -> String {
     let mut out = String::new();
     for ((key, value), (_, id, _)) in values(args).into_iter().zip(KEYS) {
@@ -290,6 +314,17 @@ pub fn show(args: &ServeArgs, matches: &ArgMatches, file: &FileSources) -> Strin
         let line = format!("{key} = {shown}");
         let source = source_of(key, id, matches, file);
         let _ = writeln!(out, "{line:<48} # {source}");
+    }
+    match crate::mcp::config::merge(args.mcp_file_servers.clone(), &args.mcp_configs) {
+        Ok(servers) => {
+            for server in servers {
+                let line = format!("mcp.servers.{} = {}", server.name, server.shown());
+                let _ = writeln!(out, "{line:<48} # {}", server.origin);
+            }
+        }
+        Err(e) => {
+            let _ = writeln!(out, "# MCP servers: {e}");
+        }
     }
     out
 }

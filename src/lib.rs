@@ -15,8 +15,9 @@
 //!   the app, then the TCP stream is handed over), `reader.rs` (frames parsed from the read
 //!   half), `frames.rs` (reassembly glue, UTF-8, close codes), `writer.rs` (the socket writer
 //!   task), `agent_server.rs` (the typed `agent-server` / `discovery` requests).
-//! - [`providers`]: the OpenAI-compatible model provider (`providers/openai/`) and external
-//!   tool servers over HTTP (`--tool-server NAME=URL`).
+//! - [`providers`]: the OpenAI-compatible model provider (`providers/openai/`).
+//! - [`mcp`]: MCP servers (`[mcp.servers.NAME]`, `--mcp-config`) through `rmcp`, on their own
+//!   `mcp` thread: supervisors, restarts, tools offered as `NAME__tool`.
 //! - [`client`]: the Rust client library (connection and multiplexing, typed RPC calls,
 //!   errors) and TypeAgent's conversation helpers.
 //! - [`cli`]: `connect` (the interactive prompt), `conversations`, `run`, `server`, and the
@@ -31,6 +32,7 @@ pub mod client;
 pub mod config;
 pub mod config_file;
 pub mod logging;
+pub mod mcp;
 pub mod providers;
 pub mod server;
 pub mod transport;

@@ -239,9 +239,10 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => e.exit(),
     };
-    // The server logs at info by default; the client commands only warn.
+    // The server logs at info by default (rmcp's info events, whole MCP handshakes, only
+    // with RUST_LOG); the client commands only warn.
     let default_level = if matches!(cli.command, Command::Serve(_)) {
-        "info"
+        "info,rmcp=warn"
     } else {
         "warn"
     };

@@ -24,6 +24,8 @@ export const renameConversation = (id, name) => agent("renameConversation", [id,
 export const deleteConversation = (id) => agent("deleteConversation", [id]);
 export const findConversations = (q) => agent("findConversations", [q, null]);
 export const searchConversationContent = (q, max = null) => agent("searchConversationContent", [q, max]);
+/** getStatus: the agents, and (Roundtable extension) `mcpServers` with each one's state. */
+export const getStatus = (id) => conn.invoke(dispatcherOf(id), "getStatus", []);
 export const history = (id, afterSeq) =>
   conn.invoke(dispatcherOf(id), "getDisplayHistory", afterSeq == null ? [] : [afterSeq], 60000);
 

@@ -10,7 +10,7 @@ import { moveAway } from "./navigation.js";
 import { agentNode, contentNode, localNode, systemNode } from "./render.js";
 import { applyListChange, refreshList } from "./sidebar.js";
 import { isCurrent, navigate, state } from "./state.js";
-import { isMine, setQueue } from "./status.js";
+import { isMine, refreshMcp, setQueue } from "./status.js";
 import { KINDS, requestIdOf } from "./util.js";
 
 /** rpc.js's onCall: routes a clientio call to its view, or buffers it while the view replays. */
@@ -183,6 +183,7 @@ function handleNotify(view, args) {
     if (view.queue.running?.requestId === rid) setQueue(view, { ...view.queue, running: null });
     addLogged(view, { type: "command-result", requestId: notificationId });
     scheduleSync(view);
+    refreshMcp(view);
     return;
   }
   if (event === "conversationDeleted") {

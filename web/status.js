@@ -1,6 +1,7 @@
 // What the chat header and the composer's buttons show: the conversation's name, who is
 // here, the request queue (running, N queued) and whether Cancel applies to a request of
 // this page. Called whenever the queue, the list or the connection changes.
+import { getStatus } from "./api.js";
 import { isCurrent, state } from "./state.js";
 import { ui } from "./ui.js";
 
@@ -75,4 +76,29 @@ export function updateComposer() {
   const mine = view && state.connected ? myActiveRequest(view) : null;
   ui.cancel.hidden = !mine;
   ui.cancel.dataset.requestId = mine || "";
+}
+
+// The MCP servers (getStatus's `mcpServers`): one short entry each in the header, the
+// transport and the reason of a failure in the tooltip. Read on opening a conversation and
+// after each finished request (a server may have restarted or changed its tools).
+export async function refreshMcp(view) {
+  let status;
+  try {
+    status = await getStatus(view.id);
+  } catch {
+    return;
+  }
+  view.mcp = Array.isArray(status?.mcpServers) ? status.mcpServers : [];
+  if (isCurrent(view)) renderMcp(view);
+}
+
+function renderMcp(view) {
+  const servers = view.mcp ?? [];
+  ui.mcpState.textContent = servers.length
+    ? `MCP: ${servers
+        .map((s) => `${s.name} ${String(s.state).split(/[ :;(]/)[0]} (${s.tools} tools)`)
+        .join(" · ")}`
+    : "";
+  ui.mcpState.title = servers.map((s) => `${s.name}: ${s.state}; ${s.transport}`).join("\n");
+  ui.mcpState.dataset.count = String(servers.length);
 }

@@ -18,6 +18,7 @@ export const ui = {
   title: $("chat-title"),
   presence: $("presence"),
   queueState: $("queue-state"),
+  mcpState: $("mcp-state"),
   connection: $("connection"),
   clearView: $("clear-view"),
   banner: $("banner"),

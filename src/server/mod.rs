@@ -118,6 +118,8 @@ struct Started {
     log_writer: LogWriter,
     /// The content search index (its threads stop after the conversations have).
     search: SearchIndex,
+    /// The MCP servers' thread (stopped, its children killed, after the conversations).
+    mcp: crate::mcp::McpHub,
 }
 
 /// Runs the server until it is stopped (the `shutdown` or `restart` RPC, or a signal). Must be
@@ -242,6 +244,8 @@ pub async fn serve(config: ServerConfig) -> Result<restart::Stopped, StartError>
     // Every conversation has stopped and handed over its last documents: commit them.
     let search = started.search.clone();
     let _ = actix_web::rt::task::spawn_blocking(move || search.shutdown()).await;
+    let mcp = started.mcp;
+    let _ = actix_web::rt::task::spawn_blocking(move || mcp.stop()).await;
     handle.stop(true).await;
     let _ = running.await;
     signals.abort();
@@ -258,7 +262,7 @@ pub async fn serve(config: ServerConfig) -> Result<restart::Stopped, StartError>
     Ok(restart::Stopped::Shutdown)
 }
 
-/// Connects the tool servers, picks the provider, starts the log writer, opens the registry
+/// Starts the MCP servers' thread, picks the provider, starts the log writer, opens the registry
 /// (migrations, recovery) and starts it, supervised, on its own arbiter.
 async fn start_registry(
     config: &ServerConfig,
@@ -267,9 +271,8 @@ async fn start_registry(
     cores: usize,
     cluster: Option<Cluster>,
 ) -> Result<Started, StartError> {
-    let tool_servers = providers::connect_tool_servers(&config.tool_servers)
-        .await
-        .map_err(StartError::Config)?;
+    let (mcp, tool_servers) =
+        crate::mcp::McpHub::start(&config.mcp_servers).map_err(StartError::Config)?;
     let provider = providers::agent_provider(config.provider).map_err(StartError::Config)?;
     let conversation_arbiters: Vec<Arbiter> = (0..cores).map(|_| Arbiter::new()).collect();
     let mut log_writer = LogWriter::start(metrics.clone(), layout.root.clone());
@@ -307,6 +310,7 @@ async fn start_registry(
         conversation_arbiters,
         log_writer,
         search,
+        mcp,
     })
 }
 

@@ -19,6 +19,7 @@ mod durability;
 mod interactions;
 mod lifecycle;
 mod live_list;
+mod mcp;
 mod protocol_methods;
 mod providers;
 mod runtime;

@@ -592,18 +592,13 @@ fn service_unit_escapes_hostile_paths() {
     assert_eq!(mode(&hostile), 0o700);
 }
 
-/// Finding 11: credentials in a tool server's and the model's base URL, and a token in a
+/// Finding 11: credentials in an MCP server's and the model's base URL, and a token in a
 /// query, are never shown: not in `@system config` (every client of a conversation sees it),
 /// not in `config show`, not in the server's log, not in a failed start's error.
 #[test]
 fn url_credentials_are_redacted_everywhere_they_are_shown() {
-    let tools = scripted(|_, body| {
-        if body.is_null() {
-            (200, json!([{"name": "noop", "description": "Nothing", "input_schema": {"type": "object"}}]).to_string())
-        } else {
-            (200, json!({"content": "ok"}).to_string())
-        }
-    });
+    // Not an MCP server: the session fails, and its errors must not show the URL's secrets.
+    let tools = scripted(|_, _| (200, json!({"content": "ok"}).to_string()));
     let model = scripted(|_, _| {
         (
             200,
@@ -616,10 +611,17 @@ fn url_credentials_are_redacted_everywhere_they_are_shown() {
         "{}?api_key=tool-key-secret",
         with_creds(&tools.url, "tooluser:tool-pass-secret")
     );
-    let tool_arg = format!("w={tool_url}");
+    let mcp_dir = tempfile::tempdir().unwrap();
+    let mcp_json = mcp_dir.path().join("mcp.json");
+    std::fs::write(
+        &mcp_json,
+        json!({"mcpServers": {"w": {"url": tool_url}}}).to_string(),
+    )
+    .unwrap();
+    let mcp_json = mcp_json.to_str().unwrap();
     let model_url = with_creds(&model.url, "modeluser:model-pass-secret");
     let server = Server::start_env(
-        &["--provider", "openai", "--tool-server", &tool_arg],
+        &["--provider", "openai", "--mcp-config", mcp_json],
         &[
             ("ROUNDTABLE_OPENAI_BASE_URL", &model_url),
             ("ROUNDTABLE_OPENAI_MODEL", "m"),
@@ -632,14 +634,19 @@ fn url_credentials_are_redacted_everywhere_they_are_shown() {
         "tooluser",
         "modeluser",
     ];
+    server.wait_log("MCP server w: ");
+    server.wait_log("; restarting in ");
     let (mut c, id) = server.joined("config");
     let shown = Client::texts(&c.run_turn(&id, "@system config")).join("\n");
-    assert!(shown.contains("`w` at http://***@127.0.0.1:"), "{shown}");
+    assert!(
+        shown.contains("; Streamable HTTP: http://***@127.0.0.1:"),
+        "{shown}"
+    );
     assert!(shown.contains("?api_key=***"), "{shown}");
     let agents = Client::texts(&c.run_turn(&id, "@system config agents")).join("\n");
     let log = server.log();
     assert!(
-        log.contains("tool server w at http://***@127.0.0.1:"),
+        log.contains("MCP server w: starting (Streamable HTTP: http://***@127.0.0.1:"),
         "{log}"
     );
     assert!(log.contains("(m at http://***@127.0.0.1:"), "{log}");
@@ -663,8 +670,8 @@ fn url_credentials_are_redacted_everywhere_they_are_shown() {
             "show",
             "--instance-dir",
             dir.path().to_str().unwrap(),
-            "--tool-server",
-            &tool_arg,
+            "--mcp-config",
+            mcp_json,
             "--cluster",
             cluster,
         ],
@@ -673,7 +680,7 @@ fn url_credentials_are_redacted_everywhere_they_are_shown() {
     assert!(out.status.success(), "{}", stderr(&out));
     let shown = stdout(&out);
     assert!(
-        shown.contains("tool-server = [\"w=http://***@127.0.0.1:"),
+        shown.contains("mcp.servers.w = { url = \"http://***@127.0.0.1:"),
         "{shown}"
     );
     assert!(

@@ -128,9 +128,9 @@ fn config_errors_name_file_line_and_key() {
             "must be a non-negative number of seconds",
         ),
         (
-            "tool-server = [\"nourl\"]\n",
-            "line 1, key `tool-server`",
-            "expected NAME=URL",
+            "port = 9001\n[mcp.servers.a]\nargs = []\n",
+            "[mcp.servers.a]",
+            "needs `command` (stdio) or `url` (Streamable HTTP)",
         ),
     ];
     for (body, place, what) in cases {

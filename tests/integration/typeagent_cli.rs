@@ -158,7 +158,7 @@ fn dispatcher_request_passes_attachments_to_the_model() {
     for part in [
         "- Provider: openai, model `vision-model`",
         "- Max model calls per turn: 7",
-        "- Tool servers: none",
+        "- MCP servers: none",
     ] {
         assert!(text.contains(part), "{part:?} not in {text}");
     }
@@ -232,7 +232,7 @@ fn system_help_config_agents_and_unsupported() {
         "- Provider: builtin (offline rules, no model)",
         "- Max model calls per turn: 10",
         "- Idle timeout (unload with no clients): 42 s",
-        "- Tool servers: none",
+        "- MCP servers: none",
         "- Log filter: `",
     ] {
         assert!(text.contains(part), "{part:?} not in {text}");
@@ -249,7 +249,7 @@ fn system_help_config_agents_and_unsupported() {
         "  - `get_current_time`: available.",
         "  - `get_weather`: available.",
         "  - `ask_user`: available.",
-        "- Tool servers: none configured",
+        "- MCP servers: none configured",
         "- Client-hosted agents: none",
     ] {
         assert!(text.contains(part), "{part:?} not in {text}");

@@ -12,6 +12,7 @@
 
 #![allow(dead_code)]
 
+pub mod mcp;
 pub mod nats;
 pub mod protocol;
 pub mod server;

@@ -422,6 +422,36 @@ test("create a conversation from the sidebar and get 5 for 2+3 (tool call, resul
   assert.equal(await page.locator(".msg.user .user-text").last().textContent(), "line one\nline two");
 });
 
+test("the conversation header lists the MCP servers: connected with their tools, or failed", async (t) => {
+  const mcp = path.join(HERE, "..", "mcp");
+  const python = path.join(mcp, "venv", "bin", "python");
+  const configDir = await mkdtemp(path.join(tmpdir(), "roundtable-web-mcp-"));
+  t.after(() => rm(configDir, { recursive: true, force: true }));
+  const config = path.join(configDir, "mcp.json");
+  await writeFile(
+    config,
+    JSON.stringify({
+      mcpServers: {
+        fixture: { command: python, args: [path.join(mcp, "fixture_server.py")] },
+        broken: { command: "/nonexistent/mcp-server" },
+      },
+    }),
+  );
+  const { server } = await serverFor(t, { extraArgs: ["--mcp-config", config] });
+  const deadline = Date.now() + 20000;
+  while (!server.log().includes("MCP server fixture: connected (")) {
+    assert.ok(Date.now() < deadline, `the fixture MCP server did not connect:\n${server.log()}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  const { page } = await openClient(t, server);
+  const mcpState = page.locator("#mcp-state");
+  await page.waitForFunction(() => document.querySelector("#mcp-state")?.dataset.count === "2");
+  assert.equal(await mcpState.textContent(), "MCP: broken failed (0 tools) · fixture connected (3 tools)");
+  const details = await mcpState.getAttribute("title");
+  assert.match(details, /^broken: failed: cannot start `\/nonexistent\/mcp-server`: No such file or directory/);
+  assert.match(details, /\nfixture: connected \(pid \d+\); stdio: .*fixture_server\.py$/);
+});
+
 test("the search box filters names and finds what was said, with the matched words marked", async (t) => {
   const { server } = await serverFor(t);
   const { page, sentMethods } = await openClient(t, server);

@@ -29,14 +29,82 @@ pub use super::tools::interactive::ASK_USER;
 /// Separator between an external tool server's name and its tool's name.
 pub const SERVER_SEPARATOR: &str = "__";
 
+/// What a tool call gives back: text for the model, images it should look at, and whether
+/// the call failed. A failure is a result the model sees, never a failed turn.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ToolOutput {
+    /// The result as text (the tool message the model reads), or the error.
+    pub text: String,
+    /// Images the tool returned (`data:image/…;base64,…` URLs). The model gets them after the
+    /// turn's tool results, as it gets a request's attachments; the history keeps a note.
+    pub images: Vec<String>,
+    /// True when the call failed.
+    pub is_error: bool,
+}
+
+impl ToolOutput {
+    /// A successful text result.
+    pub fn text(text: impl Into<String>) -> ToolOutput {
+        ToolOutput {
+            text: text.into(),
+            ..ToolOutput::default()
+        }
+    }
+
+    /// A failed call: `text` says why.
+    pub fn error(text: impl Into<String>) -> ToolOutput {
+        ToolOutput {
+            text: text.into(),
+            is_error: true,
+            ..ToolOutput::default()
+        }
+    }
+}
+
+impl From<Result<String, String>> for ToolOutput {
+    fn from(result: Result<String, String>) -> ToolOutput {
+        match result {
+            Ok(text) => ToolOutput::text(text),
+            Err(e) => ToolOutput::error(e),
+        }
+    }
+}
+
+/// What a tool server can reach of the running turn while one of its calls runs.
+#[derive(Clone, Copy)]
+pub struct ToolCallContext<'a> {
+    /// The turn's output: progress goes to [`TurnSink::status`], questions a tool needs
+    /// answered (MCP elicitation) to [`TurnSink::ask`].
+    pub sink: &'a dyn TurnSink,
+}
+
+/// How a tool server is doing, for `@system config` / `@system config agents`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolServerStatus {
+    /// How it is reached, without secrets: `stdio: mcp-server-time --local-timezone UTC`,
+    /// `Streamable HTTP: http://127.0.0.1:3001/mcp`.
+    pub transport: String,
+    /// `connected`, `starting`, `failed: <reason>`, `restarting in 2 s (<reason>)`.
+    pub state: String,
+    /// Tools offered now.
+    pub tools: usize,
+}
+
 /// An external source of tools (exposed to the model as `<server>__<tool>`).
 pub trait ToolServer: Send + Sync {
-    /// The server's tools (unprefixed names).
+    /// The server's tools now (unprefixed names). Read before every model call, so a
+    /// server whose list changed is offered its new tools from the next model call on.
     fn tools(&self) -> Vec<ToolSpec>;
-    /// Runs one of them.
-    fn call(&self, tool: &str, input: Value) -> LocalBoxFuture<'static, Result<String, String>>;
-    /// Where it is, for `@system config` (`None` when it has no address to show).
-    fn url(&self) -> Option<&str> {
+    /// Runs one of them. The future may borrow the context (it runs inside the turn).
+    fn call<'a>(
+        &'a self,
+        tool: &'a str,
+        input: Value,
+        context: ToolCallContext<'a>,
+    ) -> LocalBoxFuture<'a, ToolOutput>;
+    /// Its state, for `@system config`; `None` for sources that have none to show (the
+    /// agents clients host).
+    fn status(&self) -> Option<ToolServerStatus> {
         None
     }
 }
@@ -95,6 +163,9 @@ pub trait TurnSink {
         let _ = proposal;
         Box::pin(async { Err("nobody here can confirm an action".to_string()) })
     }
+    /// Shows a passing status while a tool call runs (an MCP server's progress): a
+    /// `temporary` display that the next one replaces, never logged.
+    fn status(&self, _text: String) {}
 }
 
 /// Everything one turn needs.
@@ -119,22 +190,25 @@ pub struct TurnInput {
 /// How a turn ended.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TurnOutcome {
-    /// Messages to append to the chat history (starting with the user's).
+    /// Messages to append to the chat history (starting with the user's; images already
+    /// replaced by notes).
     pub messages: Vec<ChatMessage>,
     /// Set when the turn failed (shown as `lastError`).
     pub error: Option<String>,
 }
 
 impl TurnOutcome {
-    /// The outcome of a turn whose messages are `messages`: the user's message (the first)
-    /// loses its images, which the history does not keep ([`attachments::for_history`]).
-    fn new(mut messages: Vec<ChatMessage>, error: Option<String>) -> TurnOutcome {
-        if let Some(first) = messages.first_mut() {
-            *first = attachments::for_history(std::mem::replace(
-                first,
-                ChatMessage::text(Role::User, ""),
-            ));
-        }
+    /// The outcome of a turn whose messages are `messages`: the user's message and tool
+    /// results lose their images, which the history does not keep
+    /// ([`attachments::for_history`]).
+    fn new(messages: Vec<ChatMessage>, error: Option<String>) -> TurnOutcome {
+        let messages = messages
+            .into_iter()
+            .map(|m| match m.role {
+                Role::User => attachments::for_history(m),
+                Role::Assistant => m,
+            })
+            .collect();
         TurnOutcome { messages, error }
     }
 }
@@ -161,13 +235,14 @@ pub fn offered_tools(servers: &HashMap<String, Arc<dyn ToolServer>>) -> Vec<Tool
 
 /// Runs the loop. Cancellation is by dropping the future.
 pub async fn run_turn(input: TurnInput, sink: &dyn TurnSink) -> TurnOutcome {
-    let tools = offered_tools(&input.tool_servers);
     // Only this turn's messages are copied per model call; the history is shared.
     let mut messages = vec![attachments::user_message(
         &input.command,
         &input.attachments,
     )];
     for _ in 0..input.max_iterations.max(1) {
+        // Read per model call: a server whose tool list changed offers the new one.
+        let tools = offered_tools(&input.tool_servers);
         let request = ProviderRequest {
             system: input.system.clone(),
             history: input.history.clone(),
@@ -205,26 +280,34 @@ pub async fn run_turn(input: TurnInput, sink: &dyn TurnSink) -> TurnOutcome {
             return TurnOutcome::new(messages, None);
         }
         let mut results = Vec::new();
+        let mut images = Vec::new();
         for (id, name, tool_input) in calls {
             sink.display(
                 json!({"type": "text", "content": format!("{name}({tool_input})"), "kind": "info"}),
                 Some(json!({"toolCall": {"id": id, "name": name, "input": tool_input}})),
             );
-            let outcome = call_tool(&name, tool_input, &input.tool_servers, sink, &tools).await;
-            let (content, is_error) = match outcome {
-                Ok(c) => (c, false),
-                Err(e) => (e, true),
-            };
+            let output =
+                call_tool(&name, tool_input, &input.tool_servers, sink, &tools).await;
+            let (content, is_error) = (output.text, output.is_error);
             sink.display(
                 json!({"type": "text", "content": content, "kind": if is_error { "error" } else { "success" }}),
-                Some(json!({"toolResult": {"id": id, "name": name, "content": content, "isError": is_error}})),
+                Some(json!({"toolResult": {"id": id, "name": name, "content": content, "isError": is_error, "images": output.images.len()}})),
             );
+            for url in output.images {
+                images.push(ContentBlock::Text {
+                    text: format!("[image returned by tool call {id} ({name})]"),
+                });
+                images.push(ContentBlock::Image { url });
+            }
             results.push(ContentBlock::ToolResult {
                 tool_use_id: id,
                 content,
                 is_error,
             });
         }
+        // Images follow the results in the same message: the provider sends them as a user
+        // message after the tool messages, as it sends attachments.
+        results.extend(images);
         messages.push(ChatMessage {
             role: Role::User,
             content: results,
@@ -302,6 +385,39 @@ pub fn describe_plan(request: &str, blocks: &[ContentBlock], explain: bool) -> S
     )
 }
 
+/// `propose_action`: shows the proposed call to everyone, then runs it as proposed, as
+/// edited (saying so), or not at all.
+async fn propose(
+    input: Value,
+    servers: &HashMap<String, Arc<dyn ToolServer>>,
+    sink: &dyn TurnSink,
+    offered: &[ToolSpec],
+) -> ToolOutput {
+    let proposal = match interactive::proposal(&input, offered) {
+        Ok(proposal) => proposal,
+        Err(e) => return ToolOutput::error(e),
+    };
+    let tool = proposal.tool.clone();
+    let proposed = proposal.input.clone();
+    match sink.propose_action(proposal).await {
+        Err(e) => ToolOutput::error(e),
+        Ok(ProposalAnswer::Cancelled) => {
+            ToolOutput::error(format!("the user cancelled the proposed {tool} call"))
+        }
+        Ok(ProposalAnswer::Run(input)) if input == proposed => {
+            Box::pin(call_tool(&tool, input, servers, sink, offered)).await
+        }
+        Ok(ProposalAnswer::Run(input)) => {
+            let shown = input.to_string();
+            let mut output = Box::pin(call_tool(&tool, input, servers, sink, offered)).await;
+            if !output.is_error {
+                output.text = format!("(the user changed the input to {shown}) {}", output.text);
+            }
+            output
+        }
+    }
+}
+
 /// Runs one tool call; `offered` are the turn's tools (what `propose_action` may propose).
 async fn call_tool(
     name: &str,
@@ -309,45 +425,28 @@ async fn call_tool(
     servers: &HashMap<String, Arc<dyn ToolServer>>,
     sink: &dyn TurnSink,
     offered: &[ToolSpec],
-) -> Result<String, String> {
+) -> ToolOutput {
     if !valid_tool_name(name) {
-        return Err(format!(
+        return ToolOutput::error(format!(
             "invalid tool name {name:?}: must match ^[a-zA-Z0-9_-]{{1,64}}$"
         ));
     }
     match name {
-        ASK_USER => return interactive::ask_user(&input, sink).await,
-        ASK_USER_FORM => return interactive::ask_user_form(&input, sink).await,
-        PROPOSE_ACTION => {
-            let proposal = interactive::proposal(&input, offered)?;
-            let tool = proposal.tool.clone();
-            let proposed = proposal.input.clone();
-            return match sink.propose_action(proposal).await? {
-                ProposalAnswer::Cancelled => {
-                    Err(format!("the user cancelled the proposed {tool} call"))
-                }
-                ProposalAnswer::Run(input) if input == proposed => {
-                    Box::pin(call_tool(&tool, input, servers, sink, offered)).await
-                }
-                ProposalAnswer::Run(input) => {
-                    let shown = input.to_string();
-                    let result = Box::pin(call_tool(&tool, input, servers, sink, offered)).await?;
-                    Ok(format!("(the user changed the input to {shown}) {result}"))
-                }
-            };
-        }
+        ASK_USER => return interactive::ask_user(&input, sink).await.into(),
+        ASK_USER_FORM => return interactive::ask_user_form(&input, sink).await.into(),
+        PROPOSE_ACTION => return propose(input, servers, sink, offered).await,
         _ => {}
     }
     if let Some(result) = tools::run_builtin_tool(name, &input) {
-        return result;
+        return result.into();
     }
     if let Some((server, tool)) = name.split_once(SERVER_SEPARATOR) {
         if let Some(s) = servers.get(server) {
-            return s.call(tool, input).await;
+            return s.call(tool, input, ToolCallContext { sink }).await;
         }
-        return Err(format!("no tool server named {server:?}"));
+        return ToolOutput::error(format!("no tool server named {server:?}"));
     }
-    Err(format!("unknown tool {name:?}"))
+    ToolOutput::error(format!("unknown tool {name:?}"))
 }
 
 #[cfg(test)]
@@ -477,13 +576,20 @@ mod tests {
                 input_schema: json!({"type": "object"}),
             }]
         }
-        fn call(
-            &self,
-            tool: &str,
+        fn call<'a>(
+            &'a self,
+            tool: &'a str,
             input: Value,
-        ) -> LocalBoxFuture<'static, Result<String, String>> {
+            _context: ToolCallContext<'a>,
+        ) -> LocalBoxFuture<'a, ToolOutput> {
             let out = format!("{tool}:{input}");
-            Box::pin(async move { Ok(out) })
+            Box::pin(async move {
+                ToolOutput {
+                    text: out,
+                    images: vec!["data:image/png;base64,iVBORw0KGgo".into()],
+                    is_error: false,
+                }
+            })
         }
     }
 
@@ -503,7 +609,8 @@ mod tests {
             &sink,
             &offered,
         ));
-        assert_eq!(r.unwrap(), "say:{\"x\":1}");
+        assert_eq!(r.text, "say:{\"x\":1}");
+        assert_eq!(r.images.len(), 1);
         let sink = Recorder {
             answer: Some(1),
             ..Default::default()
@@ -515,6 +622,56 @@ mod tests {
             &sink,
             &offered,
         ));
-        assert_eq!(r.unwrap(), "answer: No");
+        assert_eq!(r.text, "answer: No");
+    }
+
+    /// A provider that calls `echo__say` once, then answers with what it was sent.
+    struct CallsEchoOnce;
+    impl Provider for CallsEchoOnce {
+        fn name(&self) -> &str {
+            "calls-echo-once"
+        }
+        fn complete(
+            &self,
+            r: ProviderRequest,
+        ) -> LocalBoxFuture<'static, Result<ProviderResponse, ProviderError>> {
+            let first = r.messages.len() == 1;
+            let last = r.messages.last().cloned();
+            Box::pin(async move {
+                Ok(ProviderResponse {
+                    content: vec![if first {
+                        ContentBlock::ToolUse {
+                            id: "c1".into(),
+                            name: "echo__say".into(),
+                            input: json!({}),
+                        }
+                    } else {
+                        ContentBlock::Text {
+                            text: serde_json::to_string(&last).unwrap(),
+                        }
+                    }],
+                })
+            })
+        }
+    }
+
+    /// A tool's images reach the model after the results, and the history keeps a note.
+    #[test]
+    fn tool_images_go_to_the_model_not_the_history() {
+        let mut i = input(Arc::new(CallsEchoOnce), "go");
+        i.tool_servers.insert("echo".into(), Arc::new(Echo));
+        let out = block_on(run_turn(i, &Recorder::default()));
+        let seen = out.messages.last().unwrap().joined_text();
+        assert!(seen.contains("\"type\":\"image\""), "{seen}");
+        assert!(
+            seen.contains("image returned by tool call c1 (echo__say)"),
+            "{seen}"
+        );
+        let results = &out.messages[2];
+        assert!(results
+            .content
+            .iter()
+            .all(|b| !matches!(b, ContentBlock::Image { .. })));
+        assert!(results.joined_text().contains("not kept in the history"));
     }
 }

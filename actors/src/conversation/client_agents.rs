@@ -49,7 +49,7 @@ use crate::agent::client_agent::{
     ClientAgentSpec, EXECUTE_ACTION, EXECUTE_COMMAND, GET_COMMANDS, GET_COMMAND_COMPLETION,
     MAX_AGENTS_PER_CONVERSATION, RESERVED_AGENT_NAMES,
 };
-use crate::agent::turn::{ToolServer, ASK_USER};
+use crate::agent::turn::{ToolCallContext, ToolOutput, ToolServer, ASK_USER};
 use crate::agent::{tools, LocalBoxFuture, ToolSpec};
 use crate::client::OutboundCall;
 use crate::ids::{ConnectionId, ConversationId};
@@ -1034,15 +1034,20 @@ impl ToolServer for ClientAgentTools {
         self.spec.tool_specs()
     }
 
-    fn call(&self, tool: &str, input: Value) -> LocalBoxFuture<'static, Result<String, String>> {
+    fn call<'a>(
+        &'a self,
+        tool: &'a str,
+        input: Value,
+        _context: ToolCallContext<'a>,
+    ) -> LocalBoxFuture<'a, ToolOutput> {
         let name = self.spec.name.clone();
         let Some(action) = self.spec.actions.iter().find(|a| a.name == tool) else {
             let e = format!("client agent '{name}' has no action '{tool}'");
-            return Box::pin(async move { Err(e) });
+            return Box::pin(async move { ToolOutput::error(e) });
         };
         if !input.is_object() {
             let e = format!("the input of {name}__{tool} must be a JSON object");
-            return Box::pin(async move { Err(e) });
+            return Box::pin(async move { ToolOutput::error(e) });
         }
         let context = self.next_action_context.fetch_add(1, Ordering::Relaxed);
         let args = execute_action_args(action, input, context, &self.session_context_id);
@@ -1053,10 +1058,11 @@ impl ToolServer for ClientAgentTools {
         let call =
             invoke_in_action_context(name, self.host.clone(), EXECUTE_ACTION, args, open, true);
         Box::pin(async move {
-            match call.await {
+            let result = match call.await {
                 Ok(result) => action_result_text(result.as_ref()),
                 Err(e) => Err(e.to_string()),
-            }
+            };
+            result.into()
         })
     }
 }

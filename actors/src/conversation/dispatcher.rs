@@ -418,7 +418,27 @@ impl Conversation {
             self.setup.runtime.provider.name(),
             self.queue_status()
         );
-        json!({"agents": self.client_agent_statuses(), "details": details})
+        json!({"agents": self.client_agent_statuses(), "details": details,
+               "mcpServers": self.mcp_statuses()})
+    }
+
+    /// Roundtable extension of `getStatus`: each MCP server's name, state, transport and
+    /// tool count (the web client's conversation header shows them).
+    fn mcp_statuses(&self) -> Vec<Value> {
+        let mut servers: Vec<Value> = self
+            .setup
+            .runtime
+            .tool_servers
+            .iter()
+            .filter_map(|(name, server)| {
+                server.status().map(|s| {
+                    json!({"name": name, "state": s.state, "transport": s.transport,
+                           "tools": s.tools})
+                })
+            })
+            .collect();
+        servers.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
+        servers
     }
 
     /// `close`: the client leaves; its connection is told its conversation went away.

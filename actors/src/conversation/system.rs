@@ -21,7 +21,7 @@ use super::queue::Request;
 use super::turn::TurnEvent;
 use super::ClientAgentInfo;
 use super::{Conversation, RuntimeConfig};
-use crate::agent::turn::ASK_USER;
+use crate::agent::turn::{ToolServerStatus, ASK_USER};
 use crate::agent::{tools, ChatMessage, ContentBlock, Role};
 use crate::ids::ConversationId;
 use crate::protocol::ConversationInfo;
@@ -297,24 +297,40 @@ fn seconds(d: Duration) -> String {
     format!("{} s", d.as_secs_f64())
 }
 
-/// The tool servers, sorted: (name, url without its credentials, tool names as offered).
-fn tool_servers(runtime: &RuntimeConfig) -> Vec<(&str, String, Vec<String>)> {
+/// One tool server as `@system config` shows it.
+struct ServerView<'a> {
+    /// Its name (the tools' prefix).
+    name: &'a str,
+    /// How it is doing.
+    status: ToolServerStatus,
+    /// Its tools as offered (`name__tool`).
+    tools: Vec<String>,
+}
+
+/// The tool servers, sorted by name, with their status and tools as offered.
+fn tool_servers(runtime: &RuntimeConfig) -> Vec<ServerView<'_>> {
     let mut servers: Vec<_> = runtime
         .tool_servers
         .iter()
         .map(|(name, server)| {
-            let tools = server
+            let tools: Vec<String> = server
                 .tools()
                 .into_iter()
                 .map(|t| format!("{name}{}{}", crate::agent::turn::SERVER_SEPARATOR, t.name))
                 .collect();
-            let url = server
-                .url()
-                .map_or("(no address)".into(), crate::redact::redact_url_credentials);
-            (name.as_str(), url, tools)
+            let status = server.status().unwrap_or_else(|| ToolServerStatus {
+                transport: "(no address)".into(),
+                state: "connected".into(),
+                tools: tools.len(),
+            });
+            ServerView {
+                name: name.as_str(),
+                status,
+                tools,
+            }
         })
         .collect();
-    servers.sort();
+    servers.sort_by(|a, b| a.name.cmp(b.name));
     servers
 }
 
@@ -344,11 +360,15 @@ pub fn config_text(runtime: &RuntimeConfig, idle_timeout: Duration) -> String {
     );
     let servers = tool_servers(runtime);
     if servers.is_empty() {
-        out.push_str("- Tool servers: none\n");
+        out.push_str("- MCP servers: none\n");
     } else {
-        out.push_str("- Tool servers:\n");
-        for (name, url, tools) in servers {
-            let _ = writeln!(out, "  - `{name}` at {url} ({} tools)", tools.len());
+        out.push_str("- MCP servers:\n");
+        for s in servers {
+            let _ = writeln!(
+                out,
+                "  - `{}`: {}; {}; {} tools",
+                s.name, s.status.state, s.status.transport, s.status.tools
+            );
         }
     }
     let _ = writeln!(
@@ -398,19 +418,29 @@ pub fn agents_text(runtime: &RuntimeConfig, hosted: &[ClientAgentInfo]) -> Strin
     let servers = tool_servers(runtime);
     if servers.is_empty() {
         out.push_str(
-            "- Tool servers: none configured (`roundtable serve --tool-server NAME=URL`)\n",
+            "- MCP servers: none configured (`[mcp.servers.NAME]` in the config file, or \
+             `roundtable serve --mcp-config FILE`)\n",
         );
     }
-    for (name, url, tools) in servers {
-        let _ = writeln!(
+    for s in servers {
+        let _ = write!(
             out,
-            "- Tool server `{name}` at {url}: available (tools read at start-up): {}",
-            tools
-                .iter()
-                .map(|t| format!("`{t}`"))
-                .collect::<Vec<_>>()
-                .join(", ")
+            "- MCP server `{}`: {}; {}; {} tools",
+            s.name, s.status.state, s.status.transport, s.status.tools
         );
+        if s.tools.is_empty() {
+            out.push('\n');
+        } else {
+            let _ = writeln!(
+                out,
+                ": {}",
+                s.tools
+                    .iter()
+                    .map(|t| format!("`{t}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
     }
     if hosted.is_empty() {
         out.push_str(

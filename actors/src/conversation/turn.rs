@@ -50,6 +50,14 @@ pub enum TurnEvent {
         /// The answer (choice index).
         reply: oneshot::Sender<Result<usize, String>>,
     },
+    /// A passing status while a tool call runs (an MCP server's progress): shown as a
+    /// `temporary` display, never logged.
+    Status {
+        /// Turn.
+        turn: u64,
+        /// The status text.
+        text: String,
+    },
     /// The agent loop finished.
     Done {
         /// Turn.
@@ -131,6 +139,13 @@ impl TurnSink for ConversationSink {
             rx.await
                 .unwrap_or_else(|_| Err("the question was dropped".into()))
         })
+    }
+
+    fn status(&self, text: String) {
+        self.addr.do_send(TurnEvent::Status {
+            turn: self.turn,
+            text,
+        });
     }
 
     fn ask_remember(
@@ -378,6 +393,17 @@ impl Conversation {
                 if self.is_current(turn) {
                     let request = self.running.as_ref().expect("current").request.clone();
                     self.display(&request, content, extra, DisplayMode::Block);
+                }
+            }
+            TurnEvent::Status { turn, text } => {
+                if self.is_current(turn) {
+                    let request = self.running.as_ref().expect("current").request.clone();
+                    self.display(
+                        &request,
+                        json!({"type": "text", "content": text, "kind": "status"}),
+                        None,
+                        DisplayMode::Temporary,
+                    );
                 }
             }
             TurnEvent::Ask {
