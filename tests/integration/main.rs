@@ -17,6 +17,7 @@ mod durability;
 mod interactions;
 mod lifecycle;
 mod live_list;
+mod protocol_head;
 mod providers;
 mod runtime;
 mod search;
