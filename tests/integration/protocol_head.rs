@@ -903,6 +903,42 @@ fn a_request_with_no_allowed_directory_gets_none() {
     a.until_complete(&id, &Client::request_id(&ack));
 }
 
+/// Options count toward the bytes a conversation's queue may hold, like the text they come
+/// with: a request whose options would pass the bound is refused with `queue_full`.
+#[test]
+fn options_count_toward_the_queued_bytes() {
+    let (server, _gate, _model) = gated_server(&[], &[]);
+    let (mut a, id) = server.joined("big options");
+    let ack = submit_as(&mut a, &id, "slow work", "holds-9");
+    assert_eq!(ack["entry"]["state"], "running");
+    let d = dispatcher(&id);
+    let context = "c".repeat(9 << 20);
+    let ack = a
+        .invoke(
+            &d,
+            "submitCommand",
+            json!(["@help", null, {"userContext": {"note": context}}]),
+        )
+        .unwrap();
+    assert_eq!(
+        ack["entry"]["state"],
+        "queued",
+        "{}",
+        &ack.to_string()[..200]
+    );
+    let refused = a
+        .invoke(
+            &d,
+            "submitCommand",
+            json!(["@help", null, {"userContext": {"note": context}}]),
+        )
+        .unwrap();
+    assert_eq!(
+        refused,
+        json!({"ok": false, "error": "queue_full", "maxDepth": 100, "maxBytes": 16 << 20})
+    );
+}
+
 /// The settings: roots of which none exists stop the server at start with the reason;
 /// `config show` lists both keys with where they came from.
 #[test]

@@ -180,7 +180,9 @@ fn parse_request(m: &str, args: &Args, origin: ConnectionId, with_id: bool) -> R
         request_id: request_id.unwrap_or_else(RequestId::new_random),
         origin,
         client_request_id,
-        size: text.len() + attachments.iter().map(attachments::size).sum::<usize>(),
+        size: text.len()
+            + attachments.iter().map(attachments::size).sum::<usize>()
+            + options.as_ref().map_or(0, |o| o.to_string().len()),
         text,
         attachments,
         options,

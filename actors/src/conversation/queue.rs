@@ -35,10 +35,10 @@ use crate::storage::requests::{AcceptedRequest, Record};
 
 /// Queue cap (`MAX_QUEUE_DEPTH` in TypeAgent).
 pub const MAX_QUEUE_DEPTH: usize = 100;
-/// Bytes of command text and attachments (as sent) waiting in one conversation's queue: 100
-/// requests of up to a frame each (16 MiB) would otherwise hold 1.6 GB, twice (the queue and
-/// the open requests of the journal), and every queue snapshot sent to clients carries the
-/// texts. A request is always taken into an empty queue.
+/// Bytes of command text, attachments and options (as sent) waiting in one conversation's
+/// queue: 100 requests of up to a frame each (16 MiB) would otherwise hold 1.6 GB, twice (the
+/// queue and the open requests of the journal), and every queue snapshot sent to clients
+/// carries the texts and options. A request is always taken into an empty queue.
 pub const MAX_QUEUED_BYTES: usize = 16 << 20;
 /// Request ids remembered after they finish, for `cancelCommand`'s `already_completed`.
 const FINISHED_MEMORY: usize = 1024;
@@ -177,7 +177,8 @@ pub(super) struct Request {
     pub(super) text: String,
     /// Attachments (kept for the agent; not echoed).
     pub(super) attachments: Vec<Value>,
-    /// Bytes of `text` and `attachments` as sent: what [`MAX_QUEUED_BYTES`] counts.
+    /// Bytes of `text`, `attachments` and `options` as sent: what [`MAX_QUEUED_BYTES`]
+    /// counts.
     pub(super) size: usize,
     /// Submit options, echoed in the queue entry.
     pub(super) options: Option<Value>,
