@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use roundtable_actors::cluster::ClusterSettings;
+use roundtable_actors::conversation::WorkingDirectoryPolicy;
 use roundtable_actors::outbox::{OutboxLimits, ServerBudget, DEFAULT_SERVER_QUEUED_BYTES};
 
 /// Everything `serve` needs.
@@ -62,6 +63,9 @@ pub struct ServerConfig {
     pub client_agent_timeout: Duration,
     /// `--cluster`: the NATS server and this node's name; `None` runs a single node.
     pub cluster: Option<ClusterSettings>,
+    /// Where requests may work (`--working-directory-root`) and where they work when they
+    /// name no allowed directory (`--working-directory-default`).
+    pub working_directory: WorkingDirectoryPolicy,
 }
 
 /// The agent's model backend.
@@ -106,6 +110,8 @@ impl ServerConfig {
             mcp_servers: Vec::new(),
             client_agent_timeout: roundtable_actors::agent::client_agent::DEFAULT_CALL_TIMEOUT,
             cluster: None,
+            working_directory: WorkingDirectoryPolicy::new(&[], &server_directory())
+                .expect("no roots is a valid policy"),
         }
     }
 
@@ -216,6 +222,14 @@ pub struct ServeArgs {
     /// wait before another node takes them over (the first node of a cluster sets it).
     #[arg(long, default_value_t = 6.0, hide = true)]
     pub(crate) lease_time: f64,
+    /// A directory requests may work in (repeatable): a request's workingDirectory must lie
+    /// within one, else it works in --working-directory-default. Default: any directory.
+    #[arg(long = "working-directory-root")]
+    pub(crate) working_directory_roots: Vec<PathBuf>,
+    /// Where a request works when it names no allowed directory. Default: the server's
+    /// current directory.
+    #[arg(long)]
+    pub(crate) working_directory_default: Option<PathBuf>,
 }
 
 /// A `roundtable serve` flag that cannot be used; the text is what the user sees.
@@ -250,6 +264,9 @@ pub enum ConfigError {
     /// `--cluster` / `--node-name` cannot be used (the text says why).
     #[error("{0}")]
     Cluster(String),
+    /// `--working-directory-root` names no existing directory (the text says so).
+    #[error("--{0}")]
+    WorkingDirectory(String),
     /// An empty token would silently turn authentication off.
     #[error("the token is empty; give a non-empty token, or none to serve only your own user")]
     EmptyToken,
@@ -285,6 +302,7 @@ impl ConfigError {
             ConfigError::TokenFile { .. } => Some("token-file"),
             ConfigError::EmptyToken => Some("token"),
             ConfigError::Cluster(_) => Some("cluster"),
+            ConfigError::WorkingDirectory(_) => Some("working-directory-root"),
             _ => None,
         }
     }
@@ -346,6 +364,12 @@ fn cluster_settings(
     }))
 }
 
+/// The server's current directory (the default working directory of requests, as
+/// TypeAgent's `process.cwd()`); `.` if it cannot be read.
+fn server_directory() -> PathBuf {
+    std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."))
+}
+
 /// The machine's host name (Linux: the kernel's UTS name).
 fn host_name() -> Option<String> {
     let name = std::fs::read_to_string("/proc/sys/kernel/hostname").ok()?;
@@ -401,6 +425,12 @@ impl TryFrom<ServeArgs> for ServerConfig {
         config.outbox.max_frames = args.max_queued_frames.max(1);
         config.outbox.max_bytes = args.max_queued_bytes.max(1024);
         config.outbox.server = Some(ServerBudget::new(args.max_queued_bytes_total.max(1024)));
+        let default_directory = args
+            .working_directory_default
+            .unwrap_or_else(server_directory);
+        config.working_directory =
+            WorkingDirectoryPolicy::new(&args.working_directory_roots, &default_directory)
+                .map_err(ConfigError::WorkingDirectory)?;
         config.cluster = cluster_settings(args.cluster, args.node_name)?;
         if let Some(cluster) = &mut config.cluster {
             cluster.lease_time = positive_seconds("lease-time", args.lease_time)?;
@@ -525,5 +555,28 @@ mod tests {
         );
         let err = config(&["--token= "]).unwrap_err();
         assert!(matches!(err, ConfigError::EmptyToken));
+    }
+
+    #[test]
+    fn working_directory_roots_must_exist() {
+        let err = config(&["--working-directory-root=/nonexistent/root"]).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "--working-directory-root: none of the roots is an existing directory"
+        );
+        assert_eq!(err.flag(), Some("working-directory-root"));
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        let flag = format!("--working-directory-root={}", root.display());
+        let default = format!("--working-directory-default={}", root.display());
+        let config = config(&[&flag, "--working-directory-root=/nonexistent", &default]).unwrap();
+        assert_eq!(
+            config.working_directory.allowed_roots(),
+            std::slice::from_ref(&root)
+        );
+        assert_eq!(
+            config.working_directory.default_root(),
+            Some(root.as_path())
+        );
     }
 }

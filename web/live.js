@@ -170,7 +170,9 @@ function requestCancelled(view, args) {
     if (c.requestId === rid) closeChoice(view, choiceId, "Cancelled");
   }
   clearTemporary(view, rid);
-  const reason = args[1] && args[1] !== "cancelled" ? ` (${String(args[1]).replace(/_/g, " ")})` : "";
+  // TypeAgent's QueueCancelReason: "user" for every cancel a client asked for; the others
+  // (no_clients, server_stopping) are said.
+  const reason = args[1] && args[1] !== "user" ? ` (${String(args[1]).replace(/_/g, " ")})` : "";
   addLocal(view, "warning", `${wasMine ? "Your request was" : "A request was"} cancelled${reason}.`);
   scheduleSync(view);
 }

@@ -8,12 +8,13 @@
 //! (remember the socket in that conversation's room; the others get the join notice),
 //! `leaveConversation` (the others get the leave notice), and `submitCommand`, answered `{ok:true, entry}` and turned at once
 //! into the same seven `clientio` calls Roundtable sends every member for an echo turn
-//! (`requestQueued`, `requestStarted`, `queueStateChanged`, `setUserRequest`, `appendDisplay`
-//! with `echo: <text>`, `notify commandComplete`, `queueStateChanged`), each serialized once and
-//! spliced with the member's own callId, so the harness measures both servers identically.
+//! (`requestQueued`, `requestStarted`, `setUserRequest`, `setDisplayInfo`, `appendDisplay`
+//! with `echo: <text>`, `notify commandComplete` with its metrics and trace id, and the one
+//! coalesced `queueStateChanged`), each serialized once and spliced with the member's own
+//! callId, so the harness measures both servers identically.
 //!
 //! With `--durable DIR` it is the durable baseline: a turn's last two calls (`notify
-//! commandComplete` and the final `queueStateChanged`) are held back until its three display
+//! commandComplete` and the final `queueStateChanged`) are held back until its four display
 //! log entries are on disk, written and fsynced with group commit by one writer thread
 //! (`durable.rs`), as Roundtable holds back `commandComplete` until its `command-result` is
 //! durable. The submit's answer and the first five calls go out at once. It answers every
@@ -364,21 +365,25 @@ fn turn_calls(entry: &mut Value, id_obj: &Value, text: &str, v: u64) -> Calls {
     let queued = entry.clone();
     entry["state"] = json!("running");
     entry["startedAt"] = entry["submittedAt"].clone();
+    let result = json!({"result": {
+        "metrics": {"parse": {"duration": 0.01}, "actions": [{"duration": 0.01}], "duration": 0.05},
+        "traceId": uuid::Uuid::new_v4().simple().to_string(),
+    }});
     vec![
         ("requestQueued", json!([queued, v + 1]).to_string()),
         ("requestStarted", json!([entry, v + 2]).to_string()),
-        (
-            "queueStateChanged",
-            json!([{"paused": false, "queued": [], "running": entry, "version": v + 2}]).to_string(),
-        ),
         ("setUserRequest", json!([id_obj, text]).to_string()),
+        (
+            "setDisplayInfo",
+            json!([id_obj, "dispatcher", null, ["request"]]).to_string(),
+        ),
         (
             "appendDisplay",
             json!([{"message": {"content": format!("echo: {text}"), "type": "markdown"}, "requestId": id_obj, "source": "chat"}, "block"]).to_string(),
         ),
         (
             "notify",
-            json!([id_obj, "commandComplete", {"result": null}, "system", null, null]).to_string(),
+            json!([id_obj, "commandComplete", result, "system", null, null]).to_string(),
         ),
         (
             "queueStateChanged",
@@ -392,12 +397,13 @@ fn turn_calls(entry: &mut Value, id_obj: &Value, text: &str, v: u64) -> Calls {
 pub fn log_entries(id_obj: &Value, text: &str) -> Vec<serde_json::Map<String, Value>> {
     [
         json!({"type": "user-request", "requestId": id_obj, "command": text}),
+        json!({"type": "set-display-info", "requestId": id_obj, "source": "dispatcher", "action": ["request"]}),
         json!({
             "type": "append-display",
             "message": {"message": {"content": format!("echo: {text}"), "type": "markdown"}, "requestId": id_obj, "source": "chat"},
             "mode": "block"
         }),
-        json!({"type": "command-result", "requestId": id_obj}),
+        json!({"type": "command-result", "requestId": id_obj, "metrics": {"parse": {"duration": 0.01}, "actions": [], "duration": 0.05}}),
     ]
     .into_iter()
     .filter_map(|e| match e {

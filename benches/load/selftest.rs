@@ -220,11 +220,14 @@ fn durable_log() -> Result<(), String> {
         .map(|e| serde_json::from_str::<Value>(e).map(|v| json!([v["seq"], v["type"]])))
         .collect::<Result<_, _>>()
         .map_err(|e| e.to_string())?;
-    let want: Vec<Value> = (0..9)
-        .map(|seq| {
-            let kind = ["user-request", "append-display", "command-result"][seq % 3];
-            json!([seq, kind])
-        })
+    let kinds_of_a_turn = [
+        "user-request",
+        "set-display-info",
+        "append-display",
+        "command-result",
+    ];
+    let want: Vec<Value> = (0..3 * kinds_of_a_turn.len())
+        .map(|seq| json!([seq, kinds_of_a_turn[seq % kinds_of_a_turn.len()]]))
         .collect();
     expect("conversation a's entries (seq, type)", kinds, want)?;
     expect(

@@ -370,8 +370,8 @@ fn render_live(
             .as_str()
             .map(|e| format!("error: {e}")),
         "requestCancelled" => Some(format!(
-            "(request cancelled: {})",
-            args[1].as_str().unwrap_or("")
+            "(request {})",
+            super::render::cancelled_text(args[1].as_str().unwrap_or(""))
         )),
         "requestInteraction" if at_prompt && args[0]["type"] != "question" => {
             let q = &args[0];

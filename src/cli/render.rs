@@ -85,6 +85,16 @@ pub fn render_message(message: &Value) -> String {
     }
 }
 
+/// "cancelled", with why when a client did not ask for it: `requestCancelled`'s reason is
+/// TypeAgent's `QueueCancelReason`, `user` for every cancel a client asked for
+/// (`cancelled: no clients`, `cancelled: server stopping` otherwise).
+pub fn cancelled_text(reason: &str) -> String {
+    match reason {
+        "user" | "" => "cancelled".into(),
+        other => format!("cancelled: {}", other.replace('_', " ")),
+    }
+}
+
 /// How a replayed display-log entry reads.
 pub fn render_history_entry(entry: &Value, my_connection: &str) -> Option<String> {
     match entry["type"].as_str()? {

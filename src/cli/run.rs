@@ -64,10 +64,15 @@ pub async fn run(
     }
     conn.close();
     match outcome {
+        CommandOutcome::Completed(result) if result["cancelled"] == true => {
+            Err(CliError::new("cancelled".to_string()))
+        }
         CommandOutcome::Completed(result) => match result["lastError"].as_str() {
             Some(e) => Err(CliError::new(format!("error: {e}"))),
             None => Ok(()),
         },
-        CommandOutcome::Cancelled(reason) => Err(CliError::new(format!("cancelled: {reason}"))),
+        CommandOutcome::Cancelled(reason) => {
+            Err(CliError::new(super::render::cancelled_text(&reason)))
+        }
     }
 }

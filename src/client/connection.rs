@@ -279,6 +279,8 @@ fn handle_frame(
     };
     let call_id = message["callId"].as_u64();
     match message["type"].as_str() {
+        // An `invokeError` may also carry `cancelled`, `errorMarkdown` and `stack`
+        // (agent-rpc): the error text is what a caller acts on; the rest is ignored.
         Some(kind @ ("invokeResult" | "invokeError")) => {
             let Some(call_id) = call_id else { return };
             let Some(tx) = shared
@@ -363,12 +365,17 @@ fn completion_of(method: &str, args: &[Value]) -> Option<(String, CommandOutcome
     }
 }
 
-/// Books a completion and wakes the waiters.
+/// Books a completion and wakes the waiters. The first outcome of a request wins: a running
+/// request that is cancelled gets `requestCancelled`, then `commandComplete` with
+/// `{cancelled: true}`, and its waiter is told it was cancelled (as TypeAgent's client
+/// library settles on `requestCancelled` and parks the later completion).
 fn record_completion(shared: &Shared, id: String, outcome: CommandOutcome) {
     let mut book = shared.completions.lock().unwrap();
-    if book.outcomes.insert(id.clone(), outcome).is_none() {
-        book.order.push_back(id);
+    if book.outcomes.contains_key(&id) {
+        return;
     }
+    book.outcomes.insert(id.clone(), outcome);
+    book.order.push_back(id);
     while book.order.len() > COMPLETIONS_KEPT {
         if let Some(old) = book.order.pop_front() {
             book.outcomes.remove(&old);
@@ -376,4 +383,82 @@ fn record_completion(shared: &Shared, id: String, outcome: CommandOutcome) {
     }
     drop(book);
     shared.completed.notify_waiters();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shared() -> Shared {
+        Shared {
+            pending: Mutex::new(HashMap::new()),
+            next_call: Mutex::new(HashMap::new()),
+            completions: Mutex::new(Completions::default()),
+            completed: Notify::new(),
+            closed: AtomicBool::new(false),
+        }
+    }
+
+    /// An `invokeError` with agent-rpc's optional `cancelled`, `errorMarkdown` and `stack`
+    /// answers its call with the error text.
+    #[test]
+    fn invoke_errors_with_extra_fields_answer_their_call() {
+        let shared = shared();
+        let (tx, mut rx) = oneshot::channel();
+        shared
+            .pending
+            .lock()
+            .unwrap()
+            .insert(("dispatcher:c".into(), 3), tx);
+        let (events, _events_rx) = mpsc::unbounded_channel();
+        let (replies, _replies_rx) = mpsc::unbounded_channel();
+        let frame = json!({"name": "dispatcher:c", "message": {"type": "invokeError", "callId": 3,
+            "error": "Request cancelled", "cancelled": true, "errorMarkdown": "**cancelled**",
+            "stack": "Error: Request cancelled\n    at x"}});
+        handle_frame(&shared, &frame.to_string(), &events, &replies);
+        assert_eq!(
+            rx.try_recv().unwrap(),
+            Err(ClientError::Rpc("Request cancelled".into()))
+        );
+    }
+
+    /// A cancelled running request: `requestCancelled` decides the outcome, the
+    /// `commandComplete` with `{cancelled: true}` after it does not replace it; a completed
+    /// one's outcome is the `result` of its `commandComplete`.
+    #[test]
+    fn the_first_outcome_of_a_request_wins() {
+        let shared = shared();
+        let (events, _events_rx) = mpsc::unbounded_channel();
+        let (replies, _replies_rx) = mpsc::unbounded_channel();
+        let call = |args: Value| {
+            json!({"name": "clientio:c", "message": {"type": "call", "callId": 0, "name": args[0], "args": args[1]}})
+                .to_string()
+        };
+        let id = json!({"connectionId": "0", "requestId": "r1"});
+        handle_frame(
+            &shared,
+            &call(json!(["requestCancelled", ["r1", "user", 4]])),
+            &events,
+            &replies,
+        );
+        let complete =
+            json!([id, "commandComplete", {"result": {"cancelled": true}}, "system", null, null]);
+        handle_frame(
+            &shared,
+            &call(json!(["notify", complete])),
+            &events,
+            &replies,
+        );
+        let done = json!([{"requestId": "r2"}, "commandComplete", {"result": {"metrics": {"actions": []}}}, "system", null, null]);
+        handle_frame(&shared, &call(json!(["notify", done])), &events, &replies);
+        let book = shared.completions.lock().unwrap();
+        assert_eq!(
+            book.outcomes["r1"],
+            CommandOutcome::Cancelled("user".into())
+        );
+        assert_eq!(
+            book.outcomes["r2"],
+            CommandOutcome::Completed(json!({"metrics": {"actions": []}}))
+        );
+    }
 }

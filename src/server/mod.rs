@@ -298,6 +298,7 @@ async fn start_registry(
             instance_root: layout.root.clone(),
             log_filter: crate::logging::control(),
             search: Some(search.clone()),
+            working_directory: config.working_directory.clone(),
         }),
         cluster,
     })?;

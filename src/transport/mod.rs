@@ -45,12 +45,13 @@ use actix::prelude::*;
 use actix_web::{HttpMessage as _, HttpRequest, HttpResponse};
 use roundtable_actors::client::{ConversationGone, OutboundCall};
 use roundtable_actors::conversation::{
-    Conversation, DispatcherCall, DispatcherInvoke, DispatcherReply,
+    deleted_status, Conversation, DispatcherCall, DispatcherInvoke, DispatcherReply,
 };
 use roundtable_actors::ids::{ConnectionId, ConversationId, ConversationRef};
 use roundtable_actors::metrics::Metrics;
 use roundtable_actors::outbox::{outbox, Outbox, Outgoing, PushError};
 use roundtable_actors::protocol::frames::Reassembler;
+use roundtable_actors::protocol::trace::{MetadataIgnored, RpcMetadata, TraceParent};
 use roundtable_actors::protocol::{
     self, Args, Inbound, RpcError, RpcResult, AGENT_SERVER_CHANNEL, DISCOVERY_CHANNEL,
     DISPATCHER_PREFIX,
@@ -371,7 +372,11 @@ impl Connection {
                 call_id,
                 method,
                 args,
-            }) => self.on_invoke(channel, call_id, method, args, ctx),
+                metadata,
+            }) => {
+                let trace = self.trace_of(&channel, &method, metadata);
+                self.on_invoke(channel, call_id, method, args, trace, ctx)
+            }
             Ok(Inbound::InvalidInvoke { channel, call_id }) => {
                 if self.channel_exists(&channel) || channel.starts_with(DISPATCHER_PREFIX) {
                     self.reply(&channel, call_id, "(invalid)", Err(RpcError::InvalidInvoke));
@@ -409,6 +414,38 @@ impl Connection {
         }
     }
 
+    /// The trace context an invoke's `metadata` gives its request: accepted on every channel
+    /// and never an error (an envelope or a part of the wrong shape is ignored, with a debug
+    /// line); trusted only on `dispatcher:<id>`, as TypeAgent's server trusts it only there.
+    fn trace_of(
+        &self,
+        channel: &str,
+        method: &str,
+        metadata: Option<Result<RpcMetadata, MetadataIgnored>>,
+    ) -> Option<TraceParent> {
+        let metadata = match metadata? {
+            Ok(m) => m,
+            Err(ignored) => {
+                log::debug!(
+                    "socket {}: {channel} {method}: {ignored}; ignored",
+                    self.socket_id
+                );
+                return None;
+            }
+        };
+        if !metadata.dropped.is_empty() {
+            log::debug!(
+                "socket {}: {channel} {method}: metadata parts ignored: {}",
+                self.socket_id,
+                metadata.dropped.join("; ")
+            );
+        }
+        if !channel.starts_with(DISPATCHER_PREFIX) {
+            return None;
+        }
+        metadata.traceparent
+    }
+
     /// An invoke: dropped on an unknown channel (other than `dispatcher:<id>`), refused past
     /// [`protocol::MAX_IN_FLIGHT`], dropped when its callId is already in flight, answered
     /// `Not joined` / `Conversation not found` on a dispatcher channel this socket has not
@@ -419,6 +456,7 @@ impl Connection {
         call_id: u64,
         method: String,
         args: Args,
+        trace: Option<TraceParent>,
         ctx: &mut Context<Self>,
     ) {
         let dispatcher = channel.starts_with(DISPATCHER_PREFIX);
@@ -451,7 +489,7 @@ impl Connection {
             self.not_joined(channel, call_id, method, ctx);
             return;
         }
-        self.invoke(channel, call_id, method, args, ctx);
+        self.invoke(channel, call_id, method, args, trace, ctx);
     }
 
     /// A `call` (never answered) on a joined `dispatcher:<id>`: forwarded to the conversation,
@@ -485,7 +523,9 @@ impl Connection {
 
     /// Answers an invoke on a `dispatcher:<id>` channel this socket has not joined:
     /// `Conversation not found: <id>` when it does not exist (any more), else
-    /// `Not joined to conversation: <id>`.
+    /// `Not joined to conversation: <id>`. `getStatus` on a conversation that no longer
+    /// exists answers an empty status instead ([`deleted_status`]): `agent-cli` asks it
+    /// before every prompt, outside any `catch`, and an error there ends it (reference K.5).
     fn not_joined(
         &mut self,
         channel: String,
@@ -496,9 +536,11 @@ impl Connection {
         let named = ConversationRef::parse(&channel[DISPATCHER_PREFIX.len()..]);
         let id = named.raw().to_string();
         let exists = self.state.registry.send(ConversationExists { id: named });
+        let status = method == "getStatus";
         self.answer(ctx, channel, call_id, method, async move {
             match exists.await {
                 Ok(true) => Err(RpcError::NotJoined(id)),
+                Ok(false) if status => Ok(Some(deleted_status(&id))),
                 Ok(false) => Err(RpcError::ConversationNotFound(id)),
                 Err(e) => Err(RpcError::Internal(format!("registry unavailable: {e}"))),
             }
@@ -529,6 +571,7 @@ impl Connection {
         call_id: u64,
         method: String,
         args: Args,
+        trace: Option<TraceParent>,
         ctx: &mut Context<Self>,
     ) {
         if channel == AGENT_SERVER_CHANNEL {
@@ -541,12 +584,17 @@ impl Connection {
                 connection_id: joined.connection_id,
                 method: method.clone(),
                 args,
+                trace,
             });
             ctx.spawn(req.into_actor(self).map(move |res, act, _| {
+                // The conversation stopped under this join (deleted): as `not_joined` answers.
                 let res = res.unwrap_or_else(|_| {
-                    Err(RpcError::ConversationNotFound(
-                        channel[DISPATCHER_PREFIX.len()..].to_string(),
-                    ))
+                    let id = &channel[DISPATCHER_PREFIX.len()..];
+                    if method == "getStatus" {
+                        Ok(DispatcherReply::Value(Some(deleted_status(id))))
+                    } else {
+                        Err(RpcError::ConversationNotFound(id.to_string()))
+                    }
                 });
                 match res {
                     Ok(DispatcherReply::Raw(json)) => act.reply_raw(&channel, call_id, &json),

@@ -28,14 +28,18 @@ fn shown(c: &mut Client, id: &str, command: &str) -> String {
         .unwrap_or_else(|| panic!("{command} showed nothing: {calls:?}"))
 }
 
-/// Checks that `entries` are the three entries of each turn in `turns` (user-request with the
-/// turn's text, its echo, its command-result), in order, with consecutive seqs.
+/// Display-log entries of an echo turn: user-request, set-display-info, echo, command-result.
+const PER_TURN: usize = 4;
+
+/// Checks that `entries` are the [`PER_TURN`] entries of each turn in `turns` (user-request
+/// with the turn's text, its `set-display-info` (an agent turn: `dispatcher request`), its
+/// echo, its command-result), in order, with consecutive seqs.
 fn assert_turns(entries: &[Value], first_seq: u64, turns: &[String]) {
-    assert_eq!(entries.len(), 3 * turns.len(), "entry count");
+    assert_eq!(entries.len(), PER_TURN * turns.len(), "entry count");
     for (i, e) in entries.iter().enumerate() {
         assert_eq!(e["seq"], first_seq + i as u64, "seq of entry {i}");
-        let text = &turns[i / 3];
-        match i % 3 {
+        let text = &turns[i / PER_TURN];
+        match i % PER_TURN {
             0 => {
                 assert_eq!(e["type"], "user-request", "entry {i}");
                 assert!(
@@ -44,6 +48,10 @@ fn assert_turns(entries: &[Value], first_seq: u64, turns: &[String]) {
                 );
             }
             1 => {
+                assert_eq!(e["type"], "set-display-info", "entry {i}");
+                assert_eq!(e["source"], "dispatcher", "entry {i}");
+            }
+            2 => {
                 assert_eq!(e["type"], "append-display", "entry {i}");
                 let echo = e["message"]["message"]["content"].as_str().unwrap();
                 assert!(echo == format!("echo: {text}"), "entry {i}: not the echo");
@@ -85,8 +93,9 @@ fn big_turns_leave_memory_bounded_and_history_whole() {
         "RSS {rss_before} KiB → peak {peak} KiB"
     );
     // The last three turns: mostly read from disk now, exactly as they were logged.
-    let tail = history_after(&mut c, &id, Some(first_seq + 3 * 17 - 1));
-    assert_turns(&tail, first_seq + 3 * 17, &turns[17..]);
+    let first = first_seq + (PER_TURN * 17) as u64;
+    let tail = history_after(&mut c, &id, Some(first - 1));
+    assert_turns(&tail, first, &turns[17..]);
     // The whole chat history is numbered, oldest first, though most of it is only on disk.
     let history = shown(&mut c, &id, "@system history 100");
     assert!(
@@ -128,12 +137,17 @@ fn history_past_the_memory_bound_is_read_from_disk() {
         c.until_complete(&id, &rid);
     }
     assert_turns(&history_after(&mut c, &id, None), 0, &turns);
-    for after in [0, 17, 44, 61, 88] {
+    let total = PER_TURN * turns.len();
+    for after in [0, 17, 58, 81, 118] {
         let entries = history_after(&mut c, &id, Some(after));
-        let from_turn = (after as usize + 1).div_ceil(3);
-        let skip = 3 * from_turn - (after as usize + 1);
-        assert_eq!(entries.len(), 90 - (after as usize + 1), "after {after}");
-        assert_turns(&entries[skip..], 3 * from_turn as u64, &turns[from_turn..]);
+        let from_turn = (after as usize + 1).div_ceil(PER_TURN);
+        let skip = PER_TURN * from_turn - (after as usize + 1);
+        assert_eq!(entries.len(), total - (after as usize + 1), "after {after}");
+        assert_turns(
+            &entries[skip..],
+            (PER_TURN * from_turn) as u64,
+            &turns[from_turn..],
+        );
     }
     // After a reload (eviction and join), the same.
     assert!(server.shutdown().success());
@@ -169,7 +183,9 @@ fn a_history_read_sees_entries_the_writer_still_holds() {
     let rid = Client::request_id(&c.submit(&id, "say a lot"));
     let before = history_after(&mut c, &id, None);
     let request_seq = before.last().unwrap()["seq"].as_u64().unwrap();
-    assert_eq!(before.last().unwrap()["type"], "user-request");
+    // The request and what it runs (an agent turn).
+    assert_eq!(before[before.len() - 2]["type"], "user-request");
+    assert_eq!(before.last().unwrap()["type"], "set-display-info");
     // The 5 MiB answer is logged (and let go of at once) and streamed to the client without
     // waiting for the writer, which sleeps 2 s before writing it.
     gate.open();

@@ -85,7 +85,7 @@ fn interactions_answered_by_another_client() {
     let ack = b.submit(&id, "hello again");
     let next = Client::request_id(&ack);
     let calls = a.until_complete(&id, &stalled);
-    assert_eq!(calls.last().unwrap().1[1], "superseded");
+    assert_eq!(calls.last().unwrap().1[1], "user");
     assert!(calls
         .iter()
         .any(|(m, args)| m == "interactionCancelled" && args[0] == q[0]["interactionId"]));

@@ -20,6 +20,7 @@ mod interactions;
 mod lifecycle;
 mod live_list;
 mod mcp;
+mod protocol_head;
 mod protocol_methods;
 mod providers;
 mod runtime;

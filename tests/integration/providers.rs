@@ -116,7 +116,7 @@ fn queue_full_and_cancel() {
         .unwrap();
     assert_eq!(r, json!({"kind": "cancelled_queued", "requestId": "rid-5"}));
     let calls = a.until_complete(&id, "rid-5");
-    assert_eq!(calls.last().unwrap().1[1], "cancelled");
+    assert_eq!(calls.last().unwrap().1[1], "user");
     a.send_call(&dispatcher(&id), "cancelCommandByClientId", json!(["c6"]));
     let calls = a.until_complete(&id, "rid-6");
     assert_eq!(calls.last().unwrap().0, "requestCancelled");

@@ -40,7 +40,11 @@ fn two_clients_share_a_turn_with_the_tool_loop() {
         assert_eq!(shown[2]["requestId"]["connectionId"], "0");
         let (_, done) = calls.last().unwrap();
         assert_eq!(done[1], "commandComplete");
-        assert_eq!(done[2], json!({"result": null}));
+        // A CommandResult with the turn's metrics (one action) and its trace id.
+        let result = &done[2]["result"];
+        assert_eq!(result["metrics"]["actions"].as_array().unwrap().len(), 1);
+        assert_eq!(result["traceId"].as_str().unwrap().len(), 32);
+        assert!(result.get("lastError").is_none(), "{result}");
         assert_eq!(done[3], "system");
         assert_eq!(done.as_array().unwrap().len(), 6);
     }

@@ -1095,8 +1095,9 @@ test("queue state and Cancel while a slow model runs (OpenAI-compatible provider
   await shot(page, "15-queue");
 
   await page.locator("#cancel").click();
-  await page.locator(".notice", { hasText: "Your request was cancelled" }).waitFor();
-  await other.page.locator(".notice", { hasText: "A request was cancelled" }).waitFor();
+  // requestCancelled's reason is "user" (TypeAgent's): a cancel someone asked for says no more.
+  await page.locator(".notice", { hasText: /^Your request was cancelled\.$/ }).waitFor();
+  await other.page.locator(".notice", { hasText: /^A request was cancelled\.$/ }).waitFor();
   for (const p of [page, other.page]) {
     await p.locator(".markdown", { hasText: "Answer to second" }).waitFor();
     await p.locator(".markdown", { hasText: "Answer to third" }).waitFor();

@@ -1,5 +1,6 @@
 //! The inbound envelope decoder and the argument rules every method applies: any text must
-//! decode to an envelope or a drop reason, and every accessor must answer or name the error.
+//! decode to an envelope or a drop reason (an invoke's `metadata` checked, never refused), and
+//! every accessor must answer or name the error.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -12,6 +13,16 @@ fuzz_target!(|data: &[u8]| {
     let Ok(inbound) = Inbound::parse(text) else {
         return;
     };
+    if let Inbound::Invoke {
+        metadata: Some(Ok(metadata)),
+        ..
+    } = &inbound
+    {
+        // A kept trace id is always a W3C one.
+        if let Some(t) = &metadata.traceparent {
+            assert_eq!(t.trace_id.len(), 32);
+        }
+    }
     if let Inbound::Invoke { method, args, .. } | Inbound::Call { method, args, .. } = inbound {
         exercise(&method, &args);
     }

@@ -11,7 +11,9 @@
 //! the model sees, never a crashed turn.
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
@@ -109,6 +111,40 @@ pub trait ToolServer: Send + Sync {
     }
 }
 
+/// A step of the turn, reported as it happens: the conversation times the request with them
+/// (`CommandResult.metrics`) and tells clients which action runs (`setDisplayInfo`) and what
+/// it gave (`appendDiagnosticData`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum TurnStep {
+    /// A model call ended after `duration` (TypeAgent's "parse": translating the request).
+    ModelCall {
+        /// How long the provider took.
+        duration: Duration,
+    },
+    /// Tool call number `index` (from 0, across the turn's model calls) starts.
+    ActionStarted {
+        /// Its index in the turn.
+        index: usize,
+        /// The tool's name as offered (`calculate`, `server__tool`, `agent__action`).
+        tool: String,
+        /// Its input.
+        input: Value,
+    },
+    /// Tool call `index` ended after `duration`.
+    ActionFinished {
+        /// Its index in the turn.
+        index: usize,
+        /// The tool's name as offered.
+        tool: String,
+        /// What the model is told: the result, or the error.
+        result: String,
+        /// The call failed.
+        is_error: bool,
+        /// How long it took.
+        duration: Duration,
+    },
+}
+
 /// Where a turn's output goes.
 pub trait TurnSink {
     /// Shows something to the clients (`appendDisplay`). `extra` holds fields merged into the
@@ -166,6 +202,8 @@ pub trait TurnSink {
     /// Shows a passing status while a tool call runs (an MCP server's progress): a
     /// `temporary` display that the next one replaces, never logged.
     fn status(&self, _text: String) {}
+    /// A step of the turn (timing, the action running); ignored unless the sink cares.
+    fn step(&self, _step: TurnStep) {}
 }
 
 /// Everything one turn needs.
@@ -185,6 +223,9 @@ pub struct TurnInput {
     pub max_iterations: usize,
     /// External tool servers by prefix.
     pub tool_servers: HashMap<String, Arc<dyn ToolServer>>,
+    /// The directory the request works in, as the working-directory policy resolved it
+    /// (`options.workingDirectory`); for tools that work on files (an MCP server's roots).
+    pub working_directory: Option<PathBuf>,
 }
 
 /// How a turn ended.
@@ -240,6 +281,7 @@ pub async fn run_turn(input: TurnInput, sink: &dyn TurnSink) -> TurnOutcome {
         &input.command,
         &input.attachments,
     )];
+    let mut action_index = 0;
     for _ in 0..input.max_iterations.max(1) {
         // Read per model call: a server whose tool list changed offers the new one.
         let tools = offered_tools(&input.tool_servers);
@@ -249,7 +291,12 @@ pub async fn run_turn(input: TurnInput, sink: &dyn TurnSink) -> TurnOutcome {
             messages: messages.clone(),
             tools: tools.clone(),
         };
-        let response = match input.provider.complete(request).await {
+        let asked = Instant::now();
+        let response = input.provider.complete(request).await;
+        sink.step(TurnStep::ModelCall {
+            duration: asked.elapsed(),
+        });
+        let response = match response {
             Ok(r) => r,
             Err(e) => {
                 let text = e.to_string();
@@ -282,13 +329,28 @@ pub async fn run_turn(input: TurnInput, sink: &dyn TurnSink) -> TurnOutcome {
         let mut results = Vec::new();
         let mut images = Vec::new();
         for (id, name, tool_input) in calls {
+            let index = action_index;
+            action_index += 1;
+            sink.step(TurnStep::ActionStarted {
+                index,
+                tool: name.clone(),
+                input: tool_input.clone(),
+            });
             sink.display(
                 json!({"type": "text", "content": format!("{name}({tool_input})"), "kind": "info"}),
                 Some(json!({"toolCall": {"id": id, "name": name, "input": tool_input}})),
             );
+            let started = Instant::now();
             let output =
                 call_tool(&name, tool_input, &input.tool_servers, sink, &tools).await;
             let (content, is_error) = (output.text, output.is_error);
+            sink.step(TurnStep::ActionFinished {
+                index,
+                tool: name.clone(),
+                result: content.clone(),
+                is_error,
+                duration: started.elapsed(),
+            });
             sink.display(
                 json!({"type": "text", "content": content, "kind": if is_error { "error" } else { "success" }}),
                 Some(json!({"toolResult": {"id": id, "name": name, "content": content, "isError": is_error, "images": output.images.len()}})),
@@ -460,6 +522,7 @@ mod tests {
     #[derive(Default)]
     struct Recorder {
         shown: RefCell<Vec<Value>>,
+        steps: RefCell<Vec<TurnStep>>,
         answer: Option<usize>,
     }
 
@@ -477,6 +540,9 @@ mod tests {
         ) -> LocalBoxFuture<'static, Result<usize, String>> {
             let a = self.answer.ok_or_else(|| "cancelled".to_string());
             Box::pin(async move { a })
+        }
+        fn step(&self, step: TurnStep) {
+            self.steps.borrow_mut().push(step);
         }
     }
 
@@ -496,6 +562,7 @@ mod tests {
             attachments: Vec::new(),
             max_iterations: 10,
             tool_servers: HashMap::new(),
+            working_directory: None,
         }
     }
 
@@ -513,6 +580,21 @@ mod tests {
         assert_eq!(shown[0]["extra"]["toolCall"]["name"], "calculate");
         assert_eq!(shown[1]["extra"]["toolResult"]["content"], "5");
         assert_eq!(shown[2]["content"]["content"], "5");
+        // Two model calls around one action, numbered from 0, its result reported.
+        let steps = sink.steps.borrow();
+        assert!(matches!(steps[0], TurnStep::ModelCall { .. }), "{steps:?}");
+        assert!(
+            matches!(&steps[1], TurnStep::ActionStarted { index: 0, tool, input }
+                if tool == "calculate" && input["expression"] == "2+3"),
+            "{steps:?}"
+        );
+        assert!(
+            matches!(&steps[2], TurnStep::ActionFinished { index: 0, result, is_error: false, .. }
+                if result == "5"),
+            "{steps:?}"
+        );
+        assert!(matches!(steps[3], TurnStep::ModelCall { .. }), "{steps:?}");
+        assert_eq!(steps.len(), 4);
     }
 
     /// A provider that always asks for a tool: the loop stops at the limit; bad tools are

@@ -14,6 +14,7 @@ use super::queue::{CancelReason, Request, STORAGE_ERROR};
 use super::Conversation;
 use crate::agent::attachments;
 use crate::ids::{ConnectionId, RequestId};
+use crate::protocol::trace::{new_trace_id, TraceParent};
 use crate::protocol::{invalid, Args, RpcError, RpcResult};
 use crate::storage::display_log::{self, HistoryRead};
 
@@ -35,6 +36,9 @@ pub struct DispatcherInvoke {
     pub method: String,
     /// Arguments.
     pub args: Args,
+    /// The client's trace context (`metadata.traceparent`, valid): a submitted request
+    /// carries its trace id; `None` gives it a fresh one.
+    pub trace: Option<TraceParent>,
 }
 
 /// What a [`DispatcherInvoke`] answers with; an `async` answer waits for a write barrier or
@@ -188,11 +192,22 @@ impl DispatcherRequest {
             _ => return Err(RpcError::NoHandler(method.to_string())),
         })
     }
+
+    /// A submitted request takes the trace id of the client's `traceparent`, if it sent one.
+    fn traced(mut self, trace: Option<TraceParent>) -> DispatcherRequest {
+        if let (Self::Submit(r) | Self::Interrupt(r), Some(t)) = (&mut self, trace) {
+            r.trace_id = t.trace_id;
+        }
+        self
+    }
 }
 
 /// The request of a `submitCommand` (`with_id`: it may name its own `requestId`) or an
 /// `interrupt`. Attachments past their bounds ([`attachments::check_bounds`]) refuse it here,
-/// before anything is queued, written or broadcast.
+/// before anything is queued, written or broadcast. `options` (TypeAgent's
+/// `ProcessCommandOptions`: `workingDirectory`, `activeSchemas`, `activeSchemaFamilies`,
+/// `reasoningProfile`, `noReasoning`, `userContext`, and any other key) is kept as sent, for
+/// the queue entry; its `workingDirectory` is resolved when the request is queued.
 fn parse_request(m: &str, args: &Args, origin: ConnectionId, with_id: bool) -> RpcResult<Request> {
     let text = args.req_str(m, 0, "command")?.to_string();
     let attachments = match args.get(1) {
@@ -216,12 +231,16 @@ fn parse_request(m: &str, args: &Args, origin: ConnectionId, with_id: bool) -> R
         request_id: request_id.unwrap_or_else(RequestId::new_random),
         origin,
         client_request_id,
-        size: text.len() + attachments.iter().map(attachments::size).sum::<usize>(),
+        size: text.len()
+            + attachments.iter().map(attachments::size).sum::<usize>()
+            + options.as_ref().map_or(0, |o| o.to_string().len()),
         text,
         attachments,
         options,
         submitted_at: crate::clock::now_millis(),
         started_at: None,
+        trace_id: new_trace_id(),
+        working_directory: None,
     })
 }
 
@@ -245,10 +264,13 @@ impl Handler<DispatcherInvoke> for Conversation {
 
     fn handle(&mut self, msg: DispatcherInvoke, ctx: &mut Self::Context) -> Self::Result {
         if self.deleted {
+            if msg.method == "getStatus" {
+                return value(deleted_status(&self.setup.id.to_string()));
+            }
             return fail(RpcError::ConversationNotFound(self.setup.id.to_string()));
         }
         let answer = match DispatcherRequest::parse(&msg.method, &msg.args, msg.connection_id) {
-            Ok(request) => self.dispatch(request, msg.connection_id, ctx),
+            Ok(request) => self.dispatch(request.traced(msg.trace), msg.connection_id, ctx),
             Err(e) => fail(e),
         };
         self.throttle(ctx);
@@ -266,12 +288,8 @@ impl Conversation {
     ) -> Answer {
         match request {
             DispatcherRequest::Submit(request) => self.submit_command(request, false, ctx),
-            DispatcherRequest::Interrupt(request) => {
-                if !self.stopping {
-                    self.cancel_running(CancelReason::Interrupted, ctx);
-                }
-                self.submit_command(request, true, ctx)
-            }
+            // Queued first; the running request is cancelled once it is (queue.rs).
+            DispatcherRequest::Interrupt(request) => self.submit_command(request, true, ctx),
             DispatcherRequest::GetDisplayHistory { after_seq } => self.display_history(after_seq),
             DispatcherRequest::GetQueueSnapshot => value(self.snapshot()),
             DispatcherRequest::CancelCommand { request_id } => {
@@ -279,7 +297,7 @@ impl Conversation {
                 value(json!({"kind": kind.as_str(), "requestId": request_id}))
             }
             DispatcherRequest::PromoteCommand { request_id } => {
-                value(json!(self.promote(&request_id)))
+                value(json!(self.promote(&request_id, ctx)))
             }
             DispatcherRequest::RespondToInteraction { answer } => {
                 let resolved = match answer {
@@ -447,6 +465,13 @@ impl Conversation {
             self.after_leave(ctx);
         }
     }
+}
+
+/// `getStatus` on the channel of a conversation that was deleted: a `DispatcherStatus` with
+/// no agents, so a client that asks before every prompt (`agent-cli`, reference K.5) goes on
+/// to its prompt instead of failing; every other method answers `Conversation not found`.
+pub fn deleted_status(conversation_id: &str) -> Value {
+    json!({"agents": [], "details": format!("Conversation not found: {conversation_id}")})
 }
 
 /// A `call` on `dispatcher:<id>` (never answered).

@@ -19,7 +19,9 @@
 //! - `durable.rs`: write barriers (calls held until an fsync is confirmed), the request
 //!   journal, writer backpressure, crash recovery of unfinished requests, closing the files.
 //! - `queue.rs`: submit, start, finish, cancel ([`CancelOutcome`], [`CancelReason`]), promote,
-//!   the queue snapshot.
+//!   the queue snapshot (coalesced `queueStateChanged`), `setDisplayInfo`.
+//! - `timing.rs`: a request's phases, for `CommandResult.metrics`.
+//! - `working_directory.rs`: where a request works ([`WorkingDirectoryPolicy`]).
 //! - `interactions.rs`: questions to everyone, private choices, their time-outs.
 //! - `feedback.rs`: ratings and hidden messages (`recordUserFeedback`, `recordUserHide`, …).
 //! - `catalog.rs`: the conversation's agents as TypeAgent names and describes them
@@ -78,7 +80,9 @@ mod interactions;
 mod queue;
 mod routing;
 mod system;
+mod timing;
 mod turn;
+mod working_directory;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::{Path, PathBuf};
@@ -114,14 +118,15 @@ pub use client_agents::{
     ClientAgentInfo, ClientAgentOutput, ClientAgentRemoved, CloseClientAgentCall,
     InvokeClientAgent, OpenAction, RegisterClientAgent, UnregisterClientAgent,
 };
-pub use dispatcher::{DispatcherCall, DispatcherInvoke, DispatcherReply};
+pub use dispatcher::{deleted_status, DispatcherCall, DispatcherInvoke, DispatcherReply};
 pub use queue::{
-    CancelOutcome, CancelReason, MAX_QUEUED_BYTES, MAX_QUEUE_DEPTH, STOPPED_BEFORE_FINISHING,
-    STORAGE_ERROR,
+    CancelOutcome, CancelReason, MAX_QUEUED_BYTES, MAX_QUEUE_DEPTH, SNAPSHOT_COALESCE,
+    STOPPED_BEFORE_FINISHING, STORAGE_ERROR,
 };
 pub use routing::{DisplayMode, DELETED_NOTICE, JOIN_NOTICE, LEAVE_NOTICE};
 pub use system::{LogFilterControl, SystemCommand, MAX_TRACE_FILTER_BYTES};
 pub use turn::TurnEvent;
+pub use working_directory::{Resolution, WorkingDirectoryPolicy};
 
 /// Source name of the chat agent in display messages, and its storage folder name.
 const AGENT_SOURCE: &str = "chat";
@@ -162,6 +167,9 @@ pub struct RuntimeConfig {
     /// The content search index, fed each logged turn; `None`: content search is off (actor
     /// tests).
     pub search: Option<crate::search::SearchIndex>,
+    /// Where requests may work (`options.workingDirectory`), and where they work when they
+    /// name no allowed directory.
+    pub working_directory: WorkingDirectoryPolicy,
 }
 
 /// Everything a conversation needs at start.
@@ -200,6 +208,9 @@ struct ClientSlot {
     lost: bool,
     /// Joined with `filter: true`: gets only messages addressed to its own connection id.
     filter: bool,
+    /// The directory its last request was resolved to: its next request that names none
+    /// works there (TypeAgent's per-connection `selectedWorkingDirectory`).
+    working_directory: Option<PathBuf>,
 }
 
 /// One loaded conversation.
@@ -230,6 +241,9 @@ pub struct Conversation {
     running: Option<Running>,
     /// Bumped on every queue change (`version` of queue events).
     version: u64,
+    /// The armed `queueStateChanged` timer: a queue change while it is armed is carried by
+    /// the snapshot it sends (see [`SNAPSHOT_COALESCE`]).
+    snapshot_timer: Option<SpawnHandle>,
     /// Ids of recently finished requests.
     finished: VecDeque<RequestId>,
     /// Turn counter.
@@ -305,6 +319,7 @@ impl Conversation {
             queue: VecDeque::new(),
             running: None,
             version: 0,
+            snapshot_timer: None,
             finished: VecDeque::new(),
             turns: 0,
             interactions: BTreeMap::new(),
@@ -526,6 +541,7 @@ impl Handler<Attach> for Conversation {
                 output,
                 lost: false,
                 filter: msg.filter,
+                working_directory: None,
             },
         );
         log::debug!(

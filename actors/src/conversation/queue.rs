@@ -3,14 +3,31 @@
 //!
 //! Who talks to it: the dispatcher (client requests), the turn (finish), the timers and
 //! `Shutdown` (cancel everything). What a started request does is decided in `commands.rs`.
+//!
+//! # What clients see of one request
+//! In TypeAgent's order (`dispatcher` `commandHandlerContext.ts`, `requestQueue.ts`):
+//! `requestQueued`, `requestStarted`, `setUserRequest`, `setDisplayInfo` (what runs: the
+//! command's words, or `dispatcher request` for an agent turn, then one per tool call), its
+//! displays, `notify commandComplete` with `{result: {metrics, traceId, lastError?}}`, and the
+//! queue's snapshot in `queueStateChanged`, sent at most once per [`SNAPSHOT_COALESCE`]
+//! (the newest state wins), so a quick request gets one, after its completion.
+//!
+//! A queued request that is cancelled gets `requestCancelled` only; a running one gets
+//! `requestCancelled`, then `commandComplete` with `{result: {cancelled: true, metrics,
+//! traceId}}` (and its `command-result` log entry). The `reason` on the wire is TypeAgent's
+//! `QueueCancelReason` ([`CancelReason::wire`]); the conversation's own, finer reason goes
+//! into the chat note and the logs.
 
 use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
 
 use actix::prelude::*;
 use serde_json::{json, Value};
 use tokio::sync::oneshot;
 
 use super::routing::DisplayMode;
+use super::timing::RequestTiming;
 use super::Conversation;
 use crate::agent::{ChatMessage, Role};
 use crate::ids::{ConnectionId, RequestId};
@@ -18,10 +35,10 @@ use crate::storage::requests::{AcceptedRequest, Record};
 
 /// Queue cap (`MAX_QUEUE_DEPTH` in TypeAgent).
 pub const MAX_QUEUE_DEPTH: usize = 100;
-/// Bytes of command text and attachments (as sent) waiting in one conversation's queue: 100
-/// requests of up to a frame each (16 MiB) would otherwise hold 1.6 GB, twice (the queue and
-/// the open requests of the journal), and every queue snapshot sent to clients carries the
-/// texts. A request is always taken into an empty queue.
+/// Bytes of command text, attachments and options (as sent) waiting in one conversation's
+/// queue: 100 requests of up to a frame each (16 MiB) would otherwise hold 1.6 GB, twice (the
+/// queue and the open requests of the journal), and every queue snapshot sent to clients
+/// carries the texts and options. A request is always taken into an empty queue.
 pub const MAX_QUEUED_BYTES: usize = 16 << 20;
 /// Request ids remembered after they finish, for `cancelCommand`'s `already_completed`.
 const FINISHED_MEMORY: usize = 1024;
@@ -30,6 +47,10 @@ pub const STOPPED_BEFORE_FINISHING: &str =
     "The server stopped before this request finished; it did not complete.";
 /// `submitCommand`'s `error` when the request could not be recorded durably.
 pub const STORAGE_ERROR: &str = "storage_error";
+/// At most one `queueStateChanged` per this long, carrying the newest snapshot (TypeAgent's
+/// snapshot coalescer, `queue/snapshotCoalescer.ts`): a request that starts and finishes
+/// within it costs its clients one snapshot, not three.
+pub const SNAPSHOT_COALESCE: Duration = Duration::from_millis(100);
 
 /// What `cancelCommand` found (its `kind`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,7 +77,12 @@ impl CancelOutcome {
     }
 }
 
-/// Why a request was cancelled: the `reason` of `requestCancelled` and of the chat note.
+/// Why a request was cancelled: the chat note and the logs say it as [`as_str`]
+/// (`interrupted`, `conversation_closed`, …); `requestCancelled` carries [`wire`], TypeAgent's
+/// `QueueCancelReason`.
+///
+/// [`as_str`]: CancelReason::as_str
+/// [`wire`]: CancelReason::wire
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CancelReason {
     /// A client's `cancelCommand` / `cancelCommandByClientId`.
@@ -76,7 +102,36 @@ pub enum CancelReason {
 }
 
 impl CancelReason {
-    /// The protocol's spelling.
+    /// The `reason` of `requestCancelled`: a member of TypeAgent's `QueueCancelReason`
+    /// (`"user" | "timeout" | "disconnect" | "server_stopping" | "queue_full" | "no_clients"`),
+    /// as TypeAgent's server emits them: `user` for every cancel a client asked for
+    /// (`cancelCommand`, `cancelCommandByClientId`, `interrupt`, a submit superseding a turn
+    /// stalled on a question), `no_clients` after the grace period, `server_stopping` at
+    /// shutdown.
+    ///
+    /// Two reasons TypeAgent has no case for map to `server_stopping`, the reason that says
+    /// "the server side abandoned this request and nobody asked it to" (TypeAgent's client
+    /// library rejects `awaitCommand` with `ServerStoppingError` for it, and resolves
+    /// `{cancelled: true}` for every other reason, which would tell the submitter it was
+    /// cancelled on purpose):
+    /// - a conversation deleted (or moved to another cluster node) under its queue: its
+    ///   request will never run here;
+    /// - an acceptance that could not be made durable: the submitter's own answer is already
+    ///   `{ok: false, error: "storage_error"}`; the others learn the entry is gone because the
+    ///   server could not keep it, not because someone cancelled it.
+    pub fn wire(self) -> &'static str {
+        match self {
+            CancelReason::Cancelled | CancelReason::Interrupted | CancelReason::Superseded => {
+                "user"
+            }
+            CancelReason::NoClients => "no_clients",
+            CancelReason::ServerStopping
+            | CancelReason::ConversationClosed
+            | CancelReason::StorageError => "server_stopping",
+        }
+    }
+
+    /// The conversation's own name for it (the chat note, the logs).
     pub fn as_str(self) -> &'static str {
         match self {
             CancelReason::Cancelled => "cancelled",
@@ -122,7 +177,8 @@ pub(super) struct Request {
     pub(super) text: String,
     /// Attachments (kept for the agent; not echoed).
     pub(super) attachments: Vec<Value>,
-    /// Bytes of `text` and `attachments` as sent: what [`MAX_QUEUED_BYTES`] counts.
+    /// Bytes of `text`, `attachments` and `options` as sent: what [`MAX_QUEUED_BYTES`]
+    /// counts.
     pub(super) size: usize,
     /// Submit options, echoed in the queue entry.
     pub(super) options: Option<Value>,
@@ -130,6 +186,12 @@ pub(super) struct Request {
     pub(super) submitted_at: u64,
     /// ms since epoch, once running.
     pub(super) started_at: Option<u64>,
+    /// The W3C trace id of the request: the client's (`metadata.traceparent` of its
+    /// `dispatcher` invoke) or a fresh one. In its log lines and `CommandResult.traceId`.
+    pub(super) trace_id: String,
+    /// The directory it works in, once the working-directory policy resolved it at submit
+    /// (also in `options.workingDirectory`).
+    pub(super) working_directory: Option<PathBuf>,
 }
 
 impl Request {
@@ -171,31 +233,127 @@ pub(super) struct Running {
     pub(super) handle: Option<SpawnHandle>,
     /// Interaction the turn waits on (a new submit supersedes it).
     pub(super) blocked_on: Option<String>,
+    /// Whether the last snapshot sent said `blockedOn: "interaction"`: when `blocked_on`
+    /// changes (a question opens or is answered) a new one is due.
+    pub(super) blocked_announced: bool,
+    /// Its phases so far, for `CommandResult.metrics`.
+    pub(super) timing: RequestTiming,
+}
+
+impl Running {
+    /// Its `QueuedRequest` (`state: "running"`, `blockedOn: "interaction"` while it waits on
+    /// a question).
+    fn entry(&self) -> Value {
+        let mut entry = self.request.entry("running");
+        if self.blocked_on.is_some() {
+            entry["blockedOn"] = "interaction".into();
+        }
+        entry
+    }
 }
 
 impl Conversation {
     /// The `QueueSnapshot` of `getQueueSnapshot`, `queueStateChanged` and the join answer.
+    /// `paused` is always false: TypeAgent's queue never pauses.
     pub(super) fn snapshot(&self) -> Value {
         json!({
-            "running": self.running.as_ref().map(|r| r.request.entry("running")),
+            "running": self.running.as_ref().map(Running::entry),
             "queued": self.queue.iter().map(|r| r.entry("queued")).collect::<Vec<_>>(),
             "paused": false,
             "version": self.version,
         })
     }
 
-    /// Tells every client the new queue state.
-    fn queue_changed(&mut self) {
-        let snapshot = self.snapshot();
-        self.broadcast("queueStateChanged", json!([snapshot]), None);
+    /// The queue changed: every client gets the snapshot in a `queueStateChanged`, at most
+    /// once per [`SNAPSHOT_COALESCE`] (the first change arms the timer; the snapshot is
+    /// taken when it fires, so the newest state wins).
+    pub(super) fn queue_changed(&mut self, ctx: &mut Context<Self>) {
+        if self.snapshot_timer.is_some() {
+            return;
+        }
+        self.snapshot_timer = Some(ctx.run_later(SNAPSHOT_COALESCE, |act, _| {
+            act.snapshot_timer = None;
+            if let Some(r) = act.running.as_mut() {
+                r.blocked_announced = r.blocked_on.is_some();
+            }
+            let snapshot = act.snapshot();
+            act.broadcast("queueStateChanged", json!([snapshot]), None);
+        }));
     }
 
-    /// Queues a request. `Err` is a refusal to answer at once; `Ok` is the `{ok:true}` answer
-    /// and what it must wait for: the acceptance being durable (a failed write cancels the
-    /// request and turns the answer into a `storage_error` refusal).
+    /// A new snapshot is due when the running request started or stopped waiting on a
+    /// question since the last one went out (its `blockedOn` changed).
+    pub(super) fn announce_blocked_change(&mut self, ctx: &mut Context<Self>) {
+        if self
+            .running
+            .as_ref()
+            .is_some_and(|r| r.blocked_on.is_some() != r.blocked_announced)
+        {
+            self.queue_changed(ctx);
+        }
+    }
+
+    /// Where `request` works: its `options.workingDirectory` (else the directory its client
+    /// used last) through the working-directory policy. The options then carry the resolved
+    /// directory (or none), as TypeAgent's server rewrites them before queueing.
+    fn resolve_working_directory(&mut self, request: &mut Request) {
+        let requested = request
+            .options
+            .as_ref()
+            .and_then(|o| o.get("workingDirectory"))
+            .filter(|w| !w.is_null());
+        let slot = self.clients.get_mut(&request.origin);
+        let proposed = match requested {
+            Some(Value::String(dir)) => Some(dir.clone()),
+            // Not a path at all: rejected, like a path that is no directory.
+            Some(_) => Some(String::new()),
+            None => slot
+                .as_ref()
+                .and_then(|s| s.working_directory.as_ref())
+                .map(|d| d.to_string_lossy().into_owned()),
+        };
+        let resolution = self
+            .setup
+            .runtime
+            .working_directory
+            .resolve(proposed.as_deref());
+        if resolution.rejected {
+            log::info!(
+                "conversation {}: request {} trace={}: working directory {:?} is not an allowed \
+                 directory; using {:?}",
+                self.setup.id,
+                request.request_id,
+                request.trace_id,
+                proposed.unwrap_or_default(),
+                resolution.working_directory
+            );
+        }
+        if let (Some(slot), Some(dir)) = (slot, &resolution.working_directory) {
+            slot.working_directory = Some(dir.clone());
+        }
+        let mut options = match request.options.take() {
+            Some(Value::Object(o)) => o,
+            _ => serde_json::Map::new(),
+        };
+        options.remove("workingDirectory");
+        if let Some(dir) = &resolution.working_directory {
+            options.insert(
+                "workingDirectory".into(),
+                dir.to_string_lossy().into_owned().into(),
+            );
+        }
+        request.options = (!options.is_empty()).then_some(Value::Object(options));
+        request.working_directory = resolution.working_directory;
+    }
+
+    /// Queues a request (`front`: an `interrupt`, which goes first and then cancels the
+    /// running request, as TypeAgent's `interrupt` does). `Err` is a refusal to answer at
+    /// once; `Ok` is the `{ok:true}` answer and what it must wait for: the acceptance being
+    /// durable (a failed write cancels the request and turns the answer into a
+    /// `storage_error` refusal).
     pub(super) fn submit(
         &mut self,
-        request: Request,
+        mut request: Request,
         front: bool,
         ctx: &mut Context<Self>,
     ) -> Result<(Value, oneshot::Receiver<Result<(), String>>), Value> {
@@ -221,13 +379,15 @@ impl Conversation {
             return Err(json!({"ok": false, "error": STORAGE_ERROR, "message": cause.client}));
         }
         // A new submit supersedes a turn stalled on an interaction.
-        if self
-            .running
-            .as_ref()
-            .is_some_and(|r| r.blocked_on.is_some())
+        if !front
+            && self
+                .running
+                .as_ref()
+                .is_some_and(|r| r.blocked_on.is_some())
         {
             self.cancel_running(CancelReason::Superseded, ctx);
         }
+        self.resolve_working_directory(&mut request);
         self.journal(Record::Accepted(AcceptedRequest {
             request_id: request.request_id.clone(),
             connection_id: request.origin,
@@ -254,8 +414,21 @@ impl Conversation {
             self.queue.push_back(request.clone());
         }
         self.version += 1;
+        log::debug!(
+            "conversation {}: request {} trace={} queued{}",
+            self.setup.id,
+            request.request_id,
+            request.trace_id,
+            if front { " first (interrupt)" } else { "" }
+        );
         self.broadcast("requestQueued", json!([entry, self.version]), None);
-        self.start_next(ctx);
+        self.queue_changed(ctx);
+        if front && self.running.is_some() {
+            // The interrupt is at the head: cancelling the running request starts it.
+            self.cancel_running(CancelReason::Interrupted, ctx);
+        } else {
+            self.start_next(ctx);
+        }
         let state = if self
             .running
             .as_ref()
@@ -276,16 +449,17 @@ impl Conversation {
         Ok((json!({"ok": true, "entry": entry}), accepted_rx))
     }
 
-    /// Starts the first queued request when nothing runs (`user-request`, `setUserRequest`,
-    /// then the command or agent turn it asks for).
+    /// Starts the first queued request when nothing runs (`requestStarted`, `user-request`,
+    /// `setUserRequest`, `setDisplayInfo`, then the command or agent turn it asks for).
     fn start_next(&mut self, ctx: &mut Context<Self>) {
         if self.running.is_some() || self.stopping {
             return;
         }
         let Some(mut request) = self.queue.pop_front() else {
-            self.queue_changed();
+            self.queue_changed(ctx);
             return;
         };
+        let timing = RequestTiming::start();
         request.started_at = Some(crate::clock::now_millis());
         self.turns += 1;
         let turn = self.turns;
@@ -295,17 +469,20 @@ impl Conversation {
             turn,
             handle: None,
             blocked_on: None,
+            blocked_announced: false,
+            timing,
         });
         self.broadcast(
             "requestStarted",
             json!([request.entry("running"), self.version]),
             None,
         );
-        self.queue_changed();
+        self.queue_changed(ctx);
         log::debug!(
-            "conversation {}: request {} started",
+            "conversation {}: request {} started (trace={})",
             self.setup.id,
-            request.request_id
+            request.request_id,
+            request.trace_id
         );
         if let Some(seq) = self.log_entry(
             json!({"type": "user-request", "requestId": request.id_obj(), "command": request.text}),
@@ -320,16 +497,67 @@ impl Conversation {
             json!([request.id_obj(), request.text]),
             Some(request.origin),
         );
+        if let Some((source, words)) = super::turn::request_display_info(&request.text) {
+            self.set_display_info(&request, source, None, json!(words));
+        }
+        if let Some(r) = self.running.as_mut() {
+            r.timing.parsed();
+        }
         self.run_request(turn, &request, ctx);
     }
 
-    /// Completes the running request: `command-result`, then `commandComplete`.
+    /// `setDisplayInfo(requestId, source, actionIndex, action)` to every client (what the
+    /// request runs now: its command's words, or one tool call), logged as a
+    /// `set-display-info` entry (`actionIndex` / `action` only when given).
+    pub(super) fn set_display_info(
+        &mut self,
+        request: &Request,
+        source: &str,
+        action_index: Option<usize>,
+        action: Value,
+    ) {
+        let mut entry =
+            json!({"type": "set-display-info", "requestId": request.id_obj(), "source": source});
+        if let Some(i) = action_index {
+            entry["actionIndex"] = i.into();
+        }
+        if !action.is_null() {
+            entry["action"] = action.clone();
+        }
+        self.log_entry(entry);
+        self.broadcast(
+            "setDisplayInfo",
+            json!([request.id_obj(), source, action_index, action]),
+            Some(request.origin),
+        );
+    }
+
+    /// Completes the running request: `command-result`, then `commandComplete` with its
+    /// `CommandResult` (`metrics`, `traceId`, `lastError` when it failed).
     pub(super) fn finish(&mut self, turn: u64, error: Option<String>, ctx: &mut Context<Self>) {
         let Some(running) = self.running.take_if(|r| r.turn == turn) else {
             return;
         };
+        let metrics = running.timing.metrics();
         let request = running.request;
-        self.log_entry(json!({"type": "command-result", "requestId": request.id_obj()}));
+        log::debug!(
+            "conversation {}: request {} trace={} finished{} in {:.1} ms",
+            self.setup.id,
+            request.request_id,
+            request.trace_id,
+            if error.is_some() {
+                " with an error"
+            } else {
+                ""
+            },
+            metrics["duration"].as_f64().unwrap_or_default()
+        );
+        self.log_entry(json!({
+            "type": "command-result",
+            "requestId": request.id_obj(),
+            "metrics": metrics,
+            "traceId": request.trace_id,
+        }));
         self.remember_finished(request.request_id.clone());
         // commandComplete only once the result is on disk; the journal closes it after that.
         self.after_durable(ctx, move |act, written, _| {
@@ -348,16 +576,16 @@ impl Conversation {
                     Some(error.map_or(saved.clone(), |e| format!("{e} ({saved})")))
                 }
             };
-            let result = match &error {
-                Some(e) => json!({"result": {"lastError": e}}),
-                None => json!({"result": null}),
-            };
+            let mut result = json!({"metrics": metrics, "traceId": request.trace_id});
+            if let Some(e) = &error {
+                result["lastError"] = e.clone().into();
+            }
             act.broadcast(
                 "notify",
                 json!([
                     request.id_obj(),
                     "commandComplete",
-                    result,
+                    {"result": result},
                     "system",
                     null,
                     null
@@ -405,9 +633,15 @@ impl Conversation {
         self.journal(Record::Closed {
             request_id: request.request_id.clone(),
         });
-        self.announce_cancel(request.request_id.clone(), reason, ctx);
+        log::debug!(
+            "conversation {}: queued request {} trace={} cancelled ({reason})",
+            self.setup.id,
+            request.request_id,
+            request.trace_id
+        );
+        self.announce_cancel(request.request_id.clone(), reason, None, ctx);
         self.remember_finished(request.request_id);
-        self.queue_changed();
+        self.queue_changed(ctx);
         true
     }
 
@@ -424,11 +658,14 @@ impl Conversation {
         queued.len()
     }
 
-    /// `requestCancelled`, once the cancellation is on disk.
+    /// `requestCancelled`, once the cancellation is on disk; for a request that was running,
+    /// `completed` is its `commandComplete` (`{result: {cancelled: true, …}}`, to its
+    /// originator's audience), which follows at once.
     fn announce_cancel(
         &mut self,
         request_id: RequestId,
         reason: CancelReason,
+        completed: Option<(Value, ConnectionId)>,
         ctx: &mut Context<Self>,
     ) {
         let version = self.version;
@@ -440,23 +677,30 @@ impl Conversation {
                 );
             }
             log::info!(
-                "conversation {}: {request_id} cancelled ({reason}), saved and announced",
-                act.setup.id
+                "conversation {}: {request_id} cancelled ({reason}), saved and announced \
+                 (requestCancelled reason {})",
+                act.setup.id,
+                reason.wire()
             );
             act.broadcast(
                 "requestCancelled",
-                json!([request_id, reason.as_str(), version]),
+                json!([request_id, reason.wire(), version]),
                 None,
             );
+            if let Some((complete, origin)) = completed {
+                act.broadcast("notify", complete, Some(origin));
+            }
         });
     }
 
-    /// Stops the running request (its turn, its questions), notes it in the chat history and
-    /// starts the next one. Nothing happens when nothing runs.
+    /// Stops the running request (its turn, its questions), notes it in the chat history,
+    /// logs its `command-result`, announces it (`requestCancelled`, then `commandComplete`
+    /// with `cancelled: true`) and starts the next one. Nothing happens when nothing runs.
     pub(super) fn cancel_running(&mut self, reason: CancelReason, ctx: &mut Context<Self>) {
         let Some(running) = self.running.take() else {
             return;
         };
+        let metrics = running.timing.metrics();
         if let Some(h) = running.handle {
             ctx.cancel_future(h);
         }
@@ -466,16 +710,38 @@ impl Conversation {
             ChatMessage::text(Role::User, running.request.text.clone()),
             ChatMessage::text(Role::Assistant, format!("(request cancelled: {reason})")),
         ]);
+        let request = running.request;
+        self.log_entry(json!({
+            "type": "command-result",
+            "requestId": request.id_obj(),
+            "metrics": metrics,
+            "traceId": request.trace_id,
+        }));
+        let complete = json!([
+            request.id_obj(),
+            "commandComplete",
+            {"result": {"cancelled": true, "metrics": metrics, "traceId": request.trace_id}},
+            "system",
+            null,
+            null
+        ]);
         self.version += 1;
         self.journal(Record::Closed {
-            request_id: running.request.request_id.clone(),
+            request_id: request.request_id.clone(),
         });
-        self.announce_cancel(running.request.request_id.clone(), reason, ctx);
-        self.remember_finished(running.request.request_id);
-        log::info!(
-            "conversation {}: running request cancelled ({reason})",
-            self.setup.id
+        self.announce_cancel(
+            request.request_id.clone(),
+            reason,
+            Some((complete, request.origin)),
+            ctx,
         );
+        log::info!(
+            "conversation {}: running request {} trace={} cancelled ({reason})",
+            self.setup.id,
+            request.request_id,
+            request.trace_id
+        );
+        self.remember_finished(request.request_id);
         self.start_next(ctx);
     }
 
@@ -519,14 +785,14 @@ impl Conversation {
     }
 
     /// Moves a queued request to the front; false when it is not queued.
-    pub(super) fn promote(&mut self, request_id: &RequestId) -> bool {
+    pub(super) fn promote(&mut self, request_id: &RequestId, ctx: &mut Context<Self>) -> bool {
         let Some(pos) = self.queue.iter().position(|r| &r.request_id == request_id) else {
             return false;
         };
         let r = self.queue.remove(pos).expect("valid position");
         self.queue.push_front(r);
         self.version += 1;
-        self.queue_changed();
+        self.queue_changed(ctx);
         true
     }
 

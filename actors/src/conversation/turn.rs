@@ -4,25 +4,97 @@
 //! dropped. [`ConversationSink`] is the agent loop's view of the conversation.
 //!
 //! Who talks to it: the queue starts turns; the spawned futures send [`TurnEvent`]s.
+//!
+//! What clients are told runs ([`request_display_info`], [`tool_display_info`]): a request
+//! is `setDisplayInfo(requestId, "dispatcher", null, ["request"])` when it is an agent turn (it
+//! runs as TypeAgent's `dispatcher request <text>`), `(requestId, <agent>, null, [<command
+//! words>])` for an `@` command; then each tool call the model makes is `(requestId, <schema>,
+//! <index>, {schemaName, actionName, parameters})`, where the schema is the agent the tool
+//! belongs to: `chat` for the built-in tools and `ask_user`, the server name of a
+//! `--tool-server`'s `server__tool`, the agent name of a client agent's `agent__action`. Its
+//! result goes out as `appendDiagnosticData(requestId, {type: "actionResult", …})` (not logged).
 
 use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
 use actix::prelude::*;
 use serde_json::{json, Value};
 use tokio::sync::oneshot;
 
+use super::commands::{COMMANDS, CONVERSATION_SUBCOMMANDS, DISPATCHER_SUBCOMMANDS};
 use super::interactions::{AnswerSender, Asked, TurnAsk};
 use super::routing::DisplayMode;
+use super::system::{CONFIG_SUBCOMMANDS, SESSION_SUBCOMMANDS, SUBCOMMANDS as SYSTEM_SUBCOMMANDS};
 use super::{Conversation, AGENT_SOURCE};
 use crate::agent::interaction::{
     ActionProposal, Picked, ProposalAnswer, QuestionForm, QuestionFormResponse,
 };
-use crate::agent::turn::{describe_plan, plan, run_turn, TurnInput, TurnOutcome, TurnSink};
+use crate::agent::turn::{
+    describe_plan, plan, run_turn, TurnInput, TurnOutcome, TurnSink, TurnStep, SERVER_SEPARATOR,
+};
 use crate::agent::{ChatMessage, LocalBoxFuture, Provider, ProviderRequest, Role};
 
 /// Longest local (provider-less) compact summary, in characters.
 const LOCAL_SUMMARY_CHARS: usize = 4000;
+
+/// What a request runs, for its `setDisplayInfo`: the agent and the command words TypeAgent
+/// resolves it to. Text without `@` is an agent turn: `("dispatcher", ["request"])`, and so is
+/// `@dispatcher request …`; `@system config agents` is `("system", ["config", "agents"])`;
+/// `@conversation list`, `@help`, `@compact`, `@explain`, `@translate` belong to the `system`
+/// agent. `None` for a command Roundtable does not know (it fails before anything runs, as
+/// TypeAgent's does).
+pub(super) fn request_display_info(text: &str) -> Option<(&'static str, Vec<String>)> {
+    let Some(command) = text.trim_start().strip_prefix('@') else {
+        return Some(("dispatcher", vec!["request".into()]));
+    };
+    let mut words = command.split_whitespace();
+    let first = words.next().unwrap_or("");
+    let second = words.next();
+    let third = words.next();
+    fn known<'a>(list: &[&str], word: Option<&'a str>) -> Option<&'a str> {
+        word.filter(|w| list.contains(w))
+    }
+    let mut path = Vec::new();
+    let agent = match first {
+        "dispatcher" => {
+            path.extend(known(&DISPATCHER_SUBCOMMANDS, second));
+            "dispatcher"
+        }
+        "system" => {
+            let sub = known(&SYSTEM_SUBCOMMANDS, second);
+            path.extend(sub);
+            match sub {
+                Some("config") => path.extend(known(&CONFIG_SUBCOMMANDS, third)),
+                Some("session") => path.extend(known(&SESSION_SUBCOMMANDS, third)),
+                _ => {}
+            }
+            "system"
+        }
+        "conversation" | "conv" => {
+            path.push("conversation");
+            path.extend(known(&CONVERSATION_SUBCOMMANDS, second));
+            "system"
+        }
+        other if COMMANDS.contains(&format!("@{other}").as_str()) => {
+            path.push(other);
+            "system"
+        }
+        _ => return None,
+    };
+    if path.is_empty() {
+        return None;
+    }
+    Some((agent, path.into_iter().map(str::to_string).collect()))
+}
+
+/// The agent (schema) and action of a tool call as the model names it: `server__tool` is
+/// `(server, tool)`, a client agent's `agent__action` is `(agent, action)`, a built-in tool
+/// belongs to the chat agent.
+pub(super) fn tool_display_info(tool: &str) -> (&str, &str) {
+    tool.split_once(SERVER_SEPARATOR)
+        .unwrap_or((AGENT_SOURCE, tool))
+}
 
 /// Output of the running turn, tagged with its turn number.
 #[derive(Message)]
@@ -57,6 +129,13 @@ pub enum TurnEvent {
         turn: u64,
         /// The status text.
         text: String,
+    },
+    /// A step of the agent loop: a model call's time, a tool call starting or ending.
+    Step {
+        /// Turn.
+        turn: u64,
+        /// What happened.
+        step: TurnStep,
     },
     /// The agent loop finished.
     Done {
@@ -100,6 +179,8 @@ impl Handler<TurnEvent> for Conversation {
 
     fn handle(&mut self, msg: TurnEvent, ctx: &mut Self::Context) {
         self.turn_event(msg, ctx);
+        // A question opened (or answered) since: the snapshot's `blockedOn` changed.
+        self.announce_blocked_change(ctx);
         self.throttle(ctx);
     }
 }
@@ -139,6 +220,13 @@ impl TurnSink for ConversationSink {
             rx.await
                 .unwrap_or_else(|_| Err("the question was dropped".into()))
         })
+    }
+
+    fn step(&self, step: TurnStep) {
+        self.addr.do_send(TurnEvent::Step {
+            turn: self.turn,
+            step,
+        });
     }
 
     fn status(&self, text: String) {
@@ -270,12 +358,18 @@ impl Conversation {
         })
     }
 
-    /// What the agent loop needs for `command`, with the running request's attachments.
+    /// What the agent loop needs for `command`, with the running request's attachments and
+    /// working directory.
     fn turn_input(&mut self, command: String, max_iterations: usize) -> TurnInput {
-        let attachments = self
+        let (attachments, working_directory) = self
             .running
             .as_ref()
-            .map(|r| r.request.attachments.clone())
+            .map(|r| {
+                (
+                    r.request.attachments.clone(),
+                    r.request.working_directory.clone(),
+                )
+            })
             .unwrap_or_default();
         TurnInput {
             provider: self.setup.runtime.provider.clone(),
@@ -285,6 +379,7 @@ impl Conversation {
             attachments,
             max_iterations,
             tool_servers: self.tool_servers(),
+            working_directory,
         }
     }
 
@@ -308,6 +403,9 @@ impl Conversation {
     /// Runs the agent loop on `text` (the running request's, or what its `@dispatcher
     /// request` wraps); it reports through [`ConversationSink`].
     pub(super) fn start_agent_turn(&mut self, turn: u64, text: String, ctx: &mut Context<Self>) {
+        if let Some(r) = self.running.as_mut() {
+            r.timing.agent_turn();
+        }
         let input = self.turn_input(text, self.setup.runtime.max_iterations);
         let sink = ConversationSink {
             addr: ctx.address(),
@@ -413,6 +511,11 @@ impl Conversation {
                 private,
                 reply,
             } => self.ask(turn, question, choices, private, reply, ctx),
+            TurnEvent::Step { turn, step } => {
+                if self.is_current(turn) {
+                    self.turn_step(step);
+                }
+            }
             TurnEvent::Done { turn, outcome } => {
                 if self.is_current(turn) {
                     self.commit_chat(outcome.messages);
@@ -435,6 +538,62 @@ impl Conversation {
                 replaced,
                 total_before,
             } => self.compacted(turn, summary, (replaced, total_before), ctx),
+        }
+    }
+
+    /// A step of the running turn: timed; a tool call is told to every client as it starts
+    /// (`setDisplayInfo`, logged) and as it ends (`appendDiagnosticData`, not logged).
+    fn turn_step(&mut self, step: TurnStep) {
+        let Some(running) = self.running.as_mut() else {
+            return;
+        };
+        let request = running.request.clone();
+        let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+        match step {
+            TurnStep::ModelCall { duration } => running.timing.model_call(duration),
+            TurnStep::ActionStarted { index, tool, input } => {
+                running.timing.action_started(index);
+                let (schema, action) = tool_display_info(&tool);
+                log::debug!(
+                    "conversation {}: request {} trace={}: action {index} {schema}.{action} started",
+                    self.setup.id,
+                    request.request_id,
+                    request.trace_id
+                );
+                let action_json =
+                    json!({"schemaName": schema, "actionName": action, "parameters": input});
+                self.set_display_info(&request, schema, Some(index), action_json);
+            }
+            TurnStep::ActionFinished {
+                index,
+                tool,
+                result,
+                is_error,
+                duration,
+            } => {
+                running.timing.action_finished(index, duration);
+                let (schema, action) = tool_display_info(&tool);
+                log::debug!(
+                    "conversation {}: request {} trace={}: action {index} {schema}.{action} {} in {:.1} ms",
+                    self.setup.id,
+                    request.request_id,
+                    request.trace_id,
+                    if is_error { "failed" } else { "succeeded" },
+                    ms(duration)
+                );
+                let result = if is_error {
+                    json!({"error": result})
+                } else {
+                    json!({"historyText": result, "entities": []})
+                };
+                let data = json!({"type": "actionResult", "source": schema, "schemaName": schema,
+                                  "actionIndex": index, "result": result});
+                self.broadcast(
+                    "appendDiagnosticData",
+                    json!([request.id_obj(), data]),
+                    Some(request.origin),
+                );
+            }
         }
     }
 
@@ -539,5 +698,46 @@ impl Conversation {
                 act.finish(turn, error, ctx);
             }),
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn display_info_names_the_agent_and_command_words() {
+        let info = |t: &str| request_display_info(t);
+        let words =
+            |a: &'static str, w: &[&str]| Some((a, w.iter().map(|s| s.to_string()).collect()));
+        assert_eq!(info("what is 2+3"), words("dispatcher", &["request"]));
+        assert_eq!(
+            info("@dispatcher request hi"),
+            words("dispatcher", &["request"])
+        );
+        assert_eq!(info("  @help"), words("system", &["help"]));
+        assert_eq!(info("@system help"), words("system", &["help"]));
+        assert_eq!(
+            info("@system config agents"),
+            words("system", &["config", "agents"])
+        );
+        assert_eq!(info("@system trace a=debug"), words("system", &["trace"]));
+        assert_eq!(
+            info("@conversation list"),
+            words("system", &["conversation", "list"])
+        );
+        assert_eq!(info("@conversation"), words("system", &["conversation"]));
+        assert_eq!(info("@explain x"), words("system", &["explain"]));
+        assert_eq!(info("@nope"), None);
+        assert_eq!(info("@system nope"), None);
+        assert_eq!(info("@dispatcher"), None);
+    }
+
+    #[test]
+    fn tools_belong_to_their_agent() {
+        assert_eq!(tool_display_info("calculate"), ("chat", "calculate"));
+        assert_eq!(tool_display_info("ask_user"), ("chat", "ask_user"));
+        assert_eq!(tool_display_info("phone__setAlarm"), ("phone", "setAlarm"));
+        assert_eq!(tool_display_info("mcp__read__file"), ("mcp", "read__file"));
     }
 }

@@ -5,6 +5,7 @@
 use serde_json::Value;
 
 use super::salvage::salvage_invoke;
+use super::trace::{parse_metadata, MetadataIgnored, RpcMetadata};
 use super::{Args, MAX_SAFE_INTEGER};
 
 /// One decoded inbound frame.
@@ -20,6 +21,9 @@ pub enum Inbound {
         method: String,
         /// Positional arguments.
         args: Args,
+        /// `message.metadata` checked ([`parse_metadata`]): `None` when absent, `Err` when
+        /// ignored whole (it never fails the invoke).
+        metadata: Option<Result<RpcMetadata, MetadataIgnored>>,
     },
     /// A request that is never answered.
     Call {
@@ -145,6 +149,10 @@ impl Inbound {
                         call_id,
                         method,
                         args,
+                        metadata: message
+                            .get("metadata")
+                            .filter(|m| !m.is_null())
+                            .map(parse_metadata),
                     }),
                     ("invoke", Some(call_id), _, _) => {
                         Ok(Inbound::InvalidInvoke { channel, call_id })

@@ -15,6 +15,7 @@
 //! - [`outbound`]: answers, `call` frames (with callId splicing) and server → client invokes.
 //! - [`info`]: [`ConversationInfo`] and friends.
 //! - [`frames`]: WebSocket message reassembly and the inbound byte budget.
+//! - [`trace`]: an invoke's `metadata` (W3C trace context) and request trace ids.
 
 pub mod args;
 pub mod errors;
@@ -23,6 +24,7 @@ pub mod inbound;
 pub mod info;
 pub mod outbound;
 pub mod salvage;
+pub mod trace;
 
 pub use args::*;
 pub use errors::*;

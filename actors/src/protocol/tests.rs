@@ -20,6 +20,34 @@ fn parses_invoke_and_treats_null_as_absent() {
     );
 }
 
+/// `metadata` rides along with an invoke and never turns it into an invalid one: checked
+/// when present, ignored whole (with the reason) when of the wrong shape, absent when null.
+#[test]
+fn invoke_metadata_is_read_never_refused() {
+    let with = |metadata: &str| {
+        let f = format!(
+            r#"{{"name":"dispatcher:x","message":{{"type":"invoke","callId":1,"name":"submitCommand","args":["hi"],"metadata":{metadata}}}}}"#
+        );
+        match Inbound::parse(&f).unwrap() {
+            Inbound::Invoke { metadata, .. } => metadata,
+            other => panic!("{other:?}"),
+        }
+    };
+    let trace = "0af7651916cd43dd8448eb211c80319c";
+    let m = with(&format!(
+        r#"{{"version":1,"traceparent":"00-{trace}-b7ad6b7169203331-01"}}"#
+    ))
+    .unwrap()
+    .unwrap();
+    assert_eq!(m.traceparent.unwrap().trace_id, trace);
+    assert_eq!(
+        with(r#"{"version":"1"}"#),
+        Some(Err(trace::MetadataIgnored::Version("\"1\"".into())))
+    );
+    assert_eq!(with("[1]"), Some(Err(trace::MetadataIgnored::NotObject)));
+    assert_eq!(with("null"), None);
+}
+
 #[test]
 fn invalid_invoke_needs_a_valid_call_id() {
     let bad_args = r#"{"name":"x","message":{"type":"invoke","callId":1,"name":"m","args":{}}}"#;

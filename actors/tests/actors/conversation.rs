@@ -145,6 +145,7 @@ fn start() -> Harness {
         instance_root: instance.path().to_path_buf(),
         log_filter: None,
         search: None,
+        working_directory: Default::default(),
     });
     let id = ConversationId::new_random();
     let dir = instance.path().join("conversations").join(id.to_string());
@@ -215,6 +216,7 @@ impl Harness {
             connection_id: client.connection_id,
             method: method.into(),
             args: Args(args),
+            trace: None,
         }))
         .await
         .expect("the conversation answers")
@@ -357,12 +359,12 @@ async fn cancels_a_queued_and_the_running_request() {
 
     assert_eq!(h.cancel(&client, "b").await, "cancelled_queued");
     client
-        .wait_for("requestCancelled", |a| a[0] == "b" && a[1] == "cancelled")
+        .wait_for("requestCancelled", |a| a[0] == "b" && a[1] == "user")
         .await;
     assert_eq!(h.cancel(&client, "a").await, "cancelled_running");
     within(running.answer.closed()).await;
     client
-        .wait_for("requestCancelled", |a| a[0] == "a" && a[1] == "cancelled")
+        .wait_for("requestCancelled", |a| a[0] == "a" && a[1] == "user")
         .await;
 
     assert_eq!(h.cancel(&client, "a").await, "already_completed");
@@ -431,6 +433,7 @@ async fn a_delete_tells_every_client_then_stops_everything() {
         connection_id: ConnectionId(0),
         method: "getStatus".into(),
         args: Args(Vec::new()),
+        trace: None,
     });
     assert!(within(status).await.is_err(), "a stopped actor answered");
 }

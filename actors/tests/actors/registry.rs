@@ -70,6 +70,7 @@ fn start(idle_timeout: Duration) -> Instance {
             instance_root: layout.root.clone(),
             log_filter: None,
             search: None,
+            working_directory: Default::default(),
         }),
         cluster: None,
     })
