@@ -236,8 +236,11 @@ pub async fn serve(config: ServerConfig) -> Result<restart::Stopped, StartError>
     if let Some(watchdog) = watchdog {
         watchdog.abort();
     }
-    let _ = closing_tx.send(true);
+    // Stop accepting before the sockets are told to close: a client that reconnects at once
+    // (after a restart's 1012) must wait in the backlog for the next image, not be accepted
+    // by this one and closed again.
     handle.pause().await;
+    let _ = closing_tx.send(true);
     // Give connections a moment to queue their 1001 close frames.
     actix_web::rt::time::sleep(Duration::from_millis(100)).await;
     let _ = started.registry.send(ShutdownRegistry).await;

@@ -341,8 +341,7 @@ pub async fn run_turn(input: TurnInput, sink: &dyn TurnSink) -> TurnOutcome {
                 Some(json!({"toolCall": {"id": id, "name": name, "input": tool_input}})),
             );
             let started = Instant::now();
-            let output =
-                call_tool(&name, tool_input, &input.tool_servers, sink, &tools).await;
+            let output = call_tool(&name, tool_input, &input.tool_servers, sink, &tools).await;
             let (content, is_error) = (output.text, output.is_error);
             sink.step(TurnStep::ActionFinished {
                 index,
