@@ -1,6 +1,12 @@
 //! One MCP server: its supervisor (connect, list the tools, wait, restart with backoff), its
-//! client handler (progress, `tools/list_changed`, elicitation) and its [`ToolServer`] face
-//! for the agent loop ([`McpServer`]).
+//! client handler (progress, `tools/list_changed`, elicitation, roots) and its [`ToolServer`]
+//! face for the agent loop ([`McpServer`]).
+//!
+//! Roots: `roots/list` answers the working directories of the requests whose calls are in
+//! flight (each already passed the server's working-directory policy), or, with none in
+//! flight, the last answered. A call whose directory is not among the roots last answered
+//! sends `notifications/roots/list_changed` before it starts, so a server that reads its
+//! roots sees the caller's directory.
 //!
 //! Threads: the supervisor, the handler and each call's request run on the MCP thread's
 //! runtime ([`super::McpHub`]). A conversation's turn calls [`McpServer::call`] on its own
@@ -14,6 +20,7 @@
 //! lasted 60 s. Calls in flight when it goes become `is_error` results naming the server.
 
 use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
@@ -23,6 +30,10 @@ use rmcp::model::{
     ElicitRequestParams, ElicitResult, ErrorData, Implementation, ProgressNotificationParam,
     ProgressToken,
 };
+// Roots are deprecated by SEP-2577 (a future MCP revision) but are what servers of the
+// current revisions (2025-06-18, 2025-11-25) read: kept until rmcp removes them.
+#[allow(deprecated)]
+use rmcp::model::{ListRootsResult, Root};
 use rmcp::service::{
     NotificationContext, Peer, PeerRequestOptions, RequestContext, RoleClient, RunningService,
 };
@@ -64,6 +75,8 @@ const MAX_REASON_CHARS: usize = 300;
 const MAX_STDERR_LINE: usize = 1000;
 /// Events (progress lines, questions) queued per call before further progress is dropped.
 const CALL_EVENTS: usize = 16;
+/// Longest a call that changes the roots waits for a server that reads them to ask again.
+const ROOTS_WAIT: Duration = Duration::from_secs(2);
 
 /// Where a server is.
 #[derive(Debug, Clone)]
@@ -111,6 +124,8 @@ struct InFlight {
     progress_token: Option<ProgressToken>,
     /// To its turn.
     events: mpsc::Sender<CallEvent>,
+    /// The directory its request works in (offered as a root while it runs).
+    root: Option<PathBuf>,
 }
 
 /// What the supervisor, the handler and the calls share.
@@ -131,6 +146,14 @@ pub(super) struct Shared {
     next_call: AtomicU64,
     /// The last line a stdio server wrote on stderr (its reason, when it exits).
     last_stderr: Mutex<String>,
+    /// The roots last answered to `roots/list` (a call whose directory is not among them
+    /// announces `notifications/roots/list_changed` first).
+    roots: Mutex<Vec<PathBuf>>,
+    /// The server has asked `roots/list` on some connection: it reads its roots, so a call
+    /// that changes them waits (at most [`ROOTS_WAIT`]) for it to ask again.
+    reads_roots: std::sync::atomic::AtomicBool,
+    /// Woken at each `roots/list`.
+    roots_asked: tokio::sync::Notify,
 }
 
 /// Locks, ignoring poison (a panicking holder leaves plain data behind).
@@ -150,6 +173,9 @@ impl Shared {
             calls: Mutex::default(),
             next_call: AtomicU64::new(1),
             last_stderr: Mutex::default(),
+            roots: Mutex::default(),
+            reads_roots: Default::default(),
+            roots_asked: tokio::sync::Notify::new(),
         })
     }
 
@@ -330,14 +356,69 @@ impl ClientHandler for Handler {
             .map_err(|e| ErrorData::internal_error(e.to_string(), None))
     }
 
+    #[allow(deprecated)]
+    async fn list_roots(
+        &self,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ListRootsResult, ErrorData> {
+        let mut in_flight: Vec<PathBuf> = Vec::new();
+        for root in lock(&self.shared.calls)
+            .iter()
+            .filter_map(|c| c.root.clone())
+        {
+            if !in_flight.contains(&root) {
+                in_flight.push(root);
+            }
+        }
+        let roots = {
+            let mut last = lock(&self.shared.roots);
+            if !in_flight.is_empty() {
+                *last = in_flight;
+            }
+            last.clone()
+        };
+        log::info!(
+            "MCP server {}: roots/list answered {} roots",
+            self.shared.name(),
+            roots.len()
+        );
+        self.shared.reads_roots.store(true, Ordering::Relaxed);
+        self.shared.roots_asked.notify_waiters();
+        Ok(ListRootsResult::new(
+            roots.iter().map(|r| root_of(r)).collect(),
+        ))
+    }
+
     fn get_info(&self) -> ClientConfig {
-        let capabilities: ClientCapabilities =
-            serde_json::from_value(serde_json::json!({"elicitation": {"form": {}}}))
-                .expect("a valid capabilities object");
+        let capabilities: ClientCapabilities = serde_json::from_value(serde_json::json!({
+            "elicitation": {"form": {}},
+            "roots": {"listChanged": true}
+        }))
+        .expect("a valid capabilities object");
         ClientConfig::new(
             capabilities,
             Implementation::new("roundtable", env!("CARGO_PKG_VERSION")),
         )
+    }
+}
+
+/// A directory as an MCP root: a `file://` URI (bytes other than unreserved characters and
+/// `/` percent-encoded) named by its last component.
+#[allow(deprecated)]
+fn root_of(dir: &Path) -> Root {
+    use std::os::unix::ffi::OsStrExt;
+    let mut uri = String::from("file://");
+    for &b in dir.as_os_str().as_bytes() {
+        if b.is_ascii_alphanumeric() || b"/-._~".contains(&b) {
+            uri.push(b as char);
+        } else {
+            uri.push_str(&format!("%{b:02X}"));
+        }
+    }
+    let root = Root::new(uri);
+    match dir.file_name() {
+        Some(name) => root.with_name(name.to_string_lossy()),
+        None => root,
     }
 }
 
@@ -551,6 +632,7 @@ async fn run_call(
     shared: Arc<Shared>,
     tool: String,
     arguments: Map<String, Value>,
+    root: Option<PathBuf>,
     events: mpsc::Sender<CallEvent>,
     mut done: oneshot::Sender<ToolOutput>,
 ) {
@@ -578,7 +660,32 @@ async fn run_call(
             tool: full.clone(),
             progress_token: None,
             events,
+            root: root.clone(),
         });
+    }
+    // A directory the server has not been told of: say the roots changed, so a server that
+    // reads them asks again (and gets this call's directory among them).
+    if let Some(root) = &root {
+        if !lock(&shared.roots).contains(root) {
+            let asked = shared.roots_asked.notified();
+            tokio::pin!(asked);
+            asked.as_mut().enable();
+            match peer.notify_roots_list_changed().await {
+                Err(e) => log::debug!("MCP server {name}: roots/list_changed not sent: {e}"),
+                // A server that reads its roots gets to read them before the call.
+                Ok(()) if shared.reads_roots.load(Ordering::Relaxed) => {
+                    if tokio::time::timeout(ROOTS_WAIT, asked).await.is_err() {
+                        log::debug!("MCP server {name}: did not ask roots/list again");
+                    } else {
+                        // rmcp writes our answer from a task of its own: a ping's round
+                        // trip lets it reach the server before the call does.
+                        let ping = ClientRequest::PingRequest(Default::default());
+                        let _ = tokio::time::timeout(ROOTS_WAIT, peer.send_request(ping)).await;
+                    }
+                }
+                Ok(()) => {}
+            }
+        }
     }
     let _guard = InFlightGuard {
         shared: &shared,
@@ -688,6 +795,7 @@ impl ToolServer for McpServer {
             self.shared.clone(),
             tool.to_string(),
             arguments,
+            context.working_directory.map(Path::to_path_buf),
             events_tx,
             done_tx,
         ));

@@ -282,9 +282,20 @@ fn killed_stdio_server_restarts_and_the_call_is_an_error_result() {
     assert!(answer.contains("Echo: back"), "{answer}");
 }
 
-/// An elicitation from a server is asked of every client of the conversation and answered
-/// by another client than the one that sent the request; the answer goes back to the server
-/// (its tool result says what it got).
+/// Answers the form interaction `q` on `client` with `answers` (a `QuestionFormResponse`).
+fn answer_form(client: &mut Client, id: &str, q: &Value, answers: Value) {
+    client
+        .invoke(
+            &dispatcher(id),
+            "respondToInteraction",
+            json!([{"interactionId": q[0]["interactionId"], "type": "form", "value": answers}]),
+        )
+        .unwrap();
+}
+
+/// An elicitation from a server is asked as one form of every client of the conversation and
+/// answered by another client than the one that sent the request; the answer goes back to
+/// the server (its tool result says what it got).
 #[test]
 fn elicitation_is_answered_from_a_second_client() {
     let Some(s) = servers() else { return };
@@ -292,33 +303,155 @@ fn elicitation_is_answered_from_a_second_client() {
     let config = desktop_json(dir.path(), stdio_entries(&s));
     let model = model(|text| match text {
         "pick" => vec![("fixture__pick_color", json!({}))],
+        "everything" => vec![("everything__trigger-elicitation-request", json!({}))],
         _ => vec![],
     });
     let server = Server::with_model(&model, "m", &["--mcp-config", &config]);
     server.wait_log("MCP server fixture: connected (");
+    server.wait_log("MCP server everything: connected (");
     let (mut a, id) = server.joined("elicit");
     let mut b = server.connect();
     b.join(&id);
-    let ack = a.submit(&id, "pick");
-    let rid = Client::request_id(&ack);
-    for (expect, choose) in [("Which color?", 2), ("Is that final?", 0)] {
-        let q = b.expect_call(&clientio(&id), "requestInteraction");
-        let message = q[0]["message"].as_str().unwrap();
-        assert!(
-            message.starts_with("fixture asks: Pick a color"),
-            "{message}"
-        );
-        assert!(message.ends_with(expect), "{message}");
-        b.invoke(
-            &dispatcher(&id),
-            "respondToInteraction",
-            json!([{"interactionId": q[0]["interactionId"], "type": "question", "value": choose}]),
-        )
-        .unwrap();
-    }
+    let io = clientio(&id);
+
+    // The fixture's enum and boolean: one form, a pick and a yes/no.
+    let rid = Client::request_id(&a.submit(&id, "pick"));
+    let q = b.expect_call(&io, "requestInteraction");
+    assert_eq!(q[0]["type"], "form");
+    assert_eq!(q[0]["form"]["message"], "fixture asks: Pick a color");
+    assert_eq!(
+        q[0]["form"]["fields"],
+        json!([
+            {"id": "color", "kind": "pick", "prompt": "Which color?", "choices": ["red", "green", "blue"]},
+            {"id": "final", "kind": "yesNo", "prompt": "Is that final?"}
+        ])
+    );
+    answer_form(
+        &mut b,
+        &id,
+        &q,
+        json!({"answers": {"color": {"kind": "pick", "selected": 2}, "final": {"kind": "yesNo", "value": true}}}),
+    );
     let answer = last_text(&a.until_complete(&id, &rid));
     assert!(
         answer.contains("accepted: color=blue final=True"),
+        "{answer}"
+    );
+
+    // server-everything's form: free text (a required name, an email), a number out of
+    // range asked again with what was wrong, defaults for what was left empty.
+    let rid = Client::request_id(&a.submit(&id, "everything"));
+    let q = b.expect_call(&io, "requestInteraction");
+    let fields = q[0]["form"]["fields"].as_array().unwrap().clone();
+    assert_eq!(fields.len(), 13, "{fields:?}");
+    let name = fields.iter().find(|f| f["id"] == "name").unwrap();
+    assert_eq!(
+        *name,
+        json!({"id": "name", "kind": "pick", "prompt": "Your full, legal name", "choices": [],
+               "allowFreeText": true, "freeTextPlaceholder": "text"})
+    );
+    let integer = fields.iter().find(|f| f["id"] == "integer").unwrap();
+    assert!(integer["freeTextPlaceholder"]
+        .as_str()
+        .unwrap()
+        .starts_with("a whole number from 1 to 100 (empty: 42)"));
+    let text = |t: &str| json!({"kind": "pick", "selected": -1, "text": t});
+    answer_form(
+        &mut b,
+        &id,
+        &q,
+        json!({"answers": {"name": text("Ada Lovelace"), "integer": text("500")}}),
+    );
+    let again = b.expect_call(&io, "requestInteraction");
+    let message = again[0]["form"]["message"].as_str().unwrap();
+    assert!(
+        message.ends_with("Please correct: “Your favorite integer (do not give us your phone number, pin, or other sensitive info)”: 500 is not a whole number from 1 to 100"),
+        "{message}"
+    );
+    answer_form(
+        &mut b,
+        &id,
+        &again,
+        json!({"answers": {"name": text("Ada Lovelace"), "integer": text("7"),
+                           "email": text("ada@example.org"), "check": {"kind": "yesNo", "value": true}}}),
+    );
+    let answer = last_text(&a.until_complete(&id, &rid));
+    for expected in [
+        "User provided the requested information",
+        "- Name: Ada Lovelace",
+        "- Agreed to terms: true",
+        "- Email: ada@example.org",
+        "- Favorite Integer: 7",
+        "- Favorite Number: 3.14",
+        "It was a dark and stormy night.",
+        "hero-1",
+    ] {
+        assert!(answer.contains(expected), "{expected} in {answer}");
+    }
+
+    // Dismissed: the server reads `decline`.
+    let rid = Client::request_id(&a.submit(&id, "everything"));
+    let q = b.expect_call(&io, "requestInteraction");
+    b.send_call(
+        &dispatcher(&id),
+        "cancelInteraction",
+        json!([q[0]["interactionId"]]),
+    );
+    let answer = last_text(&a.until_complete(&id, &rid));
+    assert!(
+        answer.contains("User declined to provide the requested information"),
+        "{answer}"
+    );
+}
+
+/// Submits `text` with `options.workingDirectory = dir`, as `agent-cli` does; the request id.
+fn submit_in(client: &mut Client, id: &str, text: &str, dir: &Path) -> String {
+    let ack = client
+        .invoke(
+            &dispatcher(id),
+            "submitCommand",
+            json!([text, null, {"workingDirectory": dir}, format!("cr-{}", text.len())]),
+        )
+        .expect("submitCommand");
+    Client::request_id(&ack)
+}
+
+/// A request's working directory is the MCP server's root while its call runs: a server
+/// that reads its roots (server-everything's `get-roots-list`) sees the directory of the
+/// request that called it, percent-encoded as a `file://` URI and named by its last
+/// component, and the next request from another directory moves the roots with it.
+#[test]
+fn the_request_directory_is_the_servers_root() {
+    let Some(s) = servers() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let config = desktop_json(dir.path(), stdio_entries(&s));
+    let model = model(|text| match text {
+        "roots" => vec![("everything__get-roots-list", json!({}))],
+        _ => vec![],
+    });
+    let server = Server::with_model(&model, "m", &["--mcp-config", &config]);
+    // server-everything asks its roots once after it starts (none: nothing is in flight).
+    server.wait_log("MCP server everything: roots/list answered 0 roots");
+    let (mut a, id) = server.joined("roots");
+    let work = tempfile::tempdir().unwrap();
+    let project = work.path().join("my project");
+    let other = work.path().join("other");
+    std::fs::create_dir(&project).unwrap();
+    std::fs::create_dir(&other).unwrap();
+    let canonical = |p: &Path| std::fs::canonicalize(p).unwrap().display().to_string();
+
+    let rid = submit_in(&mut a, &id, "roots", &project);
+    let answer = last_text(&a.until_complete(&id, &rid));
+    let uri = format!("file://{}", canonical(&project).replace(' ', "%20"));
+    assert!(answer.contains("Current MCP Roots (1 total)"), "{answer}");
+    assert!(answer.contains("1. my project"), "{answer}");
+    assert!(answer.contains(&format!("URI: {uri}")), "{uri} in {answer}");
+
+    let rid = submit_in(&mut a, &id, "roots", &other);
+    let answer = last_text(&a.until_complete(&id, &rid));
+    assert!(answer.contains("1. other"), "{answer}");
+    assert!(
+        answer.contains(&format!("URI: file://{}", canonical(&other))),
         "{answer}"
     );
 }

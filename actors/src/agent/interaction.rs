@@ -198,7 +198,7 @@ impl QuestionFormResponse {
 impl QuestionForm {
     /// Checks the form against the bounds: 1 to [`MAX_FORM_FIELDS`] questions with distinct
     /// non-empty ids and non-empty prompts, 1 to [`MAX_FORM_CHOICES`] choices per pick or
-    /// multiple choice, defaults among them, every text at most [`MAX_FORM_TEXT_CHARS`].
+    /// multiple choice (a pick with free text may have none: a text question), defaults among them, every text at most [`MAX_FORM_TEXT_CHARS`].
     pub fn check(&self) -> Result<(), String> {
         if self.fields.is_empty() || self.fields.len() > MAX_FORM_FIELDS {
             return Err(format!(
@@ -223,6 +223,19 @@ impl QuestionForm {
             }
             bounded("a question's prompt", field.prompt(), MAX_FORM_TEXT_CHARS)?;
             let (choices, defaults, placeholder) = match field {
+                // A pick with free text and no choices is a plain text question.
+                FormField::Pick {
+                    choices,
+                    allow_free_text: true,
+                    default_id: None,
+                    free_text_placeholder,
+                    ..
+                } if choices.is_empty() => {
+                    if let Some(p) = free_text_placeholder {
+                        bounded("a placeholder", p, MAX_FORM_TEXT_CHARS)?;
+                    }
+                    continue;
+                }
                 FormField::Pick {
                     choices,
                     default_id,
@@ -288,10 +301,13 @@ impl QuestionForm {
                 ) => {
                     let in_range = usize::try_from(*selected).is_ok_and(|s| s < choices.len());
                     if !in_range && *selected != -1 {
-                        return Err(format!(
-                            "answer {id:?} must select a choice from 0 to {} (or -1)",
-                            choices.len() - 1
-                        ));
+                        return Err(match choices.len() {
+                            0 => format!("answer {id:?} must select -1 and type its text"),
+                            n => format!(
+                                "answer {id:?} must select a choice from 0 to {} (or -1)",
+                                n - 1
+                            ),
+                        });
                     }
                     (*allow_free_text, text)
                 }

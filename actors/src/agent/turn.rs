@@ -11,7 +11,7 @@
 //! the model sees, never a crashed turn.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -76,8 +76,12 @@ impl From<Result<String, String>> for ToolOutput {
 #[derive(Clone, Copy)]
 pub struct ToolCallContext<'a> {
     /// The turn's output: progress goes to [`TurnSink::status`], questions a tool needs
-    /// answered (MCP elicitation) to [`TurnSink::ask`].
+    /// answered (MCP elicitation) to [`TurnSink::ask_form`].
     pub sink: &'a dyn TurnSink,
+    /// The directory the request works in ([`TurnInput::working_directory`], already
+    /// checked against the server's working-directory policy): offered to tools that take a
+    /// path (an MCP server's roots).
+    pub working_directory: Option<&'a Path>,
 }
 
 /// How a tool server is doing, for `@system config` / `@system config agents`.
@@ -341,7 +345,11 @@ pub async fn run_turn(input: TurnInput, sink: &dyn TurnSink) -> TurnOutcome {
                 Some(json!({"toolCall": {"id": id, "name": name, "input": tool_input}})),
             );
             let started = Instant::now();
-            let output = call_tool(&name, tool_input, &input.tool_servers, sink, &tools).await;
+            let context = ToolCallContext {
+                sink,
+                working_directory: input.working_directory.as_deref(),
+            };
+            let output = call_tool(&name, tool_input, &input.tool_servers, context, &tools).await;
             let (content, is_error) = (output.text, output.is_error);
             sink.step(TurnStep::ActionFinished {
                 index,
@@ -451,9 +459,10 @@ pub fn describe_plan(request: &str, blocks: &[ContentBlock], explain: bool) -> S
 async fn propose(
     input: Value,
     servers: &HashMap<String, Arc<dyn ToolServer>>,
-    sink: &dyn TurnSink,
+    context: ToolCallContext<'_>,
     offered: &[ToolSpec],
 ) -> ToolOutput {
+    let sink = context.sink;
     let proposal = match interactive::proposal(&input, offered) {
         Ok(proposal) => proposal,
         Err(e) => return ToolOutput::error(e),
@@ -466,11 +475,11 @@ async fn propose(
             ToolOutput::error(format!("the user cancelled the proposed {tool} call"))
         }
         Ok(ProposalAnswer::Run(input)) if input == proposed => {
-            Box::pin(call_tool(&tool, input, servers, sink, offered)).await
+            Box::pin(call_tool(&tool, input, servers, context, offered)).await
         }
         Ok(ProposalAnswer::Run(input)) => {
             let shown = input.to_string();
-            let mut output = Box::pin(call_tool(&tool, input, servers, sink, offered)).await;
+            let mut output = Box::pin(call_tool(&tool, input, servers, context, offered)).await;
             if !output.is_error {
                 output.text = format!("(the user changed the input to {shown}) {}", output.text);
             }
@@ -484,9 +493,10 @@ async fn call_tool(
     name: &str,
     input: Value,
     servers: &HashMap<String, Arc<dyn ToolServer>>,
-    sink: &dyn TurnSink,
+    context: ToolCallContext<'_>,
     offered: &[ToolSpec],
 ) -> ToolOutput {
+    let sink = context.sink;
     if !valid_tool_name(name) {
         return ToolOutput::error(format!(
             "invalid tool name {name:?}: must match ^[a-zA-Z0-9_-]{{1,64}}$"
@@ -495,7 +505,7 @@ async fn call_tool(
     match name {
         ASK_USER => return interactive::ask_user(&input, sink).await.into(),
         ASK_USER_FORM => return interactive::ask_user_form(&input, sink).await.into(),
-        PROPOSE_ACTION => return propose(input, servers, sink, offered).await,
+        PROPOSE_ACTION => return propose(input, servers, context, offered).await,
         _ => {}
     }
     if let Some(result) = tools::run_builtin_tool(name, &input) {
@@ -503,7 +513,7 @@ async fn call_tool(
     }
     if let Some((server, tool)) = name.split_once(SERVER_SEPARATOR) {
         if let Some(s) = servers.get(server) {
-            return s.call(tool, input, ToolCallContext { sink }).await;
+            return s.call(tool, input, context).await;
         }
         return ToolOutput::error(format!("no tool server named {server:?}"));
     }
@@ -687,7 +697,10 @@ mod tests {
             "echo__say",
             json!({"x": 1}),
             &servers,
-            &sink,
+            ToolCallContext {
+                sink: &sink,
+                working_directory: None,
+            },
             &offered,
         ));
         assert_eq!(r.text, "say:{\"x\":1}");
@@ -700,7 +713,10 @@ mod tests {
             ASK_USER,
             json!({"question": "ok?"}),
             &servers,
-            &sink,
+            ToolCallContext {
+                sink: &sink,
+                working_directory: None,
+            },
             &offered,
         ));
         assert_eq!(r.text, "answer: No");

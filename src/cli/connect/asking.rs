@@ -59,16 +59,21 @@ pub(super) fn field_prompt(field: &Value) -> String {
     } else {
         ""
     };
+    let choices = strings(field, "choices");
     match field["kind"].as_str() {
         Some("yesNo") => format!("? {prompt} [y/n] > "),
+        // A text question (a pick with free text and no choices).
+        Some("pick") if choices.is_empty() && field["allowFreeText"] == true => {
+            match field["freeTextPlaceholder"].as_str() {
+                Some(hint) => format!("? {prompt} ({hint}) > "),
+                None => format!("? {prompt} > "),
+            }
+        }
         Some("multiChoice") => format!(
             "? {prompt} {} (numbers separated by commas){other} > ",
-            listed(&strings(field, "choices"))
+            listed(&choices)
         ),
-        _ => format!(
-            "? {prompt} {}{other} > ",
-            listed(&strings(field, "choices"))
-        ),
+        _ => format!("? {prompt} {}{other} > ", listed(&choices)),
     }
 }
 
