@@ -50,6 +50,8 @@ enum Ui {
     AskLine(String),
     /// The command finished: prompt again (with this prompt text).
     Prompt(String),
+    /// Clear the screen (the server's `clear` for `@system clear`).
+    Clear,
 }
 
 /// From the UI thread to the async side.
@@ -71,6 +73,8 @@ struct Session {
     name: String,
     connection_id: String,
     persist: bool,
+    /// The server sent `exit` for our request (`@system exit`): leave after it completes.
+    exit_requested: bool,
 }
 
 impl ManageHost for Session {
@@ -144,6 +148,7 @@ pub async fn connect(server: &Endpoint, options: ConnectOptions) -> CliResult {
         name: joined.name.clone(),
         connection_id: joined.connection_id.clone(),
         persist: !options.memory,
+        exit_requested: false,
     };
     if session.persist {
         save_state(&session.conversation_id);
@@ -183,6 +188,9 @@ pub async fn connect(server: &Endpoint, options: ConnectOptions) -> CliResult {
                             if let Ok(mut id) = completed_in.lock() {
                                 id.clone_from(&session.conversation_id);
                             }
+                        }
+                        if session.exit_requested {
+                            break Ok(());
                         }
                         let _ = ui_tx.send(Ui::Prompt(prompt(&session)));
                     }
@@ -256,6 +264,9 @@ fn ui_loop(
         loop {
             match ui_rx.recv() {
                 Ok(Ui::Print(text)) => println!("{}", terminal_safe(&text)),
+                Ok(Ui::Clear) => {
+                    let _ = editor.clear_screen();
+                }
                 Ok(Ui::Ask(question, choices)) => {
                     let listed: Vec<String> = choices
                         .iter()
@@ -572,6 +583,15 @@ async fn handle_line(
                                 }
                                 Some(Input::Interrupt) => cancel(conn, session, &request_id, &print).await,
                                 _ => {}
+                            }
+                            continue;
+                        }
+                        // `@system clear` / `@system exit`, sent to us alone with our request id.
+                        if (method == "clear" || method == "exit") && args[0]["requestId"] == request_id.as_str() {
+                            if method == "clear" {
+                                let _ = ui.send(Ui::Clear);
+                            } else {
+                                session.exit_requested = true;
                             }
                             continue;
                         }

@@ -441,8 +441,10 @@ impl Connection {
     }
 }
 
-/// The `discovery` channel's one method: `lookupPort({agentName})` answers this server's port
-/// for `agent-server`, `{"port": null}` for anything else.
+/// The `discovery` channel's one method: `lookupPort({agentName, role?, remote?})` answers
+/// this server's port for `agent-server`, `{"port": null}` for anything else. No `url`: as
+/// TypeAgent's head answers a local caller (a `url` is only for a remote caller through a
+/// tunnel, which Roundtable does not have; `remote` is accepted and ignored).
 pub(super) fn lookup_port(method: &str, args: &Args, port: u16) -> RpcResult<Option<Value>> {
     if method != "lookupPort" {
         return Err(RpcError::NoHandler(method.to_string()));
@@ -450,7 +452,7 @@ pub(super) fn lookup_port(method: &str, args: &Args, port: u16) -> RpcResult<Opt
     let options = args.opt_object(method, 0, "options")?;
     let agent = protocol::opt_field_str(options, method, 0, "agentName")?;
     Ok(Some(if agent == Some("agent-server") {
-        json!({"port": port, "url": format!("ws://localhost:{port}")})
+        json!({"port": port})
     } else {
         json!({"port": null})
     }))

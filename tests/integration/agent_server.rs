@@ -286,7 +286,7 @@ fn rpc_edges() {
             json!([{"agentName": "agent-server"}]),
         )
         .unwrap();
-    assert_eq!(port["port"], server.port);
+    assert_eq!(port, json!({"port": server.port}));
     let none = c
         .invoke("discovery", "lookupPort", json!([{"agentName": "browser"}]))
         .unwrap();

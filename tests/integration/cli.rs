@@ -311,6 +311,23 @@ fn interactive_prompt_in_a_pty() {
     assert_eq!(state["conversationId"], id.as_str());
 }
 
+/// `@system clear` clears the screen and prompts again; `@system exit` ends the CLI (the
+/// server's `clear` / `exit` for our request).
+#[test]
+fn system_clear_and_exit_at_the_prompt() {
+    let server = Server::start(&[]);
+    let home = tempfile::tempdir().unwrap();
+    let mut p = pty(server.port, home.path(), &[]);
+    p.exp_string("CLI> ").unwrap();
+    p.send_line("@system clear").unwrap();
+    p.exp_string("CLI> ").unwrap();
+    p.send_line("what is 2+3").unwrap();
+    p.exp_string("[result] 5").unwrap();
+    p.exp_string("CLI> ").unwrap();
+    p.send_line("@system exit").unwrap();
+    p.exp_eof().unwrap();
+}
+
 /// `conversations search <text>`: what a request said, as text with snippets and as JSON.
 #[test]
 fn conversations_search_subcommand() {

@@ -1060,6 +1060,61 @@ fn snapshots_say_paused_attachments_options_and_blocked_on() {
     a.until_complete(&id, "snap-1");
 }
 
+/// `promoteCommand(requestId)`: a queued request moves to the front (`true`, and the new order
+/// in `queueStateChanged`); the request already first answers `true` and changes nothing
+/// (the snapshot keeps its version); the running request and an unknown id answer `false`.
+#[test]
+fn promote_moves_a_queued_request_to_the_front() {
+    let (server, gate, _model) = gated_server(&[], &[]);
+    let (mut a, id) = server.joined("promote");
+    let d = dispatcher(&id);
+    running_and_queued(&mut a, &id, "p-run", "p-1");
+    for rid in ["p-2", "p-3"] {
+        let ack = submit_as(&mut a, &id, "@help", rid);
+        assert_eq!(ack["entry"]["state"], "queued", "{ack}");
+    }
+    let order = |snapshot: &Value| -> Vec<String> {
+        snapshot["queued"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["requestId"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let before = a.invoke(&d, "getQueueSnapshot", json!([])).unwrap();
+    assert_eq!(order(&before), ["p-1", "p-2", "p-3"]);
+
+    assert_eq!(
+        a.invoke(&d, "promoteCommand", json!(["p-3"])),
+        Ok(json!(true))
+    );
+    let calls = calls_until(&mut a, &id, |m, args| {
+        m == "queueStateChanged" && order(&args[0]).first().map(String::as_str) == Some("p-3")
+    });
+    let moved = &calls.last().unwrap().1[0];
+    assert_eq!(order(moved), ["p-3", "p-1", "p-2"]);
+
+    let now = a.invoke(&d, "getQueueSnapshot", json!([])).unwrap();
+    assert_eq!(
+        a.invoke(&d, "promoteCommand", json!(["p-3"])),
+        Ok(json!(true))
+    );
+    let same = a.invoke(&d, "getQueueSnapshot", json!([])).unwrap();
+    assert_eq!(same["version"], now["version"], "{same}");
+    assert_eq!(order(&same), ["p-3", "p-1", "p-2"]);
+
+    assert_eq!(
+        a.invoke(&d, "promoteCommand", json!(["p-run"])),
+        Ok(json!(false))
+    );
+    assert_eq!(
+        a.invoke(&d, "promoteCommand", json!(["nope"])),
+        Ok(json!(false))
+    );
+    drop(gate);
+    a.until_complete(&id, "p-2");
+}
+
 // ---- agent-cli after its conversation was deleted (item 6) -------------------------------
 
 /// `agent-cli` exactly (reference K.1–K.5): it finds or creates `CLI`, joins, replays the

@@ -275,6 +275,45 @@ fn system_help_config_agents_and_unsupported() {
     }
 }
 
+/// `@system clear` and `@system exit` (agent-cli's `/clear`, `/exit`): clientio `clear` /
+/// `exit` with the request id go to the requesting client alone, the command completes, the
+/// history stays; `clear deep` (TypeAgent wipes the display log) is refused.
+#[test]
+fn system_clear_and_exit_reach_only_the_requester() {
+    let server = Server::start(&[]);
+    let (mut a, id) = server.joined("CLI");
+    let mut b = server.connect();
+    b.join(&id);
+    let before = a
+        .invoke(&dispatcher(&id), "getDisplayHistory", json!([]))
+        .unwrap();
+    for (sent, method) in [("@system clear", "clear"), ("@system exit", "exit")] {
+        let calls = cli_submit(&mut a, &id, sent, Value::Null);
+        let request = calls.iter().find(|(m, _)| m == "setUserRequest").unwrap().1[0].clone();
+        let (_, args) = calls.iter().find(|(m, _)| m == method).expect(method);
+        assert_eq!(args, &json!([request]));
+        assert_eq!(last_error(&calls), Value::Null);
+        // The other client sees the request complete, and no `clear` / `exit`.
+        let rid = request["requestId"].as_str().unwrap().to_string();
+        let seen = b.until_complete(&id, &rid);
+        assert!(!seen.iter().any(|(m, _)| m == method), "{seen:?}");
+    }
+    let after = a
+        .invoke(&dispatcher(&id), "getDisplayHistory", json!([]))
+        .unwrap();
+    assert!(after.as_array().unwrap().len() > before.as_array().unwrap().len());
+    for (sent, line) in [
+        (
+            "@system clear deep",
+            "@system clear deep: not supported by Roundtable",
+        ),
+        ("@system exit now", "@system exit takes no arguments"),
+    ] {
+        let calls = cli_submit(&mut a, &id, sent, Value::Null);
+        assert_eq!(last_error(&calls), line);
+    }
+}
+
 /// `/trace <filter>` changes the running server's log filter (debug lines appear), a
 /// following `/trace` shows it, and an invalid filter is refused with the reason.
 #[test]
@@ -339,7 +378,7 @@ fn completion_offers_the_cli_commands() {
     let c = complete("@system h");
     assert_eq!(
         names(&c, 0),
-        json!(["help", "history", "session", "config", "trace"])
+        json!(["help", "history", "session", "config", "trace", "clear", "exit"])
     );
     assert_eq!(c["startIndex"], 8);
     assert_eq!(

@@ -784,11 +784,16 @@ impl Conversation {
         running.or(queued)
     }
 
-    /// Moves a queued request to the front; false when it is not queued.
+    /// Moves a queued request to the front; false when it is not queued (running, finished
+    /// or unknown). Already first: true and nothing changes (no new version, no
+    /// `queueStateChanged`), as TypeAgent's `requestQueue.promote`.
     pub(super) fn promote(&mut self, request_id: &RequestId, ctx: &mut Context<Self>) -> bool {
         let Some(pos) = self.queue.iter().position(|r| &r.request_id == request_id) else {
             return false;
         };
+        if pos == 0 {
+            return true;
+        }
         let r = self.queue.remove(pos).expect("valid position");
         self.queue.push_front(r);
         self.version += 1;

@@ -18,11 +18,13 @@ use serde_json::json;
 
 use super::commands::{help_text, split_word, Command};
 use super::queue::Request;
+use super::routing::Audience;
 use super::turn::TurnEvent;
 use super::ClientAgentInfo;
 use super::{Conversation, RuntimeConfig};
 use crate::agent::turn::{ToolServerStatus, ASK_USER};
 use crate::agent::{tools, ChatMessage, ContentBlock, Role};
+use crate::client::OutboundCall;
 use crate::ids::ConversationId;
 use crate::protocol::ConversationInfo;
 use crate::registry::GetConversationInfo;
@@ -53,16 +55,23 @@ pub enum SystemCommand {
     /// `trace [filter]`: show the log filter, or set it (space-separated directives are
     /// joined with commas, so `trace a=debug b=warn` is `a=debug,b=warn`).
     Trace(Option<String>),
+    /// `clear`: the requesting client clears its screen (clientio `clear(requestId)` to it
+    /// alone, as TypeAgent); nothing is deleted.
+    Clear,
+    /// `exit`: the requesting client exits (clientio `exit(requestId)` to it alone).
+    Exit,
 }
 
 /// `@system` sub-commands, for completion.
-pub const SUBCOMMANDS: [&str; 5] = ["help", "history", "session", "config", "trace"];
+pub const SUBCOMMANDS: [&str; 7] = [
+    "help", "history", "session", "config", "trace", "clear", "exit",
+];
 /// `@system config` sub-commands, for completion.
 pub const CONFIG_SUBCOMMANDS: [&str; 2] = ["show", "agents"];
 /// `@system session` sub-commands, for completion.
 pub const SESSION_SUBCOMMANDS: [&str; 1] = ["info"];
 /// `@system` in the help list: (usage, what it does).
-pub const HELP: [(&str, &str); 6] = [
+pub const HELP: [(&str, &str); 8] = [
     ("help", "this list"),
     (
         "history [N]",
@@ -81,6 +90,8 @@ pub const HELP: [(&str, &str); 6] = [
         "trace [filter]",
         "show or set the server's log filter (RUST_LOG syntax)",
     ),
+    ("clear", "clear your screen (the history stays)"),
+    ("exit", "exit your client"),
 ];
 /// Messages `@system history` shows without a count.
 pub const DEFAULT_HISTORY: usize = 20;
@@ -115,6 +126,12 @@ pub fn parse(args: &str) -> Command {
         "trace" => Command::System(SystemCommand::Trace(Some(
             rest.split_whitespace().collect::<Vec<_>>().join(","),
         ))),
+        "clear" if rest.is_empty() => Command::System(SystemCommand::Clear),
+        "exit" if rest.is_empty() => Command::System(SystemCommand::Exit),
+        // TypeAgent's `clear deep` wipes the display log for everyone: a shared conversation
+        // keeps its history (deleting the conversation removes it).
+        "clear" if word == "deep" => Command::Unsupported("system clear deep".into()),
+        "clear" | "exit" => Command::Invalid(format!("@system {sub} takes no arguments")),
         other => Command::Unsupported(format!("system {other}")),
     }
 }
@@ -499,6 +516,16 @@ impl Conversation {
             }
             SystemCommand::Session => return self.start_session(turn, ctx),
             SystemCommand::Trace(spec) => return self.trace(turn, spec, request, ctx),
+            SystemCommand::Clear | SystemCommand::Exit => {
+                let method = if command == SystemCommand::Clear {
+                    "clear"
+                } else {
+                    "exit"
+                };
+                let call = OutboundCall::new(method, &json!([request.id_obj()]));
+                self.emit(call, &Audience::Only(request.origin));
+                return self.finish(turn, None, ctx);
+            }
         };
         self.finish_showing(turn, request, content, None, ctx);
     }
