@@ -7,6 +7,7 @@ mod support;
 
 mod harness;
 
+mod agent_calls;
 mod agent_server;
 mod backup;
 mod bounds;

@@ -5,7 +5,8 @@
 //!
 //! Who talks to it: the transport's connections ([`RegisterClientAgent`],
 //! [`UnregisterClientAgent`], and [`ClientAgentOutput`] for the agent's calls: `notify`,
-//! `setDisplay`, `appendDisplay`, `takeAction`, `appendDiagnosticData`); the conversation
+//! `setDisplay`, `appendDisplay`, `takeAction`, `appendDiagnosticData` and the `agentThread*`
+//! calls, whose threads live in `agent_context.rs`); the conversation
 //! itself drops a client's agents when the client leaves (leave, `close`, socket close, slow
 //! consumer). An invoke does not come back here: the turn's [`ClientAgentTools`] (or a
 //! command, or a completion) sends [`InvokeClientAgent`] straight to the hosting connection,
@@ -37,6 +38,7 @@ use serde::Serialize;
 use serde_json::{json, Map, Value};
 use tokio::sync::oneshot;
 
+use super::agent_context::{AgentThreadCall, AgentThreads};
 use super::queue::Request;
 use super::routing::{Audience, DisplayMode};
 use super::Conversation;
@@ -149,9 +151,12 @@ pub struct ClientAgentOutput {
     pub call: AgentCall,
 }
 
-/// One of the agent's calls (TypeAgent's `AgentContextCallFunctions` Roundtable handles).
+/// One of the agent's calls (TypeAgent's `AgentContextCallFunctions`).
 #[derive(Debug, Clone, PartialEq)]
 pub enum AgentCall {
+    /// `agentThreadBegin` / `agentThreadSetDisplay` / `agentThreadAppendDisplay` /
+    /// `agentThreadComplete`: output of no request (`agent_context.rs`).
+    Thread(AgentThreadCall),
     /// `notify(contextId, event, message, notificationId?)`: a notification to every client.
     Notify {
         /// `AppAgentEvent` (`error`, `warning`, `info`, `debug`, `toast`, `inline`).
@@ -189,8 +194,11 @@ pub enum AgentCall {
 
 impl AgentCall {
     /// Reads a call on an agent's channel: the call and the `actionContextId` it names
-    /// (`None` for `notify`). The error says why it is ignored.
+    /// (`None` for `notify` and the thread calls). The error says why it is ignored.
     pub fn parse(method: &str, args: &Args) -> Result<(AgentCall, Option<u64>), String> {
+        if let Some(thread) = AgentThreadCall::parse(method, args) {
+            return thread.map(|call| (AgentCall::Thread(call), None));
+        }
         if method == "notify" {
             let event = args
                 .get(1)
@@ -229,14 +237,9 @@ impl AgentCall {
             "appendDisplay" => {
                 let mode = match param.get("mode").and_then(Value::as_str) {
                     None => DisplayMode::Inline,
-                    Some("inline") => DisplayMode::Inline,
-                    Some("block") => DisplayMode::Block,
-                    Some("temporary") => DisplayMode::Temporary,
-                    Some(other) => {
-                        return Err(format!(
-                            "appendDisplay: mode \"{other}\" is not supported by Roundtable"
-                        ))
-                    }
+                    Some(mode) => DisplayMode::parse(mode).ok_or_else(|| {
+                        format!("appendDisplay: mode \"{mode}\" is not a display mode")
+                    })?,
                 };
                 AgentCall::AppendDisplay {
                     content: content()?,
@@ -309,6 +312,8 @@ struct Registered {
     next_action_context: Arc<AtomicU64>,
     /// Its session context's `sessionContextId`, minted at registration.
     session_context_id: Arc<str>,
+    /// Its open agent threads (bounded).
+    threads: AgentThreads,
 }
 
 impl Registered {
@@ -493,6 +498,17 @@ impl Conversation {
             let args = json!([notification_id, event, message, name, null, null]);
             return self.broadcast("notify", args, None);
         }
+        if let AgentCall::Thread(call) = call {
+            let shown = self
+                .client_agents
+                .agents
+                .get_mut(name)
+                .and_then(|r| r.threads.apply(name, emoji, call));
+            if let Some(shown) = shown {
+                self.show_agent_thread(shown);
+            }
+            return;
+        }
         let Some(request) = turn.and_then(|t| self.request_of(t)) else {
             log::debug!(
                 "conversation {id}: {call:?} of client agent {name} for a finished turn ignored"
@@ -501,7 +517,7 @@ impl Conversation {
         };
         let extra = Self::agent_source(name, emoji);
         match call {
-            AgentCall::Notify { .. } => unreachable!("handled above"),
+            AgentCall::Notify { .. } | AgentCall::Thread(_) => unreachable!("handled above"),
             AgentCall::SetDisplay { content } => {
                 let mut message = json!({"message": content, "requestId": request.id_obj()});
                 if let (Some(m), Value::Object(extra)) = (message.as_object_mut(), extra) {
@@ -525,16 +541,35 @@ impl Conversation {
         }
     }
 
-    /// A client left: its agents go (its connection forgets them itself).
+    /// Whether `name` is registered by `connection_id` with registration `token`.
+    pub(super) fn holds_client_agent(
+        &self,
+        name: &str,
+        token: u64,
+        connection_id: ConnectionId,
+    ) -> bool {
+        self.client_agents
+            .agents
+            .get(name)
+            .is_some_and(|r| r.host.token == token && r.connection_id == connection_id)
+    }
+
+    /// A client left: its agents go (its connection forgets them itself), and their
+    /// questions with them.
     pub(super) fn drop_client_agents(&mut self, connection_id: ConnectionId) {
         let id = self.setup.id;
+        let mut gone = Vec::new();
         self.client_agents.agents.retain(|name, r| {
             let keep = r.connection_id != connection_id;
             if !keep {
                 log::info!("conversation {id} connection {connection_id}: client agent {name} unregistered (client left)");
+                gone.push(name.clone());
             }
             keep
         });
+        for name in gone {
+            self.cancel_agent_questions(&name);
+        }
     }
 
     /// Whether `name` is taken by something that is not a client agent: a built-in agent or
@@ -591,6 +626,7 @@ impl Handler<RegisterClientAgent> for Conversation {
                 host: msg.host,
                 next_action_context: Arc::default(),
                 session_context_id: uuid::Uuid::new_v4().to_string().into(),
+                threads: AgentThreads::default(),
             },
         );
         Ok(())
@@ -621,6 +657,7 @@ impl Handler<UnregisterClientAgent> for Conversation {
             msg.name,
             r.connection_id
         );
+        self.cancel_agent_questions(&msg.name);
         if r.connection_id != msg.connection_id {
             r.host.removed.do_send(ClientAgentRemoved {
                 conversation_id: id,

@@ -11,14 +11,21 @@
 //! checked against what was asked: a bad one is refused with an exact error and the question
 //! stays open.
 //!
+//! A client agent's `popupQuestion` is a `question` interaction of no request
+//! (`agent_context.rs`): its `source` is the agent, filtered clients do not get it, a cancel
+//! or time-out without `defaultId` fails it with TypeAgent's texts, and it goes when the
+//! agent's registration does.
+//!
 //! Who talks to it: the turn (`TurnEvent::Ask`, [`TurnAsk`]), the dispatcher (answers,
-//! cancels) and the queue (a cancelled turn's questions are cancelled with it).
+//! cancels), the queue (a cancelled turn's questions are cancelled with it) and the client
+//! agents (`popupQuestion`).
 
 use actix::prelude::*;
 use serde_json::{json, Value};
 use tokio::sync::oneshot;
 use uuid::Uuid;
 
+use super::agent_context::PopupQuestion;
 use super::queue::Request;
 use super::routing::Audience;
 use super::{Conversation, AGENT_SOURCE};
@@ -105,6 +112,17 @@ enum Waiting {
         proposal: ActionProposal,
         /// The turn's tool call.
         reply: ProposalSender,
+    },
+    /// A client agent's `popupQuestion`: a choice index, as a question.
+    Popup {
+        /// The asking agent (its questions go when it does).
+        agent: String,
+        /// How many options there are.
+        choices: usize,
+        /// The option a cancel or time-out takes (the agent's `defaultId`).
+        default_id: Option<usize>,
+        /// The agent's invoke.
+        reply: AnswerSender,
     },
 }
 
@@ -195,7 +213,7 @@ impl Waiting {
     /// refused (the interaction stays open).
     fn check(&self, value: Option<&Value>) -> Result<Answer, String> {
         match self {
-            Waiting::Question { choices, .. } => {
+            Waiting::Question { choices, .. } | Waiting::Popup { choices, .. } => {
                 let index = value
                     .and_then(Value::as_u64)
                     .ok_or_else(|| "a question's value must be a choice index".to_string())?;
@@ -212,20 +230,38 @@ impl Waiting {
     /// Hands `answer` (checked by [`check`](Self::check)) to the turn.
     fn resolve(self, answer: Answer) {
         match (self, answer) {
-            (Waiting::Question { reply, .. }, Answer::Index(i)) => drop(reply.send(Ok(i))),
+            (Waiting::Question { reply, .. } | Waiting::Popup { reply, .. }, Answer::Index(i)) => {
+                drop(reply.send(Ok(i)))
+            }
             (Waiting::Form { reply, .. }, Answer::Form(r)) => drop(reply.send(Ok(r))),
             (Waiting::Proposal { reply, .. }, Answer::Proposal(p)) => drop(reply.send(Ok(p))),
             _ => unreachable!("checked against the same kind"),
         }
     }
 
-    /// A cancel (`why`) or time-out: a question takes its default, a form is answered as
-    /// dismissed, anything else fails with `why`.
-    fn cancel(self, why: &str) {
+    /// A cancel (`cancelled`) or time-out: a question takes its default, a form is answered
+    /// as dismissed, anything else fails saying which (an agent's question with TypeAgent's
+    /// texts, which its SDK passes on to the agent's code).
+    fn cancel(self, cancelled: bool) {
+        let why = if cancelled {
+            "the question was cancelled"
+        } else {
+            "no answer in time"
+        };
         match self {
             Waiting::Question {
                 default_id, reply, ..
             } => drop(reply.send(default_id.ok_or_else(|| why.to_string()))),
+            Waiting::Popup {
+                default_id, reply, ..
+            } => {
+                let why = if cancelled {
+                    "Cancelled by client"
+                } else {
+                    "Interaction timed out"
+                };
+                drop(reply.send(default_id.ok_or_else(|| why.to_string())))
+            }
             Waiting::Form { reply, .. } => drop(reply.send(Ok(QuestionFormResponse::cancelled()))),
             Waiting::Proposal { reply, .. } => drop(reply.send(Err(why.to_string()))),
         }
@@ -301,12 +337,20 @@ impl Handler<TurnAsk> for Conversation {
                 },
             ) => {
                 let body = json!({"form": form});
-                self.ask_everyone(&request, "form", body, Waiting::Form { form, reply }, ctx);
+                let waiting = Waiting::Form { form, reply };
+                self.ask_everyone(Some(&request), AGENT_SOURCE, "form", body, waiting, ctx);
             }
             (Some(request), Asked::Proposal { proposal, reply }) => {
                 let body = json!({"actionTemplates": proposal.template_config()});
                 let waiting = Waiting::Proposal { proposal, reply };
-                self.ask_everyone(&request, "proposeAction", body, waiting, ctx);
+                self.ask_everyone(
+                    Some(&request),
+                    AGENT_SOURCE,
+                    "proposeAction",
+                    body,
+                    waiting,
+                    ctx,
+                );
             }
         }
         self.throttle(ctx);
@@ -335,30 +379,77 @@ impl Conversation {
             default_id,
             reply,
         };
-        self.ask_everyone(&request, "question", body, waiting, ctx);
+        self.ask_everyone(Some(&request), AGENT_SOURCE, "question", body, waiting, ctx);
     }
 
-    /// Sends a `requestInteraction` of `kind` (its own fields in `body`) to every client,
-    /// logs it as `pending-interaction`, marks the running turn blocked on it and arms its
-    /// time-out.
+    /// Asks everyone client agent `agent`'s `popupQuestion` (no request: filtered clients
+    /// are not asked, no turn is blocked); `reply` gets the index, or why there is none.
+    pub(super) fn open_agent_question(
+        &mut self,
+        agent: &str,
+        question: PopupQuestion,
+        reply: AnswerSender,
+        ctx: &mut Context<Self>,
+    ) {
+        let mut body = json!({"message": question.message, "choices": question.choices});
+        if let Some(d) = question.default_id {
+            body["defaultId"] = d.into();
+        }
+        let waiting = Waiting::Popup {
+            agent: agent.to_string(),
+            choices: question.choices.len(),
+            default_id: question.default_id,
+            reply,
+        };
+        self.ask_everyone(None, agent, "question", body, waiting, ctx);
+    }
+
+    /// How many of client agent `agent`'s questions wait for an answer.
+    pub(super) fn agent_questions(&self, agent: &str) -> usize {
+        self.interactions
+            .values()
+            .filter(|i| matches!(&i.waiting, Waiting::Popup { agent: a, .. } if a == agent))
+            .count()
+    }
+
+    /// Client agent `agent` went away: its questions are cancelled and announced (their
+    /// timers, still armed, find nothing when they fire).
+    pub(super) fn cancel_agent_questions(&mut self, agent: &str) {
+        let ids: Vec<String> = self
+            .interactions
+            .iter()
+            .filter(|(_, i)| matches!(&i.waiting, Waiting::Popup { agent: a, .. } if a == agent))
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in ids {
+            let i = self.interactions.remove(&id).expect("listed above");
+            i.waiting.cancel(true);
+            self.log_entry(json!({"type": "interaction-cancelled", "interactionId": id}));
+            self.broadcast("interactionCancelled", json!([id]), None);
+        }
+    }
+
+    /// Sends a `requestInteraction` of `kind` (its own fields in `body`) from `source` to
+    /// every client, logs it as `pending-interaction`, marks the running turn blocked on it
+    /// (when it is `request`'s) and arms its time-out.
     fn ask_everyone(
         &mut self,
-        request: &Request,
+        request: Option<&Request>,
+        source: &str,
         kind: &str,
         body: Value,
         waiting: Waiting,
         ctx: &mut Context<Self>,
     ) {
         let id = Uuid::new_v4().to_string();
-        if let Some(running) = self.running.as_mut() {
+        if let (Some(running), Some(_)) = (self.running.as_mut(), request) {
             running.blocked_on = Some(id.clone());
         }
         let created = crate::clock::now_millis();
         let mut pending = json!({
             "interactionId": id,
             "type": kind,
-            "requestId": request.id_obj(),
-            "source": AGENT_SOURCE,
+            "source": source,
             "timestamp": created,
         });
         let mut entry = json!({
@@ -366,9 +457,12 @@ impl Conversation {
             "timestamp": created,
             "interactionId": id,
             "interactionType": kind,
-            "source": AGENT_SOURCE,
-            "requestId": request.id_obj(),
+            "source": source,
         });
+        if let Some(request) = request {
+            pending["requestId"] = request.id_obj();
+            entry["requestId"] = request.id_obj();
+        }
         if let Value::Object(fields) = body {
             for (k, v) in fields {
                 entry[&k] = v.clone();
@@ -376,7 +470,8 @@ impl Conversation {
             }
         }
         self.log_entry(entry);
-        self.broadcast("requestInteraction", json!([pending]), Some(request.origin));
+        let origin = request.map(|r| r.origin);
+        self.broadcast("requestInteraction", json!([pending]), origin);
         let timer_id = id.clone();
         let timer = ctx.run_later(self.setup.runtime.interaction_timeout, move |act, ctx| {
             log::info!(
@@ -389,7 +484,7 @@ impl Conversation {
             id,
             Interaction {
                 request: pending,
-                connection_id: Some(request.origin),
+                connection_id: origin,
                 waiting,
                 timer,
             },
@@ -437,11 +532,7 @@ impl Conversation {
             return;
         };
         ctx.cancel_future(i.timer);
-        i.waiting.cancel(if announce {
-            "the question was cancelled"
-        } else {
-            "no answer in time"
-        });
+        i.waiting.cancel(announce);
         self.unblock(id);
         self.log_entry(json!({"type": "interaction-cancelled", "interactionId": id}));
         if announce {

@@ -38,6 +38,9 @@
 //!   they add to turns, their `@<agent>` commands and the calls they make while they run
 //!   ([`ClientAgentOutput`]), and the list [`Conversation::client_agents`] (`@system config
 //!   agents`).
+//! - `agent_context.rs`: what a client agent asks of its host outside an action: the
+//!   invokes of TypeAgent's `AgentContextInvokeFunctions` ([`HostInvoke`]), its
+//!   `popupQuestion` ([`AgentPopupQuestion`]) and its agent threads.
 //!
 //! # Implementation notes
 //! Membership states:
@@ -68,6 +71,7 @@
 //! number, so events of a cancelled turn that are still in the mailbox are ignored. Each output
 //! gets its `seq` when it enters the actor: that is the one total order every client sees.
 
+mod agent_context;
 mod catalog;
 mod chat;
 mod client_agents;
@@ -113,6 +117,10 @@ use durable::{Held, PendingStop, ReleaseCursor};
 use interactions::{Choice, Interaction};
 use queue::{Request, Running};
 
+pub use agent_context::{
+    transient_agent_error, AgentPopupQuestion, AgentThreadCall, HostInvoke, PopupQuestion,
+    ThreadOp, MAX_AGENT_THREADS, MAX_QUESTIONS_PER_AGENT, MAX_THREAD_ID_CHARS,
+};
 pub use client_agents::{
     parse_agent_command, AgentAnswer, AgentCall, AgentReply, ClientActionInfo, ClientAgentHost,
     ClientAgentInfo, ClientAgentOutput, ClientAgentRemoved, CloseClientAgentCall,
