@@ -4,7 +4,8 @@
 //! shown like an action's, a chained choice asked again) and answers its `CommandResult`; a
 //! `dynamicDisplayId` becomes `setDynamicDisplay`, and the dispatcher's `getDynamicDisplay`,
 //! `getTemplateSchema` and `getTemplateCompletion` are forwarded to the agent. The agent is a
-//! scripted client (`clock`, with an action and `@clock` commands).
+//! scripted client (`clock`, with an action and `@clock` commands); the CLI answers its
+//! choices in a pseudo-terminal.
 
 use serde_json::{json, Value};
 
@@ -607,4 +608,77 @@ fn a_forwarded_call_times_out() {
         cli.wait_answer(&d, call),
         Err("client agent 'clock' did not answer within 0.3 s".into())
     );
+}
+
+/// `roundtable connect` answers a client agent's choices: the first (asked inline while its
+/// command runs, or at the prompt once the command completed first) and a chained one, each
+/// reaching `handleChoice` as TypeAgent's shapes (`true`, `[1]`), their results printed.
+#[test]
+fn the_cli_answers_a_client_agents_choices() {
+    let server = Server::start(&[]);
+    let home = tempfile::tempdir().unwrap();
+    let mut p = crate::cli::pty(server.port, home.path(), &[]);
+    p.exp_string("CLI> ").unwrap();
+    let mut lister = server.connect();
+    let id = lister.agent("listConversations", json!(["CLI"])).unwrap()[0]["conversationId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut clock = clock_in(&server, &id, ALL);
+
+    // Answers a choice whose line the CLI printed: inline (`> `) or with /answer.
+    let pick = |p: &mut rexpect::session::PtySession, asked: &str, n: &str| {
+        let (_, how) = p
+            .exp_regex(&format!(
+                r"{} (> |\(answer with /answer <n>\))",
+                regex_escape(asked)
+            ))
+            .unwrap();
+        let line = if how.ends_with("> ") {
+            n.to_string()
+        } else {
+            format!("/answer {n}")
+        };
+        p.send_line(&line).unwrap();
+    };
+
+    p.send_line("@clock alarm list").unwrap();
+    let (get, _) = clock.expect_invoke(CLOCK, "getCommands");
+    send_raw_result(&mut clock, CLOCK, get, CLOCK_COMMANDS);
+    let (call, _) = clock.expect_invoke(CLOCK, "executeCommand");
+    clock.send_result(
+        CLOCK,
+        call,
+        json!({"pendingChoice": {"choiceId": "c-1", "type": "yesNo", "message": "Install?"}}),
+    );
+    pick(&mut p, "? Install? [1] Yes [2] No", "1");
+    let (handle, args) = clock.expect_invoke(CLOCK, "handleChoice");
+    assert_eq!(args[0]["response"], true);
+    clock.send_result(
+        CLOCK,
+        handle,
+        json!({"displayContent": "Installed.", "pendingChoice": {"choiceId": "c-2",
+            "type": "multiChoice", "message": "Which?", "choices": ["git", "make"]}}),
+    );
+    p.exp_string("Installed.").unwrap();
+    pick(&mut p, "? Which? [1] git [2] make", "2");
+    let (handle, args) = clock.expect_invoke(CLOCK, "handleChoice");
+    assert_eq!(
+        (&args[0]["choiceId"], &args[0]["response"]),
+        (&json!("c-2"), &json!([1]))
+    );
+    clock.send_result(CLOCK, handle, json!({"displayContent": "Picked make."}));
+    p.exp_string("Picked make.").unwrap();
+    p.send_control('d').unwrap();
+    p.exp_eof().unwrap();
+}
+
+/// `text` as a regular expression matching itself.
+fn regex_escape(text: &str) -> String {
+    text.chars()
+        .flat_map(|c| {
+            let special = "\\.+*?()|[]{}^$".contains(c);
+            special.then_some('\\').into_iter().chain([c])
+        })
+        .collect()
 }
