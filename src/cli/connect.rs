@@ -1,7 +1,9 @@
 //! `roundtable connect`: the interactive prompt. A UI thread owns the line editor
 //! (rustyline); the async side owns the connection. At the prompt, live output from other
 //! clients is printed above it; while a command runs, its output streams and its questions are
-//! asked at the prompt. Tab completes `@` commands (`complete.rs`, the server's
+//! asked at the prompt. A private choice that arrives at the prompt (a client agent's choice
+//! outlives its command) is listed and answered with `/answer`, like another client's
+//! question. Tab completes `@` commands (`complete.rs`, the server's
 //! `getCommandCompletion`). Ctrl-C cancels the running command, Ctrl-D exits.
 
 use std::io::IsTerminal;
