@@ -1,7 +1,9 @@
 //! `roundtable connect`: the interactive prompt. A UI thread owns the line editor
 //! (rustyline); the async side owns the connection. At the prompt, live output from other
 //! clients is printed above it; while a command runs, its output streams and its questions are
-//! asked at the prompt. Tab completes `@` commands (`complete.rs`, the server's
+//! asked at the prompt. A private choice that arrives at the prompt (a client agent's choice
+//! outlives its command) is listed and answered with `/answer`, like another client's
+//! question. Tab completes `@` commands (`complete.rs`, the server's
 //! `getCommandCompletion`). Ctrl-C cancels the running command, Ctrl-D exits.
 
 use std::io::IsTerminal;
@@ -426,8 +428,101 @@ fn render_live(
             questions.retain(|(q, _)| q != id);
             None
         }
+        // A private choice that came while no command of ours waits (a client agent's
+        // choice asked again after an answer, or one whose command completed first).
+        "requestChoice" | "requestForm" => {
+            let id = args.get(1)?.as_str()?.to_string();
+            questions.retain(|(q, _)| *q != id);
+            questions.push((id, json!({"choice": method, "args": args})));
+            Some(choice_line(method, args))
+        }
         _ => None,
     }
+}
+
+/// The choices a `requestChoice` offers: its `choices`, or Yes and No for a `yesNo` sent
+/// with none (as TypeAgent sends it).
+fn choice_labels(args: &[Value]) -> Vec<String> {
+    let listed: Vec<String> = args
+        .get(4)
+        .and_then(Value::as_array)
+        .map(|c| {
+            c.iter()
+                .filter_map(|s| s.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default();
+    if listed.is_empty() && args.get(2).and_then(Value::as_str) == Some("yesNo") {
+        return vec!["Yes".into(), "No".into()];
+    }
+    listed
+}
+
+/// The line announcing a private choice (`requestChoice` / `requestForm`) at the prompt.
+fn choice_line(method: &str, args: &[Value]) -> String {
+    let text = |i: usize| args.get(i).and_then(Value::as_str).unwrap_or("");
+    if method == "requestForm" {
+        let form = args.get(2).unwrap_or(&Value::Null);
+        let heading = form["message"]
+            .as_str()
+            .map_or(String::new(), |m| format!(": {m}"));
+        return format!("? {} asks a form{heading} (answer with /answer)", text(3));
+    }
+    if text(2) == "pickRemember" {
+        return format!("? {} (answer with /answer)", text(3));
+    }
+    let listed: Vec<String> = choice_labels(args)
+        .iter()
+        .enumerate()
+        .map(|(i, c)| format!("[{}] {c}", i + 1))
+        .collect();
+    format!(
+        "? {} {} (answer with /answer <n>)",
+        text(3),
+        listed.join(" ")
+    )
+}
+
+/// `/answer` for a private choice waiting at the prompt (`method` and `args` of its
+/// `requestChoice` / `requestForm`): read the answer, send `respondToChoice`. False when it
+/// was not answered (Ctrl-C, or a text that names no choice): it stays waiting.
+async fn answer_choice(
+    conn: &Connection,
+    session: &Session,
+    (method, args): (&str, &[Value]),
+    typed: &str,
+    ui: &std_mpsc::Sender<Ui>,
+    input: &mut mpsc::UnboundedReceiver<Input>,
+) -> bool {
+    let print = |t: String| {
+        let _ = ui.send(Ui::Print(t));
+    };
+    let response = if method == "requestForm" {
+        asking::fill_form(args.get(2).unwrap_or(&Value::Null), ui, input).await
+    } else if args.get(2).and_then(Value::as_str) == Some("pickRemember") {
+        asking::pick_remember(args, ui, input).await
+    } else {
+        let labels = choice_labels(args);
+        match pick(typed, &labels) {
+            Some(i) if args[2] == "yesNo" => Some(json!(i == 0)),
+            Some(i) => Some(json!([i])),
+            None => {
+                print(format!("Answer with a number from 1 to {}.", labels.len()));
+                return false;
+            }
+        }
+    };
+    let Some(response) = response else {
+        return false;
+    };
+    let id = args.get(1).and_then(Value::as_str).unwrap_or("");
+    if let Err(e) = conn
+        .respond_to_choice(&session.conversation_id, id, response)
+        .await
+    {
+        print(format!("error: {e}"));
+    }
+    true
 }
 
 /// One line typed at the prompt: a local `/conversation` or `/answer`, else a command that
@@ -462,6 +557,12 @@ async fn handle_line(
             print("There is no question waiting.".into());
             return;
         };
+        if let (Some(method), Some(args)) = (q["choice"].as_str(), q["args"].as_array()) {
+            if answer_choice(conn, session, (method, args), rest, ui, input).await {
+                questions.retain(|(q, _)| *q != id);
+            }
+            return;
+        }
         let choices: Vec<String> = q["choices"]
             .as_array()
             .map(|c| {
@@ -571,7 +672,7 @@ async fn handle_line(
                             continue;
                         }
                         if method == "requestChoice" {
-                            let choices: Vec<String> = args[4].as_array().map(|c| c.iter().filter_map(|s| s.as_str().map(str::to_string)).collect()).unwrap_or_default();
+                            let choices = choice_labels(args);
                             let _ = ui.send(Ui::Ask(args[3].as_str().unwrap_or("").to_string(), choices.clone()));
                             match input.recv().await {
                                 Some(Input::Answer(Some(i))) => {

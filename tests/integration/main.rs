@@ -12,6 +12,7 @@ mod agent_server;
 mod backup;
 mod bounds;
 mod cli;
+mod client_agent_choices;
 mod client_agent_commands;
 mod client_agents;
 mod cluster;

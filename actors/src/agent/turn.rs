@@ -82,6 +82,9 @@ pub struct ToolCallContext<'a> {
     /// checked against the server's working-directory policy): offered to tools that take a
     /// path (an MCP server's roots).
     pub working_directory: Option<&'a Path>,
+    /// The call's index among the request's actions (`actionIndex` of its `setDisplayInfo`):
+    /// what a client agent's `setDynamicDisplay` names.
+    pub action_index: usize,
 }
 
 /// How a tool server is doing, for `@system config` / `@system config agents`.
@@ -348,6 +351,7 @@ pub async fn run_turn(input: TurnInput, sink: &dyn TurnSink) -> TurnOutcome {
             let context = ToolCallContext {
                 sink,
                 working_directory: input.working_directory.as_deref(),
+                action_index: index,
             };
             let output = call_tool(&name, tool_input, &input.tool_servers, context, &tools).await;
             let (content, is_error) = (output.text, output.is_error);
@@ -700,6 +704,7 @@ mod tests {
             ToolCallContext {
                 sink: &sink,
                 working_directory: None,
+                action_index: 0,
             },
             &offered,
         ));
@@ -716,6 +721,7 @@ mod tests {
             ToolCallContext {
                 sink: &sink,
                 working_directory: None,
+                action_index: 0,
             },
             &offered,
         ));
