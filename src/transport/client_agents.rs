@@ -32,14 +32,18 @@
 //! conversation's clients. They count against the socket's `MAX_IN_FLIGHT` like any invoke.
 
 use actix::prelude::*;
+use std::collections::VecDeque;
+
 use roundtable_actors::agent::client_agent::{
-    parse_registration, CallError, CANCEL_ACTION, MAX_AGENTS_PER_CONNECTION,
+    agent_context_id, initialize_args, parse_registration, CallError, Lifecycle, SessionContext,
+    CANCEL_ACTION, INITIALIZE_AGENT_CONTEXT, MAX_AGENTS_PER_CONNECTION,
     MAX_PENDING_INVOKES_PER_CONNECTION,
 };
 use roundtable_actors::conversation::{
-    transient_agent_error, AgentAnswer, AgentCall, AgentPopupQuestion, AgentReply, ClientAgentHost,
-    ClientAgentOutput, ClientAgentRemoved, CloseClientAgentCall, HostInvoke, InvokeClientAgent,
-    OpenAction, RegisterClientAgent, UnregisterClientAgent,
+    transient_agent_error, AbandonClientAgent, ActivateClientAgent, AgentAnswer, AgentCall,
+    AgentPopupQuestion, AgentReply, ClientAgentHost, ClientAgentOutput, ClientAgentRemoved,
+    CloseClientAgentCall, HostInvoke, InvokeClientAgent, OpenAction, RegisterClientAgent,
+    UnregisterClientAgent,
 };
 use roundtable_actors::ids::{ConversationId, ConversationRef};
 use roundtable_actors::protocol::{
@@ -48,8 +52,12 @@ use roundtable_actors::protocol::{
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};
+use tokio::sync::oneshot;
 
 use super::Connection;
+
+/// What runs once a sequence of lifecycle invokes ended ([`Connection::run_lifecycle`]).
+type AfterLifecycle = Box<dyn FnOnce(&mut Connection, &mut Context<Connection>)>;
 
 /// A client agent this socket hosts.
 pub(super) struct HostedAgent {
@@ -64,6 +72,18 @@ pub(super) struct HostedAgent {
     /// One past the highest `actionContextId` sent to it: a context below this that is not
     /// open was closed (`used out of scope` in TypeAgent's text).
     action_contexts_sent: u64,
+    /// The lifecycle methods it lists and its schemas, from its registration.
+    lifecycle: Lifecycle,
+    /// Its session context once the conversation accepted it (with the `agentContextId`
+    /// its `initializeAgentContext` answered).
+    session: Option<SessionContext>,
+    /// Its agent context exists (`initializeAgentContext` answered, or is not listed): when
+    /// it goes, the teardown invokes are sent.
+    started: bool,
+    /// It is going (unregistered, this socket left, the conversation gone): its teardown
+    /// invokes run, one after the other; nothing else is sent to it, and its name stays taken
+    /// on this socket until they end.
+    closing: bool,
 }
 
 /// A server → client invoke waiting for its answer.
@@ -96,6 +116,14 @@ struct RawAnswerMessage<'a> {
     /// `result`, unparsed.
     #[serde(borrow, default)]
     result: Option<&'a RawValue>,
+}
+
+/// The error of a registration whose agent went (unregistered, this socket left, the
+/// conversation gone) before it was started.
+fn interrupted(name: &str) -> RpcError {
+    RpcError::Message(format!(
+        "Client agent '{name}' was unregistered before its registration completed"
+    ))
 }
 
 /// The `result` of an `invokeResult` frame as its JSON text.
@@ -285,6 +313,10 @@ impl Connection {
                 registered: false,
                 next_call_id: 0,
                 action_contexts_sent: 0,
+                lifecycle: spec.lifecycle.clone(),
+                session: None,
+                started: false,
+                closing: false,
             },
         );
         let joined = &self.joined[&conversation_id];
@@ -299,27 +331,234 @@ impl Connection {
                 close: addr.recipient(),
             },
         });
-        ctx.spawn(req.into_actor(self).map(move |res, act, _| {
+        ctx.spawn(req.into_actor(self).map(move |res, act, ctx| {
             let res = res.unwrap_or_else(|_| {
                 Err(RpcError::ConversationNotFound(conversation_id.to_string()))
             });
             let ours = act.agents.get_mut(&name).filter(|h| h.token == token);
-            match (&res, ours) {
-                (Ok(()), Some(hosted)) => {
+            match (res, ours) {
+                (Ok(session_context_id), Some(hosted)) => {
                     hosted.registered = true;
-                    log::info!(
-                        "socket {}: hosts client agent {name} in conversation {conversation_id}",
-                        act.socket_id
-                    );
+                    hosted.session = Some(SessionContext::new(session_context_id));
+                    act.start_client_agent(name, token, conversation_id, call_id, ctx);
                 }
-                (Err(_), Some(_)) => {
+                (Err(e), Some(_)) => {
                     act.agents.remove(&name);
+                    act.reply(ch, call_id, m, Err(e));
                 }
                 // Left the conversation meanwhile: the conversation dropped the agent too.
-                (_, None) => {}
+                (res, None) => act.reply(ch, call_id, m, res.map(|_| None)),
+            }
+        }));
+    }
+
+    /// The registration of `name` was accepted by its conversation: `initializeAgentContext`
+    /// when listed (its failure fails the registration, and the conversation forgets the
+    /// agent), then the startup invokes ([`Connection::enable_client_agent`]).
+    fn start_client_agent(
+        &mut self,
+        name: String,
+        token: u64,
+        conversation_id: ConversationId,
+        call_id: u64,
+        ctx: &mut Context<Self>,
+    ) {
+        let initializes = self
+            .agents
+            .get(&name)
+            .is_some_and(|h| h.lifecycle.initializes);
+        if !initializes {
+            if let Some(hosted) = self.agents.get_mut(&name) {
+                hosted.started = true;
+            }
+            return self.enable_client_agent(name, token, conversation_id, call_id, ctx);
+        }
+        let answer = self.lifecycle_invoke(
+            &name,
+            token,
+            INITIALIZE_AGENT_CONTEXT,
+            initialize_args(),
+            ctx,
+        );
+        ctx.spawn(answer.into_actor(self).map(move |answer, act, ctx| {
+            let answer = answer.unwrap_or_else(|_| Err(CallError::Disconnected(name.clone())));
+            let ours = act
+                .agents
+                .get_mut(&name)
+                .filter(|h| h.token == token && !h.closing);
+            let (ch, m) = (AGENT_SERVER_CHANNEL, "registerClientAgent");
+            match (answer, ours) {
+                (Ok(answer), Some(hosted)) => {
+                    hosted.started = true;
+                    if let Some(session) = &mut hosted.session {
+                        session.agent_context_id = agent_context_id(answer.result.as_ref());
+                    }
+                    act.enable_client_agent(name, token, conversation_id, call_id, ctx);
+                }
+                (Err(e), ours) => {
+                    log::info!(
+                        "socket {}: client agent {name} failed to initialize: {e}",
+                        act.socket_id
+                    );
+                    if ours.is_some() {
+                        act.agents.remove(&name);
+                    }
+                    if let Some(joined) = act.joined.get(&conversation_id) {
+                        joined.conversation.do_send(AbandonClientAgent {
+                            name: name.clone(),
+                            token,
+                        });
+                    }
+                    let error = match e {
+                        CallError::Failed { error, .. } => error,
+                        other => other.to_string(),
+                    };
+                    act.reply(
+                        ch,
+                        call_id,
+                        m,
+                        Err(RpcError::ClientAgentInitialize { name, error }),
+                    );
+                }
+                // Unregistered, or this socket left, while it initialized: it is closing.
+                (Ok(_), None) => act.reply(ch, call_id, m, Err(interrupted(&name))),
+            }
+        }));
+    }
+
+    /// The startup invokes of a started agent (`updateAgentContext(enable: true)` per schema,
+    /// `startBackgroundTasks`; a failure is logged, as TypeAgent goes on without that schema),
+    /// then the conversation makes it visible ([`ActivateClientAgent`]) and the registration
+    /// is answered.
+    fn enable_client_agent(
+        &mut self,
+        name: String,
+        token: u64,
+        conversation_id: ConversationId,
+        call_id: u64,
+        ctx: &mut Context<Self>,
+    ) {
+        let steps = self
+            .agents
+            .get(&name)
+            .and_then(|h| Some(h.lifecycle.startup(h.session.as_ref()?)))
+            .unwrap_or_default();
+        let agent = name.clone();
+        let then: AfterLifecycle = Box::new(move |act, ctx| {
+            act.activate_client_agent(name, token, conversation_id, call_id, ctx);
+        });
+        self.run_lifecycle(agent, token, steps.into(), false, then, ctx);
+    }
+
+    /// The startup invokes ended: the conversation makes the agent visible, and the
+    /// registration is answered (an agent gone meanwhile fails it; an agent the conversation
+    /// no longer has is closed).
+    fn activate_client_agent(
+        &mut self,
+        name: String,
+        token: u64,
+        conversation_id: ConversationId,
+        call_id: u64,
+        ctx: &mut Context<Self>,
+    ) {
+        let (ch, m) = (AGENT_SERVER_CHANNEL, "registerClientAgent");
+        let hosted = self
+            .agents
+            .get(&name)
+            .filter(|h| h.token == token && !h.closing);
+        let (Some(hosted), Some(joined)) = (hosted, self.joined.get(&conversation_id)) else {
+            return self.reply(ch, call_id, m, Err(interrupted(&name)));
+        };
+        let agent_context_id = hosted
+            .session
+            .as_ref()
+            .and_then(|s| s.agent_context_id.clone());
+        let req = joined.conversation.send(ActivateClientAgent {
+            connection_id: joined.connection_id,
+            name: name.clone(),
+            token,
+            agent_context_id,
+        });
+        ctx.spawn(req.into_actor(self).map(move |res, act, ctx| {
+            let res = res.unwrap_or_else(|_| {
+                Err(RpcError::ConversationNotFound(conversation_id.to_string()))
+            });
+            match res {
+                Ok(()) => log::info!(
+                    "socket {}: hosts client agent {name} in conversation {conversation_id}",
+                    act.socket_id
+                ),
+                Err(_) => {
+                    let ours = act.agents.get(&name).is_some_and(|h| h.token == token);
+                    if ours {
+                        act.retire_hosted_agent(&name, None, ctx);
+                    }
+                }
             }
             act.reply(ch, call_id, m, res.map(|()| None));
         }));
+    }
+
+    /// Sends `name`'s lifecycle invokes `steps` one after the other, each once the previous
+    /// one answered (or failed: logged), then runs `then`. Stops early, still running
+    /// `then`, when the socket closes or the registration `token` is gone (or, unless
+    /// `teardown`, is closing).
+    fn run_lifecycle(
+        &mut self,
+        name: String,
+        token: u64,
+        mut steps: VecDeque<(&'static str, Value)>,
+        teardown: bool,
+        then: AfterLifecycle,
+        ctx: &mut Context<Self>,
+    ) {
+        let live = self
+            .agents
+            .get(&name)
+            .is_some_and(|h| h.token == token && (teardown || !h.closing));
+        let next = steps.pop_front().filter(|_| live && !self.closing);
+        let Some((method, args)) = next else {
+            return then(self, ctx);
+        };
+        let answer = self.lifecycle_invoke(&name, token, method, args, ctx);
+        ctx.spawn(answer.into_actor(self).map(move |answer, act, ctx| {
+            match answer {
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) => log::warn!(
+                    "socket {}: {method} of client agent {name}: {e}",
+                    act.socket_id
+                ),
+                Err(_) => log::debug!(
+                    "socket {}: {method} of client agent {name}: no answer",
+                    act.socket_id
+                ),
+            }
+            act.run_lifecycle(name, token, steps, teardown, then, ctx);
+        }));
+    }
+
+    /// Sends a lifecycle invoke to `name` (registration `token`), even while it starts or
+    /// closes; the answer (or why there is none) arrives on the receiver.
+    fn lifecycle_invoke(
+        &mut self,
+        name: &str,
+        token: u64,
+        method: &'static str,
+        args: Value,
+        ctx: &mut Context<Self>,
+    ) -> oneshot::Receiver<Result<AgentAnswer, CallError>> {
+        let (reply, answer) = oneshot::channel();
+        let invoke = InvokeClientAgent {
+            name: name.to_string(),
+            token,
+            method,
+            args,
+            action: None,
+            keep_text: false,
+            reply,
+        };
+        self.send_agent_invoke(invoke, true, ctx);
+        answer
     }
 
     /// `unregisterClientAgent`: the conversation removes the agent whoever registered it;
@@ -357,27 +596,63 @@ impl Connection {
             let res = res.unwrap_or_else(|_| {
                 Err(RpcError::ConversationNotFound(conversation_id.to_string()))
             });
-            if res.is_ok()
-                && act
-                    .agents
-                    .get(&name)
-                    .is_some_and(|h| h.conversation_id == conversation_id)
-            {
-                act.drop_hosted_agent(&name, ctx);
+            let ours = act
+                .agents
+                .get(&name)
+                .is_some_and(|h| h.conversation_id == conversation_id && !h.closing);
+            if res.is_ok() && ours {
+                // Answered once the agent is closed, as TypeAgent awaits `removeClientAgent`.
+                let then: AfterLifecycle = Box::new(move |act, _| {
+                    act.reply(ch, call_id, m, Ok(None));
+                });
+                return act.retire_hosted_agent(&name, Some(then), ctx);
             }
             act.reply(ch, call_id, m, res.map(|()| None));
         }));
     }
 
-    /// Forgets a hosted agent: its channel goes, its waiting calls fail (`unregistered`).
-    fn drop_hosted_agent(&mut self, name: &str, ctx: &mut Context<Self>) {
-        if self.agents.remove(name).is_none() {
+    /// A hosted agent goes (unregistered, this socket left its conversation, the
+    /// conversation gone): its waiting calls fail (`unregistered`), its teardown invokes run
+    /// one after the other when its context was started (`stopBackgroundTasks`,
+    /// `updateAgentContext(enable: false)` per schema, `closeAgentContext`, as it lists
+    /// them; none once the socket closes), then its channel goes and `then` runs.
+    fn retire_hosted_agent(
+        &mut self,
+        name: &str,
+        then: Option<AfterLifecycle>,
+        ctx: &mut Context<Self>,
+    ) {
+        let Some(hosted) = self.agents.get_mut(name).filter(|h| !h.closing) else {
+            if let Some(then) = then {
+                then(self, ctx);
+            }
             return;
-        }
-        log::info!(
-            "socket {}: no longer hosts client agent {name}",
-            self.socket_id
-        );
+        };
+        hosted.closing = true;
+        let token = hosted.token;
+        let steps = match &hosted.session {
+            Some(session) if hosted.started => hosted.lifecycle.teardown(session),
+            _ => Vec::new(),
+        };
+        self.fail_calls_of(name, ctx);
+        let agent = name.to_string();
+        let done: AfterLifecycle = Box::new(move |act, ctx| {
+            if act.agents.get(&agent).is_some_and(|h| h.token == token) {
+                act.agents.remove(&agent);
+                log::info!(
+                    "socket {}: no longer hosts client agent {agent}",
+                    act.socket_id
+                );
+            }
+            if let Some(then) = then {
+                then(act, ctx);
+            }
+        });
+        self.run_lifecycle(name.to_string(), token, steps.into(), true, done, ctx);
+    }
+
+    /// Fails the waiting calls to a hosted agent (`unregistered`).
+    fn fail_calls_of(&mut self, name: &str, ctx: &mut Context<Self>) {
         let channel = agent_channel(name);
         let waiting: Vec<(String, u64)> = self
             .pending
@@ -406,7 +681,7 @@ impl Connection {
             .map(|(n, _)| n.clone())
             .collect();
         for name in names {
-            self.drop_hosted_agent(&name, ctx);
+            self.retire_hosted_agent(&name, None, ctx);
         }
     }
 
@@ -592,6 +867,19 @@ impl Handler<InvokeClientAgent> for Connection {
 
     /// Sends the invoke on the agent's channel and waits (bounded in number and time).
     fn handle(&mut self, msg: InvokeClientAgent, ctx: &mut Self::Context) {
+        self.send_agent_invoke(msg, false, ctx);
+    }
+}
+
+impl Connection {
+    /// Sends an invoke on a hosted agent's channel and waits (bounded in number and time);
+    /// a `lifecycle` invoke goes out while the agent closes too (nothing else does).
+    fn send_agent_invoke(
+        &mut self,
+        msg: InvokeClientAgent,
+        lifecycle: bool,
+        ctx: &mut Context<Self>,
+    ) {
         let InvokeClientAgent {
             name,
             token,
@@ -604,7 +892,7 @@ impl Handler<InvokeClientAgent> for Connection {
         let hosted = self
             .agents
             .get_mut(&name)
-            .filter(|h| h.token == token && h.registered);
+            .filter(|h| h.token == token && h.registered && (lifecycle || !h.closing));
         let Some(hosted) = hosted else {
             let _ = reply.send(Err(CallError::NotRegistered(name)));
             return;
@@ -725,7 +1013,7 @@ impl Handler<ClientAgentRemoved> for Connection {
                 msg.name,
                 msg.conversation_id
             );
-            self.drop_hosted_agent(&msg.name, ctx);
+            self.retire_hosted_agent(&msg.name, None, ctx);
         }
     }
 }

@@ -14,6 +14,7 @@ mod bounds;
 mod cli;
 mod client_agent_choices;
 mod client_agent_commands;
+mod client_agent_lifecycle;
 mod client_agents;
 mod cluster;
 mod completion;

@@ -64,8 +64,8 @@ use crate::agent::client_agent::command::{
     Descriptors,
 };
 use crate::agent::client_agent::{
-    action_result_text, context_params, execute_action_args, execute_command_args, forwarded_args,
-    CallError, ClientAgentSpec, EXECUTE_ACTION, EXECUTE_COMMAND, GET_COMMANDS,
+    action_result_text, execute_action_args, execute_command_args, forwarded_args, CallError,
+    ClientAgentSpec, SessionContext, EXECUTE_ACTION, EXECUTE_COMMAND, GET_COMMANDS,
     GET_COMMAND_COMPLETION, GET_DYNAMIC_DISPLAY, GET_TEMPLATE_COMPLETION, GET_TEMPLATE_SCHEMA,
     HANDLE_CHOICE, MAX_AGENTS_PER_CONVERSATION, RESERVED_AGENT_NAMES,
 };
@@ -295,9 +295,11 @@ pub struct ClientAgentRemoved {
 }
 
 /// `registerClientAgent`, after the connection resolved the conversation and read the
-/// manifest.
+/// manifest: the conversation checks it and takes the name; the answer is the
+/// registration's `sessionContextId`. The agent is *starting* until the connection sends
+/// [`ActivateClientAgent`] (or [`AbandonClientAgent`]).
 #[derive(Message)]
-#[rtype(result = "RpcResult<()>")]
+#[rtype(result = "RpcResult<String>")]
 pub struct RegisterClientAgent {
     /// The registering client.
     pub connection_id: ConnectionId,
@@ -305,6 +307,34 @@ pub struct RegisterClientAgent {
     pub spec: ClientAgentSpec,
     /// Where its calls go.
     pub host: ClientAgentHost,
+}
+
+/// The hosting connection started a registered agent (its `initializeAgentContext`
+/// answered `agent_context_id`, its schemas were enabled): turns, commands and queries see
+/// it from now on. Fails when it is no longer starting (its client left, another client
+/// unregistered it, the conversation stops).
+#[derive(Message)]
+#[rtype(result = "RpcResult<()>")]
+pub struct ActivateClientAgent {
+    /// The registering client.
+    pub connection_id: ConnectionId,
+    /// The agent.
+    pub name: String,
+    /// The registration.
+    pub token: u64,
+    /// `agentContextId` for every later `ContextParams` (`None`: absent).
+    pub agent_context_id: Option<Value>,
+}
+
+/// The hosting connection gave up a starting agent (its `initializeAgentContext` failed):
+/// its name is free again.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct AbandonClientAgent {
+    /// The agent.
+    pub name: String,
+    /// The registration.
+    pub token: u64,
 }
 
 /// `unregisterClientAgent`: removes the agent of that name, whichever client registered it
@@ -328,8 +358,9 @@ struct Registered {
     host: ClientAgentHost,
     /// `actionContextId`s of its calls: distinct for the registration's lifetime.
     next_action_context: Arc<AtomicU64>,
-    /// Its session context's `sessionContextId`, minted at registration.
-    session_context_id: Arc<str>,
+    /// Its session context: the `sessionContextId` minted at registration and the
+    /// `agentContextId` its `initializeAgentContext` answered.
+    session: Arc<SessionContext>,
     /// Its open agent threads (bounded).
     threads: AgentThreads,
 }
@@ -341,7 +372,7 @@ impl Registered {
             spec: self.spec.clone(),
             host: self.host.clone(),
             next_action_context: self.next_action_context.clone(),
-            session_context_id: self.session_context_id.clone(),
+            session: self.session.clone(),
         }
     }
 }
@@ -351,6 +382,11 @@ impl Registered {
 pub(super) struct ClientAgents {
     /// Registered agents by name (names are unique in a conversation).
     agents: BTreeMap<String, Registered>,
+    /// Agents accepted but still starting (their connection runs `initializeAgentContext`,
+    /// the `updateAgentContext`s and `startBackgroundTasks` before [`ActivateClientAgent`]):
+    /// their names are taken and count toward the bound, their calls (`notify`) are shown,
+    /// but no turn, command or query sees them yet.
+    starting: BTreeMap<String, Registered>,
     /// The conversation itself, set at the first registration: a turn's client agent tools
     /// report what an action's result asks beyond its text ([`ClientActionDone`]). Weak, so
     /// the actor holds no address of its own.
@@ -567,7 +603,7 @@ impl Conversation {
                 spec: r.spec.clone(),
                 host: r.host.clone(),
                 next_action_context: r.next_action_context.clone(),
-                session_context_id: r.session_context_id.clone(),
+                session: r.session.clone(),
                 turn,
                 conversation: self.client_agents.conversation.clone(),
             };
@@ -720,14 +756,16 @@ impl Conversation {
     pub(super) fn drop_client_agents(&mut self, connection_id: ConnectionId) {
         let id = self.setup.id;
         let mut gone = Vec::new();
-        self.client_agents.agents.retain(|name, r| {
+        let mut leaves = |name: &String, r: &mut Registered| {
             let keep = r.connection_id != connection_id;
             if !keep {
                 log::info!("conversation {id} connection {connection_id}: client agent {name} unregistered (client left)");
                 gone.push((name.clone(), r.host.token));
             }
             keep
-        });
+        };
+        self.client_agents.agents.retain(&mut leaves);
+        self.client_agents.starting.retain(leaves);
         for (name, _) in &gone {
             self.cancel_agent_questions(name);
         }
@@ -747,18 +785,20 @@ impl Conversation {
 }
 
 impl Handler<RegisterClientAgent> for Conversation {
-    type Result = RpcResult<()>;
+    type Result = RpcResult<String>;
 
     /// Checks, in TypeAgent's order: the client is joined; the name is not its own agent
     /// already (`Client agent '<n>' is already registered…`), nor built in, nor another
     /// client's (`App agent '<n>' already exists`); the conversation has room.
-    fn handle(&mut self, msg: RegisterClientAgent, ctx: &mut Self::Context) -> RpcResult<()> {
+    fn handle(&mut self, msg: RegisterClientAgent, ctx: &mut Self::Context) -> RpcResult<String> {
         let id = self.setup.id;
         if !self.clients.contains_key(&msg.connection_id) {
             return Err(RpcError::NotJoined(id.to_string()));
         }
         let name = msg.spec.name.clone();
-        if let Some(r) = self.client_agents.agents.get(&name) {
+        let taken = (self.client_agents.agents.get(&name))
+            .or_else(|| self.client_agents.starting.get(&name));
+        if let Some(r) = taken {
             return Err(if r.connection_id == msg.connection_id {
                 RpcError::ClientAgentAlreadyRegistered {
                     name,
@@ -771,32 +811,90 @@ impl Handler<RegisterClientAgent> for Conversation {
         if self.reserved_agent_name(&name) {
             return Err(RpcError::AppAgentExists(name));
         }
-        if self.client_agents.agents.len() >= MAX_AGENTS_PER_CONVERSATION {
+        if self.client_agents.agents.len() + self.client_agents.starting.len()
+            >= MAX_AGENTS_PER_CONVERSATION
+        {
             return Err(RpcError::TooManyClientAgentsInConversation {
                 conversation: id.to_string(),
                 limit: MAX_AGENTS_PER_CONVERSATION,
             });
         }
         log::info!(
-            "conversation {id} connection {}: client agent {name} registered ({} actions)",
+            "conversation {id} connection {}: client agent {name} accepted ({} actions), starting",
             msg.connection_id,
             msg.spec.actions.len()
         );
         if self.client_agents.conversation.is_none() {
             self.client_agents.conversation = Some(ctx.address().downgrade());
         }
-        self.client_agents.agents.insert(
+        let session_context_id = uuid::Uuid::new_v4().to_string();
+        self.client_agents.starting.insert(
             name,
             Registered {
                 connection_id: msg.connection_id,
                 spec: Arc::new(msg.spec),
                 host: msg.host,
                 next_action_context: Arc::default(),
-                session_context_id: uuid::Uuid::new_v4().to_string().into(),
+                session: Arc::new(SessionContext::new(session_context_id.clone())),
                 threads: AgentThreads::default(),
             },
         );
+        Ok(session_context_id)
+    }
+}
+
+impl Handler<ActivateClientAgent> for Conversation {
+    type Result = RpcResult<()>;
+
+    /// Moves the starting agent to the registered ones, with its `agentContextId`.
+    fn handle(&mut self, msg: ActivateClientAgent, _ctx: &mut Self::Context) -> RpcResult<()> {
+        let id = self.setup.id;
+        if self.stopping {
+            return Err(RpcError::ConversationNotFound(id.to_string()));
+        }
+        if !self.clients.contains_key(&msg.connection_id) {
+            return Err(RpcError::NotJoined(id.to_string()));
+        }
+        let starting = &mut self.client_agents.starting;
+        let ours = starting
+            .get(&msg.name)
+            .is_some_and(|r| r.host.token == msg.token && r.connection_id == msg.connection_id);
+        let Some(mut r) = ours.then(|| starting.remove(&msg.name)).flatten() else {
+            return Err(RpcError::Message(format!(
+                "Client agent '{}' was unregistered before its registration completed",
+                msg.name
+            )));
+        };
+        r.session = Arc::new(SessionContext {
+            id: r.session.id.clone(),
+            agent_context_id: msg.agent_context_id,
+        });
+        log::info!(
+            "conversation {id} connection {}: client agent {} registered",
+            msg.connection_id,
+            msg.name
+        );
+        self.client_agents.agents.insert(msg.name, r);
         Ok(())
+    }
+}
+
+impl Handler<AbandonClientAgent> for Conversation {
+    type Result = ();
+
+    fn handle(&mut self, msg: AbandonClientAgent, _ctx: &mut Self::Context) {
+        let starting = &mut self.client_agents.starting;
+        if starting
+            .get(&msg.name)
+            .is_some_and(|r| r.host.token == msg.token)
+        {
+            starting.remove(&msg.name);
+            log::info!(
+                "conversation {}: client agent {} not registered (it failed to start)",
+                self.setup.id,
+                msg.name
+            );
+        }
     }
 }
 
@@ -810,7 +908,9 @@ impl Handler<UnregisterClientAgent> for Conversation {
         if !self.clients.contains_key(&msg.connection_id) {
             return Err(RpcError::NotJoined(id.to_string()));
         }
-        let Some(r) = self.client_agents.agents.remove(&msg.name) else {
+        let removed = (self.client_agents.agents.remove(&msg.name))
+            .or_else(|| self.client_agents.starting.remove(&msg.name));
+        let Some(r) = removed else {
             log::debug!(
                 "conversation {id} connection {}: unregister of {}: not registered",
                 msg.connection_id,
@@ -844,10 +944,9 @@ impl Handler<ClientAgentOutput> for Conversation {
     /// A call of a registered agent (the registration it names, from the client that holds
     /// it); anything else is ignored with a debug log.
     fn handle(&mut self, msg: ClientAgentOutput, ctx: &mut Self::Context) {
-        let registered = self
-            .client_agents
-            .agents
-            .get(&msg.name)
+        let agents = &self.client_agents;
+        let registered = (agents.agents.get(&msg.name))
+            .or_else(|| agents.starting.get(&msg.name))
             .filter(|r| r.host.token == msg.token && r.connection_id == msg.connection_id);
         let Some(r) = registered else {
             log::debug!(
@@ -1092,7 +1191,7 @@ impl Conversation {
         self.turns += 1;
         let turn = self.turns;
         let context = r.next_action_context.fetch_add(1, Ordering::Relaxed);
-        let args = handle_choice_args(&choice_id, response, context, &r.session_context_id);
+        let args = handle_choice_args(&choice_id, response, context, &r.session);
         let action = OpenAction {
             action_context_id: context,
             turn,
@@ -1161,7 +1260,7 @@ impl Conversation {
         }) else {
             return Err(query.unsupported(agent));
         };
-        let args = forwarded_args(&r.session_context_id, query.fields());
+        let args = forwarded_args(&r.session, query.fields());
         let host = r.command_host();
         Ok(Box::pin(async move {
             let answer = host.invoke(method, args, false).await;
@@ -1436,8 +1535,8 @@ pub struct ClientCommandHost {
     host: ClientAgentHost,
     /// The registration's `actionContextId` counter.
     next_action_context: Arc<AtomicU64>,
-    /// The registration's `sessionContextId`.
-    session_context_id: Arc<str>,
+    /// The registration's session context.
+    session: Arc<SessionContext>,
 }
 
 impl ClientCommandHost {
@@ -1465,7 +1564,7 @@ impl ClientCommandHost {
         if !self.spec.lists_commands {
             return Ok(None);
         }
-        let args = json!([context_params(&self.session_context_id)]);
+        let args = json!([self.session.params()]);
         let answer = self.invoke(GET_COMMANDS, args, true).await?;
         match answer.text {
             None => Ok(None),
@@ -1490,7 +1589,7 @@ impl ClientCommandHost {
         if !self.spec.completes_commands {
             return None;
         }
-        let mut args: Map<String, Value> = context_params(&self.session_context_id);
+        let mut args: Map<String, Value> = self.session.params();
         args.insert("commands".into(), json!(commands));
         args.insert("params".into(), params);
         args.insert("names".into(), json!(names));
@@ -1509,7 +1608,7 @@ impl ClientCommandHost {
         turn: u64,
     ) -> Result<Option<Value>, String> {
         let context = self.next_action_context.fetch_add(1, Ordering::Relaxed);
-        let args = execute_command_args(&commands, params, context, &self.session_context_id);
+        let args = execute_command_args(&commands, params, context, &self.session);
         let action = OpenAction {
             action_context_id: context,
             turn,
@@ -1537,8 +1636,8 @@ struct ClientAgentTools {
     host: ClientAgentHost,
     /// The registration's `actionContextId` counter.
     next_action_context: Arc<AtomicU64>,
-    /// The registration's `sessionContextId`.
-    session_context_id: Arc<str>,
+    /// The registration's session context.
+    session: Arc<SessionContext>,
     /// The turn the tools were made for (the agent's calls during an action reach it).
     turn: u64,
     /// The conversation, told what a result asks beyond its text ([`ClientActionDone`]).
@@ -1566,7 +1665,7 @@ impl ToolServer for ClientAgentTools {
             return Box::pin(async move { ToolOutput::error(e) });
         }
         let context = self.next_action_context.fetch_add(1, Ordering::Relaxed);
-        let args = execute_action_args(action, input, context, &self.session_context_id);
+        let args = execute_action_args(action, input, context, &self.session);
         let open = OpenAction {
             action_context_id: context,
             turn: self.turn,

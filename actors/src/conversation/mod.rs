@@ -122,9 +122,10 @@ pub use agent_context::{
     ThreadOp, MAX_AGENT_THREADS, MAX_QUESTIONS_PER_AGENT, MAX_THREAD_ID_CHARS,
 };
 pub use client_agents::{
-    parse_agent_command, AgentAnswer, AgentCall, AgentReply, ClientActionInfo, ClientAgentHost,
-    ClientAgentInfo, ClientAgentOutput, ClientAgentRemoved, CloseClientAgentCall,
-    InvokeClientAgent, OpenAction, RegisterClientAgent, UnregisterClientAgent,
+    parse_agent_command, AbandonClientAgent, ActivateClientAgent, AgentAnswer, AgentCall,
+    AgentReply, ClientActionInfo, ClientAgentHost, ClientAgentInfo, ClientAgentOutput,
+    ClientAgentRemoved, CloseClientAgentCall, InvokeClientAgent, OpenAction, RegisterClientAgent,
+    UnregisterClientAgent,
 };
 pub use dispatcher::{deleted_status, DispatcherCall, DispatcherInvoke, DispatcherReply};
 pub use queue::{

@@ -84,6 +84,15 @@ pub enum RpcError {
         /// The bound.
         limit: usize,
     },
+    /// The agent's `initializeAgentContext` failed (its `invokeError` text) or got no answer
+    /// (time-out, disconnection): the registration fails.
+    #[error("Client agent '{name}' failed to initialize: {error}")]
+    ClientAgentInitialize {
+        /// The agent's name.
+        name: String,
+        /// The agent's error text, or why there was no answer.
+        error: String,
+    },
     /// Method not implemented on this channel.
     #[error("No invoke handler {0}")]
     NoHandler(String),

@@ -16,7 +16,7 @@
 
 use serde_json::{json, Map, Value};
 
-use super::{action_context_params, MAX_CHOICE_ID_CHARS};
+use super::{action_context_params, SessionContext, MAX_CHOICE_ID_CHARS};
 use crate::agent::interaction::{Picked, QuestionForm};
 
 /// What a `respondToChoice` response must be, by the choice's type (TypeAgent's shapes: the
@@ -207,9 +207,9 @@ pub fn handle_choice_args(
     choice_id: &str,
     response: Value,
     action_context_id: u64,
-    session_context_id: &str,
+    session: &SessionContext,
 ) -> Value {
-    let mut params = action_context_params(session_context_id, action_context_id, false);
+    let mut params = action_context_params(session, action_context_id, false);
     params.insert("choiceId".into(), json!(choice_id));
     params.insert("response".into(), response);
     json!([params])
@@ -342,7 +342,7 @@ mod tests {
             Some(json!([rid(), "clock", 2, "d1", 500]))
         );
         assert_eq!(dynamic_display_args(&json!({}), rid(), "clock", 0), None);
-        let args = handle_choice_args("c1", json!(true), 7, "s-1");
+        let args = handle_choice_args("c1", json!(true), 7, &SessionContext::new("s-1"));
         assert_eq!(
             args,
             json!([{"contextId": 0, "hasInstanceStorage": false, "hasSessionStorage": false,

@@ -11,9 +11,10 @@
 //! transport's (`src/transport/client_agents.rs`). Every bound is here.
 //!
 //! # Layout
-//! - this file: names, bounds, [`parse_registration`], [`execute_action_args`],
-//!   [`execute_command_args`], [`context_params`], [`forwarded_args`],
-//!   [`action_result_text`], [`CallError`].
+//! - this file: names, bounds, [`parse_registration`], [`SessionContext`] (the
+//!   `ContextParams` of every invoke), [`execute_action_args`], [`execute_command_args`],
+//!   [`forwarded_args`], the lifecycle invokes ([`Lifecycle`], [`initialize_args`],
+//!   [`agent_context_id`]), [`action_result_text`], [`CallError`].
 //! - [`choice`]: what an `ActionResult` asks beyond its display (`pendingChoice`,
 //!   `dynamicDisplayId`) and the `handleChoice` that answers a choice.
 //! - [`command`]: `@<agent> …` commands as TypeAgent describes them (`getCommands`'
@@ -114,6 +115,19 @@ pub const GET_TEMPLATE_SCHEMA: &str = "getTemplateSchema";
 /// The agent-rpc method that completes a template's property (dispatcher
 /// `getTemplateCompletion`).
 pub const GET_TEMPLATE_COMPLETION: &str = "getTemplateCompletion";
+/// The agent-rpc method that creates the agent's context at registration; its answer
+/// `{contextId}` is sent back as `agentContextId` in every later `ContextParams`.
+pub const INITIALIZE_AGENT_CONTEXT: &str = "initializeAgentContext";
+/// The agent-rpc method that enables (at registration) or disables (when the agent goes) one
+/// of its schemas: `{…ContextParams, enable, schemaName}`.
+pub const UPDATE_AGENT_CONTEXT: &str = "updateAgentContext";
+/// The agent-rpc method that closes the agent's context when the agent goes.
+pub const CLOSE_AGENT_CONTEXT: &str = "closeAgentContext";
+/// The agent-rpc method that starts the agent's background work once its schemas are
+/// enabled.
+pub const START_BACKGROUND_TASKS: &str = "startBackgroundTasks";
+/// The agent-rpc method that stops the agent's background work when the agent goes (first).
+pub const STOP_BACKGROUND_TASKS: &str = "stopBackgroundTasks";
 /// Most client agents' choices (`pendingChoice`) one conversation keeps waiting for an
 /// answer. TypeAgent keeps every route until it is answered; a card is answered within
 /// minutes or never, so the oldest is forgotten when a new one would pass this (answering it
@@ -156,6 +170,89 @@ pub struct ClientAgentSpec {
     /// `agentInterface` lists `getTemplateCompletion`: the dispatcher method is forwarded to
     /// it.
     pub template_completion: bool,
+    /// The lifecycle methods it lists and the schemas they name.
+    pub lifecycle: Lifecycle,
+}
+
+/// A client agent's lifecycle, as TypeAgent's dispatcher runs it on an agent-rpc agent: at
+/// registration `initializeAgentContext`, then `updateAgentContext(enable: true)` per schema,
+/// then `startBackgroundTasks`; when it goes (unregistered, its client left, the
+/// conversation deleted) `stopBackgroundTasks`, `updateAgentContext(enable: false)` per
+/// schema, then `closeAgentContext`. Only the methods its `agentInterface` lists are sent.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Lifecycle {
+    /// `agentInterface` lists `initializeAgentContext`: called at registration, which fails
+    /// when it does.
+    pub initializes: bool,
+    /// `agentInterface` lists `updateAgentContext`: each schema is enabled at registration
+    /// and disabled when the agent goes.
+    pub updates: bool,
+    /// `agentInterface` lists `closeAgentContext`: called last when the agent goes.
+    pub closes: bool,
+    /// `agentInterface` lists `startBackgroundTasks`: called once its schemas are enabled.
+    pub starts_tasks: bool,
+    /// `agentInterface` lists `stopBackgroundTasks`: called first when the agent goes.
+    pub stops_tasks: bool,
+    /// The `schemaName`s of its schemas, in manifest order: the agent's name for its own
+    /// schema, `<name>.<sub>` for a sub-manifest's (TypeAgent's names).
+    pub schema_names: Vec<String>,
+}
+
+impl Lifecycle {
+    /// The invokes that follow `initializeAgentContext` at registration, in order:
+    /// `updateAgentContext(enable: true)` per schema, then `startBackgroundTasks`.
+    pub fn startup(&self, session: &SessionContext) -> Vec<(&'static str, Value)> {
+        let mut steps = Vec::new();
+        if self.updates {
+            for schema in &self.schema_names {
+                steps.push((UPDATE_AGENT_CONTEXT, update_args(session, true, schema)));
+            }
+        }
+        if self.starts_tasks {
+            steps.push((START_BACKGROUND_TASKS, json!([session.params()])));
+        }
+        steps
+    }
+
+    /// The invokes that close the agent when it goes, in order: `stopBackgroundTasks`,
+    /// `updateAgentContext(enable: false)` per schema, then `closeAgentContext`.
+    pub fn teardown(&self, session: &SessionContext) -> Vec<(&'static str, Value)> {
+        let mut steps = Vec::new();
+        if self.stops_tasks {
+            steps.push((STOP_BACKGROUND_TASKS, json!([session.params()])));
+        }
+        if self.updates {
+            for schema in &self.schema_names {
+                steps.push((UPDATE_AGENT_CONTEXT, update_args(session, false, schema)));
+            }
+        }
+        if self.closes {
+            steps.push((CLOSE_AGENT_CONTEXT, json!([session.params()])));
+        }
+        steps
+    }
+}
+
+/// The arguments of `initializeAgentContext`: `{settings, optionsCallBack}` with neither (a
+/// client agent gets no `AppAgentInitSettings` from Roundtable, so no options callbacks
+/// either; JSON drops TypeAgent's `undefined`s).
+pub fn initialize_args() -> Value {
+    json!([{}])
+}
+
+/// The `agentContextId` an `initializeAgentContext` answer gives: its `contextId`
+/// (TypeAgent's agent-rpc server answers `{contextId}`; its client keeps that object as the
+/// agent context and sends `agentContext.contextId`). Absent when the answer has none.
+pub fn agent_context_id(result: Option<&Value>) -> Option<Value> {
+    result?.get("contextId").filter(|id| !id.is_null()).cloned()
+}
+
+/// The arguments of `updateAgentContext`: `{…ContextParams, enable, schemaName}`.
+fn update_args(session: &SessionContext, enable: bool, schema_name: &str) -> Value {
+    let mut params = session.params();
+    params.insert("enable".into(), json!(enable));
+    params.insert("schemaName".into(), json!(schema_name));
+    json!([params])
 }
 
 impl ClientAgentSpec {
@@ -254,6 +351,14 @@ pub fn parse_registration(
         }
     }
     let implements = |method: &str| agent_interface.iter().any(|m| m == method);
+    let lifecycle = Lifecycle {
+        initializes: implements(INITIALIZE_AGENT_CONTEXT),
+        updates: implements(UPDATE_AGENT_CONTEXT),
+        closes: implements(CLOSE_AGENT_CONTEXT),
+        starts_tasks: implements(START_BACKGROUND_TASKS),
+        stops_tasks: implements(STOP_BACKGROUND_TASKS),
+        schema_names: schemas.iter().map(|s| s.schema_name.clone()).collect(),
+    };
     let text = |key: &str| {
         manifest
             .get(key)
@@ -274,6 +379,7 @@ pub fn parse_registration(
         dynamic_display: implements(GET_DYNAMIC_DISPLAY),
         template_schema: implements(GET_TEMPLATE_SCHEMA),
         template_completion: implements(GET_TEMPLATE_COMPLETION),
+        lifecycle,
     })
 }
 
@@ -382,24 +488,48 @@ fn read_schema(schema: &Map<String, Value>, schema_name: &str) -> Result<ReadSch
     })
 }
 
-/// TypeAgent's `ContextParams` of a client agent's session context: `contextId` 0 (one
-/// session context per registration), no storage offered, and the registration's
-/// `sessionContextId` (a UUID minted at registration, as TypeAgent mints one per session
-/// context). `agentContextId` is absent: Roundtable never calls `initializeAgentContext`.
-pub fn context_params(session_context_id: &str) -> Map<String, Value> {
-    let mut params = Map::new();
-    params.insert("contextId".into(), json!(0));
-    params.insert("hasInstanceStorage".into(), json!(false));
-    params.insert("hasSessionStorage".into(), json!(false));
-    params.insert("sessionContextId".into(), json!(session_context_id));
-    params
+/// A client agent's session context, as its invokes name it (TypeAgent's `ContextParams`):
+/// `contextId` 0 (one session context per registration), no storage offered, the
+/// registration's `sessionContextId` (a UUID minted at registration, as TypeAgent mints one
+/// per session context) and, once `initializeAgentContext` answered one, `agentContextId`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionContext {
+    /// `sessionContextId`.
+    pub id: String,
+    /// `agentContextId`: the `contextId` of the `initializeAgentContext` answer; `None` when
+    /// the agent does not list that method (or answered none).
+    pub agent_context_id: Option<Value>,
+}
+
+impl SessionContext {
+    /// A session context with the id `id` and no agent context yet.
+    pub fn new(id: impl Into<String>) -> SessionContext {
+        SessionContext {
+            id: id.into(),
+            agent_context_id: None,
+        }
+    }
+
+    /// Its `ContextParams` (`agentContextId` left out when there is none, as JSON drops
+    /// TypeAgent's `undefined`).
+    pub fn params(&self) -> Map<String, Value> {
+        let mut params = Map::new();
+        params.insert("contextId".into(), json!(0));
+        params.insert("hasInstanceStorage".into(), json!(false));
+        params.insert("hasSessionStorage".into(), json!(false));
+        params.insert("sessionContextId".into(), json!(self.id));
+        if let Some(id) = &self.agent_context_id {
+            params.insert("agentContextId".into(), id.clone());
+        }
+        params
+    }
 }
 
 /// The argument of an invoke that names only the session context (`getDynamicDisplay`,
-/// `getTemplateSchema`, `getTemplateCompletion`): one object, the [`context_params`] and
+/// `getTemplateSchema`, `getTemplateCompletion`): one object, the session's params and
 /// the method's own `fields`, as TypeAgent's agent-rpc client spreads them.
-pub fn forwarded_args(session_context_id: &str, fields: Map<String, Value>) -> Value {
-    let mut params = context_params(session_context_id);
+pub fn forwarded_args(session: &SessionContext, fields: Map<String, Value>) -> Value {
+    let mut params = session.params();
     params.extend(fields);
     json!([params])
 }
@@ -407,11 +537,11 @@ pub fn forwarded_args(session_context_id: &str, fields: Map<String, Value>) -> V
 /// `ActionContextParams`: the session context's, plus the call's `actionContextId` (distinct
 /// per call of a registration) and `isFromReasoningLoop`.
 fn action_context_params(
-    session_context_id: &str,
+    session: &SessionContext,
     action_context_id: u64,
     from_reasoning_loop: bool,
 ) -> Map<String, Value> {
-    let mut params = context_params(session_context_id);
+    let mut params = session.params();
     params.insert("actionContextId".into(), json!(action_context_id));
     params.insert("isFromReasoningLoop".into(), json!(from_reasoning_loop));
     params
@@ -426,14 +556,14 @@ pub fn execute_action_args(
     action: &ClientAction,
     input: Value,
     action_context_id: u64,
-    session_context_id: &str,
+    session: &SessionContext,
 ) -> Value {
     let mut act = json!({"schemaName": action.schema_name, "actionName": action.name});
     let empty = input.as_object().is_some_and(Map::is_empty);
     if action.has_parameters || !empty {
         act["parameters"] = input;
     }
-    let mut params = action_context_params(session_context_id, action_context_id, true);
+    let mut params = action_context_params(session, action_context_id, true);
     params.insert("action".into(), act);
     json!([params])
 }
@@ -445,9 +575,9 @@ pub fn execute_command_args(
     commands: &[String],
     params: Option<Value>,
     action_context_id: u64,
-    session_context_id: &str,
+    session: &SessionContext,
 ) -> Value {
-    let mut args = action_context_params(session_context_id, action_context_id, false);
+    let mut args = action_context_params(session, action_context_id, false);
     args.insert("commands".into(), json!(commands));
     if let Some(params) = params {
         args.insert("params".into(), params);

@@ -381,7 +381,12 @@ fn execute_action_arguments() {
         &manifest(json!({"format": "ts", "content": PHONE_SCHEMA})),
     )
     .unwrap();
-    let args = execute_action_args(&spec.actions[0], json!({"time": "07:00"}), 3, "s-1");
+    let args = execute_action_args(
+        &spec.actions[0],
+        json!({"time": "07:00"}),
+        3,
+        &SessionContext::new("s-1"),
+    );
     assert_eq!(
         args,
         json!([{"action": {"schemaName": "phone", "actionName": "setAlarm", "parameters": {"time": "07:00"}},
@@ -389,7 +394,7 @@ fn execute_action_arguments() {
             "hasSessionStorage": false, "isFromReasoningLoop": true, "sessionContextId": "s-1"}])
     );
     // An action without parameters gets none unless the model sent some.
-    let args = execute_action_args(&spec.actions[1], json!({}), 4, "s-1");
+    let args = execute_action_args(&spec.actions[1], json!({}), 4, &SessionContext::new("s-1"));
     assert_eq!(
         args[0]["action"],
         json!({"schemaName": "phone", "actionName": "showAlarms"})
