@@ -9,6 +9,19 @@
 //! client agents — decides. The name is reserved here while the conversation decides, so two
 //! registrations in flight cannot both pass.
 //!
+//! Lifecycle (TypeAgent's dispatcher on an agent-rpc agent; only the methods the agent's
+//! `agentInterface` lists): once the conversation accepted the agent (it is *starting* there:
+//! name taken, not offered to turns), `initializeAgentContext` (its failure fails the
+//! registration; its `{contextId}` is the `agentContextId` of every later `ContextParams`),
+//! `updateAgentContext(enable: true)` per schema and `startBackgroundTasks`, one after the
+//! other; then the conversation activates it ([`ActivateClientAgent`]) and the registration is
+//! answered. When it goes (unregister, leave, conversation gone, another client's unregister)
+//! its waiting calls fail, then `stopBackgroundTasks`, `updateAgentContext(enable: false)` per
+//! schema and `closeAgentContext` go out one after the other (each bounded by
+//! `--client-agent-timeout`; none once the socket closes), and only then its channel goes;
+//! an own `unregisterClientAgent` is answered after them, as TypeAgent awaits
+//! `removeClientAgent`.
+//!
 //! Invokes: a turn's tool call, a command or a completion arrives as [`InvokeClientAgent`];
 //! it gets the channel's next callId (one counter per channel, from 0, shared with the calls
 //! the server sends), goes out as an `invoke`, and waits in `pending` (at most
@@ -347,7 +360,8 @@ impl Connection {
                     act.reply(ch, call_id, m, Err(e));
                 }
                 // Left the conversation meanwhile: the conversation dropped the agent too.
-                (res, None) => act.reply(ch, call_id, m, res.map(|_| None)),
+                (Ok(_), None) => act.reply(ch, call_id, m, Err(interrupted(&name))),
+                (Err(e), None) => act.reply(ch, call_id, m, Err(e)),
             }
         }));
     }

@@ -358,3 +358,28 @@ fn leaving_or_deleting_closes_the_agent() {
         assert!(seen.iter().all(|(_, a)| a["agentContextId"] == 42));
     }
 }
+
+/// `initializeAgentContext` unanswered within `--client-agent-timeout` fails the registration
+/// with the time-out's text; the late answer is dropped.
+#[test]
+fn an_unanswered_initialize_fails_the_registration() {
+    let server = Server::start(&["--client-agent-timeout", "0.3"]);
+    let (_cli, id) = server.joined("slow init");
+    let mut agent = server.connect();
+    agent.join(&id);
+    let reg = agent.send_invoke(
+        AGENT_SERVER,
+        "registerClientAgent",
+        clock_registration(&id, &["initializeAgentContext", "executeAction"]),
+    );
+    let (init, _) = agent.expect_invoke(CLOCK, "initializeAgentContext");
+    assert_eq!(
+        agent.wait_answer(AGENT_SERVER, reg),
+        Err("Client agent 'clock' failed to initialize: client agent 'clock' did not answer within 0.3 s".into())
+    );
+    agent.send_result(CLOCK, init, json!({"contextId": 1}));
+    let status = agent
+        .invoke(&dispatcher(&id), "getStatus", json!([]))
+        .unwrap();
+    assert_eq!(status["agents"], json!([]), "{status}");
+}

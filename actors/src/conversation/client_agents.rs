@@ -16,7 +16,11 @@
 //!
 //! Session context: each registration is one TypeAgent session context, with its own
 //! `sessionContextId` (a UUID minted at registration, sent with every invoke; a new
-//! registration of the same name gets a new one) and `contextId` 0. Action contexts
+//! registration of the same name gets a new one), `contextId` 0 and, when the agent lists
+//! `initializeAgentContext`, the `agentContextId` it answered. A registration is *starting*
+//! (its name taken, its calls shown, but no turn, command or query sees it) while its
+//! connection runs the lifecycle's startup invokes, until [`ActivateClientAgent`]; the
+//! connection also runs the teardown invokes when the agent goes. Action contexts
 //! (`actionContextId`) are numbered per registration; one is open while its `executeAction` /
 //! `executeCommand` waits, and the agent's calls naming it reach the turn that made it.
 //!

@@ -818,3 +818,86 @@ fn hostile_type_graphs_cost_linear_work() {
         "Invalid manifest for client agent 'phone': 7000 actions declared; the limit is 64"
     );
 }
+
+/// The lifecycle read from `agentInterface` (only what it lists) and the manifest's schemas
+/// (`<name>` and `<name>.<sub>`), the invokes it makes in TypeAgent's order, and the
+/// `agentContextId` an `initializeAgentContext` answer gives.
+#[test]
+fn lifecycle_invokes() {
+    let mut m = manifest(json!({"format": "ts", "content": PHONE_SCHEMA}));
+    m.insert(
+        "subActionManifests".into(),
+        json!({"sms": {"schema": {"schemaType": "SmsAction", "schemaFile": {"format": "ts",
+            "content": "export type SmsAction = { actionName: \"sendSms\" };"}}}}),
+    );
+    let all: Vec<String> = [
+        EXECUTE_ACTION,
+        INITIALIZE_AGENT_CONTEXT,
+        UPDATE_AGENT_CONTEXT,
+        START_BACKGROUND_TASKS,
+        STOP_BACKGROUND_TASKS,
+        CLOSE_AGENT_CONTEXT,
+    ]
+    .map(str::to_string)
+    .into();
+    let spec = parse_registration("phone", &m, &all).unwrap();
+    assert_eq!(spec.lifecycle.schema_names, ["phone", "phone.sms"]);
+    let session = SessionContext {
+        id: "s-1".into(),
+        agent_context_id: Some(json!(7)),
+    };
+    let names = |steps: Vec<(&'static str, Value)>| -> Vec<(&'static str, Value)> {
+        steps
+            .into_iter()
+            .map(|(m, a)| {
+                assert_eq!(a[0]["agentContextId"], 7, "{m}");
+                assert_eq!(a[0]["sessionContextId"], "s-1", "{m}");
+                (m, a[0]["schemaName"].clone())
+            })
+            .collect()
+    };
+    assert_eq!(
+        names(spec.lifecycle.startup(&session)),
+        [
+            (UPDATE_AGENT_CONTEXT, json!("phone")),
+            (UPDATE_AGENT_CONTEXT, json!("phone.sms")),
+            (START_BACKGROUND_TASKS, Value::Null),
+        ]
+    );
+    assert_eq!(
+        names(spec.lifecycle.teardown(&session)),
+        [
+            (STOP_BACKGROUND_TASKS, Value::Null),
+            (UPDATE_AGENT_CONTEXT, json!("phone")),
+            (UPDATE_AGENT_CONTEXT, json!("phone.sms")),
+            (CLOSE_AGENT_CONTEXT, Value::Null),
+        ]
+    );
+    let update = &spec.lifecycle.teardown(&session)[1].1;
+    assert_eq!(update[0]["enable"], false);
+    assert_eq!(initialize_args(), json!([{}]));
+
+    // Only what is listed is sent.
+    let spec = register("phone", &m).unwrap();
+    assert_eq!(
+        spec.lifecycle,
+        Lifecycle {
+            schema_names: vec!["phone".into(), "phone.sms".into()],
+            ..Lifecycle::default()
+        }
+    );
+    assert!(spec.lifecycle.startup(&session).is_empty());
+    assert!(spec.lifecycle.teardown(&session).is_empty());
+    assert!(SessionContext::new("s")
+        .params()
+        .get("agentContextId")
+        .is_none());
+
+    assert_eq!(
+        agent_context_id(Some(&json!({"contextId": 0}))),
+        Some(json!(0))
+    );
+    assert_eq!(agent_context_id(Some(&json!({"contextId": null}))), None);
+    assert_eq!(agent_context_id(Some(&json!(3))), None);
+    assert_eq!(agent_context_id(None), None);
+}
