@@ -576,7 +576,8 @@ impl Connection {
     }
 
     /// `unregisterClientAgent`: the conversation removes the agent whoever registered it;
-    /// when it was this socket's, its channel goes and its waiting calls fail.
+    /// when it was this socket's, its waiting calls fail, its teardown invokes run
+    /// ([`Connection::retire_hosted_agent`]), then its channel goes and the answer goes out.
     pub(super) fn unregister_client_agent(
         &mut self,
         call_id: u64,

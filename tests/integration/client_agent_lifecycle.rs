@@ -322,11 +322,11 @@ fn a_failing_initialize_fails_the_registration() {
     );
 }
 
-/// The hosting client leaving the conversation closes its agent (`stopBackgroundTasks`,
-/// `updateAgentContext(enable: false)` per schema, `closeAgentContext`, with its
-/// `agentContextId`); deleting the conversation does the same for the agents still there.
+/// The agent is closed (`stopBackgroundTasks`, `updateAgentContext(enable: false)` per
+/// schema, `closeAgentContext`, with its `agentContextId`) when its client leaves the
+/// conversation, when another client unregisters it, and when the conversation is deleted.
 #[test]
-fn leaving_or_deleting_closes_the_agent() {
+fn leaving_unregistered_by_another_or_deleted_closes_the_agent() {
     let server = Server::start(&[]);
     let (mut cli, id) = server.joined("leave");
     let teardown = [
@@ -335,7 +335,7 @@ fn leaving_or_deleting_closes_the_agent() {
         "updateAgentContext",
         "closeAgentContext",
     ];
-    for delete in [false, true] {
+    for how in ["leave", "unregistered by another client", "delete"] {
         let mut agent = server.connect();
         agent.join(&id);
         let mut seen = Seen::new();
@@ -347,15 +347,25 @@ fn leaving_or_deleting_closes_the_agent() {
         let answer = serve_until(&mut agent, &mut seen, |f| answers(f, reg));
         assert_eq!(outcome(&answer), Ok(Value::Null));
         seen.clear();
-        if delete {
-            cli.agent("deleteConversation", json!([id])).unwrap();
-        } else {
-            agent.send_invoke(AGENT_SERVER, "leaveConversation", json!([id]));
+        match how {
+            "leave" => {
+                agent.send_invoke(AGENT_SERVER, "leaveConversation", json!([id]));
+            }
+            "delete" => {
+                cli.agent("deleteConversation", json!([id])).unwrap();
+            }
+            _ => {
+                let unregistered = cli.agent(
+                    "unregisterClientAgent",
+                    json!([{"name": "clock", "conversationId": id}]),
+                );
+                assert_eq!(unregistered, Ok(Value::Null));
+            }
         }
         serve_until(&mut agent, &mut seen, |f| invokes(f, "closeAgentContext"));
         let methods: Vec<&str> = seen.iter().map(|(m, _)| m.as_str()).collect();
-        assert_eq!(methods, teardown, "delete: {delete}");
-        assert!(seen.iter().all(|(_, a)| a["agentContextId"] == 42));
+        assert_eq!(methods, teardown, "{how}");
+        assert!(seen.iter().all(|(_, a)| a["agentContextId"] == 42), "{how}");
     }
 }
 
