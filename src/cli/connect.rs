@@ -452,11 +452,15 @@ async fn handle_line(
     let local = line
         .strip_prefix("/conversation")
         .map(|rest| format!("@conversation{rest}"));
-    if let Some(Command::Conversation(payload)) = commands::parse(local.as_deref().unwrap_or(line))
-    {
-        manage_locally(conn, session, &payload, &print).await;
-        return;
-    }
+    let line = match commands::parse(local.as_deref().unwrap_or(line)) {
+        Some(Command::Conversation(payload)) => {
+            manage_locally(conn, session, &payload, &print).await;
+            return;
+        }
+        // `handoff` is the server's work: `/conversation handoff …` goes as `@conversation …`.
+        Some(Command::Handoff(_)) => local.as_deref().unwrap_or(line),
+        _ => line,
+    };
     if let Some(rest) = line.strip_prefix("/answer") {
         let Some((id, q)) = questions.first().cloned() else {
             print("There is no question waiting.".into());
@@ -503,8 +507,20 @@ async fn handle_line(
     loop {
         tokio::select! {
             outcome = &mut wait => {
-                // Output that arrived with the completion is still in the queue: show it.
+                // Output that arrived with the completion is still in the queue: show it, and
+                // carry out the action a request in words asked for (its `takeAction` comes
+                // just before the completion, so it is often still queued here).
                 while let Ok(event) = events.try_recv() {
+                    if let Event::Call { conversation_id, method, args } = &event {
+                        if *conversation_id == session.conversation_id
+                            && method == "takeAction"
+                            && args[1] == "manage-conversation"
+                        {
+                            let payload = args[2].clone();
+                            manage_locally(conn, session, &payload, &print).await;
+                            continue;
+                        }
+                    }
                     if let Some(text) = render_live(&event, session, questions, false) {
                         print(text);
                     }

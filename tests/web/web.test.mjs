@@ -959,6 +959,31 @@ test("@conversation commands, questions answered in place, and Cancel", async (t
   await shot(page, "09-commands-and-questions", { fullPage: true });
 });
 
+test("conversations in words: a switch asked in words, and a handoff shown in the page", async (t) => {
+  const { server } = await serverFor(t);
+  const { page } = await openClient(t, server);
+  const result = (text) => page.locator("#messages .manage", { hasText: text });
+
+  await send(page, "@conversation new Research");
+  await waitReady(page, "Research");
+  await send(page, "remember the number 42");
+  await page.locator(".msg.agent .msg-body", { hasText: "echo: remember the number 42" }).waitFor();
+  await waitIdle(page);
+  // The builtin provider calls manage_conversation; its takeAction switches this page.
+  await send(page, "switch to my web conversation");
+  await waitReady(page, "Web");
+  await result("Switched to “Web”.").waitFor();
+  await send(page, "hand off my research conversation here");
+  const packet = page.locator(".msg .msg-body", { hasText: 'Handoff from "Research"' });
+  await packet.waitFor();
+  assert.match(await packet.textContent(), /remember the number 42/);
+  await waitIdle(page);
+  // Completion offers the subcommand, and the help names it.
+  await send(page, "@conversation");
+  await result("@conversation handoff <name or id>").waitFor();
+  await shot(page, "09b-conversations-in-words", { fullPage: true });
+});
+
 test("forms, proposed actions and pick-and-remember are answered in the page; feedback and hides in the history do no harm", async (t) => {
   const { server } = await serverFor(t);
   const { page } = await openClient(t, server);
@@ -1033,6 +1058,8 @@ test("forms, proposed actions and pick-and-remember are answered in the page; fe
   const replayed = page.locator('.msg.interaction[aria-label="Form"]').first();
   await replayed.locator(".outcome", { hasText: "Answered: submitted" }).waitFor();
   await shot(page, "10-forms-and-proposals", { fullPage: true });
+});
+
 test("Tab completes @ commands from getCommandCompletion, level by level", async (t) => {
   const { server } = await serverFor(t);
   const { page, sentMethods } = await openClient(t, server);

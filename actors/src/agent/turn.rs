@@ -6,7 +6,8 @@
 //!
 //! Tool calls are routed by name: built-in tools ([`super::tools`]), the interactive tools
 //! (`ask_user`, `ask_user_form`, `propose_action`: [`super::tools::interactive`], answered by
-//! clients through the sink), and `server__tool` names, routed by the `server` prefix to a
+//! clients through the sink), `manage_conversation` ([`super::tools::manage_conversation`],
+//! booked with the sink for the turn's end), and `server__tool` names, routed by the `server` prefix to a
 //! registered [`ToolServer`]. A failing or unknown tool becomes an `is_error` tool result
 //! the model sees, never a crashed turn.
 
@@ -21,6 +22,7 @@ use super::interaction::{
     ActionProposal, Picked, ProposalAnswer, QuestionForm, QuestionFormResponse,
 };
 use super::tools::interactive::{self, ASK_USER_FORM, PROPOSE_ACTION};
+use super::tools::{manage_conversation, MANAGE_CONVERSATION};
 use super::{
     attachments, tools, valid_tool_name, ChatMessage, ContentBlock, LocalBoxFuture, Provider,
     ProviderRequest, Role, ToolSpec,
@@ -208,6 +210,21 @@ pub trait TurnSink {
     fn status(&self, _text: String) {}
     /// A step of the turn (timing, the action running); ignored unless the sink cares.
     fn step(&self, _step: TurnStep) {}
+    /// Asks the client that sent the request to carry out `action` with `data`
+    /// (`takeAction(requestId, action, data)`, which clients do not answer), once the turn
+    /// has ended: just before the request completes, where `@conversation` sends it. `Err`
+    /// says why not (the turn asked for too many). The default refuses (no client here).
+    fn client_action(&self, action: &str, data: Value) -> Result<(), String> {
+        let _ = data;
+        Err(format!("no client here can carry out \"{action}\""))
+    }
+    /// Asks for a handoff of the conversation `source` (a name or an id) into this one once
+    /// the turn has ended; the request then completes with its outcome. `Err` says why not
+    /// (one handoff per turn). The default refuses (no conversation here).
+    fn handoff(&self, source: &str) -> Result<(), String> {
+        let _ = source;
+        Err("there is no conversation here to hand off into".to_string())
+    }
 }
 
 /// Everything one turn needs.
@@ -258,11 +275,12 @@ impl TurnOutcome {
     }
 }
 
-/// The tools offered to the model: built-ins, the asking tools, and every server's tools,
-/// prefixed.
+/// The tools offered to the model: built-ins, the asking tools, `manage_conversation`, and
+/// every server's tools, prefixed.
 pub fn offered_tools(servers: &HashMap<String, Arc<dyn ToolServer>>) -> Vec<ToolSpec> {
     let mut specs = tools::builtin_tool_specs();
     specs.extend(interactive::specs());
+    specs.push(tools::manage_conversation_spec());
     let mut names: Vec<_> = servers.keys().collect();
     names.sort();
     for server in names {
@@ -506,6 +524,7 @@ async fn call_tool(
         ASK_USER => return interactive::ask_user(&input, sink).await.into(),
         ASK_USER_FORM => return interactive::ask_user_form(&input, sink).await.into(),
         PROPOSE_ACTION => return propose(input, servers, context, offered).await,
+        MANAGE_CONVERSATION => return manage_conversation::run(&input, sink).into(),
         _ => {}
     }
     if let Some(result) = tools::run_builtin_tool(name, &input) {

@@ -134,7 +134,7 @@ static ROOT: LazyLock<DescriptorTable> = LazyLock::new(|| {
                 "name",
                 ArgDefinition::rest_of_line().optional(),
             )])),
-            "delete" => Some(ParameterDefinitions::args(vec![rest("name")])),
+            "delete" | "handoff" => Some(ParameterDefinitions::args(vec![rest("name")])),
             "find" | "search" => Some(ParameterDefinitions::args(vec![rest("query")])),
             _ => None,
         },

@@ -31,7 +31,10 @@
 //! - [`commands`]: the `@` commands (`@conversation`, `@help`, `@dispatcher`, …);
 //!   `system.rs`: the `@system` family ([`SystemCommand`]); [`completion`]:
 //!   `getCommandCompletion`, as TypeAgent's dispatcher computes it.
-//! - `turn.rs`: starting agent turns, `@explain` / `@translate` / `@compact`, [`TurnEvent`].
+//! - `turn.rs`: starting agent turns, `@explain` / `@translate` / `@compact`, [`TurnEvent`],
+//!   and what a turn books for its end (the `manage_conversation` tool's client actions).
+//! - `handoff.rs`: handoff between conversations (`@conversation handoff`, the tool's
+//!   `handoff`): a summary of another conversation appended here ([`HandoffError`]).
 //! - `chat.rs`: the chat history the agent reads (its newest part in memory, all of it in
 //!   `history.jsonl`).
 //! - `client_agents.rs`: the client-hosted agents registered here, their checks, the tools
@@ -76,6 +79,7 @@ pub mod completion;
 mod dispatcher;
 mod durable;
 mod feedback;
+mod handoff;
 mod interactions;
 mod queue;
 mod routing;
@@ -113,19 +117,24 @@ use durable::{Held, PendingStop, ReleaseCursor};
 use interactions::{Choice, Interaction};
 use queue::{Request, Running};
 
+pub use chat::{ReadChatWindow, MAX_CHAT_BYTES, MAX_CHAT_MESSAGES};
 pub use client_agents::{
     parse_agent_command, AgentAnswer, AgentCall, AgentReply, ClientActionInfo, ClientAgentHost,
     ClientAgentInfo, ClientAgentOutput, ClientAgentRemoved, CloseClientAgentCall,
     InvokeClientAgent, OpenAction, RegisterClientAgent, UnregisterClientAgent,
 };
 pub use dispatcher::{deleted_status, DispatcherCall, DispatcherInvoke, DispatcherReply};
+pub use handoff::{
+    read_chat_tail, HandoffError, SourceHistory, HANDOFF_INSTRUCTION, HANDOFF_SYSTEM,
+    MAX_PACKET_BYTES,
+};
 pub use queue::{
     CancelOutcome, CancelReason, MAX_QUEUED_BYTES, MAX_QUEUE_DEPTH, SNAPSHOT_COALESCE,
     STOPPED_BEFORE_FINISHING, STORAGE_ERROR,
 };
 pub use routing::{DisplayMode, DELETED_NOTICE, JOIN_NOTICE, LEAVE_NOTICE};
 pub use system::{LogFilterControl, SystemCommand, MAX_TRACE_FILTER_BYTES};
-pub use turn::TurnEvent;
+pub use turn::{TurnBooking, TurnEvent, MAX_CLIENT_ACTIONS_PER_TURN};
 pub use working_directory::{Resolution, WorkingDirectoryPolicy};
 
 /// Source name of the chat agent in display messages, and its storage folder name.
@@ -639,7 +648,10 @@ impl Handler<Shutdown> for Conversation {
         // A stopping conversation reports no more idleness (the registry already acted on it).
         self.disarm_timers(ctx);
         match msg.reason {
-            ShutdownReason::Deleted => self.announce_deleted(),
+            ShutdownReason::Deleted => {
+                self.handoff_interrupted_by_delete();
+                self.announce_deleted();
+            }
             ShutdownReason::Evicted if !self.clients.is_empty() => {
                 log::error!(
                     "conversation {}: evicted with {} clients (registry bug)",

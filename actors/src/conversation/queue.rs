@@ -238,6 +238,11 @@ pub(super) struct Running {
     pub(super) blocked_announced: bool,
     /// Its phases so far, for `CommandResult.metrics`.
     pub(super) timing: RequestTiming,
+    /// What its agent turn booked for the turn's end (client actions, a handoff).
+    pub(super) after_turn: super::turn::AfterTurn,
+    /// The source of the handoff it is running (reading or summarizing), if any: a delete
+    /// meanwhile says the handoff did not happen.
+    pub(super) handing_off: Option<String>,
 }
 
 impl Running {
@@ -471,6 +476,8 @@ impl Conversation {
             blocked_on: None,
             blocked_announced: false,
             timing,
+            after_turn: Default::default(),
+            handing_off: None,
         });
         self.broadcast(
             "requestStarted",

@@ -432,6 +432,12 @@ pub fn agents_text(runtime: &RuntimeConfig, hosted: &[ClientAgentInfo]) -> Strin
         out,
         "  - `{ASK_USER}`: available. Asks the people in this conversation and waits"
     );
+    let _ = writeln!(
+        out,
+        "  - `{}`: available. Manages conversations in words: the requester's client does \
+         it, a handoff the server",
+        tools::MANAGE_CONVERSATION
+    );
     let servers = tool_servers(runtime);
     if servers.is_empty() {
         out.push_str(
