@@ -15,6 +15,7 @@ mod client_agent_commands;
 mod client_agents;
 mod cluster;
 mod completion;
+mod context_meter;
 mod durability;
 mod interactions;
 mod lifecycle;
