@@ -1033,6 +1033,8 @@ test("forms, proposed actions and pick-and-remember are answered in the page; fe
   const replayed = page.locator('.msg.interaction[aria-label="Form"]').first();
   await replayed.locator(".outcome", { hasText: "Answered: submitted" }).waitFor();
   await shot(page, "10-forms-and-proposals", { fullPage: true });
+});
+
 test("Tab completes @ commands from getCommandCompletion, level by level", async (t) => {
   const { server } = await serverFor(t);
   const { page, sentMethods } = await openClient(t, server);
