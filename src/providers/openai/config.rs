@@ -99,9 +99,11 @@ impl OpenAiConfig {
             None => None,
             Some(raw) => match raw.parse::<u64>() {
                 Ok(tokens) if tokens > 0 => Some(tokens),
-                _ => return Err(format!(
+                _ => {
+                    return Err(format!(
                     "{ENV_CONTEXT_WINDOW} must be a positive whole number of tokens, got {raw:?}"
-                )),
+                ))
+                }
             },
         };
         Ok(OpenAiConfig {
