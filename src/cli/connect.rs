@@ -582,6 +582,9 @@ async fn handle_line(
                 // Output that arrived with the completion is still in the queue: show it.
                 while let Ok(event) = events.try_recv() {
                     note_meter(&event, session);
+                    if own_control(&event, session, &request_id, ui) {
+                        continue;
+                    }
                     if let Some(text) = render_live(&event, session, questions, false) {
                         print(text);
                     }
@@ -664,13 +667,7 @@ async fn handle_line(
                             }
                             continue;
                         }
-                        // `@system clear` / `@system exit`, sent to us alone with our request id.
-                        if (method == "clear" || method == "exit") && args[0]["requestId"] == request_id.as_str() {
-                            if method == "clear" {
-                                let _ = ui.send(Ui::Clear);
-                            } else {
-                                session.exit_requested = true;
-                            }
+                        if own_control(&event, session, &request_id, ui) {
                             continue;
                         }
                         if method == "takeAction" && args[1] == "manage-conversation" {
@@ -686,6 +683,38 @@ async fn handle_line(
             }
         }
     }
+}
+
+/// `@system clear` / `@system exit`, sent to us alone with our request's id: clears the
+/// screen, or ends the session once the request completes. Checked both while the request
+/// runs and on the events still queued when its completion is seen first (both may be ready
+/// at once: a busy machine delivers the `exit` and the completion together).
+fn own_control(
+    event: &Event,
+    session: &mut Session,
+    request_id: &str,
+    ui: &std_mpsc::Sender<Ui>,
+) -> bool {
+    let Event::Call {
+        conversation_id,
+        method,
+        args,
+    } = event
+    else {
+        return false;
+    };
+    if *conversation_id != session.conversation_id
+        || !(method == "clear" || method == "exit")
+        || args[0]["requestId"] != request_id
+    {
+        return false;
+    }
+    if method == "clear" {
+        let _ = ui.send(Ui::Clear);
+    } else {
+        session.exit_requested = true;
+    }
+    true
 }
 
 /// Ctrl-C: cancel the running command (its `requestCancelled` then ends the wait).
