@@ -17,6 +17,7 @@ mod client_agent_commands;
 mod client_agents;
 mod cluster;
 mod completion;
+mod context_meter;
 mod durability;
 mod interactions;
 mod lifecycle;
