@@ -1,15 +1,24 @@
 //! `roundtable connect`: the interactive prompt. A UI thread owns the line editor
 //! (rustyline); the async side owns the connection. At the prompt, live output from other
 //! clients is printed above it; while a command runs, its output streams and its questions are
-//! asked at the prompt. Tab completes `@` commands (`complete.rs`, the server's
+//! asked at the prompt. A private choice that arrives at the prompt (a client agent's choice
+//! outlives its command) is listed and answered with `/answer`, like another client's
+//! question. Tab completes `@` commands (`complete.rs`, the server's
 //! `getCommandCompletion`). Ctrl-C cancels the running command, Ctrl-D exits.
+//!
+//! The prompt shows the conversation's context meter when it has one (`Work [ctx 1.2k/8.2k
+//! 15%]> `): read with `getStatus` on joining, then kept from the server's `contextMeter`
+//! notifications. The line editor cannot redraw a prompt while it reads a line, so a change
+//! made by another client shows at the next prompt.
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc as std_mpsc;
 use std::sync::{Arc, Mutex};
 
+use roundtable_actors::agent::usage::ContextMeter;
 use roundtable_actors::conversation::commands::{self, Command};
+use roundtable_actors::conversation::METER_EVENT;
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
@@ -75,6 +84,8 @@ struct Session {
     persist: bool,
     /// The server sent `exit` for our request (`@system exit`): leave after it completes.
     exit_requested: bool,
+    /// The conversation's context meter, for the prompt (`None`: nothing reported).
+    meter: Option<ContextMeter>,
 }
 
 impl ManageHost for Session {
@@ -149,7 +160,9 @@ pub async fn connect(server: &Endpoint, options: ConnectOptions) -> CliResult {
         connection_id: joined.connection_id.clone(),
         persist: !options.memory,
         exit_requested: false,
+        meter: None,
     };
+    refresh_meter(&conn, &mut session).await;
     if session.persist {
         save_state(&session.conversation_id);
     }
@@ -200,6 +213,7 @@ pub async fn connect(server: &Endpoint, options: ConnectOptions) -> CliResult {
                 if let Event::Closed { .. } = event {
                     break Err(CliError::new("the server closed the connection"));
                 }
+                note_meter(&event, &mut session);
                 if let Some(text) = render_live(&event, &session, &mut pending_questions, true) {
                     let text = terminal_safe(&text).into_owned();
                     match printer.as_mut() {
@@ -232,8 +246,72 @@ fn interrupt_stream() -> mpsc::UnboundedReceiver<()> {
     rx
 }
 
+/// `Work> `, or with the context meter `Work [ctx 1.2k/8.2k 15%]> `.
 fn prompt(session: &Session) -> String {
-    format!("{}> ", terminal_safe(&session.name))
+    match &session.meter {
+        Some(meter) => format!(
+            "{} [{}]> ",
+            terminal_safe(&session.name),
+            meter_badge(meter)
+        ),
+        None => format!("{}> ", terminal_safe(&session.name)),
+    }
+}
+
+/// The meter in a few characters: `ctx 1.2k/8.2k 15%`, or `ctx 950` without a window.
+fn meter_badge(meter: &ContextMeter) -> String {
+    let mut out = format!("ctx {}", compact(meter.context_tokens));
+    if let Some(window) = meter.context_window {
+        out.push_str(&format!("/{}", compact(window)));
+    }
+    if let Some(percent) = meter.percent() {
+        out.push_str(&format!(" {percent}%"));
+    }
+    out
+}
+
+/// `950`, `1.2k`, `12k`, `1.2M`, `128M`: a token count for the prompt.
+fn compact(n: u64) -> String {
+    let scaled = |n: u64, unit: u64, suffix: &str| {
+        if n < 10 * unit {
+            format!("{}.{}{suffix}", n / unit, n % unit * 10 / unit)
+        } else {
+            format!("{}{suffix}", n / unit)
+        }
+    };
+    match n {
+        0..1000 => n.to_string(),
+        1000..1_000_000 => scaled(n, 1000, "k"),
+        _ => scaled(n, 1_000_000, "M"),
+    }
+}
+
+/// Reads the meter of the session's conversation (`getStatus`); none when it cannot.
+async fn refresh_meter(conn: &Connection, session: &mut Session) {
+    session.meter = conn
+        .context_meter(&session.conversation_id)
+        .await
+        .unwrap_or_else(|e| {
+            log::debug!("no context meter: {e}");
+            None
+        });
+}
+
+/// Keeps the meter of a `contextMeter` notification for the session's conversation.
+fn note_meter(event: &Event, session: &mut Session) {
+    if let Event::Call {
+        conversation_id,
+        method,
+        args,
+    } = event
+    {
+        if *conversation_id == session.conversation_id
+            && method == "notify"
+            && args[1] == METER_EVENT
+        {
+            session.meter = serde_json::from_value(args[2].clone()).unwrap_or(None);
+        }
+    }
 }
 
 fn ui_loop(
@@ -426,8 +504,101 @@ fn render_live(
             questions.retain(|(q, _)| q != id);
             None
         }
+        // A private choice that came while no command of ours waits (a client agent's
+        // choice asked again after an answer, or one whose command completed first).
+        "requestChoice" | "requestForm" => {
+            let id = args.get(1)?.as_str()?.to_string();
+            questions.retain(|(q, _)| *q != id);
+            questions.push((id, json!({"choice": method, "args": args})));
+            Some(choice_line(method, args))
+        }
         _ => None,
     }
+}
+
+/// The choices a `requestChoice` offers: its `choices`, or Yes and No for a `yesNo` sent
+/// with none (as TypeAgent sends it).
+fn choice_labels(args: &[Value]) -> Vec<String> {
+    let listed: Vec<String> = args
+        .get(4)
+        .and_then(Value::as_array)
+        .map(|c| {
+            c.iter()
+                .filter_map(|s| s.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default();
+    if listed.is_empty() && args.get(2).and_then(Value::as_str) == Some("yesNo") {
+        return vec!["Yes".into(), "No".into()];
+    }
+    listed
+}
+
+/// The line announcing a private choice (`requestChoice` / `requestForm`) at the prompt.
+fn choice_line(method: &str, args: &[Value]) -> String {
+    let text = |i: usize| args.get(i).and_then(Value::as_str).unwrap_or("");
+    if method == "requestForm" {
+        let form = args.get(2).unwrap_or(&Value::Null);
+        let heading = form["message"]
+            .as_str()
+            .map_or(String::new(), |m| format!(": {m}"));
+        return format!("? {} asks a form{heading} (answer with /answer)", text(3));
+    }
+    if text(2) == "pickRemember" {
+        return format!("? {} (answer with /answer)", text(3));
+    }
+    let listed: Vec<String> = choice_labels(args)
+        .iter()
+        .enumerate()
+        .map(|(i, c)| format!("[{}] {c}", i + 1))
+        .collect();
+    format!(
+        "? {} {} (answer with /answer <n>)",
+        text(3),
+        listed.join(" ")
+    )
+}
+
+/// `/answer` for a private choice waiting at the prompt (`method` and `args` of its
+/// `requestChoice` / `requestForm`): read the answer, send `respondToChoice`. False when it
+/// was not answered (Ctrl-C, or a text that names no choice): it stays waiting.
+async fn answer_choice(
+    conn: &Connection,
+    session: &Session,
+    (method, args): (&str, &[Value]),
+    typed: &str,
+    ui: &std_mpsc::Sender<Ui>,
+    input: &mut mpsc::UnboundedReceiver<Input>,
+) -> bool {
+    let print = |t: String| {
+        let _ = ui.send(Ui::Print(t));
+    };
+    let response = if method == "requestForm" {
+        asking::fill_form(args.get(2).unwrap_or(&Value::Null), ui, input).await
+    } else if args.get(2).and_then(Value::as_str) == Some("pickRemember") {
+        asking::pick_remember(args, ui, input).await
+    } else {
+        let labels = choice_labels(args);
+        match pick(typed, &labels) {
+            Some(i) if args[2] == "yesNo" => Some(json!(i == 0)),
+            Some(i) => Some(json!([i])),
+            None => {
+                print(format!("Answer with a number from 1 to {}.", labels.len()));
+                return false;
+            }
+        }
+    };
+    let Some(response) = response else {
+        return false;
+    };
+    let id = args.get(1).and_then(Value::as_str).unwrap_or("");
+    if let Err(e) = conn
+        .respond_to_choice(&session.conversation_id, id, response)
+        .await
+    {
+        print(format!("error: {e}"));
+    }
+    true
 }
 
 /// One line typed at the prompt: a local `/conversation` or `/answer`, else a command that
@@ -466,6 +637,12 @@ async fn handle_line(
             print("There is no question waiting.".into());
             return;
         };
+        if let (Some(method), Some(args)) = (q["choice"].as_str(), q["args"].as_array()) {
+            if answer_choice(conn, session, (method, args), rest, ui, input).await {
+                questions.retain(|(q, _)| *q != id);
+            }
+            return;
+        }
         let choices: Vec<String> = q["choices"]
             .as_array()
             .map(|c| {
@@ -511,6 +688,7 @@ async fn handle_line(
                 // carry out the action a request in words asked for (its `takeAction` comes
                 // just before the completion, so it is often still queued here).
                 while let Ok(event) = events.try_recv() {
+                    note_meter(&event, session);
                     if let Event::Call { conversation_id, method, args } = &event {
                         if *conversation_id == session.conversation_id
                             && method == "takeAction"
@@ -520,6 +698,9 @@ async fn handle_line(
                             manage_locally(conn, session, &payload, &print).await;
                             continue;
                         }
+                    }
+                    if own_control(&event, session, &request_id, ui) {
+                        continue;
                     }
                     if let Some(text) = render_live(&event, session, questions, false) {
                         print(text);
@@ -532,6 +713,7 @@ async fn handle_line(
             }
             _ = interrupts.recv() => cancel(conn, session, &request_id, &print).await,
             Some(event) = events.recv() => {
+                note_meter(&event, session);
                 match &event {
                     Event::Closed { .. } => { print("the server closed the connection".into()); return; }
                     Event::Call { conversation_id, method, args } if *conversation_id == session.conversation_id => {
@@ -587,7 +769,7 @@ async fn handle_line(
                             continue;
                         }
                         if method == "requestChoice" {
-                            let choices: Vec<String> = args[4].as_array().map(|c| c.iter().filter_map(|s| s.as_str().map(str::to_string)).collect()).unwrap_or_default();
+                            let choices = choice_labels(args);
                             let _ = ui.send(Ui::Ask(args[3].as_str().unwrap_or("").to_string(), choices.clone()));
                             match input.recv().await {
                                 Some(Input::Answer(Some(i))) => {
@@ -602,13 +784,7 @@ async fn handle_line(
                             }
                             continue;
                         }
-                        // `@system clear` / `@system exit`, sent to us alone with our request id.
-                        if (method == "clear" || method == "exit") && args[0]["requestId"] == request_id.as_str() {
-                            if method == "clear" {
-                                let _ = ui.send(Ui::Clear);
-                            } else {
-                                session.exit_requested = true;
-                            }
+                        if own_control(&event, session, &request_id, ui) {
                             continue;
                         }
                         if method == "takeAction" && args[1] == "manage-conversation" {
@@ -624,6 +800,38 @@ async fn handle_line(
             }
         }
     }
+}
+
+/// `@system clear` / `@system exit`, sent to us alone with our request's id: clears the
+/// screen, or ends the session once the request completes. Checked both while the request
+/// runs and on the events still queued when its completion is seen first (both may be ready
+/// at once: a busy machine delivers the `exit` and the completion together).
+fn own_control(
+    event: &Event,
+    session: &mut Session,
+    request_id: &str,
+    ui: &std_mpsc::Sender<Ui>,
+) -> bool {
+    let Event::Call {
+        conversation_id,
+        method,
+        args,
+    } = event
+    else {
+        return false;
+    };
+    if *conversation_id != session.conversation_id
+        || !(method == "clear" || method == "exit")
+        || args[0]["requestId"] != request_id
+    {
+        return false;
+    }
+    if method == "clear" {
+        let _ = ui.send(Ui::Clear);
+    } else {
+        session.exit_requested = true;
+    }
+    true
 }
 
 /// Ctrl-C: cancel the running command (its `requestCancelled` then ends the wait).
@@ -649,6 +857,7 @@ async fn manage_locally(
         switched: Some(_), ..
     } = result
     {
+        refresh_meter(conn, session).await;
         // Joined the new one and left the old: replay the new conversation's history.
         match conn.display_history(&session.conversation_id, None).await {
             Ok(entries) => {
@@ -666,6 +875,37 @@ async fn manage_locally(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The prompt carries the meter only when there is one, in a few characters.
+    #[test]
+    fn the_prompt_shows_the_meter() {
+        let mut session = Session {
+            conversation_id: "c".into(),
+            name: "Work".into(),
+            connection_id: "0".into(),
+            persist: false,
+            exit_requested: false,
+            meter: None,
+        };
+        assert_eq!(prompt(&session), "Work> ");
+        session.meter = Some(ContextMeter {
+            context_tokens: 1234,
+            context_window: Some(8192),
+            model: Some("m".into()),
+        });
+        assert_eq!(prompt(&session), "Work [ctx 1.2k/8.1k 15%]> ");
+        session.meter = Some(ContextMeter {
+            context_tokens: 950,
+            context_window: None,
+            model: None,
+        });
+        assert_eq!(prompt(&session), "Work [ctx 950]> ");
+        let counts: Vec<String> = [0, 999, 1000, 12_345, 999_999, 1_500_000, 128_000_000]
+            .into_iter()
+            .map(compact)
+            .collect();
+        assert_eq!(counts, ["0", "999", "1.0k", "12k", "999k", "1.5M", "128M"]);
+    }
 
     #[test]
     fn choices_by_number_or_initial() {

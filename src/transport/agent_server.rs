@@ -79,7 +79,7 @@ enum AgentServerRequest {
 }
 
 impl AgentServerRequest {
-    /// Checks `args` for `method`; an unknown method is `No handler for method: <method>`.
+    /// Checks `args` for `method`; an unknown method is `No invoke handler <method>`.
     fn parse(method: &str, args: &Args) -> RpcResult<AgentServerRequest> {
         let m = method;
         Ok(match m {

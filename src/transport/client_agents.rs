@@ -21,11 +21,15 @@
 //! {actionContextId}` on its channel, and the late answer is dropped.
 //!
 //! The agent's own calls on its channel ([`AgentCall`]: `notify`, `setDisplay`,
-//! `appendDisplay`, `takeAction`, `appendDiagnosticData`) go to its conversation as
-//! [`ClientAgentOutput`]; those naming an action context (`actionContextId`) only while that
-//! context's invoke waits, tagged with the turn that made it. Anything else is ignored (debug
-//! log). Each call is one frame (bounded by `--max-frame-bytes`); a conversation whose
-//! mailbox is full drops it.
+//! `appendDisplay`, `takeAction`, `appendDiagnosticData`, the `agentThread*` calls) go to its
+//! conversation as [`ClientAgentOutput`]; those naming an action context (`actionContextId`)
+//! only while that context's invoke waits, tagged with the turn that made it. Anything else is
+//! ignored (debug log). Each call is one frame (bounded by `--max-frame-bytes`); a
+//! conversation whose mailbox is full drops it.
+//!
+//! The agent's invokes to its host (storage, ports, `popupQuestion`, …: [`HostInvoke`]) are
+//! answered by [`Connection::agent_context_invoke`]; only `popupQuestion` waits, for the
+//! conversation's clients. They count against the socket's `MAX_IN_FLIGHT` like any invoke.
 
 use actix::prelude::*;
 use roundtable_actors::agent::client_agent::{
@@ -33,9 +37,9 @@ use roundtable_actors::agent::client_agent::{
     MAX_PENDING_INVOKES_PER_CONNECTION,
 };
 use roundtable_actors::conversation::{
-    AgentAnswer, AgentCall, AgentReply, ClientAgentHost, ClientAgentOutput, ClientAgentRemoved,
-    CloseClientAgentCall, InvokeClientAgent, OpenAction, RegisterClientAgent,
-    UnregisterClientAgent,
+    transient_agent_error, AgentAnswer, AgentCall, AgentPopupQuestion, AgentReply, ClientAgentHost,
+    ClientAgentOutput, ClientAgentRemoved, CloseClientAgentCall, HostInvoke, InvokeClientAgent,
+    OpenAction, RegisterClientAgent, UnregisterClientAgent,
 };
 use roundtable_actors::ids::{ConversationId, ConversationRef};
 use roundtable_actors::protocol::{
@@ -57,6 +61,9 @@ pub(super) struct HostedAgent {
     registered: bool,
     /// Next callId on its `agent:<name>` channel.
     next_call_id: u64,
+    /// One past the highest `actionContextId` sent to it: a context below this that is not
+    /// open was closed (`used out of scope` in TypeAgent's text).
+    action_contexts_sent: u64,
 }
 
 /// A server → client invoke waiting for its answer.
@@ -277,6 +284,7 @@ impl Connection {
                 token,
                 registered: false,
                 next_call_id: 0,
+                action_contexts_sent: 0,
             },
         );
         let joined = &self.joined[&conversation_id];
@@ -492,6 +500,85 @@ impl Connection {
         }
     }
 
+    /// An invoke the agent sends its host on its channel (TypeAgent's
+    /// `AgentContextInvokeFunctions`; each answer is explained in the conversation's
+    /// `agent_context.rs`): answered here at once, except `popupQuestion`, which its
+    /// conversation asks of its clients. What the agent tells its host is logged with the
+    /// conversation and connection.
+    pub(super) fn agent_context_invoke(
+        &mut self,
+        channel: String,
+        call_id: u64,
+        method: String,
+        args: Args,
+        ctx: &mut Context<Self>,
+    ) {
+        let name = channel[AGENT_PREFIX.len()..].to_string();
+        let Some(hosted) = self.agents.get(&name).filter(|h| h.registered) else {
+            return self.reply(
+                &channel,
+                call_id,
+                &method,
+                Err(RpcError::NoHandler(method.clone())),
+            );
+        };
+        let Some(joined) = self.joined.get(&hosted.conversation_id) else {
+            let error = RpcError::ConversationNotFound(hosted.conversation_id.to_string());
+            return self.reply(&channel, call_id, &method, Err(error));
+        };
+        let parsed = match HostInvoke::parse(&name, &method, &args) {
+            Ok(parsed) => parsed,
+            Err(e) => return self.reply(&channel, call_id, &method, Err(e)),
+        };
+        match parsed {
+            HostInvoke::Now { result, note } => {
+                if let Some(note) = note {
+                    log::info!(
+                        "socket {}: client agent {name} (conversation {}, connection {}): {note}",
+                        self.socket_id,
+                        hosted.conversation_id,
+                        joined.connection_id
+                    );
+                }
+                self.reply(&channel, call_id, &method, Ok(result));
+            }
+            HostInvoke::QueueToggle {
+                action_context_id,
+                name: sub_agent,
+            } => {
+                let open = self.pending.iter().any(|((c, _), p)| {
+                    *c == channel
+                        && p.action
+                            .is_some_and(|a| a.action_context_id == action_context_id)
+                });
+                let error = if open {
+                    transient_agent_error(&name, &sub_agent)
+                } else {
+                    RpcError::InvalidContextId {
+                        id: action_context_id,
+                        out_of_scope: action_context_id < hosted.action_contexts_sent,
+                    }
+                };
+                self.reply(&channel, call_id, &method, Err(error));
+            }
+            HostInvoke::Popup(question) => {
+                let ask = joined.conversation.send(AgentPopupQuestion {
+                    connection_id: joined.connection_id,
+                    name: name.clone(),
+                    token: hosted.token,
+                    question,
+                });
+                let conversation_id = hosted.conversation_id;
+                self.answer(ctx, channel, call_id, method, async move {
+                    match ask.await {
+                        Ok(answer) => answer.map(|index| Some(json!(index))),
+                        Err(_) => Err(RpcError::ConversationNotFound(conversation_id.to_string())),
+                    }
+                });
+            }
+        }
+    }
+
     /// The socket is closing: every waiting call fails (`disconnected`).
     pub(super) fn fail_pending_invokes(&mut self) {
         for (_, p) in self.pending.drain() {
@@ -533,6 +620,10 @@ impl Handler<InvokeClientAgent> for Connection {
         }
         let call_id = hosted.next_call_id;
         hosted.next_call_id += 1;
+        if let Some(open) = action {
+            hosted.action_contexts_sent =
+                hosted.action_contexts_sent.max(open.action_context_id + 1);
+        }
         let channel = agent_channel(&name);
         log::debug!(
             "socket {}: {method} #{call_id} on {channel} (conversation {})",

@@ -547,13 +547,22 @@ impl Connection {
         });
     }
 
-    /// `agent-server`, `discovery`, a dispatcher channel this socket has joined, or the
-    /// channel of a client agent it hosts.
+    /// `agent-server`, `discovery`, a dispatcher or clientio channel of a conversation this
+    /// socket has joined, or the channel of a client agent it hosts.
     fn channel_exists(&self, channel: &str) -> bool {
         channel == AGENT_SERVER_CHANNEL
             || channel == DISCOVERY_CHANNEL
             || self.joined_on(channel).is_some()
+            || self.joined_clientio(channel)
             || self.hosts_channel(channel)
+    }
+
+    /// Whether `channel` is the `clientio:<id>` channel of a conversation this socket joined.
+    fn joined_clientio(&self, channel: &str) -> bool {
+        channel
+            .strip_prefix(protocol::CLIENTIO_PREFIX)
+            .and_then(ConversationId::parse)
+            .is_some_and(|id| self.joined.contains_key(&id))
     }
 
     /// The joined conversation a `dispatcher:<id>` channel names, in any id form.
@@ -563,8 +572,9 @@ impl Connection {
     }
 
     /// Runs an admitted invoke: `agent-server` and `discovery` here, `dispatcher:<id>` in the
-    /// joined conversation; on a hosted agent's channel there is nothing to run (TypeAgent's
-    /// agent-context methods, such as storage, are not offered).
+    /// joined conversation, a hosted agent's invokes to its host in `client_agents.rs`; on
+    /// `clientio:<id>` the server handles no invoke, and answers `No invoke handler <m>` as
+    /// TypeAgent's server does (its side of that channel has no invoke handlers).
     fn invoke(
         &mut self,
         channel: String,
@@ -602,6 +612,8 @@ impl Connection {
                     Err(e) => act.reply(&channel, call_id, &method, Err(e)),
                 }
             }));
+        } else if self.hosts_channel(&channel) {
+            self.agent_context_invoke(channel, call_id, method, args, ctx);
         } else {
             let error = RpcError::NoHandler(method.clone());
             self.reply(&channel, call_id, &method, Err(error));

@@ -239,7 +239,11 @@ fn server_status_and_stop() {
     assert!(stderr(&out).contains("not running"), "{}", stderr(&out));
 }
 
-fn pty(port: u16, home: &std::path::Path, args: &[&str]) -> rexpect::session::PtySession {
+pub(crate) fn pty(
+    port: u16,
+    home: &std::path::Path,
+    args: &[&str],
+) -> rexpect::session::PtySession {
     let mut cmd = Command::new(binary());
     cmd.args(["connect", "--port", &port.to_string()])
         .args(args)

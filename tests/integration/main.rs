@@ -7,14 +7,17 @@ mod support;
 
 mod harness;
 
+mod agent_calls;
 mod agent_server;
 mod backup;
 mod bounds;
 mod cli;
+mod client_agent_choices;
 mod client_agent_commands;
 mod client_agents;
 mod cluster;
 mod completion;
+mod context_meter;
 mod conversation_words;
 mod durability;
 mod interactions;

@@ -457,14 +457,18 @@ fn the_request_directory_is_the_servers_root() {
 }
 
 /// `notifications/tools/list_changed`: a tool the server adds during one turn is offered
-/// from the next model call on (seen on the next turn), and can be called.
+/// from the next model call on (seen on the next turn), and can be called; one whose full name
+/// would be longer than 64 characters is skipped with a warning naming it.
 #[test]
 fn list_changed_is_seen_on_the_next_turn() {
     let Some(s) = servers() else { return };
     let dir = tempfile::tempdir().unwrap();
     let config = desktop_json(dir.path(), stdio_entries(&s));
-    let model = model(|text| match text {
+    let long = "t".repeat(60);
+    let long_name = long.clone();
+    let model = model(move |text| match text {
         "add" => vec![("fixture__add_tool", json!({"name": "late_tool"}))],
+        "add long" => vec![("fixture__add_tool", json!({"name": long_name}))],
         "call it" => vec![("fixture__late_tool", json!({}))],
         _ => vec![],
     });
@@ -479,6 +483,19 @@ fn list_changed_is_seen_on_the_next_turn() {
     let bodies = model.bodies.lock().unwrap().clone();
     assert!(!offered(&bodies[0]).contains(&"fixture__late_tool".to_string()));
     assert!(offered(&bodies[2]).contains(&"fixture__late_tool".to_string()));
+
+    // A tool whose full name would break the 64-character rule is skipped, named in a warning.
+    let answer = last_text(&a.run_turn(&id, "add long"));
+    assert!(answer.contains(&format!("added {long}")), "{answer}");
+    server.wait_log(&format!(
+        "MCP server fixture: tool \"{long}\" skipped: \"fixture__{long}\" is not a valid tool name"
+    ));
+    eventually("the second tool list to be read", || {
+        log_count(
+            &server,
+            "MCP server fixture: tool list changed: 4 tools offered",
+        ) == 2
+    });
 }
 
 /// A cancelled turn sends `notifications/cancelled` for its call (the server sees it), and a

@@ -21,6 +21,11 @@
 //!   (`ask_user_form`), one field per question: `Size? S|M|L` is a pick, `Toppings? ham,
 //!   olives` a multiple choice, `Deliver?` a yes / no; a last choice `…` (or `...`) adds a
 //!   free-text "Other".
+//!
+//! It reports no token usage (`ProviderResponse::usage` is always `None`): it is not a model,
+//! and an estimate would make a conversation's context meter show numbers no model ever
+//! counted. So with `--provider builtin` the meter stays empty (`contextMeter: null`); the
+//! meter's tests use a scripted OpenAI-compatible model that reports exact usage.
 
 mod phrases;
 
@@ -53,6 +58,7 @@ impl Provider for BuiltinProvider {
 fn text(t: impl Into<String>) -> ProviderResponse {
     ProviderResponse {
         content: vec![ContentBlock::Text { text: t.into() }],
+        usage: None,
     }
 }
 
@@ -63,6 +69,7 @@ fn tool(id: String, name: &str, input: serde_json::Value) -> ProviderResponse {
             name: name.to_string(),
             input,
         }],
+        usage: None,
     }
 }
 

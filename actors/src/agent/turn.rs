@@ -23,6 +23,7 @@ use super::interaction::{
 };
 use super::tools::interactive::{self, ASK_USER_FORM, PROPOSE_ACTION};
 use super::tools::{manage_conversation, MANAGE_CONVERSATION};
+use super::usage::Usage;
 use super::{
     attachments, tools, valid_tool_name, ChatMessage, ContentBlock, LocalBoxFuture, Provider,
     ProviderRequest, Role, ToolSpec,
@@ -84,6 +85,9 @@ pub struct ToolCallContext<'a> {
     /// checked against the server's working-directory policy): offered to tools that take a
     /// path (an MCP server's roots).
     pub working_directory: Option<&'a Path>,
+    /// The call's index among the request's actions (`actionIndex` of its `setDisplayInfo`):
+    /// what a client agent's `setDynamicDisplay` names.
+    pub action_index: usize,
 }
 
 /// How a tool server is doing, for `@system config` / `@system config agents`.
@@ -257,13 +261,18 @@ pub struct TurnOutcome {
     pub messages: Vec<ChatMessage>,
     /// Set when the turn failed (shown as `lastError`).
     pub error: Option<String>,
+    /// The usage the turn's last reporting model call gave: its input re-sends everything
+    /// before it, so it and its output are the context the conversation occupies after the
+    /// turn (the context meter follows it, see [`super::usage`]). `None` when no call
+    /// reported usage.
+    pub usage: Option<Usage>,
 }
 
 impl TurnOutcome {
     /// The outcome of a turn whose messages are `messages`: the user's message and tool
     /// results lose their images, which the history does not keep
     /// ([`attachments::for_history`]).
-    fn new(messages: Vec<ChatMessage>, error: Option<String>) -> TurnOutcome {
+    fn new(messages: Vec<ChatMessage>, error: Option<String>, usage: Option<Usage>) -> TurnOutcome {
         let messages = messages
             .into_iter()
             .map(|m| match m.role {
@@ -271,7 +280,11 @@ impl TurnOutcome {
                 Role::Assistant => m,
             })
             .collect();
-        TurnOutcome { messages, error }
+        TurnOutcome {
+            messages,
+            error,
+            usage,
+        }
     }
 }
 
@@ -304,6 +317,7 @@ pub async fn run_turn(input: TurnInput, sink: &dyn TurnSink) -> TurnOutcome {
         &input.attachments,
     )];
     let mut action_index = 0;
+    let mut usage = None;
     for _ in 0..input.max_iterations.max(1) {
         // Read per model call: a server whose tool list changed offers the new one.
         let tools = offered_tools(&input.tool_servers);
@@ -326,9 +340,12 @@ pub async fn run_turn(input: TurnInput, sink: &dyn TurnSink) -> TurnOutcome {
                     json!({"type": "text", "content": text, "kind": "error"}),
                     None,
                 );
-                return TurnOutcome::new(messages, Some(text));
+                return TurnOutcome::new(messages, Some(text), usage);
             }
         };
+        if response.usage.is_some() {
+            usage = response.usage;
+        }
         let mut calls = Vec::new();
         for block in &response.content {
             match block {
@@ -346,7 +363,7 @@ pub async fn run_turn(input: TurnInput, sink: &dyn TurnSink) -> TurnOutcome {
             content: response.content,
         });
         if calls.is_empty() {
-            return TurnOutcome::new(messages, None);
+            return TurnOutcome::new(messages, None, usage);
         }
         let mut results = Vec::new();
         let mut images = Vec::new();
@@ -366,6 +383,7 @@ pub async fn run_turn(input: TurnInput, sink: &dyn TurnSink) -> TurnOutcome {
             let context = ToolCallContext {
                 sink,
                 working_directory: input.working_directory.as_deref(),
+                action_index: index,
             };
             let output = call_tool(&name, tool_input, &input.tool_servers, context, &tools).await;
             let (content, is_error) = (output.text, output.is_error);
@@ -409,7 +427,7 @@ pub async fn run_turn(input: TurnInput, sink: &dyn TurnSink) -> TurnOutcome {
         None,
     );
     messages.push(ChatMessage::text(Role::Assistant, note.clone()));
-    TurnOutcome::new(messages, Some(note))
+    TurnOutcome::new(messages, Some(note), usage)
 }
 
 /// One model call without running anything: what the model would do with `command`
@@ -648,6 +666,7 @@ mod tests {
                         },
                         input: json!({}),
                     }],
+                    usage: None,
                 })
             })
         }
@@ -719,6 +738,7 @@ mod tests {
             ToolCallContext {
                 sink: &sink,
                 working_directory: None,
+                action_index: 0,
             },
             &offered,
         ));
@@ -735,6 +755,7 @@ mod tests {
             ToolCallContext {
                 sink: &sink,
                 working_directory: None,
+                action_index: 0,
             },
             &offered,
         ));
@@ -766,9 +787,71 @@ mod tests {
                             text: serde_json::to_string(&last).unwrap(),
                         }
                     }],
+                    usage: None,
                 })
             })
         }
+    }
+
+    /// A provider that calls `calculate` once, then answers; each call reports the usage
+    /// its `reports` gives for its call number.
+    struct Reports(fn(usize) -> Option<Usage>);
+    impl Provider for Reports {
+        fn name(&self) -> &str {
+            "reports"
+        }
+        fn complete(
+            &self,
+            r: ProviderRequest,
+        ) -> LocalBoxFuture<'static, Result<ProviderResponse, ProviderError>> {
+            let call = r.messages.len() / 2;
+            let content = vec![if call == 0 {
+                ContentBlock::ToolUse {
+                    id: "c1".into(),
+                    name: "calculate".into(),
+                    input: json!({"expression": "1+1"}),
+                }
+            } else {
+                ContentBlock::Text { text: "2".into() }
+            }];
+            let usage = (self.0)(call);
+            Box::pin(async move { Ok(ProviderResponse { content, usage }) })
+        }
+    }
+
+    /// The turn's usage is its last reporting model call's (whose input re-sends all the
+    /// turn before it); a turn whose calls report nothing has none.
+    #[test]
+    fn the_last_reported_usage_is_the_turns() {
+        let usage = |input| Usage {
+            input_tokens: input,
+            output_tokens: 5,
+            model: None,
+        };
+        let both = Reports(|call| {
+            Some(Usage {
+                input_tokens: 100 + call as u64,
+                output_tokens: 5,
+                model: None,
+            })
+        });
+        let out = block_on(run_turn(input(Arc::new(both), "go"), &Recorder::default()));
+        assert_eq!(out.usage, Some(usage(101)));
+        let first_only = Reports(|call| {
+            (call == 0).then_some(Usage {
+                input_tokens: 100,
+                output_tokens: 5,
+                model: None,
+            })
+        });
+        let out = block_on(run_turn(
+            input(Arc::new(first_only), "go"),
+            &Recorder::default(),
+        ));
+        assert_eq!(out.usage, Some(usage(100)));
+        let none = Reports(|_| None);
+        let out = block_on(run_turn(input(Arc::new(none), "go"), &Recorder::default()));
+        assert_eq!((out.messages.len(), out.usage), (4, None));
     }
 
     /// A tool's images reach the model after the results, and the history keeps a note.

@@ -5,7 +5,8 @@
 //!
 //! Who talks to it: the transport's connections ([`RegisterClientAgent`],
 //! [`UnregisterClientAgent`], and [`ClientAgentOutput`] for the agent's calls: `notify`,
-//! `setDisplay`, `appendDisplay`, `takeAction`, `appendDiagnosticData`); the conversation
+//! `setDisplay`, `appendDisplay`, `takeAction`, `appendDiagnosticData` and the `agentThread*`
+//! calls, whose threads live in `agent_context.rs`); the conversation
 //! itself drops a client's agents when the client leaves (leave, `close`, socket close, slow
 //! consumer). An invoke does not come back here: the turn's [`ClientAgentTools`] (or a
 //! command, or a completion) sends [`InvokeClientAgent`] straight to the hosting connection,
@@ -27,27 +28,46 @@
 //!
 //! A registration changes the tools of the *next* turn: a running turn keeps the tools it
 //! started with (a call to an agent unregistered meanwhile fails with a clear error).
+//!
+//! What a result asks beyond its display (TypeAgent's `emitActionResult`, for an action's
+//! `executeAction`, a command's `executeCommand` and a choice's `handleChoice`): its
+//! `dynamicDisplayId` becomes `setDynamicDisplay` to every client, its `pendingChoice` a
+//! `requestChoice` / `requestForm` to the request's originator ([`AgentChoice`], kept with
+//! the conversation's other choices, `interactions.rs`). The originator's
+//! `respondToChoice` then runs the agent's `handleChoice` in a fresh action context: the
+//! agent's calls naming it, and its result, show under the choice's request (which has long
+//! completed), and `respondToChoice` answers `{lastError}` when something shown was an error,
+//! else void. Unlike TypeAgent, which runs it under its command lock, the `handleChoice` runs
+//! beside the queue (the request running meanwhile goes on). The dispatcher's
+//! `getDynamicDisplay`, `getTemplateSchema` and `getTemplateCompletion` are forwarded to the
+//! agent they name when it implements them ([`AgentQuery`]).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use actix::prelude::*;
+use actix::WeakAddr;
 use serde::Serialize;
 use serde_json::{json, Map, Value};
 use tokio::sync::oneshot;
 
+use super::agent_context::{AgentThreadCall, AgentThreads};
 use super::queue::Request;
 use super::routing::{Audience, DisplayMode};
 use super::Conversation;
+use crate::agent::client_agent::choice::{
+    dynamic_display_args, handle_choice_args, AskedChoice, ExpectedAnswer,
+};
 use crate::agent::client_agent::command::{
     command_usage, next_word, parse_descriptors, parse_params, resolve, table_usage, trim_start_js,
     Descriptors,
 };
 use crate::agent::client_agent::{
-    action_result_text, context_params, execute_action_args, execute_command_args, CallError,
-    ClientAgentSpec, EXECUTE_ACTION, EXECUTE_COMMAND, GET_COMMANDS, GET_COMMAND_COMPLETION,
-    MAX_AGENTS_PER_CONVERSATION, RESERVED_AGENT_NAMES,
+    action_result_text, context_params, execute_action_args, execute_command_args, forwarded_args,
+    CallError, ClientAgentSpec, EXECUTE_ACTION, EXECUTE_COMMAND, GET_COMMANDS,
+    GET_COMMAND_COMPLETION, GET_DYNAMIC_DISPLAY, GET_TEMPLATE_COMPLETION, GET_TEMPLATE_SCHEMA,
+    HANDLE_CHOICE, MAX_AGENTS_PER_CONVERSATION, RESERVED_AGENT_NAMES,
 };
 use crate::agent::turn::{ToolCallContext, ToolOutput, ToolServer, ASK_USER};
 use crate::agent::{tools, LocalBoxFuture, ToolSpec};
@@ -149,9 +169,12 @@ pub struct ClientAgentOutput {
     pub call: AgentCall,
 }
 
-/// One of the agent's calls (TypeAgent's `AgentContextCallFunctions` Roundtable handles).
+/// One of the agent's calls (TypeAgent's `AgentContextCallFunctions`).
 #[derive(Debug, Clone, PartialEq)]
 pub enum AgentCall {
+    /// `agentThreadBegin` / `agentThreadSetDisplay` / `agentThreadAppendDisplay` /
+    /// `agentThreadComplete`: output of no request (`agent_context.rs`).
+    Thread(AgentThreadCall),
     /// `notify(contextId, event, message, notificationId?)`: a notification to every client.
     Notify {
         /// `AppAgentEvent` (`error`, `warning`, `info`, `debug`, `toast`, `inline`).
@@ -189,8 +212,11 @@ pub enum AgentCall {
 
 impl AgentCall {
     /// Reads a call on an agent's channel: the call and the `actionContextId` it names
-    /// (`None` for `notify`). The error says why it is ignored.
+    /// (`None` for `notify` and the thread calls). The error says why it is ignored.
     pub fn parse(method: &str, args: &Args) -> Result<(AgentCall, Option<u64>), String> {
+        if let Some(thread) = AgentThreadCall::parse(method, args) {
+            return thread.map(|call| (AgentCall::Thread(call), None));
+        }
         if method == "notify" {
             let event = args
                 .get(1)
@@ -229,14 +255,9 @@ impl AgentCall {
             "appendDisplay" => {
                 let mode = match param.get("mode").and_then(Value::as_str) {
                     None => DisplayMode::Inline,
-                    Some("inline") => DisplayMode::Inline,
-                    Some("block") => DisplayMode::Block,
-                    Some("temporary") => DisplayMode::Temporary,
-                    Some(other) => {
-                        return Err(format!(
-                            "appendDisplay: mode \"{other}\" is not supported by Roundtable"
-                        ))
-                    }
+                    Some(mode) => DisplayMode::parse(mode).ok_or_else(|| {
+                        format!("appendDisplay: mode \"{mode}\" is not a display mode")
+                    })?,
                 };
                 AgentCall::AppendDisplay {
                     content: content()?,
@@ -309,6 +330,8 @@ struct Registered {
     next_action_context: Arc<AtomicU64>,
     /// Its session context's `sessionContextId`, minted at registration.
     session_context_id: Arc<str>,
+    /// Its open agent threads (bounded).
+    threads: AgentThreads,
 }
 
 impl Registered {
@@ -328,6 +351,142 @@ impl Registered {
 pub(super) struct ClientAgents {
     /// Registered agents by name (names are unique in a conversation).
     agents: BTreeMap<String, Registered>,
+    /// The conversation itself, set at the first registration: a turn's client agent tools
+    /// report what an action's result asks beyond its text ([`ClientActionDone`]). Weak, so
+    /// the actor holds no address of its own.
+    conversation: Option<WeakAddr<Conversation>>,
+    /// The `handleChoice` invokes waiting for their agents, by the turn number each was
+    /// given: the agent's calls naming its action context show under its request. One per
+    /// answered choice; each ends within `--client-agent-timeout` (or when its agent goes).
+    choice_calls: HashMap<u64, ChoiceCall>,
+    /// Agent choices asked so far ([`AgentChoice::asked`]).
+    choices_asked: u64,
+}
+
+/// A client agent's choice waiting for `respondToChoice` (TypeAgent's `pendingChoiceRoutes`
+/// entry: the agent, the request, the action's index), with the registration it was asked
+/// for and what its answer must be.
+pub(super) struct AgentChoice {
+    /// The agent.
+    agent: String,
+    /// Its registration (a later registration of the name is another agent).
+    token: u64,
+    /// The request whose result asked it, without its text, attachments and options: the
+    /// agent's `handleChoice` shows under it.
+    request: Request,
+    /// The index of the action whose result asked it (0 for a command, as TypeAgent).
+    action_index: usize,
+    /// What the answer must be.
+    expects: ExpectedAnswer,
+    /// Its number among the conversation's agent choices: the oldest goes first past the
+    /// bound, and the time-out of an earlier choice of the same id does not touch it.
+    pub(super) asked: u64,
+}
+
+impl AgentChoice {
+    /// Checks a `respondToChoice` response against what was asked.
+    pub(super) fn check(&self, response: &Value) -> Result<(), String> {
+        self.expects.check(response)
+    }
+}
+
+/// A `handleChoice` waiting for its agent.
+struct ChoiceCall {
+    /// The agent.
+    agent: String,
+    /// Its registration.
+    token: u64,
+    /// The choice's request: what the agent shows goes under it.
+    request: Request,
+    /// The choice's action index (a chained choice or dynamic display names it).
+    action_index: usize,
+    /// The text of the last error shown meanwhile (TypeAgent's `CommandResult.lastError`).
+    last_error: Option<String>,
+}
+
+/// A `dispatcher:<id>` method TypeAgent forwards to the app agent it names (its
+/// `dispatcher.ts`), with its arguments.
+pub(super) enum AgentQuery {
+    /// `getDynamicDisplay` → the agent's `getDynamicDisplay({…, type, displayId})`.
+    DynamicDisplay {
+        /// `DisplayType` (`html`, `markdown`, …).
+        display_type: String,
+        /// The `dynamicDisplayId` of an earlier result.
+        display_id: String,
+    },
+    /// `getTemplateSchema` → the agent's `getTemplateSchema({…, templateName, data})`.
+    TemplateSchema {
+        /// The template.
+        template_name: String,
+        /// The client's data (left out when it sent none).
+        data: Option<Value>,
+    },
+    /// `getTemplateCompletion` → `getTemplateCompletion({…, templateName, data,
+    /// propertyName})`.
+    TemplateCompletion {
+        /// The template.
+        template_name: String,
+        /// The client's data (left out when it sent none).
+        data: Option<Value>,
+        /// The property completed.
+        property_name: String,
+    },
+}
+
+impl AgentQuery {
+    /// The agent-rpc method, whether `spec` implements it, and TypeAgent's text when not.
+    fn method(&self, spec: &ClientAgentSpec) -> (&'static str, bool) {
+        match self {
+            AgentQuery::DynamicDisplay { .. } => (GET_DYNAMIC_DISPLAY, spec.dynamic_display),
+            AgentQuery::TemplateSchema { .. } => (GET_TEMPLATE_SCHEMA, spec.template_schema),
+            AgentQuery::TemplateCompletion { .. } => {
+                (GET_TEMPLATE_COMPLETION, spec.template_completion)
+            }
+        }
+    }
+
+    /// TypeAgent's error when `agent` does not implement the method.
+    fn unsupported(&self, agent: &str) -> RpcError {
+        RpcError::Message(match self {
+            AgentQuery::DynamicDisplay { .. } => {
+                format!("Dynamic display not supported by '{agent}'")
+            }
+            _ => format!("Template schema not supported by '{agent}'"),
+        })
+    }
+
+    /// The invoke's own fields (beside the session context's).
+    fn fields(self) -> Map<String, Value> {
+        let mut fields = Map::new();
+        let mut template = |name: String, data: Option<Value>| {
+            fields.insert("templateName".into(), name.into());
+            if let Some(data) = data {
+                fields.insert("data".into(), data);
+            }
+        };
+        match self {
+            AgentQuery::DynamicDisplay {
+                display_type,
+                display_id,
+            } => {
+                fields.insert("type".into(), display_type.into());
+                fields.insert("displayId".into(), display_id.into());
+            }
+            AgentQuery::TemplateSchema {
+                template_name,
+                data,
+            } => template(template_name, data),
+            AgentQuery::TemplateCompletion {
+                template_name,
+                data,
+                property_name,
+            } => {
+                template(template_name, data);
+                fields.insert("propertyName".into(), property_name.into());
+            }
+        }
+        fields
+    }
 }
 
 /// A client agent as `getStatus` and `@system config agents` show it.
@@ -410,6 +569,7 @@ impl Conversation {
                 next_action_context: r.next_action_context.clone(),
                 session_context_id: r.session_context_id.clone(),
                 turn,
+                conversation: self.client_agents.conversation.clone(),
             };
             servers.insert(name.clone(), Arc::new(tools));
         }
@@ -472,12 +632,17 @@ impl Conversation {
         extra
     }
 
-    /// The running request, if it is `turn`'s.
+    /// The running request, if it is `turn`'s; or the request of the choice whose
+    /// `handleChoice` was given `turn`.
     fn request_of(&self, turn: u64) -> Option<Request> {
         self.running
             .as_ref()
             .filter(|r| r.turn == turn)
             .map(|r| r.request.clone())
+            .or_else(|| {
+                let call = self.client_agents.choice_calls.get(&turn)?;
+                Some(call.request.clone())
+            })
     }
 
     /// A client agent's call, for the running request it names (see [`AgentCall`]).
@@ -493,6 +658,17 @@ impl Conversation {
             let args = json!([notification_id, event, message, name, null, null]);
             return self.broadcast("notify", args, None);
         }
+        if let AgentCall::Thread(call) = call {
+            let shown = self
+                .client_agents
+                .agents
+                .get_mut(name)
+                .and_then(|r| r.threads.apply(name, emoji, call));
+            if let Some(shown) = shown {
+                self.show_agent_thread(shown);
+            }
+            return;
+        }
         let Some(request) = turn.and_then(|t| self.request_of(t)) else {
             log::debug!(
                 "conversation {id}: {call:?} of client agent {name} for a finished turn ignored"
@@ -500,8 +676,9 @@ impl Conversation {
             return;
         };
         let extra = Self::agent_source(name, emoji);
+        self.note_choice_error(turn, &call);
         match call {
-            AgentCall::Notify { .. } => unreachable!("handled above"),
+            AgentCall::Notify { .. } | AgentCall::Thread(_) => unreachable!("handled above"),
             AgentCall::SetDisplay { content } => {
                 let mut message = json!({"message": content, "requestId": request.id_obj()});
                 if let (Some(m), Value::Object(extra)) = (message.as_object_mut(), extra) {
@@ -525,15 +702,37 @@ impl Conversation {
         }
     }
 
-    /// A client left: its agents go (its connection forgets them itself).
+    /// Whether `name` is registered by `connection_id` with registration `token`.
+    pub(super) fn holds_client_agent(
+        &self,
+        name: &str,
+        token: u64,
+        connection_id: ConnectionId,
+    ) -> bool {
+        self.client_agents
+            .agents
+            .get(name)
+            .is_some_and(|r| r.host.token == token && r.connection_id == connection_id)
+    }
+
+    /// A client left: its agents go (its connection forgets them itself), and with them
+    /// their questions, the choices they asked and the choices asked of it.
     pub(super) fn drop_client_agents(&mut self, connection_id: ConnectionId) {
         let id = self.setup.id;
+        let mut gone = Vec::new();
         self.client_agents.agents.retain(|name, r| {
             let keep = r.connection_id != connection_id;
             if !keep {
                 log::info!("conversation {id} connection {connection_id}: client agent {name} unregistered (client left)");
+                gone.push((name.clone(), r.host.token));
             }
             keep
+        });
+        for (name, _) in &gone {
+            self.cancel_agent_questions(name);
+        }
+        self.forget_agent_choices(|c, asked| {
+            asked == connection_id || gone.iter().any(|(n, t)| *n == c.agent && *t == c.token)
         });
     }
 
@@ -554,7 +753,7 @@ impl Handler<RegisterClientAgent> for Conversation {
     /// Checks, in TypeAgent's order: the client is joined; the name is not its own agent
     /// already (`Client agent '<n>' is already registered…`), nor built in, nor another
     /// client's (`App agent '<n>' already exists`); the conversation has room.
-    fn handle(&mut self, msg: RegisterClientAgent, _ctx: &mut Self::Context) -> RpcResult<()> {
+    fn handle(&mut self, msg: RegisterClientAgent, ctx: &mut Self::Context) -> RpcResult<()> {
         let id = self.setup.id;
         if !self.clients.contains_key(&msg.connection_id) {
             return Err(RpcError::NotJoined(id.to_string()));
@@ -584,6 +783,9 @@ impl Handler<RegisterClientAgent> for Conversation {
             msg.connection_id,
             msg.spec.actions.len()
         );
+        if self.client_agents.conversation.is_none() {
+            self.client_agents.conversation = Some(ctx.address().downgrade());
+        }
         self.client_agents.agents.insert(
             name,
             Registered {
@@ -592,6 +794,7 @@ impl Handler<RegisterClientAgent> for Conversation {
                 host: msg.host,
                 next_action_context: Arc::default(),
                 session_context_id: uuid::Uuid::new_v4().to_string().into(),
+                threads: AgentThreads::default(),
             },
         );
         Ok(())
@@ -622,6 +825,9 @@ impl Handler<UnregisterClientAgent> for Conversation {
             msg.name,
             r.connection_id
         );
+        self.cancel_agent_questions(&msg.name);
+        let token = r.host.token;
+        self.forget_agent_choices(|c, _| c.agent == msg.name && c.token == token);
         if r.connection_id != msg.connection_id {
             r.host.removed.do_send(ClientAgentRemoved {
                 conversation_id: id,
@@ -726,22 +932,48 @@ impl Conversation {
         let Some(request) = self.request_of(turn) else {
             return;
         };
-        let emoji = self
-            .client_agents
-            .agents
-            .get(agent)
-            .map(|r| r.spec.emoji.clone())
-            .unwrap_or_default();
-        let extra = Some(Self::agent_source(agent, &emoji));
         let result = match outcome {
             Err(e) => {
                 let text = format!("ERROR: {e}");
                 let error = json!({"type": "text", "content": text, "kind": "error"});
+                let extra = Some(self.source_of(agent));
                 self.display(&request, error, extra, DisplayMode::Block);
                 return self.finish(turn, Some(text), ctx);
             }
             Ok(result) => result.unwrap_or(Value::Null),
         };
+        // A command's result: action index 0 and the agent's name as its schema (TypeAgent).
+        let token = self.client_agents.agents.get(agent).map(|r| r.host.token);
+        let shown = self.show_agent_result(&request, agent, token, (0, agent), &result, ctx);
+        self.finish(turn, shown.err(), ctx);
+    }
+
+    /// The `IAgentMessage` extra fields of `agent`'s output (see [`Self::agent_source`]).
+    fn source_of(&self, agent: &str) -> Value {
+        let emoji = self
+            .client_agents
+            .agents
+            .get(agent)
+            .map(|r| r.spec.emoji.as_str())
+            .unwrap_or_default();
+        Self::agent_source(agent, emoji)
+    }
+
+    /// TypeAgent's `emitActionResult` for a client agent's command or choice `result` under
+    /// `request`: an `error` is shown as an error (its `errorDisplayContent` if given) and is
+    /// the `Err` text; else its `displayContent` is shown as a block, then what it asks
+    /// beyond ([`Self::result_requests`]; `token`: the agent's registration, if it still
+    /// has one; `at`: the action index and schema name).
+    fn show_agent_result(
+        &mut self,
+        request: &Request,
+        agent: &str,
+        token: Option<u64>,
+        at: (usize, &str),
+        result: &Value,
+        ctx: &mut Context<Self>,
+    ) -> Result<(), String> {
+        let extra = Some(self.source_of(agent));
         if let Some(error) = result.get("error").filter(|e| !e.is_null()) {
             let text = error
                 .as_str()
@@ -750,13 +982,295 @@ impl Conversation {
                 Some(content) => content.clone(),
                 None => json!({"type": "text", "content": text, "kind": "error"}),
             };
-            self.display(&request, shown, extra, DisplayMode::Block);
-            return self.finish(turn, Some(text), ctx);
+            self.display(request, shown, extra, DisplayMode::Block);
+            return Err(text);
         }
         if let Some(content) = result.get("displayContent").filter(|c| !c.is_null()) {
-            self.display(&request, content.clone(), extra, DisplayMode::Block);
+            self.display(request, content.clone(), extra, DisplayMode::Block);
         }
-        self.finish(turn, None, ctx);
+        self.result_requests(request, agent, token, at, result, ctx);
+        Ok(())
+    }
+
+    /// What a client agent's successful `result` under `request` asks beyond its display, in
+    /// TypeAgent's order: `setDynamicDisplay(requestId, schemaName, actionIndex, id,
+    /// nextRefreshMs)` to every client for its `dynamicDisplayId`, then its `pendingChoice`
+    /// to the request's originator (only for the registration `token`, the agent's current
+    /// one; an unreadable one is shown as a warning). `at`: the action index and schema name.
+    fn result_requests(
+        &mut self,
+        request: &Request,
+        agent: &str,
+        token: Option<u64>,
+        (action_index, schema_name): (usize, &str),
+        result: &Value,
+        ctx: &mut Context<Self>,
+    ) {
+        if let Some(args) =
+            dynamic_display_args(result, request.id_obj(), schema_name, action_index)
+        {
+            self.broadcast("setDynamicDisplay", args, Some(request.origin));
+        }
+        let Some(pending) = result.get("pendingChoice").filter(|c| !c.is_null()) else {
+            return;
+        };
+        let current = self.client_agents.agents.get(agent).map(|r| r.host.token);
+        let Some(token) = token.filter(|t| current == Some(*t)) else {
+            log::debug!(
+                "conversation {}: choice of client agent {agent} (no longer registered) not asked",
+                self.setup.id
+            );
+            return;
+        };
+        let asked = match AskedChoice::read(pending, request.id_obj(), schema_name) {
+            Ok(asked) => asked,
+            Err(why) => {
+                let text =
+                    format!("The choice client agent '{agent}' asked cannot be shown: {why}");
+                let warning = json!({"type": "text", "content": text, "kind": "warning"});
+                let extra = Some(self.source_of(agent));
+                return self.display(request, warning, extra, DisplayMode::Block);
+            }
+        };
+        if !self.clients.contains_key(&request.origin) {
+            log::debug!(
+                "conversation {}: choice {} of client agent {agent}: its originator left; not asked",
+                self.setup.id,
+                asked.choice_id
+            );
+            return;
+        }
+        self.client_agents.choices_asked += 1;
+        let choice = AgentChoice {
+            agent: agent.to_string(),
+            token,
+            request: Request {
+                text: String::new(),
+                attachments: Vec::new(),
+                options: None,
+                ..request.clone()
+            },
+            action_index,
+            expects: asked.expects,
+            asked: self.client_agents.choices_asked,
+        };
+        let origin = request.origin;
+        self.open_agent_choice(
+            asked.choice_id,
+            asked.method,
+            asked.args,
+            origin,
+            choice,
+            ctx,
+        );
+    }
+
+    /// TypeAgent's `respondToChoice` for a client agent's choice (already taken from the
+    /// table): `Agent '<n>' does not support choices` when its interface lacks
+    /// `handleChoice`, else the invoke `handleChoice({…ActionContextParams, choiceId,
+    /// response})` in a fresh action context; its answer comes back as [`ChoiceHandled`].
+    pub(super) fn answer_agent_choice(
+        &mut self,
+        choice_id: String,
+        choice: AgentChoice,
+        response: Value,
+        ctx: &mut Context<Self>,
+    ) -> RpcResult<LocalBoxFuture<'static, RpcResult<Option<Value>>>> {
+        let Some(r) = self
+            .client_agents
+            .agents
+            .get(&choice.agent)
+            .filter(|r| r.host.token == choice.token)
+        else {
+            return Err(RpcError::Message("Choice not found or expired".into()));
+        };
+        if !r.spec.handles_choices {
+            return Err(RpcError::Message(format!(
+                "Agent '{}' does not support choices",
+                choice.agent
+            )));
+        }
+        self.turns += 1;
+        let turn = self.turns;
+        let context = r.next_action_context.fetch_add(1, Ordering::Relaxed);
+        let args = handle_choice_args(&choice_id, response, context, &r.session_context_id);
+        let action = OpenAction {
+            action_context_id: context,
+            turn,
+        };
+        let call = invoke_in_action_context(
+            choice.agent.clone(),
+            r.host.clone(),
+            HANDLE_CHOICE,
+            args,
+            action,
+            false,
+        );
+        log::debug!(
+            "conversation {}: choice {choice_id} answered; handleChoice of client agent {}",
+            self.setup.id,
+            choice.agent
+        );
+        self.client_agents.choice_calls.insert(
+            turn,
+            ChoiceCall {
+                agent: choice.agent,
+                token: choice.token,
+                request: choice.request,
+                action_index: choice.action_index,
+                last_error: None,
+            },
+        );
+        let conversation = ctx.address();
+        let id = self.setup.id;
+        Ok(Box::pin(async move {
+            let outcome = call.await;
+            conversation
+                .send(ChoiceHandled { turn, outcome })
+                .await
+                .map_err(|_| RpcError::ConversationNotFound(id.to_string()))?
+        }))
+    }
+
+    /// Remembers an error the agent shows while its `handleChoice` (of `turn`) runs: it is
+    /// the `lastError` of `respondToChoice` (TypeAgent's `makeClientIOMessage`).
+    fn note_choice_error(&mut self, turn: Option<u64>, call: &AgentCall) {
+        let (AgentCall::SetDisplay { content } | AgentCall::AppendDisplay { content, .. }) = call
+        else {
+            return;
+        };
+        let choice_call = turn.and_then(|t| self.client_agents.choice_calls.get_mut(&t));
+        if let (Some(c), Some(text)) = (choice_call, error_text(content)) {
+            c.last_error = Some(text);
+        }
+    }
+
+    /// `dispatcher` `getDynamicDisplay` / `getTemplateSchema` / `getTemplateCompletion`
+    /// for `agent`: TypeAgent's `Unknown app agent: <n>` or `… not supported by '<n>'`, else
+    /// the invoke on the client agent's channel (bounded by `--client-agent-timeout`); its
+    /// result, or its error text.
+    pub(super) fn ask_agent(
+        &self,
+        agent: &str,
+        query: AgentQuery,
+    ) -> RpcResult<LocalBoxFuture<'static, RpcResult<Option<Value>>>> {
+        self.known_agent(agent)?;
+        let registered = self.client_agents.agents.get(agent);
+        let Some((r, method)) = registered.and_then(|r| {
+            let (method, implemented) = query.method(&r.spec);
+            implemented.then_some((r, method))
+        }) else {
+            return Err(query.unsupported(agent));
+        };
+        let args = forwarded_args(&r.session_context_id, query.fields());
+        let host = r.command_host();
+        Ok(Box::pin(async move {
+            let answer = host.invoke(method, args, false).await;
+            answer.map(|a| a.result).map_err(RpcError::Message)
+        }))
+    }
+}
+
+/// The text an error-kind display stands for (TypeAgent's `makeClientIOMessage` sets
+/// `lastError` from it): `{type, content, kind: "error"}` (not `structured`), its content a
+/// string, lines, or a table's rows of cells.
+fn error_text(content: &Value) -> Option<String> {
+    if content.get("kind")? != "error" || content.get("type")? == "structured" {
+        return None;
+    }
+    let line = |v: &Value| match v {
+        Value::Array(cells) => cells
+            .iter()
+            .map(|c| c.as_str().unwrap_or_default())
+            .collect::<Vec<_>>()
+            .join(" | "),
+        other => other.as_str().unwrap_or_default().to_string(),
+    };
+    Some(match content.get("content")? {
+        Value::Array(lines) => lines.iter().map(line).collect::<Vec<_>>().join("\n"),
+        other => line(other),
+    })
+}
+
+/// A client agent's `handleChoice` answered (or failed): sent by the `respondToChoice` that
+/// ran it; the conversation shows its `ActionResult` and answers the `CommandResult`.
+#[derive(Message)]
+#[rtype(result = "RpcResult<Option<Value>>")]
+struct ChoiceHandled {
+    /// The turn number the call was given.
+    turn: u64,
+    /// The `ActionResult` (or none), or why there is none.
+    outcome: Result<Option<Value>, CallError>,
+}
+
+impl Handler<ChoiceHandled> for Conversation {
+    type Result = RpcResult<Option<Value>>;
+
+    /// TypeAgent's end of `respondToChoice`: a failed invoke fails it with the agent's
+    /// text; a result is shown like an action's (a chained `pendingChoice` asked again,
+    /// under the same request and action index, the agent's name as schema); the answer is
+    /// `{lastError}` when an error was shown, else void.
+    fn handle(&mut self, msg: ChoiceHandled, ctx: &mut Self::Context) -> Self::Result {
+        let call = self.client_agents.choice_calls.remove(&msg.turn);
+        let Some(call) = call.filter(|_| !self.deleted) else {
+            return Err(RpcError::ConversationNotFound(self.setup.id.to_string()));
+        };
+        let result = msg
+            .outcome
+            .map_err(|e| RpcError::Message(call_error_text(e)))?;
+        let mut last_error = call.last_error;
+        if let Some(result) = result.filter(|r| !r.is_null()) {
+            let at = (call.action_index, call.agent.as_str());
+            let token = Some(call.token);
+            if let Err(text) =
+                self.show_agent_result(&call.request, &call.agent, token, at, &result, ctx)
+            {
+                last_error = Some(text);
+            } else if let Some(text) = result.get("displayContent").and_then(error_text) {
+                last_error = Some(text);
+            }
+        }
+        self.throttle(ctx);
+        Ok(last_error.map(|e| json!({"lastError": e})))
+    }
+}
+
+/// A client agent's action returned a result that asks something beyond its text (a
+/// `pendingChoice`, a `dynamicDisplayId`): sent by the turn's tool call, after the invoke.
+#[derive(Message)]
+#[rtype(result = "()")]
+struct ClientActionDone {
+    /// The turn that ran it.
+    turn: u64,
+    /// The agent.
+    agent: String,
+    /// The registration the call was made for.
+    token: u64,
+    /// The call's index among the request's actions.
+    action_index: usize,
+    /// The action's schema (`<agent>` or `<agent>.<sub>`).
+    schema_name: String,
+    /// The `ActionResult`.
+    result: Value,
+}
+
+impl Handler<ClientActionDone> for Conversation {
+    type Result = ();
+
+    /// For the running request only (a cancelled turn's result asks nothing).
+    fn handle(&mut self, msg: ClientActionDone, ctx: &mut Self::Context) {
+        let Some(request) = self
+            .running
+            .as_ref()
+            .filter(|r| r.turn == msg.turn)
+            .map(|r| r.request.clone())
+        else {
+            return;
+        };
+        let at = (msg.action_index, msg.schema_name.as_str());
+        let token = Some(msg.token);
+        self.result_requests(&request, &msg.agent, token, at, &msg.result, ctx);
+        self.throttle(ctx);
     }
 }
 
@@ -1028,6 +1542,8 @@ struct ClientAgentTools {
     session_context_id: Arc<str>,
     /// The turn the tools were made for (the agent's calls during an action reach it).
     turn: u64,
+    /// The conversation, told what a result asks beyond its text ([`ClientActionDone`]).
+    conversation: Option<WeakAddr<Conversation>>,
 }
 
 impl ToolServer for ClientAgentTools {
@@ -1039,7 +1555,7 @@ impl ToolServer for ClientAgentTools {
         &'a self,
         tool: &'a str,
         input: Value,
-        _context: ToolCallContext<'a>,
+        call_context: ToolCallContext<'a>,
     ) -> LocalBoxFuture<'a, ToolOutput> {
         let name = self.spec.name.clone();
         let Some(action) = self.spec.actions.iter().find(|a| a.name == tool) else {
@@ -1056,11 +1572,41 @@ impl ToolServer for ClientAgentTools {
             action_context_id: context,
             turn: self.turn,
         };
-        let call =
-            invoke_in_action_context(name, self.host.clone(), EXECUTE_ACTION, args, open, true);
+        let call = invoke_in_action_context(
+            name.clone(),
+            self.host.clone(),
+            EXECUTE_ACTION,
+            args,
+            open,
+            true,
+        );
+        let done = ClientActionDone {
+            turn: self.turn,
+            agent: name,
+            token: self.host.token,
+            action_index: call_context.action_index,
+            schema_name: action.schema_name.clone(),
+            result: Value::Null,
+        };
         Box::pin(async move {
             let result = match call.await {
-                Ok(result) => action_result_text(result.as_ref()),
+                Ok(result) => {
+                    let asks = |key| {
+                        result
+                            .as_ref()
+                            .and_then(|r| r.get(key))
+                            .is_some_and(|v| !v.is_null())
+                    };
+                    let conversation = self.conversation.as_ref().and_then(WeakAddr::upgrade);
+                    // A failed result asks nothing more (TypeAgent returns before).
+                    let asking =
+                        !asks("error") && (asks("pendingChoice") || asks("dynamicDisplayId"));
+                    if let (true, Some(conversation)) = (asking, conversation) {
+                        let result = result.clone().unwrap_or_default();
+                        conversation.do_send(ClientActionDone { result, ..done });
+                    }
+                    action_result_text(result.as_ref())
+                }
                 Err(e) => Err(e.to_string()),
             };
             result.into()

@@ -8,8 +8,10 @@
 use actix::prelude::*;
 use serde_json::{json, Value};
 
+use super::client_agents::AgentQuery;
 use super::completion;
 use super::feedback::{self, Feedback, HideOp};
+use super::interactions::ChoiceReply;
 use super::queue::{CancelReason, Request, STORAGE_ERROR};
 use super::Conversation;
 use crate::agent::attachments;
@@ -96,17 +98,15 @@ enum DispatcherRequest {
     GetDeveloperMode,
     /// `close()`: the client leaves and its connection is told.
     Close,
-    /// `getDynamicDisplay(appAgentName, type, displayId)`: no agent of Roundtable has one.
-    GetDynamicDisplay {
+    /// `getDynamicDisplay(appAgentName, type, displayId)`, `getTemplateSchema(
+    /// templateAgentName, templateName, data)` and `getTemplateCompletion(templateAgentName,
+    /// templateName, data, propertyName)`: forwarded to a client agent that implements the
+    /// method; no built-in agent has one.
+    AskAgent {
         /// The agent asked.
         agent: String,
-    },
-    /// `getTemplateSchema(templateAgentName, templateName, data)` and
-    /// `getTemplateCompletion(templateAgentName, templateName, data, propertyName)`: no
-    /// agent of Roundtable has templates.
-    GetTemplate {
-        /// The agent asked.
-        agent: String,
+        /// What it is asked.
+        query: AgentQuery,
     },
     /// `checkCache(request)`: Roundtable has no construction cache.
     CheckCache,
@@ -164,19 +164,30 @@ impl DispatcherRequest {
             },
             "getDeveloperMode" => Self::GetDeveloperMode,
             "close" => Self::Close,
-            "getDynamicDisplay" => {
-                let agent = args.req_str(m, 0, "appAgentName")?.to_string();
-                args.req_str(m, 1, "type")?;
-                args.req_str(m, 2, "displayId")?;
-                Self::GetDynamicDisplay { agent }
-            }
+            "getDynamicDisplay" => Self::AskAgent {
+                agent: args.req_str(m, 0, "appAgentName")?.to_string(),
+                query: AgentQuery::DynamicDisplay {
+                    display_type: args.req_str(m, 1, "type")?.to_string(),
+                    display_id: args.req_str(m, 2, "displayId")?.to_string(),
+                },
+            },
             "getTemplateSchema" | "getTemplateCompletion" => {
                 let agent = args.req_str(m, 0, "templateAgentName")?.to_string();
-                args.req_str(m, 1, "templateName")?;
-                if m == "getTemplateCompletion" {
-                    args.req_str(m, 3, "propertyName")?;
-                }
-                Self::GetTemplate { agent }
+                let template_name = args.req_str(m, 1, "templateName")?.to_string();
+                let data = args.get(2).cloned();
+                let query = if m == "getTemplateCompletion" {
+                    AgentQuery::TemplateCompletion {
+                        template_name,
+                        data,
+                        property_name: args.req_str(m, 3, "propertyName")?.to_string(),
+                    }
+                } else {
+                    AgentQuery::TemplateSchema {
+                        template_name,
+                        data,
+                    }
+                };
+                Self::AskAgent { agent, query }
             }
             "checkCache" => {
                 args.req_str(m, 0, "request")?;
@@ -312,9 +323,12 @@ impl Conversation {
             DispatcherRequest::RespondToChoice {
                 choice_id,
                 response,
-            } => match self.respond_to_choice(choice_id, connection_id, &response, ctx) {
-                Ok(None) => void(),
-                Ok(Some(result)) => value(result),
+            } => match self.respond_to_choice(choice_id, connection_id, response, ctx) {
+                Ok(ChoiceReply::Now(None)) => void(),
+                Ok(ChoiceReply::Now(Some(result))) => value(result),
+                Ok(ChoiceReply::Later(handled)) => {
+                    Box::pin(async move { handled.await.map(DispatcherReply::Value) })
+                }
                 Err(e) => fail(e),
             },
             DispatcherRequest::GetStatus => value(self.status()),
@@ -332,16 +346,8 @@ impl Conversation {
                 self.close_connection(connection_id, ctx);
                 void()
             }
-            DispatcherRequest::GetDynamicDisplay { agent } => match self.known_agent(&agent) {
-                Ok(()) => fail(RpcError::Message(format!(
-                    "Dynamic display not supported by '{agent}'"
-                ))),
-                Err(e) => fail(e),
-            },
-            DispatcherRequest::GetTemplate { agent } => match self.known_agent(&agent) {
-                Ok(()) => fail(RpcError::Message(format!(
-                    "Template schema not supported by '{agent}'"
-                ))),
+            DispatcherRequest::AskAgent { agent, query } => match self.ask_agent(&agent, query) {
+                Ok(answer) => Box::pin(async move { answer.await.map(DispatcherReply::Value) }),
                 Err(e) => fail(e),
             },
             // TypeAgent's answer when its cache is off.
@@ -429,7 +435,9 @@ impl Conversation {
         }
     }
 
-    /// `getStatus`: the client agents, and the provider and the queue in one line.
+    /// `getStatus`: the client agents, and the provider and the queue in one line; and the
+    /// Roundtable extensions `mcpServers` and `contextMeter` (the meter object, or `null`:
+    /// `meter.rs`), which TypeAgent's clients ignore.
     fn status(&self) -> Value {
         let details = format!(
             "provider: {}; queue: {}",
@@ -437,7 +445,7 @@ impl Conversation {
             self.queue_status()
         );
         json!({"agents": self.client_agent_statuses(), "details": details,
-               "mcpServers": self.mcp_statuses()})
+               "mcpServers": self.mcp_statuses(), "contextMeter": self.meter_json()})
     }
 
     /// Roundtable extension of `getStatus`: each MCP server's name, state, transport and

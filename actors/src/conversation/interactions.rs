@@ -11,7 +11,21 @@
 //! checked against what was asked: a bad one is refused with an exact error and the question
 //! stays open.
 //!
-//! Who talks to it: the turn (`TurnEvent::Ask`, [`TurnAsk`]), the dispatcher (answers,
+//! A client agent's `popupQuestion` is a `question` interaction of no request
+//! (`agent_context.rs`): its `source` is the agent, filtered clients do not get it, a cancel
+//! or time-out without `defaultId` fails it with TypeAgent's texts, and it goes when the
+//! agent's registration does.
+//!
+//! A choice is asked either by the running turn (it waits for the answer) or by a client
+//! agent's `ActionResult.pendingChoice` ([`AgentChoice`], TypeAgent's `pendingChoiceRoutes`):
+//! that card does not hold its request, which completes; it waits in the same table, keyed by
+//! the agent's `choiceId`, until it is answered (the agent's `handleChoice` runs and
+//! `respondToChoice` returns its `CommandResult`), forgotten (its agent or its originator
+//! left, the agent was unregistered, [`MAX_PENDING_AGENT_CHOICES`] newer ones came) or
+//! expired (`interaction_timeout`). Cancelling a request fails the turn's choices only.
+//!
+//! Who talks to it: the turn (`TurnEvent::Ask`, [`TurnAsk`]), the client agents' results
+//! (`client_agents.rs`) and `popupQuestion`s (`agent_context.rs`), the dispatcher (answers,
 //! cancels) and the queue (a cancelled turn's questions are cancelled with it).
 
 use actix::prelude::*;
@@ -19,12 +33,16 @@ use serde_json::{json, Value};
 use tokio::sync::oneshot;
 use uuid::Uuid;
 
+use super::agent_context::PopupQuestion;
+use super::client_agents::AgentChoice;
 use super::queue::Request;
 use super::routing::Audience;
 use super::{Conversation, AGENT_SOURCE};
+use crate::agent::client_agent::MAX_PENDING_AGENT_CHOICES;
 use crate::agent::interaction::{
     ActionProposal, Picked, ProposalAnswer, QuestionForm, QuestionFormResponse,
 };
+use crate::agent::LocalBoxFuture;
 use crate::client::OutboundCall;
 use crate::ids::{ConnectionId, RequestId};
 use crate::protocol::{RpcError, RpcResult};
@@ -106,6 +124,17 @@ enum Waiting {
         /// The turn's tool call.
         reply: ProposalSender,
     },
+    /// A client agent's `popupQuestion`: a choice index, as a question.
+    Popup {
+        /// The asking agent (its questions go when it does).
+        agent: String,
+        /// How many options there are.
+        choices: usize,
+        /// The option a cancel or time-out takes (the agent's `defaultId`).
+        default_id: Option<usize>,
+        /// The agent's invoke.
+        reply: AnswerSender,
+    },
 }
 
 /// A question waiting for an answer.
@@ -143,6 +172,18 @@ enum ChoiceWaiting {
         /// The turn's tool call.
         reply: FormSender,
     },
+    /// A client agent's `pendingChoice`: its answer goes to the agent's `handleChoice`
+    /// (boxed: it is the largest, and the rarest).
+    Agent(Box<AgentChoice>),
+}
+
+/// What `respondToChoice` answers: TypeAgent's `CommandResult` (void: `None`) now, or once
+/// a client agent's `handleChoice` has run.
+pub(super) enum ChoiceReply {
+    /// The answer now.
+    Now(Option<Value>),
+    /// The answer of the agent's `handleChoice`, shown and turned into a `CommandResult`.
+    Later(LocalBoxFuture<'static, RpcResult<Option<Value>>>),
 }
 
 /// A private `requestChoice` / `requestForm` waiting for `respondToChoice`.
@@ -195,7 +236,7 @@ impl Waiting {
     /// refused (the interaction stays open).
     fn check(&self, value: Option<&Value>) -> Result<Answer, String> {
         match self {
-            Waiting::Question { choices, .. } => {
+            Waiting::Question { choices, .. } | Waiting::Popup { choices, .. } => {
                 let index = value
                     .and_then(Value::as_u64)
                     .ok_or_else(|| "a question's value must be a choice index".to_string())?;
@@ -212,20 +253,38 @@ impl Waiting {
     /// Hands `answer` (checked by [`check`](Self::check)) to the turn.
     fn resolve(self, answer: Answer) {
         match (self, answer) {
-            (Waiting::Question { reply, .. }, Answer::Index(i)) => drop(reply.send(Ok(i))),
+            (Waiting::Question { reply, .. } | Waiting::Popup { reply, .. }, Answer::Index(i)) => {
+                drop(reply.send(Ok(i)))
+            }
             (Waiting::Form { reply, .. }, Answer::Form(r)) => drop(reply.send(Ok(r))),
             (Waiting::Proposal { reply, .. }, Answer::Proposal(p)) => drop(reply.send(Ok(p))),
             _ => unreachable!("checked against the same kind"),
         }
     }
 
-    /// A cancel (`why`) or time-out: a question takes its default, a form is answered as
-    /// dismissed, anything else fails with `why`.
-    fn cancel(self, why: &str) {
+    /// A cancel (`cancelled`) or time-out: a question takes its default, a form is answered
+    /// as dismissed, anything else fails saying which (an agent's question with TypeAgent's
+    /// texts, which its SDK passes on to the agent's code).
+    fn cancel(self, cancelled: bool) {
+        let why = if cancelled {
+            "the question was cancelled"
+        } else {
+            "no answer in time"
+        };
         match self {
             Waiting::Question {
                 default_id, reply, ..
             } => drop(reply.send(default_id.ok_or_else(|| why.to_string()))),
+            Waiting::Popup {
+                default_id, reply, ..
+            } => {
+                let why = if cancelled {
+                    "Cancelled by client"
+                } else {
+                    "Interaction timed out"
+                };
+                drop(reply.send(default_id.ok_or_else(|| why.to_string())))
+            }
             Waiting::Form { reply, .. } => drop(reply.send(Ok(QuestionFormResponse::cancelled()))),
             Waiting::Proposal { reply, .. } => drop(reply.send(Err(why.to_string()))),
         }
@@ -301,12 +360,20 @@ impl Handler<TurnAsk> for Conversation {
                 },
             ) => {
                 let body = json!({"form": form});
-                self.ask_everyone(&request, "form", body, Waiting::Form { form, reply }, ctx);
+                let waiting = Waiting::Form { form, reply };
+                self.ask_everyone(Some(&request), AGENT_SOURCE, "form", body, waiting, ctx);
             }
             (Some(request), Asked::Proposal { proposal, reply }) => {
                 let body = json!({"actionTemplates": proposal.template_config()});
                 let waiting = Waiting::Proposal { proposal, reply };
-                self.ask_everyone(&request, "proposeAction", body, waiting, ctx);
+                self.ask_everyone(
+                    Some(&request),
+                    AGENT_SOURCE,
+                    "proposeAction",
+                    body,
+                    waiting,
+                    ctx,
+                );
             }
         }
         self.throttle(ctx);
@@ -335,30 +402,77 @@ impl Conversation {
             default_id,
             reply,
         };
-        self.ask_everyone(&request, "question", body, waiting, ctx);
+        self.ask_everyone(Some(&request), AGENT_SOURCE, "question", body, waiting, ctx);
     }
 
-    /// Sends a `requestInteraction` of `kind` (its own fields in `body`) to every client,
-    /// logs it as `pending-interaction`, marks the running turn blocked on it and arms its
-    /// time-out.
+    /// Asks everyone client agent `agent`'s `popupQuestion` (no request: filtered clients
+    /// are not asked, no turn is blocked); `reply` gets the index, or why there is none.
+    pub(super) fn open_agent_question(
+        &mut self,
+        agent: &str,
+        question: PopupQuestion,
+        reply: AnswerSender,
+        ctx: &mut Context<Self>,
+    ) {
+        let mut body = json!({"message": question.message, "choices": question.choices});
+        if let Some(d) = question.default_id {
+            body["defaultId"] = d.into();
+        }
+        let waiting = Waiting::Popup {
+            agent: agent.to_string(),
+            choices: question.choices.len(),
+            default_id: question.default_id,
+            reply,
+        };
+        self.ask_everyone(None, agent, "question", body, waiting, ctx);
+    }
+
+    /// How many of client agent `agent`'s questions wait for an answer.
+    pub(super) fn agent_questions(&self, agent: &str) -> usize {
+        self.interactions
+            .values()
+            .filter(|i| matches!(&i.waiting, Waiting::Popup { agent: a, .. } if a == agent))
+            .count()
+    }
+
+    /// Client agent `agent` went away: its questions are cancelled and announced (their
+    /// timers, still armed, find nothing when they fire).
+    pub(super) fn cancel_agent_questions(&mut self, agent: &str) {
+        let ids: Vec<String> = self
+            .interactions
+            .iter()
+            .filter(|(_, i)| matches!(&i.waiting, Waiting::Popup { agent: a, .. } if a == agent))
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in ids {
+            let i = self.interactions.remove(&id).expect("listed above");
+            i.waiting.cancel(true);
+            self.log_entry(json!({"type": "interaction-cancelled", "interactionId": id}));
+            self.broadcast("interactionCancelled", json!([id]), None);
+        }
+    }
+
+    /// Sends a `requestInteraction` of `kind` (its own fields in `body`) from `source` to
+    /// every client, logs it as `pending-interaction`, marks the running turn blocked on it
+    /// (when it is `request`'s) and arms its time-out.
     fn ask_everyone(
         &mut self,
-        request: &Request,
+        request: Option<&Request>,
+        source: &str,
         kind: &str,
         body: Value,
         waiting: Waiting,
         ctx: &mut Context<Self>,
     ) {
         let id = Uuid::new_v4().to_string();
-        if let Some(running) = self.running.as_mut() {
+        if let (Some(running), Some(_)) = (self.running.as_mut(), request) {
             running.blocked_on = Some(id.clone());
         }
         let created = crate::clock::now_millis();
         let mut pending = json!({
             "interactionId": id,
             "type": kind,
-            "requestId": request.id_obj(),
-            "source": AGENT_SOURCE,
+            "source": source,
             "timestamp": created,
         });
         let mut entry = json!({
@@ -366,9 +480,12 @@ impl Conversation {
             "timestamp": created,
             "interactionId": id,
             "interactionType": kind,
-            "source": AGENT_SOURCE,
-            "requestId": request.id_obj(),
+            "source": source,
         });
+        if let Some(request) = request {
+            pending["requestId"] = request.id_obj();
+            entry["requestId"] = request.id_obj();
+        }
         if let Value::Object(fields) = body {
             for (k, v) in fields {
                 entry[&k] = v.clone();
@@ -376,7 +493,8 @@ impl Conversation {
             }
         }
         self.log_entry(entry);
-        self.broadcast("requestInteraction", json!([pending]), Some(request.origin));
+        let origin = request.map(|r| r.origin);
+        self.broadcast("requestInteraction", json!([pending]), origin);
         let timer_id = id.clone();
         let timer = ctx.run_later(self.setup.runtime.interaction_timeout, move |act, ctx| {
             log::info!(
@@ -389,7 +507,7 @@ impl Conversation {
             id,
             Interaction {
                 request: pending,
-                connection_id: Some(request.origin),
+                connection_id: origin,
                 waiting,
                 timer,
             },
@@ -437,11 +555,7 @@ impl Conversation {
             return;
         };
         ctx.cancel_future(i.timer);
-        i.waiting.cancel(if announce {
-            "the question was cancelled"
-        } else {
-            "no answer in time"
-        });
+        i.waiting.cancel(announce);
         self.unblock(id);
         self.log_entry(json!({"type": "interaction-cancelled", "interactionId": id}));
         if announce {
@@ -461,7 +575,8 @@ impl Conversation {
     }
 
     /// A cancelled request's questions go with it: its interactions are cancelled (and
-    /// announced), every pending choice fails.
+    /// announced), every choice a turn waits for fails. A client agent's choice stays: it
+    /// never held its request.
     pub(super) fn cancel_questions_of(&mut self, request_id: &RequestId, ctx: &mut Context<Self>) {
         let stale: Vec<String> = self
             .interactions
@@ -472,10 +587,111 @@ impl Conversation {
         for id in stale {
             self.cancel_interaction(&id, true, ctx);
         }
-        for (_, c) in self.choices.drain() {
-            ctx.cancel_future(c.timer);
-            c.waiting.fail("cancelled");
+        let waited_for: Vec<String> = self
+            .choices
+            .iter()
+            .filter(|(_, c)| !matches!(c.waiting, ChoiceWaiting::Agent(_)))
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in waited_for {
+            if let Some(c) = self.choices.remove(&id) {
+                ctx.cancel_future(c.timer);
+                c.waiting.fail("cancelled");
+            }
         }
+    }
+
+    /// Asks a client agent's choice (`method(args)`, keyed by the agent's `id`) of
+    /// `connection_id`, the originator of its request, until `interaction_timeout`, as
+    /// TypeAgent's `emitActionResult` does. A client agent's choice with the same id is
+    /// replaced (TypeAgent's route map keeps the newest); an id a turn's own choice holds is
+    /// refused. Past [`MAX_PENDING_AGENT_CHOICES`] the oldest agent choice is forgotten.
+    pub(super) fn open_agent_choice(
+        &mut self,
+        id: String,
+        method: &'static str,
+        args: Value,
+        connection_id: ConnectionId,
+        choice: AgentChoice,
+        ctx: &mut Context<Self>,
+    ) {
+        match self.choices.get(&id).map(|c| &c.waiting) {
+            None => {}
+            Some(ChoiceWaiting::Agent(_)) => {
+                let old = self.choices.remove(&id).expect("found above");
+                ctx.cancel_future(old.timer);
+            }
+            Some(_) => {
+                log::warn!(
+                    "conversation {}: a client agent's choice {id} names a pending choice of a \
+                     turn; not asked",
+                    self.setup.id
+                );
+                return;
+            }
+        }
+        let agent_choices = || {
+            self.choices.iter().filter_map(|(id, c)| match &c.waiting {
+                ChoiceWaiting::Agent(a) => Some((a.asked, id)),
+                _ => None,
+            })
+        };
+        if agent_choices().count() >= MAX_PENDING_AGENT_CHOICES {
+            if let Some((_, oldest)) = agent_choices().min() {
+                let oldest = oldest.clone();
+                log::info!(
+                    "conversation {}: more than {MAX_PENDING_AGENT_CHOICES} client agents' \
+                     choices waiting; choice {oldest} forgotten",
+                    self.setup.id
+                );
+                let old = self.choices.remove(&oldest).expect("listed above");
+                ctx.cancel_future(old.timer);
+            }
+        }
+        self.emit(
+            OutboundCall::new(method, &args),
+            &Audience::Only(connection_id),
+        );
+        let (timer_id, asked) = (id.clone(), choice.asked);
+        let timer = ctx.run_later(self.setup.runtime.interaction_timeout, move |act, _| {
+            // Only this choice: a later one with the same id has its own time-out.
+            let this = act
+                .choices
+                .get(&timer_id)
+                .is_some_and(|c| matches!(&c.waiting, ChoiceWaiting::Agent(a) if a.asked == asked));
+            if this {
+                log::info!(
+                    "conversation {}: client agent's choice {timer_id} expired",
+                    act.setup.id
+                );
+                act.choices.remove(&timer_id);
+            }
+        });
+        self.choices.insert(
+            id,
+            Choice {
+                connection_id,
+                waiting: ChoiceWaiting::Agent(Box::new(choice)),
+                timer,
+            },
+        );
+    }
+
+    /// Forgets the client agents' choices for which `gone(choice, originator)` holds (their
+    /// agent or their originator left); answering one then says `Choice not found or
+    /// expired`. Their time-outs find nothing when they fire.
+    pub(super) fn forget_agent_choices(
+        &mut self,
+        gone: impl Fn(&AgentChoice, ConnectionId) -> bool,
+    ) {
+        let id = self.setup.id;
+        self.choices.retain(|choice_id, c| match &c.waiting {
+            ChoiceWaiting::Agent(a) if gone(a, c.connection_id) => {
+                log::debug!("conversation {id}: client agent's choice {choice_id} forgotten");
+                false
+            }
+            _ => true,
+        });
     }
 
     /// Asks the running `request`'s originator only (`requestChoice`: `yesNo` or
@@ -542,16 +758,17 @@ impl Conversation {
     }
 
     /// A client's `respondToChoice`; only the connection that was asked may answer. The
-    /// answer is TypeAgent's `CommandResult` of the continuation: void once the turn has the
-    /// answer, `{lastError}` when the turn no longer waits for it. A response that does not
-    /// fit the choice is refused and the choice stays open.
+    /// answer is TypeAgent's `CommandResult` of the continuation: for a turn's choice, void
+    /// once the turn has the answer, `{lastError}` when the turn no longer waits for it; for a
+    /// client agent's, what its `handleChoice` made of it ([`Conversation::answer_agent_choice`]).
+    /// A response that does not fit the choice is refused and the choice stays open.
     pub(super) fn respond_to_choice(
         &mut self,
         id: String,
         connection_id: ConnectionId,
-        response: &Value,
+        response: Value,
         ctx: &mut Context<Self>,
-    ) -> RpcResult<Option<Value>> {
+    ) -> RpcResult<ChoiceReply> {
         let not_found = || RpcError::Message("Choice not found or expired".into());
         let Some(choice) = self
             .choices
@@ -560,19 +777,31 @@ impl Conversation {
         else {
             return Err(not_found());
         };
-        let answer = choice.waiting.check(response).map_err(|why| {
+        let refused = |why| {
             RpcError::Message(format!(
                 "Invalid argument 1 (response) of respondToChoice: {why}"
             ))
-        })?;
+        };
+        if let ChoiceWaiting::Agent(agent) = &choice.waiting {
+            agent.check(&response).map_err(refused)?;
+            let choice = self.choices.remove(&id).expect("found above");
+            ctx.cancel_future(choice.timer);
+            let ChoiceWaiting::Agent(agent) = choice.waiting else {
+                unreachable!("matched above")
+            };
+            return self
+                .answer_agent_choice(id, *agent, response, ctx)
+                .map(ChoiceReply::Later);
+        }
+        let answer = choice.waiting.check(&response).map_err(refused)?;
         let choice = self.choices.remove(&id).expect("found above");
         ctx.cancel_future(choice.timer);
         if choice.waiting.resolve(answer) {
-            Ok(None)
+            Ok(ChoiceReply::Now(None))
         } else {
-            Ok(Some(
+            Ok(ChoiceReply::Now(Some(
                 json!({"lastError": "The request no longer waits for this answer."}),
-            ))
+            )))
         }
     }
 
@@ -612,6 +841,7 @@ impl ChoiceWaiting {
             ChoiceWaiting::Form { form, .. } => {
                 form.read_response(response).map(ChoiceAnswer::Form)
             }
+            ChoiceWaiting::Agent(_) => unreachable!("an agent's choice is checked by its agent"),
         }
     }
 
@@ -625,7 +855,7 @@ impl ChoiceWaiting {
                 reply.send(Ok(p)).is_ok()
             }
             (ChoiceWaiting::Form { reply, .. }, ChoiceAnswer::Form(r)) => reply.send(Ok(r)).is_ok(),
-            _ => unreachable!("checked against the same kind"),
+            _ => unreachable!("checked against the same kind; an agent's is answered apart"),
         }
     }
 
@@ -637,6 +867,8 @@ impl ChoiceWaiting {
             ChoiceWaiting::Form { reply, .. } => {
                 drop(reply.send(Ok(QuestionFormResponse::cancelled())))
             }
+            // Nobody waits for it.
+            ChoiceWaiting::Agent(_) => {}
         }
     }
 }

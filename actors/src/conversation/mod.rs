@@ -37,10 +37,15 @@
 //!   `handoff`): a summary of another conversation appended here ([`HandoffError`]).
 //! - `chat.rs`: the chat history the agent reads (its newest part in memory, all of it in
 //!   `history.jsonl`).
+//! - `meter.rs`: the context meter (how much of the model's context the history occupies),
+//!   its file beside the history and its `contextMeter` announcements.
 //! - `client_agents.rs`: the client-hosted agents registered here, their checks, the tools
 //!   they add to turns, their `@<agent>` commands and the calls they make while they run
 //!   ([`ClientAgentOutput`]), and the list [`Conversation::client_agents`] (`@system config
 //!   agents`).
+//! - `agent_context.rs`: what a client agent asks of its host outside an action: the
+//!   invokes of TypeAgent's `AgentContextInvokeFunctions` ([`HostInvoke`]), its
+//!   `popupQuestion` ([`AgentPopupQuestion`]) and its agent threads.
 //!
 //! # Implementation notes
 //! Membership states:
@@ -71,6 +76,7 @@
 //! number, so events of a cancelled turn that are still in the mailbox are ignored. Each output
 //! gets its `seq` when it enters the actor: that is the one total order every client sees.
 
+mod agent_context;
 mod catalog;
 mod chat;
 mod client_agents;
@@ -81,6 +87,7 @@ mod durable;
 mod feedback;
 mod handoff;
 mod interactions;
+mod meter;
 mod queue;
 mod routing;
 mod system;
@@ -99,6 +106,7 @@ use serde_json::Value;
 use tokio::sync::oneshot;
 
 use crate::agent::turn::ToolServer;
+use crate::agent::usage::ContextMeter;
 use crate::agent::Provider;
 use crate::client::{
     Client, ClientLost, ClientOutput, ClientReady, ConversationGone, ConversationLink, StopClient,
@@ -108,6 +116,7 @@ use crate::ids::{ConnectionId, ConversationId, RequestId};
 use crate::metrics::Metrics;
 use crate::outbox::Outbox;
 use crate::registry::{ConversationEvent, ConversationRegistry};
+use crate::storage::context_meter;
 use crate::storage::display_log::DisplayLog;
 use crate::storage::log_writer::LogWriter;
 use crate::storage::requests::{self, OpenRequest};
@@ -117,6 +126,10 @@ use durable::{Held, PendingStop, ReleaseCursor};
 use interactions::{Choice, Interaction};
 use queue::{Request, Running};
 
+pub use agent_context::{
+    transient_agent_error, AgentPopupQuestion, AgentThreadCall, HostInvoke, PopupQuestion,
+    ThreadOp, MAX_AGENT_THREADS, MAX_QUESTIONS_PER_AGENT, MAX_THREAD_ID_CHARS,
+};
 pub use chat::{ReadChatWindow, MAX_CHAT_BYTES, MAX_CHAT_MESSAGES};
 pub use client_agents::{
     parse_agent_command, AgentAnswer, AgentCall, AgentReply, ClientActionInfo, ClientAgentHost,
@@ -128,6 +141,7 @@ pub use handoff::{
     read_chat_tail, HandoffError, SourceHistory, HANDOFF_INSTRUCTION, HANDOFF_SYSTEM,
     MAX_PACKET_BYTES,
 };
+pub use meter::METER_EVENT;
 pub use queue::{
     CancelOutcome, CancelReason, MAX_QUEUED_BYTES, MAX_QUEUE_DEPTH, SNAPSHOT_COALESCE,
     STOPPED_BEFORE_FINISHING, STORAGE_ERROR,
@@ -278,6 +292,16 @@ pub struct Conversation {
     release_cursor: Option<ReleaseCursor>,
     /// The chat history file (`sessions/chat/history.jsonl`).
     chat_path: Arc<Path>,
+    /// The context meter: read from its file at load, changed by turns that report usage,
+    /// cleared by `@compact` and `@system meter reset` (`meter.rs`).
+    meter: Option<ContextMeter>,
+    /// The meter's file (`sessions/chat/contextMeter.jsonl`).
+    meter_path: Arc<Path>,
+    /// Bytes of the meter file (its length at load, and the appends since): it is rewritten
+    /// with its last line past [`context_meter::REWRITE_AFTER_BYTES`].
+    meter_file_bytes: u64,
+    /// The meter changed since its last announcement: the running request's finish sends it.
+    meter_changed: bool,
     /// The request journal (`requests.jsonl`).
     requests_path: Arc<Path>,
     /// Requests accepted and not closed, in acceptance order (what the journal says).
@@ -313,6 +337,9 @@ impl Conversation {
             format!("display log unavailable: {e}")
         });
         let chat_path = chat::history_path(&setup.dir);
+        let meter_path: Arc<Path> = context_meter::path(&setup.dir, AGENT_SOURCE).into();
+        // A few bytes from the file's end, like the display log's last line above.
+        let stored = context_meter::load(&meter_path);
         let requests_path: Arc<Path> = setup.dir.join(requests::FILE_NAME).into();
         Conversation {
             clientio_prefix: crate::protocol::call_prefix(&crate::protocol::clientio_channel(id))
@@ -340,6 +367,10 @@ impl Conversation {
             next_ticket: 0,
             release_cursor: None,
             chat_path,
+            meter: stored.meter,
+            meter_path,
+            meter_file_bytes: stored.len,
+            meter_changed: false,
             requests_path,
             open_requests: Vec::new(),
             requests_appended: 0,

@@ -31,6 +31,9 @@ pub enum DisplayMode {
     Block,
     /// `"temporary"`: a status that the next display replaces; never logged.
     Temporary,
+    /// `"step"`: starts a new, distinct message container (TypeAgent's reasoning shows each
+    /// phase so); logged like a block.
+    Step,
 }
 
 impl DisplayMode {
@@ -40,6 +43,18 @@ impl DisplayMode {
             DisplayMode::Inline => "inline",
             DisplayMode::Block => "block",
             DisplayMode::Temporary => "temporary",
+            DisplayMode::Step => "step",
+        }
+    }
+
+    /// The mode the protocol spells `s`, if it is one of TypeAgent's `DisplayAppendMode`s.
+    pub fn parse(s: &str) -> Option<DisplayMode> {
+        match s {
+            "inline" => Some(DisplayMode::Inline),
+            "block" => Some(DisplayMode::Block),
+            "temporary" => Some(DisplayMode::Temporary),
+            "step" => Some(DisplayMode::Step),
+            _ => None,
         }
     }
 }

@@ -32,7 +32,9 @@ use super::commands::{COMMANDS, CONVERSATION_SUBCOMMANDS, DISPATCHER_SUBCOMMANDS
 use super::handoff::{HandoffError, Packet};
 use super::interactions::{AnswerSender, Asked, TurnAsk};
 use super::routing::DisplayMode;
-use super::system::{CONFIG_SUBCOMMANDS, SESSION_SUBCOMMANDS, SUBCOMMANDS as SYSTEM_SUBCOMMANDS};
+use super::system::{
+    CONFIG_SUBCOMMANDS, METER_SUBCOMMANDS, SESSION_SUBCOMMANDS, SUBCOMMANDS as SYSTEM_SUBCOMMANDS,
+};
 use super::{Conversation, AGENT_SOURCE};
 use crate::agent::interaction::{
     ActionProposal, Picked, ProposalAnswer, QuestionForm, QuestionFormResponse,
@@ -104,6 +106,7 @@ pub(super) fn request_display_info(text: &str) -> Option<(&'static str, Vec<Stri
             match sub {
                 Some("config") => path.extend(known(&CONFIG_SUBCOMMANDS, third)),
                 Some("session") => path.extend(known(&SESSION_SUBCOMMANDS, third)),
+                Some("meter") => path.extend(known(&METER_SUBCOMMANDS, third)),
                 _ => {}
             }
             "system"
@@ -624,6 +627,9 @@ impl Conversation {
             TurnEvent::Done { turn, outcome } => {
                 if self.is_current(turn) {
                     self.commit_chat(outcome.messages);
+                    if let Some(usage) = &outcome.usage {
+                        self.record_usage(usage);
+                    }
                     self.end_turn(turn, outcome.error, ctx);
                 }
             }
@@ -805,6 +811,9 @@ impl Conversation {
                 let error = match result {
                     Ok(()) => {
                         act.chat_compacted(compacted, total_replaced);
+                        // The history the meter measured is gone: the next turn's report
+                        // is the new baseline.
+                        act.clear_meter();
                         None
                     }
                     Err(e) => Some(format!("could not compact the history: {e}")),
@@ -858,6 +867,10 @@ mod tests {
             words("system", &["config", "agents"])
         );
         assert_eq!(info("@system trace a=debug"), words("system", &["trace"]));
+        assert_eq!(
+            info("@system meter reset"),
+            words("system", &["meter", "reset"])
+        );
         assert_eq!(
             info("@conversation list"),
             words("system", &["conversation", "list"])

@@ -135,6 +135,22 @@ pub fn opt_field_str<'a>(
     }
 }
 
+/// Reads an optional non-negative integer field of an options object (`10.0` is accepted, as
+/// for arguments).
+pub fn opt_field_count(
+    obj: Option<&Map<String, Value>>,
+    method: &str,
+    index: usize,
+    field: &'static str,
+) -> RpcResult<Option<u64>> {
+    match obj.and_then(|o| o.get(field)).filter(|v| !v.is_null()) {
+        None => Ok(None),
+        Some(v) => as_count(v)
+            .map(Some)
+            .ok_or_else(|| invalid(method, index, field, "a non-negative integer")),
+    }
+}
+
 /// Reads an optional boolean field of an options object.
 pub fn opt_field_bool(
     obj: Option<&Map<String, Value>>,

@@ -87,6 +87,31 @@ pub enum RpcError {
     /// Method not implemented on this channel.
     #[error("No invoke handler {0}")]
     NoHandler(String),
+    /// A client agent's storage or token-cache invoke: Roundtable offers it no storage
+    /// (`hasInstanceStorage` / `hasSessionStorage` are false). TypeAgent's text.
+    #[error("Storage not available")]
+    StorageNotAvailable,
+    /// A client agent named a session context (`contextId`) other than its one (0), or an
+    /// action context that is not open (`used out of scope`: it was, once). TypeAgent's text.
+    #[error("Internal error: Invalid contextId {id}{}", if *.out_of_scope { " used out of scope" } else { "" })]
+    InvalidContextId {
+        /// The id named.
+        id: u64,
+        /// It named an action context that has closed.
+        out_of_scope: bool,
+    },
+    /// `toggleTransientAgent` / `queueToggleTransientAgent` with a name that is not
+    /// `<agent>.<sub>`. TypeAgent's text.
+    #[error("Invalid sub agent name: {0}")]
+    InvalidSubAgentName(String),
+    /// The same with a well-formed name: Roundtable's client agents have no transient
+    /// sub-agents. TypeAgent's text.
+    #[error("Transient sub agent not found: {0}")]
+    TransientSubAgentNotFound(String),
+    /// A protocol method Roundtable answers deliberately without doing it (a feature it does
+    /// not have); names the method.
+    #[error("{0}: not supported by Roundtable")]
+    NotSupported(String),
     /// An invoke with a valid callId but a bad name or non-array args.
     #[error("Invalid invoke message")]
     InvalidInvoke,

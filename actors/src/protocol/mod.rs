@@ -81,6 +81,7 @@ pub const KNOWN_METHODS: &[&str] = &[
     "registerClientAgent",
     "unregisterClientAgent",
     "shutdown",
+    "restart",
     // discovery
     "lookupPort",
     // dispatcher
@@ -127,6 +128,29 @@ pub const KNOWN_METHODS: &[&str] = &[
     "recordUserHide",
     "restoreAllHidden",
     "flushHidden",
+    // agent:<name>, a client agent's invokes to its host
+    "storageRead",
+    "storageWrite",
+    "storageList",
+    "storageExists",
+    "storageDelete",
+    "tokenCacheRead",
+    "tokenCacheWrite",
+    "tokenCacheDelete",
+    "toggleTransientAgent",
+    "addDynamicAgent",
+    "removeDynamicAgent",
+    "forceCleanupDynamicAgent",
+    "getSharedLocalHostPort",
+    "setLocalHostPort",
+    "registerPort",
+    "releasePort",
+    "indexes",
+    "reloadAgentSchema",
+    "notifyReadinessChanged",
+    "notifyClientCountChanged",
+    "popupQuestion",
+    "queueToggleTransientAgent",
 ];
 
 /// `method` as a `'static` label when the server knows it.

@@ -90,6 +90,11 @@ impl TurnCollector {
                     .and_then(|m| m.get("requestId"))
                     .cloned()
                     .unwrap_or(request_id);
+                // An agent thread's output (`requestId: ""`) belongs to no turn: it must not
+                // cut the running turn's output in two.
+                if request_id.get("requestId").and_then(Value::as_str) == Some("") {
+                    return Observed::Nothing;
+                }
                 let current = match &mut self.current {
                     Some((id, text)) if *id == request_id => text,
                     _ => {
@@ -271,6 +276,27 @@ mod tests {
         let big = "é".repeat(MAX_DOC_BYTES);
         collect_text(&json!(big), &mut out);
         assert!(out.len() <= MAX_DOC_BYTES && out.len() > MAX_DOC_BYTES - 2);
+    }
+
+    #[test]
+    fn an_agent_thread_does_not_cut_a_turn() {
+        let mut c = TurnCollector::default();
+        let rid = json!({"requestId": "r"});
+        let thread = json!({"requestId": "", "clientRequestId": "agent-phone-1"});
+        let show = |rid: &Value, text: &str| json!({"type": "append-display", "message": {"message": text, "requestId": rid}, "mode": "block"});
+        c.observe(
+            1,
+            &json!({"type": "user-request", "requestId": rid, "command": "q"}),
+        );
+        assert_eq!(c.observe(2, &show(&rid, "first")), Observed::Nothing);
+        assert_eq!(c.observe(3, &show(&thread, "ring")), Observed::Nothing);
+        assert_eq!(c.observe(4, &show(&rid, "second")), Observed::Nothing);
+        let Observed::Settled { doc: Some(doc), .. } =
+            c.observe(5, &json!({"type": "command-result", "requestId": rid}))
+        else {
+            panic!("an output")
+        };
+        assert_eq!(doc.text, "first\nsecond");
     }
 
     #[test]

@@ -3,9 +3,10 @@
 //! a proposed action (`proposeAction`) is run or cancelled, a `pickRemember` choice is a pick
 //! and then its checkbox as a yes / no. Each builds the response the server expects.
 //!
-//! Who talks to it: `handle_line` in the parent module, while its command runs; the lines
-//! are read by the UI thread (`Ui::AskLine` → `Input::Text`). Ctrl-C at any of these
-//! prompts cancels the command, as at a question.
+//! Who talks to it: `handle_line` in the parent module, while its command runs or at
+//! `/answer` for a choice that waited at the prompt; the lines are read by the UI thread
+//! (`Ui::AskLine` → `Input::Text`). Ctrl-C at any of these prompts cancels the command, as at
+//! a question (at `/answer`, the choice keeps waiting).
 
 use std::sync::mpsc as std_mpsc;
 

@@ -12,8 +12,10 @@
 //!
 //! # Layout
 //! - this file: names, bounds, [`parse_registration`], [`execute_action_args`],
-//!   [`execute_command_args`], [`context_params`],
+//!   [`execute_command_args`], [`context_params`], [`forwarded_args`],
 //!   [`action_result_text`], [`CallError`].
+//! - [`choice`]: what an `ActionResult` asks beyond its display (`pendingChoice`,
+//!   `dynamicDisplayId`) and the `handleChoice` that answers a choice.
 //! - [`command`]: `@<agent> …` commands as TypeAgent describes them (`getCommands`'
 //!   descriptors) and its parameter parser (`parseParams`).
 //! - [`schema`]: the type model both readers produce, the actions found in it and their
@@ -22,6 +24,7 @@
 //! - [`pas_schema`]: JSON schema files (`format: "pas"`: TypeAgent's parsed schema, or JSON
 //!   Schema definitions).
 
+pub mod choice;
 pub mod command;
 pub mod pas_schema;
 pub mod schema;
@@ -101,6 +104,25 @@ pub const GET_COMMANDS: &str = "getCommands";
 pub const GET_COMMAND_COMPLETION: &str = "getCommandCompletion";
 /// The agent-rpc call that tells an agent its `executeAction` was cancelled.
 pub const CANCEL_ACTION: &str = "cancelAction";
+/// The agent-rpc method that answers one of the agent's `pendingChoice`s
+/// (`respondToChoice`).
+pub const HANDLE_CHOICE: &str = "handleChoice";
+/// The agent-rpc method that answers a dynamic display (dispatcher `getDynamicDisplay`).
+pub const GET_DYNAMIC_DISPLAY: &str = "getDynamicDisplay";
+/// The agent-rpc method that answers a template's schema (dispatcher `getTemplateSchema`).
+pub const GET_TEMPLATE_SCHEMA: &str = "getTemplateSchema";
+/// The agent-rpc method that completes a template's property (dispatcher
+/// `getTemplateCompletion`).
+pub const GET_TEMPLATE_COMPLETION: &str = "getTemplateCompletion";
+/// Most client agents' choices (`pendingChoice`) one conversation keeps waiting for an
+/// answer. TypeAgent keeps every route until it is answered; a card is answered within
+/// minutes or never, so the oldest is forgotten when a new one would pass this (answering it
+/// then says `Choice not found or expired`). Each holds at most a form within its bounds
+/// (`MAX_FORM_FIELDS` questions of `MAX_FORM_CHOICES` choices), about 0.5 MB at worst.
+pub const MAX_PENDING_AGENT_CHOICES: usize = 16;
+/// Longest `choiceId` of a `pendingChoice`, in characters (it is a key the conversation
+/// keeps; TypeAgent's agents use UUIDs, 36).
+pub const MAX_CHOICE_ID_CHARS: usize = 256;
 
 /// What a client agent offers, read from its registration.
 #[derive(Debug, Clone, PartialEq)]
@@ -124,6 +146,16 @@ pub struct ClientAgentSpec {
     pub lists_commands: bool,
     /// `agentInterface` lists `getCommandCompletion`: its parameters are completed by it.
     pub completes_commands: bool,
+    /// `agentInterface` lists `handleChoice`: `respondToChoice` for one of its
+    /// `pendingChoice`s is handed to it (else `Agent '<n>' does not support choices`).
+    pub handles_choices: bool,
+    /// `agentInterface` lists `getDynamicDisplay`: the dispatcher method is forwarded to it.
+    pub dynamic_display: bool,
+    /// `agentInterface` lists `getTemplateSchema`: the dispatcher method is forwarded to it.
+    pub template_schema: bool,
+    /// `agentInterface` lists `getTemplateCompletion`: the dispatcher method is forwarded to
+    /// it.
+    pub template_completion: bool,
 }
 
 impl ClientAgentSpec {
@@ -238,6 +270,10 @@ pub fn parse_registration(
         executes_commands: implements(EXECUTE_COMMAND),
         lists_commands: implements(GET_COMMANDS),
         completes_commands: implements(GET_COMMAND_COMPLETION),
+        handles_choices: implements(HANDLE_CHOICE),
+        dynamic_display: implements(GET_DYNAMIC_DISPLAY),
+        template_schema: implements(GET_TEMPLATE_SCHEMA),
+        template_completion: implements(GET_TEMPLATE_COMPLETION),
     })
 }
 
@@ -357,6 +393,15 @@ pub fn context_params(session_context_id: &str) -> Map<String, Value> {
     params.insert("hasSessionStorage".into(), json!(false));
     params.insert("sessionContextId".into(), json!(session_context_id));
     params
+}
+
+/// The argument of an invoke that names only the session context (`getDynamicDisplay`,
+/// `getTemplateSchema`, `getTemplateCompletion`): one object, the [`context_params`] and
+/// the method's own `fields`, as TypeAgent's agent-rpc client spreads them.
+pub fn forwarded_args(session_context_id: &str, fields: Map<String, Value>) -> Value {
+    let mut params = context_params(session_context_id);
+    params.extend(fields);
+    json!([params])
 }
 
 /// `ActionContextParams`: the session context's, plus the call's `actionContextId` (distinct
