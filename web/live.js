@@ -10,7 +10,7 @@ import { moveAway } from "./navigation.js";
 import { agentNode, contentNode, localNode, systemNode } from "./render.js";
 import { applyListChange, refreshList } from "./sidebar.js";
 import { isCurrent, navigate, state } from "./state.js";
-import { isMine, refreshMcp, setQueue } from "./status.js";
+import { isMine, refreshStatus, setMeter, setQueue } from "./status.js";
 import { KINDS, requestIdOf } from "./util.js";
 
 /** rpc.js's onCall: routes a clientio call to its view, or buffers it while the view replays. */
@@ -185,7 +185,11 @@ function handleNotify(view, args) {
     if (view.queue.running?.requestId === rid) setQueue(view, { ...view.queue, running: null });
     addLogged(view, { type: "command-result", requestId: notificationId });
     scheduleSync(view);
-    refreshMcp(view);
+    refreshStatus(view);
+    return;
+  }
+  if (event === "contextMeter") {
+    setMeter(view, data);
     return;
   }
   if (event === "conversationDeleted") {

@@ -1,6 +1,8 @@
 // `@conversation …`: the server answers it with takeAction "manage-conversation" and this
 // client does the work, like TypeAgent's manage.ts (new, list, info, switch, prev / next,
-// rename, delete, find, search, help), then shows the result. live.js calls
+// rename, delete, find, search, help), then shows the result. The same payload comes when a
+// request in words asks for it ("switch to my work conversation"), just before that request
+// completes. `@conversation handoff` is the server's own: it never comes here. live.js calls
 // manageConversation through navigate().
 import { createConversation, deleteConversation, findConversations, listConversations, renameConversation, searchConversationContent } from "./api.js";
 import { confirmDialog } from "./dialogs.js";
@@ -244,6 +246,7 @@ function manageNode(result) {
         ["delete <name>", "delete one (not the current one)"],
         ["find <query>", "find conversations by name"],
         ["search <query>", "search conversation content"],
+        ["handoff <name or id>", "summarize another conversation into this one (done by the server)"],
       ]) {
         const li = el("li");
         li.append(el("code", null, `@conversation ${cmd}`), ` — ${what}`);

@@ -8,7 +8,7 @@ import { addLocal, reconcile, resetMessages, scrollToEnd } from "./log.js";
 import { localNode } from "./render.js";
 import { refreshList, renderSidebar } from "./sidebar.js";
 import { state, isCurrent, View } from "./state.js";
-import { refreshMcp, renderHeader, setQueue } from "./status.js";
+import { refreshStatus, renderHeader, setQueue } from "./status.js";
 import { ui } from "./ui.js";
 import { errText, isNotFound, normName, sortNewest } from "./util.js";
 
@@ -114,7 +114,7 @@ export async function switchTo(targetId, opts = {}) {
   renderSidebar();
   if (opts.notice) addLocal(view, opts.noticeKind || "warning", opts.notice);
   await replayHistory(view, null, joined);
-  refreshMcp(view);
+  refreshStatus(view);
   // Leave the old conversation (best effort).
   if (old && old.id !== view.id) {
     state.views.delete(old.id);

@@ -32,6 +32,8 @@ export class View {
     this.syncChain = Promise.resolve();
     this.syncTimer = null;
     this.temporary = new Map(); // requestId → temporary status node
+    this.meter = null; // the context meter: {contextTokens, contextWindow, model} or null
+    this.meterVersion = 0; // bumped by each contextMeter notification (status.js)
   }
 }
 

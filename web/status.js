@@ -1,6 +1,7 @@
 // What the chat header and the composer's buttons show: the conversation's name, who is
-// here, the request queue (running, N queued) and whether Cancel applies to a request of
-// this page. Called whenever the queue, the list or the connection changes.
+// here, the request queue (running, N queued), the MCP servers, the context meter, and
+// whether Cancel applies to a request of this page. Called whenever the queue, the list or
+// the connection changes.
 import { getStatus } from "./api.js";
 import { isCurrent, state } from "./state.js";
 import { ui } from "./ui.js";
@@ -67,6 +68,7 @@ export function renderHeader() {
     delete ui.presence.dataset.count;
   }
   renderQueue(view);
+  renderMeter(view);
 }
 
 export function updateComposer() {
@@ -78,10 +80,13 @@ export function updateComposer() {
   ui.cancel.dataset.requestId = mine || "";
 }
 
-// The MCP servers (getStatus's `mcpServers`): one short entry each in the header, the
-// transport and the reason of a failure in the tooltip. Read on opening a conversation and
-// after each finished request (a server may have restarted or changed its tools).
-export async function refreshMcp(view) {
+// getStatus's Roundtable extensions, read on opening a conversation and after each finished
+// request: the MCP servers (`mcpServers`: one short entry each in the header, the transport
+// and the reason of a failure in the tooltip; a server may have restarted or changed its
+// tools) and the context meter (`contextMeter`). A contextMeter notification that arrived
+// while getStatus was on its way is newer than its answer: the answer's meter is then dropped.
+export async function refreshStatus(view) {
+  const meterVersion = view.meterVersion;
   let status;
   try {
     status = await getStatus(view.id);
@@ -89,7 +94,60 @@ export async function refreshMcp(view) {
     return;
   }
   view.mcp = Array.isArray(status?.mcpServers) ? status.mcpServers : [];
-  if (isCurrent(view)) renderMcp(view);
+  if (view.meterVersion === meterVersion) view.meter = meterOf(status?.contextMeter);
+  if (isCurrent(view)) {
+    renderMcp(view);
+    renderMeter(view);
+  }
+}
+
+/** A `contextMeter` notification: the meter after a request changed it (null: cleared). */
+export function setMeter(view, meter) {
+  view.meterVersion += 1;
+  view.meter = meterOf(meter);
+  if (isCurrent(view)) renderMeter(view);
+}
+
+/** The meter if `value` is one ({contextTokens, contextWindow?, model?}), else null. */
+function meterOf(value) {
+  if (!value || typeof value !== "object" || !Number.isFinite(value.contextTokens)) return null;
+  const window = Number.isFinite(value.contextWindow) && value.contextWindow > 0 ? value.contextWindow : null;
+  return { tokens: value.contextTokens, window, model: typeof value.model === "string" ? value.model : "" };
+}
+
+/** 950, 1.2k, 12k, 1.5M: a token count for the header. */
+function compact(n) {
+  if (n < 1000) return String(n);
+  const [unit, suffix] = n < 1e6 ? [1000, "k"] : [1e6, "M"];
+  return n < 10 * unit ? `${Math.floor((n / unit) * 10) / 10}${suffix}` : `${Math.floor(n / unit)}${suffix}`;
+}
+
+// The context meter: a small bar (a <meter> element: no inline style, so the page's CSP
+// holds) and "Context 15% · 1.2k / 8.1k"; without a window only the count, without a meter
+// nothing. The tooltip has the exact numbers and the model.
+function renderMeter(view) {
+  const meter = view.meter;
+  ui.contextMeter.hidden = !meter || !state.connected;
+  if (!meter) {
+    delete ui.contextMeter.dataset.tokens;
+    return;
+  }
+  const { tokens, window, model } = meter;
+  const percent = window ? Math.floor((tokens * 100) / window) : null;
+  ui.contextMeterBar.hidden = !window;
+  ui.contextMeterBar.max = window ?? 1;
+  ui.contextMeterBar.value = window ? Math.min(tokens, window) : 0;
+  ui.contextMeterBar.low = window ? window * 0.6 : 0;
+  ui.contextMeterBar.high = window ? window * 0.85 : 0;
+  ui.contextMeterBar.optimum = 0;
+  ui.contextMeterText.textContent = window
+    ? `Context ${percent}% · ${compact(tokens)} / ${compact(window)}`
+    : `Context ${compact(tokens)} tokens`;
+  ui.contextMeter.title =
+    `${tokens.toLocaleString("en-US")}${window ? ` of ${window.toLocaleString("en-US")}` : ""} tokens of context in use` +
+    (model ? ` (model ${model})` : "");
+  ui.contextMeter.dataset.tokens = String(tokens);
+  ui.contextMeter.dataset.window = window ? String(window) : "";
 }
 
 function renderMcp(view) {

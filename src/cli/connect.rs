@@ -5,13 +5,20 @@
 //! outlives its command) is listed and answered with `/answer`, like another client's
 //! question. Tab completes `@` commands (`complete.rs`, the server's
 //! `getCommandCompletion`). Ctrl-C cancels the running command, Ctrl-D exits.
+//!
+//! The prompt shows the conversation's context meter when it has one (`Work [ctx 1.2k/8.2k
+//! 15%]> `): read with `getStatus` on joining, then kept from the server's `contextMeter`
+//! notifications. The line editor cannot redraw a prompt while it reads a line, so a change
+//! made by another client shows at the next prompt.
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc as std_mpsc;
 use std::sync::{Arc, Mutex};
 
+use roundtable_actors::agent::usage::ContextMeter;
 use roundtable_actors::conversation::commands::{self, Command};
+use roundtable_actors::conversation::METER_EVENT;
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
@@ -77,6 +84,8 @@ struct Session {
     persist: bool,
     /// The server sent `exit` for our request (`@system exit`): leave after it completes.
     exit_requested: bool,
+    /// The conversation's context meter, for the prompt (`None`: nothing reported).
+    meter: Option<ContextMeter>,
 }
 
 impl ManageHost for Session {
@@ -151,7 +160,9 @@ pub async fn connect(server: &Endpoint, options: ConnectOptions) -> CliResult {
         connection_id: joined.connection_id.clone(),
         persist: !options.memory,
         exit_requested: false,
+        meter: None,
     };
+    refresh_meter(&conn, &mut session).await;
     if session.persist {
         save_state(&session.conversation_id);
     }
@@ -202,6 +213,7 @@ pub async fn connect(server: &Endpoint, options: ConnectOptions) -> CliResult {
                 if let Event::Closed { .. } = event {
                     break Err(CliError::new("the server closed the connection"));
                 }
+                note_meter(&event, &mut session);
                 if let Some(text) = render_live(&event, &session, &mut pending_questions, true) {
                     let text = terminal_safe(&text).into_owned();
                     match printer.as_mut() {
@@ -234,8 +246,72 @@ fn interrupt_stream() -> mpsc::UnboundedReceiver<()> {
     rx
 }
 
+/// `Work> `, or with the context meter `Work [ctx 1.2k/8.2k 15%]> `.
 fn prompt(session: &Session) -> String {
-    format!("{}> ", terminal_safe(&session.name))
+    match &session.meter {
+        Some(meter) => format!(
+            "{} [{}]> ",
+            terminal_safe(&session.name),
+            meter_badge(meter)
+        ),
+        None => format!("{}> ", terminal_safe(&session.name)),
+    }
+}
+
+/// The meter in a few characters: `ctx 1.2k/8.2k 15%`, or `ctx 950` without a window.
+fn meter_badge(meter: &ContextMeter) -> String {
+    let mut out = format!("ctx {}", compact(meter.context_tokens));
+    if let Some(window) = meter.context_window {
+        out.push_str(&format!("/{}", compact(window)));
+    }
+    if let Some(percent) = meter.percent() {
+        out.push_str(&format!(" {percent}%"));
+    }
+    out
+}
+
+/// `950`, `1.2k`, `12k`, `1.2M`, `128M`: a token count for the prompt.
+fn compact(n: u64) -> String {
+    let scaled = |n: u64, unit: u64, suffix: &str| {
+        if n < 10 * unit {
+            format!("{}.{}{suffix}", n / unit, n % unit * 10 / unit)
+        } else {
+            format!("{}{suffix}", n / unit)
+        }
+    };
+    match n {
+        0..1000 => n.to_string(),
+        1000..1_000_000 => scaled(n, 1000, "k"),
+        _ => scaled(n, 1_000_000, "M"),
+    }
+}
+
+/// Reads the meter of the session's conversation (`getStatus`); none when it cannot.
+async fn refresh_meter(conn: &Connection, session: &mut Session) {
+    session.meter = conn
+        .context_meter(&session.conversation_id)
+        .await
+        .unwrap_or_else(|e| {
+            log::debug!("no context meter: {e}");
+            None
+        });
+}
+
+/// Keeps the meter of a `contextMeter` notification for the session's conversation.
+fn note_meter(event: &Event, session: &mut Session) {
+    if let Event::Call {
+        conversation_id,
+        method,
+        args,
+    } = event
+    {
+        if *conversation_id == session.conversation_id
+            && method == "notify"
+            && args[1] == METER_EVENT
+        {
+            session.meter = serde_json::from_value(args[2].clone()).unwrap_or(None);
+        }
+    }
 }
 
 fn ui_loop(
@@ -547,11 +623,15 @@ async fn handle_line(
     let local = line
         .strip_prefix("/conversation")
         .map(|rest| format!("@conversation{rest}"));
-    if let Some(Command::Conversation(payload)) = commands::parse(local.as_deref().unwrap_or(line))
-    {
-        manage_locally(conn, session, &payload, &print).await;
-        return;
-    }
+    let line = match commands::parse(local.as_deref().unwrap_or(line)) {
+        Some(Command::Conversation(payload)) => {
+            manage_locally(conn, session, &payload, &print).await;
+            return;
+        }
+        // `handoff` is the server's work: `/conversation handoff …` goes as `@conversation …`.
+        Some(Command::Handoff(_)) => local.as_deref().unwrap_or(line),
+        _ => line,
+    };
     if let Some(rest) = line.strip_prefix("/answer") {
         let Some((id, q)) = questions.first().cloned() else {
             print("There is no question waiting.".into());
@@ -604,8 +684,24 @@ async fn handle_line(
     loop {
         tokio::select! {
             outcome = &mut wait => {
-                // Output that arrived with the completion is still in the queue: show it.
+                // Output that arrived with the completion is still in the queue: show it, and
+                // carry out the action a request in words asked for (its `takeAction` comes
+                // just before the completion, so it is often still queued here).
                 while let Ok(event) = events.try_recv() {
+                    note_meter(&event, session);
+                    if let Event::Call { conversation_id, method, args } = &event {
+                        if *conversation_id == session.conversation_id
+                            && method == "takeAction"
+                            && args[1] == "manage-conversation"
+                        {
+                            let payload = args[2].clone();
+                            manage_locally(conn, session, &payload, &print).await;
+                            continue;
+                        }
+                    }
+                    if own_control(&event, session, &request_id, ui) {
+                        continue;
+                    }
                     if let Some(text) = render_live(&event, session, questions, false) {
                         print(text);
                     }
@@ -617,6 +713,7 @@ async fn handle_line(
             }
             _ = interrupts.recv() => cancel(conn, session, &request_id, &print).await,
             Some(event) = events.recv() => {
+                note_meter(&event, session);
                 match &event {
                     Event::Closed { .. } => { print("the server closed the connection".into()); return; }
                     Event::Call { conversation_id, method, args } if *conversation_id == session.conversation_id => {
@@ -687,13 +784,7 @@ async fn handle_line(
                             }
                             continue;
                         }
-                        // `@system clear` / `@system exit`, sent to us alone with our request id.
-                        if (method == "clear" || method == "exit") && args[0]["requestId"] == request_id.as_str() {
-                            if method == "clear" {
-                                let _ = ui.send(Ui::Clear);
-                            } else {
-                                session.exit_requested = true;
-                            }
+                        if own_control(&event, session, &request_id, ui) {
                             continue;
                         }
                         if method == "takeAction" && args[1] == "manage-conversation" {
@@ -709,6 +800,38 @@ async fn handle_line(
             }
         }
     }
+}
+
+/// `@system clear` / `@system exit`, sent to us alone with our request's id: clears the
+/// screen, or ends the session once the request completes. Checked both while the request
+/// runs and on the events still queued when its completion is seen first (both may be ready
+/// at once: a busy machine delivers the `exit` and the completion together).
+fn own_control(
+    event: &Event,
+    session: &mut Session,
+    request_id: &str,
+    ui: &std_mpsc::Sender<Ui>,
+) -> bool {
+    let Event::Call {
+        conversation_id,
+        method,
+        args,
+    } = event
+    else {
+        return false;
+    };
+    if *conversation_id != session.conversation_id
+        || !(method == "clear" || method == "exit")
+        || args[0]["requestId"] != request_id
+    {
+        return false;
+    }
+    if method == "clear" {
+        let _ = ui.send(Ui::Clear);
+    } else {
+        session.exit_requested = true;
+    }
+    true
 }
 
 /// Ctrl-C: cancel the running command (its `requestCancelled` then ends the wait).
@@ -734,6 +857,7 @@ async fn manage_locally(
         switched: Some(_), ..
     } = result
     {
+        refresh_meter(conn, session).await;
         // Joined the new one and left the old: replay the new conversation's history.
         match conn.display_history(&session.conversation_id, None).await {
             Ok(entries) => {
@@ -751,6 +875,37 @@ async fn manage_locally(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The prompt carries the meter only when there is one, in a few characters.
+    #[test]
+    fn the_prompt_shows_the_meter() {
+        let mut session = Session {
+            conversation_id: "c".into(),
+            name: "Work".into(),
+            connection_id: "0".into(),
+            persist: false,
+            exit_requested: false,
+            meter: None,
+        };
+        assert_eq!(prompt(&session), "Work> ");
+        session.meter = Some(ContextMeter {
+            context_tokens: 1234,
+            context_window: Some(8192),
+            model: Some("m".into()),
+        });
+        assert_eq!(prompt(&session), "Work [ctx 1.2k/8.1k 15%]> ");
+        session.meter = Some(ContextMeter {
+            context_tokens: 950,
+            context_window: None,
+            model: None,
+        });
+        assert_eq!(prompt(&session), "Work [ctx 950]> ");
+        let counts: Vec<String> = [0, 999, 1000, 12_345, 999_999, 1_500_000, 128_000_000]
+            .into_iter()
+            .map(compact)
+            .collect();
+        assert_eq!(counts, ["0", "999", "1.0k", "12k", "999k", "1.5M", "128M"]);
+    }
 
     #[test]
     fn choices_by_number_or_initial() {

@@ -1,7 +1,7 @@
 //! One typed method per protocol call, on [`Connection`]: the `agent-server` calls (list,
 //! create, rename, delete, find, search, join, leave, shutdown) and the `dispatcher:<id>` calls
-//! (submit and wait, history, cancel, answers to questions and choices). Each builds the
-//! argument list the reference gives and reads the answer into its type.
+//! (submit and wait, history, cancel, answers to questions and choices, the context meter).
+//! Each builds the argument list the reference gives and reads the answer into its type.
 
 use serde_json::{json, Value};
 
@@ -164,6 +164,22 @@ impl Connection {
             .submit_command(conversation_id, command, &uuid::Uuid::new_v4().to_string())
             .await?;
         self.wait_command(&request_id).await
+    }
+
+    /// The conversation's context meter: `getStatus`'s `contextMeter` (a Roundtable
+    /// extension; `None` when it is `null` or absent).
+    pub async fn context_meter(
+        &self,
+        conversation_id: &str,
+    ) -> ClientResult<Option<roundtable_actors::agent::usage::ContextMeter>> {
+        let status = self
+            .invoke(
+                &format!("dispatcher:{conversation_id}"),
+                "getStatus",
+                vec![],
+            )
+            .await?;
+        Ok(serde_json::from_value(status["contextMeter"].clone()).unwrap_or(None))
     }
 
     /// `getDisplayHistory(afterSeq?)`.

@@ -315,6 +315,44 @@ fn interactive_prompt_in_a_pty() {
     assert_eq!(state["conversationId"], id.as_str());
 }
 
+/// Conversations in words at the prompt: "switch to my research conversation" is the
+/// builtin provider's `manage_conversation` call, which the CLI carries out as it does
+/// `@conversation switch` (and replays the history); `/conversation handoff` goes to the server,
+/// and so do the words "hand off …".
+#[test]
+fn conversations_in_words_at_the_prompt() {
+    let server = Server::start(&[]);
+    let mut other = server.connect();
+    let research = other.create("Research");
+    other.join(&research);
+    other.run_turn(&research, "the venue is booked");
+    let home = tempfile::tempdir().unwrap();
+    let mut p = pty(server.port, home.path(), &[]);
+    p.exp_string("CLI> ").unwrap();
+    p.send_line("what is 2+3").unwrap();
+    p.exp_string("[result] 5").unwrap();
+    p.exp_string("CLI> ").unwrap();
+    p.send_line("switch to my research conversation").unwrap();
+    p.exp_string("[tool] manage_conversation").unwrap();
+    p.exp_string("Switched to \"Research\".").unwrap();
+    p.exp_string("] the venue is booked").unwrap();
+    p.exp_string("Research> ").unwrap();
+    p.send_line("/conversation handoff CLI").unwrap();
+    p.exp_string("Handoff from \"CLI\"").unwrap();
+    p.exp_string("- what is 2+3").unwrap();
+    p.exp_string("Research> ").unwrap();
+    p.send_line("go to my CLI conversation").unwrap();
+    p.exp_string("Switched to \"CLI\".").unwrap();
+    p.exp_string("CLI> ").unwrap();
+    p.send_line("hand off my research conversation here")
+        .unwrap();
+    p.exp_string("Handoff from \"Research\"").unwrap();
+    p.exp_string("- the venue is booked").unwrap();
+    p.exp_string("CLI> ").unwrap();
+    p.send_control('d').unwrap();
+    p.exp_eof().unwrap();
+}
+
 /// `@system clear` clears the screen and prompts again; `@system exit` ends the CLI (the
 /// server's `clear` / `exit` for our request).
 #[test]

@@ -18,6 +18,8 @@ mod client_agent_lifecycle;
 mod client_agents;
 mod cluster;
 mod completion;
+mod context_meter;
+mod conversation_words;
 mod durability;
 mod interactions;
 mod lifecycle;

@@ -378,7 +378,7 @@ fn completion_offers_the_cli_commands() {
     let c = complete("@system h");
     assert_eq!(
         names(&c, 0),
-        json!(["help", "history", "session", "config", "trace", "clear", "exit"])
+        json!(["help", "history", "session", "config", "trace", "clear", "exit", "meter"])
     );
     assert_eq!(c["startIndex"], 8);
     assert_eq!(

@@ -329,8 +329,10 @@ async function assertMatchesLog(page, rpc) {
 /**
  * A fake OpenAI-compatible model on loopback, for `--provider openai`: it answers in markdown
  * at once, except that requests whose last user message contains "slow" wait for release().
+ * With `reportUsage`, an answer to a message naming `usage IN/OUT` reports that usage (as
+ * model `fake-q4`).
  */
-async function fakeModel(t) {
+async function fakeModel(t, { reportUsage = false } = {}) {
   const held = [];
   const server = http.createServer(async (req, res) => {
     let body = "";
@@ -338,15 +340,20 @@ async function fakeModel(t) {
     const request = JSON.parse(body || "{}");
     const last = [...(request.messages || [])].reverse().find((m) => m.role === "user");
     const text = typeof last?.content === "string" ? last.content : JSON.stringify(last?.content ?? "");
+    const reported = reportUsage ? /usage (\d+)\/(\d+)/.exec(text) : null;
     const answer = () => {
       res.writeHead(200, { "content-type": "application/json" });
-      res.end(
-        JSON.stringify({
-          id: "fake",
-          object: "chat.completion",
-          choices: [{ index: 0, message: { role: "assistant", content: `**Answer** to _${text}_` }, finish_reason: "stop" }],
-        }),
-      );
+      const body = {
+        id: "fake",
+        object: "chat.completion",
+        choices: [{ index: 0, message: { role: "assistant", content: `**Answer** to _${text}_` }, finish_reason: "stop" }],
+      };
+      if (reported) {
+        const [prompt, completion] = [Number(reported[1]), Number(reported[2])];
+        body.model = "fake-q4";
+        body.usage = { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion };
+      }
+      res.end(JSON.stringify(body));
     };
     if (text.includes("slow")) held.push(answer);
     else answer();
@@ -959,6 +966,31 @@ test("@conversation commands, questions answered in place, and Cancel", async (t
   await shot(page, "09-commands-and-questions", { fullPage: true });
 });
 
+test("conversations in words: a switch asked in words, and a handoff shown in the page", async (t) => {
+  const { server } = await serverFor(t);
+  const { page } = await openClient(t, server);
+  const result = (text) => page.locator("#messages .manage", { hasText: text });
+
+  await send(page, "@conversation new Research");
+  await waitReady(page, "Research");
+  await send(page, "remember the number 42");
+  await page.locator(".msg.agent .msg-body", { hasText: "echo: remember the number 42" }).waitFor();
+  await waitIdle(page);
+  // The builtin provider calls manage_conversation; its takeAction switches this page.
+  await send(page, "switch to my web conversation");
+  await waitReady(page, "Web");
+  await result("Switched to “Web”.").waitFor();
+  await send(page, "hand off my research conversation here");
+  const packet = page.locator(".msg .msg-body", { hasText: 'Handoff from "Research"' });
+  await packet.waitFor();
+  assert.match(await packet.textContent(), /remember the number 42/);
+  await waitIdle(page);
+  // Completion offers the subcommand, and the help names it.
+  await send(page, "@conversation");
+  await result("@conversation handoff <name or id>").waitFor();
+  await shot(page, "09b-conversations-in-words", { fullPage: true });
+});
+
 test("forms, proposed actions and pick-and-remember are answered in the page; feedback and hides in the history do no harm", async (t) => {
   const { server } = await serverFor(t);
   const { page } = await openClient(t, server);
@@ -1033,6 +1065,8 @@ test("forms, proposed actions and pick-and-remember are answered in the page; fe
   const replayed = page.locator('.msg.interaction[aria-label="Form"]').first();
   await replayed.locator(".outcome", { hasText: "Answered: submitted" }).waitFor();
   await shot(page, "10-forms-and-proposals", { fullPage: true });
+});
+
 test("Tab completes @ commands from getCommandCompletion, level by level", async (t) => {
   const { server } = await serverFor(t);
   const { page, sentMethods } = await openClient(t, server);
@@ -1047,8 +1081,9 @@ test("Tab completes @ commands from getCommandCompletion, level by level", async
   await input.press("Tab");
   assert.equal(await input.inputValue(), "@system");
   // The next level comes by itself: @system's sub-commands (sorted), the first highlighted.
-  await page.waitForFunction(() => document.querySelectorAll("#completions [role=option]").length === 5);
-  assert.deepEqual(await shownItems(), ["clear", "config", "exit", "help", "history", "session", "trace"]);
+  await page.waitForFunction(() => document.querySelectorAll("#completions [role=option]").length === 8);
+  assert.deepEqual(await shownItems(), ["clear", "config", "exit", "help", "history", "meter", "session", "trace"]);
+  await input.press("ArrowDown");
   await input.press("ArrowDown");
   await input.press("ArrowUp");
   assert.equal(await page.locator('#completions [aria-selected="true"]').textContent(), "config");
@@ -1108,6 +1143,60 @@ test("queue state and Cancel while a slow model runs (OpenAI-compatible provider
   await assertMatchesLog(page, rpc);
   await assertMatchesLog(other.page, rpc);
   model.release();
+});
+
+test("the header's context meter follows each turn, live in every browser, after a reload and a reset", async (t) => {
+  const model = await fakeModel(t, { reportUsage: true });
+  const { server } = await serverFor(t, {
+    env: {
+      ROUNDTABLE_PROVIDER: "openai",
+      ROUNDTABLE_OPENAI_BASE_URL: model.url,
+      ROUNDTABLE_OPENAI_MODEL: "fake",
+      ROUNDTABLE_OPENAI_CONTEXT_WINDOW: "8192",
+    },
+  });
+  const { page } = await openClient(t, server);
+  const meter = (p) => p.locator("#context-meter");
+  const shows = async (p, tokens, text) => {
+    await p.locator(`#context-meter[data-tokens="${tokens}"]`).waitFor();
+    assert.ok(await meter(p).isVisible(), "the meter is shown");
+    assert.equal(await p.locator("#context-meter-text").textContent(), text);
+    assert.equal(await p.locator("#context-meter-bar").evaluate((m) => [m.value, m.max].join("/")), `${tokens}/8192`);
+  };
+  await send(page, "hello");
+  await page.locator(".markdown", { hasText: "Answer to hello" }).waitFor();
+  await waitIdle(page);
+  assert.ok(await meter(page).isHidden(), "no meter before a turn reports usage");
+
+  await send(page, "usage 1000/234");
+  await shows(page, 1234, "Context 15% · 1.2k / 8.1k");
+  assert.equal(await meter(page).getAttribute("title"), "1,234 of 8,192 tokens of context in use (model fake-q4)");
+  // A browser that opens the conversation now reads the meter with getStatus.
+  const other = await openClient(t, server);
+  await shows(other.page, 1234, "Context 15% · 1.2k / 8.1k");
+  await shot(page, "16-context-meter");
+
+  // A turn that under-reports keeps the baseline and adds only its output; both browsers
+  // follow live (the contextMeter notification).
+  await send(other.page, "usage 10/6");
+  await shows(other.page, 1240, "Context 15% · 1.2k / 8.1k");
+  await shows(page, 1240, "Context 15% · 1.2k / 8.1k");
+  await send(page, "usage 7000/500");
+  await shows(page, 7500, "Context 91% · 7.5k / 8.1k");
+  await shows(other.page, 7500, "Context 91% · 7.5k / 8.1k");
+
+  // A reload shows the same meter (the server keeps it beside the conversation's history).
+  await page.reload();
+  await waitReady(page);
+  await shows(page, 7500, "Context 91% · 7.5k / 8.1k");
+
+  // A reset clears it everywhere.
+  await send(other.page, "@system meter reset");
+  await other.page.locator(".markdown", { hasText: "Context meter reset" }).waitFor();
+  for (const p of [page, other.page]) {
+    await p.locator("#context-meter").waitFor({ state: "hidden" });
+    assert.equal(await p.locator("#context-meter").getAttribute("data-tokens"), null);
+  }
 });
 
 test("keyboard, phone-sized screen, dark theme; README screenshot", async (t) => {

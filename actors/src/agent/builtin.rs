@@ -5,7 +5,10 @@
 //! <tool> {json}` proposes that call first (`propose_action`), arithmetic goes to
 //! `calculate`, "time" to `get_current_time` (a place "in Tokyo" is looked up in the tz
 //! database), "weather" to `get_weather`, "ask me …?" to `ask_user`; once tool results are in,
-//! it answers with them. A question or request it cannot handle gets a plain "cannot" naming
+//! it answers with them. Conversation management in words ("switch to my work
+//! conversation", "list my conversations", "hand off my research conversation here": the
+//! phrases of [`phrases`]) calls `manage_conversation`, ahead of the other tools, so "switch to
+//! my weather conversation" is a switch. A question or request it cannot handle gets a plain "cannot" naming
 //! what it can do; any other text is echoed (`echo: <text>`, what the tests and the load
 //! harness run).
 //!
@@ -18,10 +21,18 @@
 //!   (`ask_user_form`), one field per question: `Size? S|M|L` is a pick, `Toppings? ham,
 //!   olives` a multiple choice, `Deliver?` a yes / no; a last choice `…` (or `...`) adds a
 //!   free-text "Other".
+//!
+//! It reports no token usage (`ProviderResponse::usage` is always `None`): it is not a model,
+//! and an estimate would make a conversation's context meter show numbers no model ever
+//! counted. So with `--provider builtin` the meter stays empty (`contextMeter: null`); the
+//! meter's tests use a scripted OpenAI-compatible model that reports exact usage.
+
+mod phrases;
 
 use serde_json::{json, Value};
 
 use super::tools::interactive::{ASK_USER, ASK_USER_FORM, PROPOSE_ACTION, REMEMBERED_NOTE};
+use super::tools::MANAGE_CONVERSATION;
 use super::{
     ContentBlock, LocalBoxFuture, Provider, ProviderError, ProviderRequest, ProviderResponse, Role,
 };
@@ -47,6 +58,7 @@ impl Provider for BuiltinProvider {
 fn text(t: impl Into<String>) -> ProviderResponse {
     ProviderResponse {
         content: vec![ContentBlock::Text { text: t.into() }],
+        usage: None,
     }
 }
 
@@ -57,6 +69,7 @@ fn tool(id: String, name: &str, input: serde_json::Value) -> ProviderResponse {
             name: name.to_string(),
             input,
         }],
+        usage: None,
     }
 }
 
@@ -119,6 +132,11 @@ fn respond(request: &ProviderRequest) -> ProviderResponse {
     }
     if let Some(asked) = strip_prefix_ci(&user, "ask me ").filter(|_| offered(ASK_USER)) {
         return ask(asked, request, call_id);
+    }
+    if let Some(input) =
+        phrases::conversation_request(&user).filter(|_| offered(MANAGE_CONVERSATION))
+    {
+        return tool(call_id, MANAGE_CONVERSATION, input);
     }
     if lower.contains("weather") && offered("get_weather") {
         let location = after_word(&user, " in ").unwrap_or_else(|| "Seattle".to_string());

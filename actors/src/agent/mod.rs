@@ -13,6 +13,7 @@ pub mod client_agent;
 pub mod interaction;
 pub mod tools;
 pub mod turn;
+pub mod usage;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -162,11 +163,15 @@ impl ProviderRequest {
     }
 }
 
-/// What a provider answers: the assistant's content (text and/or tool calls).
+/// What a provider answers: the assistant's content (text and/or tool calls), and the tokens
+/// the call used when the provider reports them.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ProviderResponse {
     /// Text and `ToolUse` blocks.
     pub content: Vec<ContentBlock>,
+    /// What the call used (the conversation's context meter follows it); `None` when the
+    /// provider does not report usage (the offline `builtin` provider never does).
+    pub usage: Option<usage::Usage>,
 }
 
 /// Why a provider call failed. The text is shown to the user.
@@ -195,6 +200,11 @@ pub trait Provider: Send + Sync {
     /// The model it calls, when it has one (`@system config` shows it); the offline
     /// `builtin` provider has none.
     fn model(&self) -> Option<&str> {
+        None
+    }
+    /// The model's context window in tokens, when configured (the conversation's context
+    /// meter is capped at it and shows its share); `None` when unknown.
+    fn context_window(&self) -> Option<u64> {
         None
     }
     /// One model call.

@@ -6,7 +6,8 @@
 //!
 //! Tool calls are routed by name: built-in tools ([`super::tools`]), the interactive tools
 //! (`ask_user`, `ask_user_form`, `propose_action`: [`super::tools::interactive`], answered by
-//! clients through the sink), and `server__tool` names, routed by the `server` prefix to a
+//! clients through the sink), `manage_conversation` ([`super::tools::manage_conversation`],
+//! booked with the sink for the turn's end), and `server__tool` names, routed by the `server` prefix to a
 //! registered [`ToolServer`]. A failing or unknown tool becomes an `is_error` tool result
 //! the model sees, never a crashed turn.
 
@@ -21,6 +22,8 @@ use super::interaction::{
     ActionProposal, Picked, ProposalAnswer, QuestionForm, QuestionFormResponse,
 };
 use super::tools::interactive::{self, ASK_USER_FORM, PROPOSE_ACTION};
+use super::tools::{manage_conversation, MANAGE_CONVERSATION};
+use super::usage::Usage;
 use super::{
     attachments, tools, valid_tool_name, ChatMessage, ContentBlock, LocalBoxFuture, Provider,
     ProviderRequest, Role, ToolSpec,
@@ -211,6 +214,21 @@ pub trait TurnSink {
     fn status(&self, _text: String) {}
     /// A step of the turn (timing, the action running); ignored unless the sink cares.
     fn step(&self, _step: TurnStep) {}
+    /// Asks the client that sent the request to carry out `action` with `data`
+    /// (`takeAction(requestId, action, data)`, which clients do not answer), once the turn
+    /// has ended: just before the request completes, where `@conversation` sends it. `Err`
+    /// says why not (the turn asked for too many). The default refuses (no client here).
+    fn client_action(&self, action: &str, data: Value) -> Result<(), String> {
+        let _ = data;
+        Err(format!("no client here can carry out \"{action}\""))
+    }
+    /// Asks for a handoff of the conversation `source` (a name or an id) into this one once
+    /// the turn has ended; the request then completes with its outcome. `Err` says why not
+    /// (one handoff per turn). The default refuses (no conversation here).
+    fn handoff(&self, source: &str) -> Result<(), String> {
+        let _ = source;
+        Err("there is no conversation here to hand off into".to_string())
+    }
 }
 
 /// Everything one turn needs.
@@ -243,13 +261,18 @@ pub struct TurnOutcome {
     pub messages: Vec<ChatMessage>,
     /// Set when the turn failed (shown as `lastError`).
     pub error: Option<String>,
+    /// The usage the turn's last reporting model call gave: its input re-sends everything
+    /// before it, so it and its output are the context the conversation occupies after the
+    /// turn (the context meter follows it, see [`super::usage`]). `None` when no call
+    /// reported usage.
+    pub usage: Option<Usage>,
 }
 
 impl TurnOutcome {
     /// The outcome of a turn whose messages are `messages`: the user's message and tool
     /// results lose their images, which the history does not keep
     /// ([`attachments::for_history`]).
-    fn new(messages: Vec<ChatMessage>, error: Option<String>) -> TurnOutcome {
+    fn new(messages: Vec<ChatMessage>, error: Option<String>, usage: Option<Usage>) -> TurnOutcome {
         let messages = messages
             .into_iter()
             .map(|m| match m.role {
@@ -257,15 +280,20 @@ impl TurnOutcome {
                 Role::Assistant => m,
             })
             .collect();
-        TurnOutcome { messages, error }
+        TurnOutcome {
+            messages,
+            error,
+            usage,
+        }
     }
 }
 
-/// The tools offered to the model: built-ins, the asking tools, and every server's tools,
-/// prefixed.
+/// The tools offered to the model: built-ins, the asking tools, `manage_conversation`, and
+/// every server's tools, prefixed.
 pub fn offered_tools(servers: &HashMap<String, Arc<dyn ToolServer>>) -> Vec<ToolSpec> {
     let mut specs = tools::builtin_tool_specs();
     specs.extend(interactive::specs());
+    specs.push(tools::manage_conversation_spec());
     let mut names: Vec<_> = servers.keys().collect();
     names.sort();
     for server in names {
@@ -289,6 +317,7 @@ pub async fn run_turn(input: TurnInput, sink: &dyn TurnSink) -> TurnOutcome {
         &input.attachments,
     )];
     let mut action_index = 0;
+    let mut usage = None;
     for _ in 0..input.max_iterations.max(1) {
         // Read per model call: a server whose tool list changed offers the new one.
         let tools = offered_tools(&input.tool_servers);
@@ -311,9 +340,12 @@ pub async fn run_turn(input: TurnInput, sink: &dyn TurnSink) -> TurnOutcome {
                     json!({"type": "text", "content": text, "kind": "error"}),
                     None,
                 );
-                return TurnOutcome::new(messages, Some(text));
+                return TurnOutcome::new(messages, Some(text), usage);
             }
         };
+        if response.usage.is_some() {
+            usage = response.usage;
+        }
         let mut calls = Vec::new();
         for block in &response.content {
             match block {
@@ -331,7 +363,7 @@ pub async fn run_turn(input: TurnInput, sink: &dyn TurnSink) -> TurnOutcome {
             content: response.content,
         });
         if calls.is_empty() {
-            return TurnOutcome::new(messages, None);
+            return TurnOutcome::new(messages, None, usage);
         }
         let mut results = Vec::new();
         let mut images = Vec::new();
@@ -395,7 +427,7 @@ pub async fn run_turn(input: TurnInput, sink: &dyn TurnSink) -> TurnOutcome {
         None,
     );
     messages.push(ChatMessage::text(Role::Assistant, note.clone()));
-    TurnOutcome::new(messages, Some(note))
+    TurnOutcome::new(messages, Some(note), usage)
 }
 
 /// One model call without running anything: what the model would do with `command`
@@ -510,6 +542,7 @@ async fn call_tool(
         ASK_USER => return interactive::ask_user(&input, sink).await.into(),
         ASK_USER_FORM => return interactive::ask_user_form(&input, sink).await.into(),
         PROPOSE_ACTION => return propose(input, servers, context, offered).await,
+        MANAGE_CONVERSATION => return manage_conversation::run(&input, sink).into(),
         _ => {}
     }
     if let Some(result) = tools::run_builtin_tool(name, &input) {
@@ -633,6 +666,7 @@ mod tests {
                         },
                         input: json!({}),
                     }],
+                    usage: None,
                 })
             })
         }
@@ -753,9 +787,71 @@ mod tests {
                             text: serde_json::to_string(&last).unwrap(),
                         }
                     }],
+                    usage: None,
                 })
             })
         }
+    }
+
+    /// A provider that calls `calculate` once, then answers; each call reports the usage
+    /// its `reports` gives for its call number.
+    struct Reports(fn(usize) -> Option<Usage>);
+    impl Provider for Reports {
+        fn name(&self) -> &str {
+            "reports"
+        }
+        fn complete(
+            &self,
+            r: ProviderRequest,
+        ) -> LocalBoxFuture<'static, Result<ProviderResponse, ProviderError>> {
+            let call = r.messages.len() / 2;
+            let content = vec![if call == 0 {
+                ContentBlock::ToolUse {
+                    id: "c1".into(),
+                    name: "calculate".into(),
+                    input: json!({"expression": "1+1"}),
+                }
+            } else {
+                ContentBlock::Text { text: "2".into() }
+            }];
+            let usage = (self.0)(call);
+            Box::pin(async move { Ok(ProviderResponse { content, usage }) })
+        }
+    }
+
+    /// The turn's usage is its last reporting model call's (whose input re-sends all the
+    /// turn before it); a turn whose calls report nothing has none.
+    #[test]
+    fn the_last_reported_usage_is_the_turns() {
+        let usage = |input| Usage {
+            input_tokens: input,
+            output_tokens: 5,
+            model: None,
+        };
+        let both = Reports(|call| {
+            Some(Usage {
+                input_tokens: 100 + call as u64,
+                output_tokens: 5,
+                model: None,
+            })
+        });
+        let out = block_on(run_turn(input(Arc::new(both), "go"), &Recorder::default()));
+        assert_eq!(out.usage, Some(usage(101)));
+        let first_only = Reports(|call| {
+            (call == 0).then_some(Usage {
+                input_tokens: 100,
+                output_tokens: 5,
+                model: None,
+            })
+        });
+        let out = block_on(run_turn(
+            input(Arc::new(first_only), "go"),
+            &Recorder::default(),
+        ));
+        assert_eq!(out.usage, Some(usage(100)));
+        let none = Reports(|_| None);
+        let out = block_on(run_turn(input(Arc::new(none), "go"), &Recorder::default()));
+        assert_eq!((out.messages.len(), out.usage), (4, None));
     }
 
     /// A tool's images reach the model after the results, and the history keeps a note.

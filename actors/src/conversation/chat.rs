@@ -120,6 +120,23 @@ fn history_from_disk(path: &Path, n: usize) -> std::io::Result<String> {
     Ok(page.text(total))
 }
 
+/// The newest part of this conversation's chat history (the window the agent reads) and the
+/// number of messages in its whole history: what another conversation's handoff summarizes.
+/// Sent by the registry, which holds the address; answered from memory (what was committed
+/// may not be on disk yet).
+#[derive(Message)]
+#[rtype(result = "(Arc<Vec<ChatMessage>>, usize)")]
+pub struct ReadChatWindow;
+
+impl Handler<ReadChatWindow> for Conversation {
+    type Result = MessageResult<ReadChatWindow>;
+
+    fn handle(&mut self, _msg: ReadChatWindow, _ctx: &mut Self::Context) -> Self::Result {
+        let window = self.chat_window();
+        MessageResult((window.messages.clone(), window.total))
+    }
+}
+
 impl Conversation {
     /// The window, read from the end of the history file the first time.
     fn chat_window(&mut self) -> &mut ChatWindow {

@@ -783,6 +783,7 @@ impl Conversation {
     fn reserved_agent_name(&self, name: &str) -> bool {
         RESERVED_AGENT_NAMES.contains(&name)
             || name == ASK_USER
+            || name == tools::MANAGE_CONVERSATION
             || tools::builtin_tool_specs().iter().any(|t| t.name == name)
             || self.setup.runtime.tool_servers.contains_key(name)
     }

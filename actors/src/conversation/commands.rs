@@ -1,6 +1,6 @@
 //! `@` commands handled by the conversation itself rather than the agent loop: `@conversation`
 //! (answered with `takeAction manage-conversation` to the originating client, reference section
-//! 6.6), `@help`, `@compact`, `@explain`, `@translate`, the `@dispatcher` family TypeAgent's
+//! 6.6; its `handoff` subcommand is Roundtable's and runs here, `handoff.rs`), `@help`, `@compact`, `@explain`, `@translate`, the `@dispatcher` family TypeAgent's
 //! `agent-cli run request | translate | explain` sends, and `@system` (its own module,
 //! `system.rs`). Their completion is `completion.rs`; `@<client agent> …` runs in
 //! `client_agents.rs`.
@@ -22,6 +22,9 @@ use crate::client::OutboundCall;
 pub enum Command {
     /// `@conversation …`: the `manage-conversation` payload for the client.
     Conversation(Value),
+    /// `@conversation handoff <name or id>`: summarize that conversation into this one (run by
+    /// the server; empty when no conversation was given).
+    Handoff(String),
     /// `@help`.
     Help,
     /// `@compact`.
@@ -46,8 +49,9 @@ pub enum Command {
 }
 
 /// The `@conversation` subcommands, for help and completion.
-pub const CONVERSATION_SUBCOMMANDS: [&str; 11] = [
+pub const CONVERSATION_SUBCOMMANDS: [&str; 12] = [
     "help", "new", "list", "info", "switch", "prev", "next", "rename", "delete", "find", "search",
+    "handoff",
 ];
 
 /// The `@dispatcher` subcommands, for help and completion.
@@ -71,7 +75,10 @@ pub fn parse(text: &str) -> Option<Command> {
     let (head, args) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
     let args = args.trim();
     Some(match head {
-        "conversation" | "conv" => Command::Conversation(conversation_payload(args)),
+        "conversation" | "conv" => match split_word(args) {
+            ("handoff", rest) => Command::Handoff(unquote(rest)),
+            _ => Command::Conversation(conversation_payload(args)),
+        },
         "help" => Command::Help,
         "compact" => Command::Compact,
         "explain" => Command::Explain(args.to_string()),
@@ -189,10 +196,14 @@ pub fn help_text() -> String {
         ("delete <name>", "delete one (not the current)"),
         ("find <query>", "find conversations by name"),
         ("search <query>", "search conversation content"),
+        (
+            "handoff <name or id>",
+            "summarize another conversation into this one (by the server)",
+        ),
     ] {
         out.push_str(&format!("  - `{sub}`: {what}\n"));
     }
-    out.push_str("\nAnything else goes to the assistant, which can calculate, tell the time and show sample weather.");
+    out.push_str("\nAnything else goes to the assistant, which can calculate, tell the time, show sample weather and manage conversations in words (\"switch to my work conversation\", \"hand off my research conversation here\").");
     out
 }
 
@@ -236,6 +247,7 @@ impl Conversation {
                 self.emit(call, &Audience::Only(request.origin));
                 self.finish(turn, None, ctx);
             }
+            Command::Handoff(source) => self.start_handoff(turn, source, None, ctx),
             Command::Help => {
                 let help = json!({"type": "markdown", "content": help_text()});
                 self.finish_showing(turn, request, help, None, ctx);
@@ -318,9 +330,76 @@ mod tests {
             json!({"subcommand": "find", "query": "q"})
         );
         assert_eq!(p("@conversation list"), json!({"subcommand": "list"}));
+        assert_eq!(
+            parse("@conversation handoff \"old project\""),
+            Some(Command::Handoff("old project".into()))
+        );
+        assert_eq!(
+            parse("@conversation handoff"),
+            Some(Command::Handoff(String::new()))
+        );
         assert_eq!(parse("@help"), Some(Command::Help));
         assert_eq!(parse("@nope x"), Some(Command::Unknown("nope".into())));
         assert_eq!(parse("hello"), None);
+    }
+
+    /// The `manage_conversation` tool (conversation management in words) sends exactly the
+    /// payload of the `@conversation` command that means the same.
+    #[test]
+    fn words_and_commands_make_the_same_payload() {
+        use crate::agent::tools::manage_conversation::{request, ConversationRequest};
+        for (input, typed) in [
+            (json!({"subcommand": "new"}), "@conversation new"),
+            (
+                json!({"subcommand": "new", "name": "My Chat"}),
+                "@conversation new My Chat",
+            ),
+            (json!({"subcommand": "list"}), "@conversation list"),
+            (json!({"subcommand": "info"}), "@conversation info"),
+            (
+                json!({"subcommand": "switch", "name": "work"}),
+                "@conversation switch work",
+            ),
+            (json!({"subcommand": "prev"}), "@conversation prev"),
+            (json!({"subcommand": "next"}), "@conversation next"),
+            (
+                json!({"subcommand": "rename", "newName": "Better"}),
+                "@conversation rename Better",
+            ),
+            (
+                json!({"subcommand": "rename", "name": "old one", "newName": "new one"}),
+                "@conversation rename \"old one\" new one",
+            ),
+            (
+                json!({"subcommand": "delete", "name": "x"}),
+                "@conversation delete x",
+            ),
+            (
+                json!({"subcommand": "find", "query": "q"}),
+                "@conversation find q",
+            ),
+            (
+                json!({"subcommand": "search", "query": "q"}),
+                "@conversation search q",
+            ),
+        ] {
+            let Some(Command::Conversation(payload)) = parse(typed) else {
+                panic!("{typed}");
+            };
+            assert_eq!(
+                request(&input),
+                Ok(ConversationRequest::Client(payload)),
+                "{typed}"
+            );
+        }
+        assert_eq!(
+            request(&json!({"subcommand": "handoff", "name": "research"})),
+            Ok(ConversationRequest::Handoff("research".into()))
+        );
+        assert_eq!(
+            parse("@conversation handoff research"),
+            Some(Command::Handoff("research".into()))
+        );
     }
 
     #[test]

@@ -8,7 +8,8 @@
 //! - the top-level table (TypeAgent's `system` agent table, used when the first word is not
 //!   an agent): `conversation` (its own table, default `help`), `help`, `compact`, `explain`,
 //!   `translate`;
-//! - the agents `system` (`help`, `history`, `session`, `config`, `trace`) and `dispatcher`
+//! - the agents `system` (`help`, `history`, `session`, `config`, `trace`, `clear`, `exit`,
+//!   `meter`) and `dispatcher`
 //!   (`request`, `translate`, `explain`), always listed under `Agent Names`;
 //! - the client-hosted agents whose `agentInterface` has `executeCommand`, also under `Agent
 //!   Names`, with their own tree (`getCommands`) and parameter completion
@@ -32,7 +33,9 @@ use serde_json::{json, Map, Value};
 
 use super::client_agents::ClientCommandHost;
 use super::commands::{CONVERSATION_SUBCOMMANDS, DISPATCHER_SUBCOMMANDS};
-use super::system::{CONFIG_SUBCOMMANDS, SESSION_SUBCOMMANDS, SUBCOMMANDS as SYSTEM_SUBCOMMANDS};
+use super::system::{
+    CONFIG_SUBCOMMANDS, METER_SUBCOMMANDS, SESSION_SUBCOMMANDS, SUBCOMMANDS as SYSTEM_SUBCOMMANDS,
+};
 use crate::agent::client_agent::command::{
     is_js_space, next_word, parse_params, resolve, resolve_flag, trim_start_js, utf16_len,
     ArgDefinition, CommandDescriptor, DefaultSubCommand, DescriptorTable, Descriptors,
@@ -134,7 +137,7 @@ static ROOT: LazyLock<DescriptorTable> = LazyLock::new(|| {
                 "name",
                 ArgDefinition::rest_of_line().optional(),
             )])),
-            "delete" => Some(ParameterDefinitions::args(vec![rest("name")])),
+            "delete" | "handoff" => Some(ParameterDefinitions::args(vec![rest("name")])),
             "find" | "search" => Some(ParameterDefinitions::args(vec![rest("query")])),
             _ => None,
         },
@@ -193,6 +196,15 @@ static SYSTEM: LazyLock<Descriptors> = LazyLock::new(|| {
             table("server settings", &CONFIG_SUBCOMMANDS, Some("show"), |_| {
                 None
             }),
+        ),
+        (
+            "meter",
+            table(
+                "the context meter",
+                &METER_SUBCOMMANDS,
+                Some("show"),
+                |_| None,
+            ),
         ),
     ];
     for (name, family) in families {
@@ -873,6 +885,7 @@ mod tests {
             ("@system h", 8, strings(&SYSTEM_SUBCOMMANDS)),
             ("@system config a", 15, strings(&CONFIG_SUBCOMMANDS)),
             ("@system session ", 16, strings(&SESSION_SUBCOMMANDS)),
+            ("@system meter r", 14, strings(&METER_SUBCOMMANDS)),
             ("@dispatcher re", 12, strings(&DISPATCHER_SUBCOMMANDS)),
         ] {
             let r = forward(input);

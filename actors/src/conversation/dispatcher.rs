@@ -435,7 +435,9 @@ impl Conversation {
         }
     }
 
-    /// `getStatus`: the client agents, and the provider and the queue in one line.
+    /// `getStatus`: the client agents, and the provider and the queue in one line; and the
+    /// Roundtable extensions `mcpServers` and `contextMeter` (the meter object, or `null`:
+    /// `meter.rs`), which TypeAgent's clients ignore.
     fn status(&self) -> Value {
         let details = format!(
             "provider: {}; queue: {}",
@@ -443,7 +445,7 @@ impl Conversation {
             self.queue_status()
         );
         json!({"agents": self.client_agent_statuses(), "details": details,
-               "mcpServers": self.mcp_statuses()})
+               "mcpServers": self.mcp_statuses(), "contextMeter": self.meter_json()})
     }
 
     /// Roundtable extension of `getStatus`: each MCP server's name, state, transport and

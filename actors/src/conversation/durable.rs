@@ -88,7 +88,11 @@ impl Conversation {
     ) {
         let ticket = self.next_ticket;
         self.next_ticket += 1;
-        let mut paths = vec![self.chat_path.clone(), self.requests_path.clone()];
+        let mut paths = vec![
+            self.chat_path.clone(),
+            self.requests_path.clone(),
+            self.meter_path.clone(),
+        ];
         if let Ok(log) = &self.log {
             paths.push(log.path().clone());
         }
@@ -362,6 +366,7 @@ impl Conversation {
             let mut files = vec![
                 writer.close(&self.chat_path),
                 writer.close(&self.requests_path),
+                writer.close(&self.meter_path),
             ];
             if let Ok(log) = &self.log {
                 files.push(writer.close(log.path()));

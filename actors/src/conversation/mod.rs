@@ -31,9 +31,14 @@
 //! - [`commands`]: the `@` commands (`@conversation`, `@help`, `@dispatcher`, …);
 //!   `system.rs`: the `@system` family ([`SystemCommand`]); [`completion`]:
 //!   `getCommandCompletion`, as TypeAgent's dispatcher computes it.
-//! - `turn.rs`: starting agent turns, `@explain` / `@translate` / `@compact`, [`TurnEvent`].
+//! - `turn.rs`: starting agent turns, `@explain` / `@translate` / `@compact`, [`TurnEvent`],
+//!   and what a turn books for its end (the `manage_conversation` tool's client actions).
+//! - `handoff.rs`: handoff between conversations (`@conversation handoff`, the tool's
+//!   `handoff`): a summary of another conversation appended here ([`HandoffError`]).
 //! - `chat.rs`: the chat history the agent reads (its newest part in memory, all of it in
 //!   `history.jsonl`).
+//! - `meter.rs`: the context meter (how much of the model's context the history occupies),
+//!   its file beside the history and its `contextMeter` announcements.
 //! - `client_agents.rs`: the client-hosted agents registered here, their checks, the tools
 //!   they add to turns, their `@<agent>` commands and the calls they make while they run
 //!   ([`ClientAgentOutput`]), and the list [`Conversation::client_agents`] (`@system config
@@ -80,7 +85,9 @@ pub mod completion;
 mod dispatcher;
 mod durable;
 mod feedback;
+mod handoff;
 mod interactions;
+mod meter;
 mod queue;
 mod routing;
 mod system;
@@ -99,6 +106,7 @@ use serde_json::Value;
 use tokio::sync::oneshot;
 
 use crate::agent::turn::ToolServer;
+use crate::agent::usage::ContextMeter;
 use crate::agent::Provider;
 use crate::client::{
     Client, ClientLost, ClientOutput, ClientReady, ConversationGone, ConversationLink, StopClient,
@@ -108,6 +116,7 @@ use crate::ids::{ConnectionId, ConversationId, RequestId};
 use crate::metrics::Metrics;
 use crate::outbox::Outbox;
 use crate::registry::{ConversationEvent, ConversationRegistry};
+use crate::storage::context_meter;
 use crate::storage::display_log::DisplayLog;
 use crate::storage::log_writer::LogWriter;
 use crate::storage::requests::{self, OpenRequest};
@@ -121,6 +130,7 @@ pub use agent_context::{
     transient_agent_error, AgentPopupQuestion, AgentThreadCall, HostInvoke, PopupQuestion,
     ThreadOp, MAX_AGENT_THREADS, MAX_QUESTIONS_PER_AGENT, MAX_THREAD_ID_CHARS,
 };
+pub use chat::{ReadChatWindow, MAX_CHAT_BYTES, MAX_CHAT_MESSAGES};
 pub use client_agents::{
     parse_agent_command, AbandonClientAgent, ActivateClientAgent, AgentAnswer, AgentCall,
     AgentReply, ClientActionInfo, ClientAgentHost, ClientAgentInfo, ClientAgentOutput,
@@ -128,13 +138,18 @@ pub use client_agents::{
     UnregisterClientAgent,
 };
 pub use dispatcher::{deleted_status, DispatcherCall, DispatcherInvoke, DispatcherReply};
+pub use handoff::{
+    read_chat_tail, HandoffError, SourceHistory, HANDOFF_INSTRUCTION, HANDOFF_SYSTEM,
+    MAX_PACKET_BYTES,
+};
+pub use meter::METER_EVENT;
 pub use queue::{
     CancelOutcome, CancelReason, MAX_QUEUED_BYTES, MAX_QUEUE_DEPTH, SNAPSHOT_COALESCE,
     STOPPED_BEFORE_FINISHING, STORAGE_ERROR,
 };
 pub use routing::{DisplayMode, DELETED_NOTICE, JOIN_NOTICE, LEAVE_NOTICE};
 pub use system::{LogFilterControl, SystemCommand, MAX_TRACE_FILTER_BYTES};
-pub use turn::TurnEvent;
+pub use turn::{TurnBooking, TurnEvent, MAX_CLIENT_ACTIONS_PER_TURN};
 pub use working_directory::{Resolution, WorkingDirectoryPolicy};
 
 /// Source name of the chat agent in display messages, and its storage folder name.
@@ -278,6 +293,16 @@ pub struct Conversation {
     release_cursor: Option<ReleaseCursor>,
     /// The chat history file (`sessions/chat/history.jsonl`).
     chat_path: Arc<Path>,
+    /// The context meter: read from its file at load, changed by turns that report usage,
+    /// cleared by `@compact` and `@system meter reset` (`meter.rs`).
+    meter: Option<ContextMeter>,
+    /// The meter's file (`sessions/chat/contextMeter.jsonl`).
+    meter_path: Arc<Path>,
+    /// Bytes of the meter file (its length at load, and the appends since): it is rewritten
+    /// with its last line past [`context_meter::REWRITE_AFTER_BYTES`].
+    meter_file_bytes: u64,
+    /// The meter changed since its last announcement: the running request's finish sends it.
+    meter_changed: bool,
     /// The request journal (`requests.jsonl`).
     requests_path: Arc<Path>,
     /// Requests accepted and not closed, in acceptance order (what the journal says).
@@ -313,6 +338,9 @@ impl Conversation {
             format!("display log unavailable: {e}")
         });
         let chat_path = chat::history_path(&setup.dir);
+        let meter_path: Arc<Path> = context_meter::path(&setup.dir, AGENT_SOURCE).into();
+        // A few bytes from the file's end, like the display log's last line above.
+        let stored = context_meter::load(&meter_path);
         let requests_path: Arc<Path> = setup.dir.join(requests::FILE_NAME).into();
         Conversation {
             clientio_prefix: crate::protocol::call_prefix(&crate::protocol::clientio_channel(id))
@@ -340,6 +368,10 @@ impl Conversation {
             next_ticket: 0,
             release_cursor: None,
             chat_path,
+            meter: stored.meter,
+            meter_path,
+            meter_file_bytes: stored.len,
+            meter_changed: false,
             requests_path,
             open_requests: Vec::new(),
             requests_appended: 0,
@@ -648,7 +680,10 @@ impl Handler<Shutdown> for Conversation {
         // A stopping conversation reports no more idleness (the registry already acted on it).
         self.disarm_timers(ctx);
         match msg.reason {
-            ShutdownReason::Deleted => self.announce_deleted(),
+            ShutdownReason::Deleted => {
+                self.handoff_interrupted_by_delete();
+                self.announce_deleted();
+            }
             ShutdownReason::Evicted if !self.clients.is_empty() => {
                 log::error!(
                     "conversation {}: evicted with {} clients (registry bug)",

@@ -8,7 +8,9 @@
 //! In TypeAgent's order (`dispatcher` `commandHandlerContext.ts`, `requestQueue.ts`):
 //! `requestQueued`, `requestStarted`, `setUserRequest`, `setDisplayInfo` (what runs: the
 //! command's words, or `dispatcher request` for an agent turn, then one per tool call), its
-//! displays, `notify commandComplete` with `{result: {metrics, traceId, lastError?}}`, and the
+//! displays, `notify contextMeter` to everyone when the request changed the context meter
+//! (Roundtable's extension, `meter.rs`), `notify commandComplete` with `{result: {metrics,
+//! traceId, lastError?}}`, and the
 //! queue's snapshot in `queueStateChanged`, sent at most once per [`SNAPSHOT_COALESCE`]
 //! (the newest state wins), so a quick request gets one, after its completion.
 //!
@@ -26,7 +28,7 @@ use actix::prelude::*;
 use serde_json::{json, Value};
 use tokio::sync::oneshot;
 
-use super::routing::DisplayMode;
+use super::routing::{Audience, DisplayMode};
 use super::timing::RequestTiming;
 use super::Conversation;
 use crate::agent::{ChatMessage, Role};
@@ -238,6 +240,11 @@ pub(super) struct Running {
     pub(super) blocked_announced: bool,
     /// Its phases so far, for `CommandResult.metrics`.
     pub(super) timing: RequestTiming,
+    /// What its agent turn booked for the turn's end (client actions, a handoff).
+    pub(super) after_turn: super::turn::AfterTurn,
+    /// The source of the handoff it is running (reading or summarizing), if any: a delete
+    /// meanwhile says the handoff did not happen.
+    pub(super) handing_off: Option<String>,
 }
 
 impl Running {
@@ -471,6 +478,8 @@ impl Conversation {
             blocked_on: None,
             blocked_announced: false,
             timing,
+            after_turn: Default::default(),
+            handing_off: None,
         });
         self.broadcast(
             "requestStarted",
@@ -559,11 +568,17 @@ impl Conversation {
             "traceId": request.trace_id,
         }));
         self.remember_finished(request.request_id.clone());
+        // A meter change the request made (its line is queued before the barrier below) is
+        // announced with it, before commandComplete.
+        let meter_notice = self.take_meter_notice();
         // commandComplete only once the result is on disk; the journal closes it after that.
         self.after_durable(ctx, move |act, written, _| {
             let error = match (error, written) {
                 (error, Ok(())) => {
                     act.journal_closed_after_durable(request.request_id.clone());
+                    if let Some(notice) = meter_notice {
+                        act.emit(notice, &Audience::Everyone);
+                    }
                     error
                 }
                 (error, Err(w)) => {

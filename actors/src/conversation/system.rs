@@ -2,8 +2,9 @@
 //! `/agents` (`@system config agents`) and `/trace`, answered with what is true of Roundtable:
 //! the command list, this conversation's chat history, its session facts, the server settings
 //! and tools, and the server's log filter (read and set at run time through the
-//! [`LogFilterControl`] the binary puts in [`RuntimeConfig`]). Any other sub-command gets a
-//! clear `@system <sub>: not supported by Roundtable`.
+//! [`LogFilterControl`] the binary puts in [`RuntimeConfig`]). Roundtable adds `@system meter
+//! [show | reset]`: the conversation's context meter (`meter.rs`), shown or cleared. Any other
+//! sub-command gets a clear `@system <sub>: not supported by Roundtable`.
 //!
 //! Who talks to it: `commands.rs` parses `@system` here ([`parse`]) and runs the result with
 //! `run_system`. The texts are pure functions of what they show; `@system session` asks the
@@ -60,18 +61,22 @@ pub enum SystemCommand {
     Clear,
     /// `exit`: the requesting client exits (clientio `exit(requestId)` to it alone).
     Exit,
+    /// `meter [show]`: the context meter; `meter reset` (`true`) clears it first.
+    Meter(bool),
 }
 
 /// `@system` sub-commands, for completion.
-pub const SUBCOMMANDS: [&str; 7] = [
-    "help", "history", "session", "config", "trace", "clear", "exit",
+pub const SUBCOMMANDS: [&str; 8] = [
+    "help", "history", "session", "config", "trace", "clear", "exit", "meter",
 ];
 /// `@system config` sub-commands, for completion.
 pub const CONFIG_SUBCOMMANDS: [&str; 2] = ["show", "agents"];
 /// `@system session` sub-commands, for completion.
 pub const SESSION_SUBCOMMANDS: [&str; 1] = ["info"];
+/// `@system meter` sub-commands, for completion.
+pub const METER_SUBCOMMANDS: [&str; 2] = ["show", "reset"];
 /// `@system` in the help list: (usage, what it does).
-pub const HELP: [(&str, &str); 8] = [
+pub const HELP: [(&str, &str); 9] = [
     ("help", "this list"),
     (
         "history [N]",
@@ -79,7 +84,7 @@ pub const HELP: [(&str, &str); 8] = [
     ),
     (
         "session [info]",
-        "this conversation: id, name, directory, clients, provider",
+        "this conversation: id, name, directory, clients, provider, context used",
     ),
     ("config [show]", "the server settings that matter here"),
     (
@@ -92,6 +97,10 @@ pub const HELP: [(&str, &str); 8] = [
     ),
     ("clear", "clear your screen (the history stays)"),
     ("exit", "exit your client"),
+    (
+        "meter [show | reset]",
+        "how much of the model's context this conversation uses; reset starts it over",
+    ),
 ];
 /// Messages `@system history` shows without a count.
 pub const DEFAULT_HISTORY: usize = 20;
@@ -132,6 +141,9 @@ pub fn parse(args: &str) -> Command {
         // keeps its history (deleting the conversation removes it).
         "clear" if word == "deep" => Command::Unsupported("system clear deep".into()),
         "clear" | "exit" => Command::Invalid(format!("@system {sub} takes no arguments")),
+        "meter" if matches!(rest, "" | "show") => Command::System(SystemCommand::Meter(false)),
+        "meter" if rest == "reset" => Command::System(SystemCommand::Meter(true)),
+        "meter" => Command::Invalid(format!("@system meter: give show or reset, got \"{rest}\"")),
         other => Command::Unsupported(format!("system {other}")),
     }
 }
@@ -272,6 +284,8 @@ pub struct SessionFacts {
     pub clients: Vec<String>,
     /// `provider` or `provider, model \`m\``.
     pub provider: String,
+    /// The context meter in words (`1,234 of 8,192 tokens (15%), model \`m\``).
+    pub context: String,
 }
 
 /// `@system session` (markdown).
@@ -296,7 +310,8 @@ pub fn session_text(facts: &SessionFacts) -> String {
         facts.clients.len(),
         facts.clients.join(", ")
     );
-    let _ = write!(out, "- Provider: {}", facts.provider);
+    let _ = writeln!(out, "- Provider: {}", facts.provider);
+    let _ = write!(out, "- Context: {}", facts.context);
     out
 }
 
@@ -432,6 +447,12 @@ pub fn agents_text(runtime: &RuntimeConfig, hosted: &[ClientAgentInfo]) -> Strin
         out,
         "  - `{ASK_USER}`: available. Asks the people in this conversation and waits"
     );
+    let _ = writeln!(
+        out,
+        "  - `{}`: available. Manages conversations in words: the requester's client does \
+         it, a handoff the server",
+        tools::MANAGE_CONVERSATION
+    );
     let servers = tool_servers(runtime);
     if servers.is_empty() {
         out.push_str(
@@ -515,6 +536,17 @@ impl Conversation {
                 markdown(agents_text(&self.setup.runtime, &self.client_agents()))
             }
             SystemCommand::Session => return self.start_session(turn, ctx),
+            SystemCommand::Meter(reset) => {
+                if reset {
+                    self.clear_meter();
+                    markdown(format!(
+                        "Context meter reset: the next turn that reports usage starts it again.\n\n- Context: {}",
+                        self.meter_text()
+                    ))
+                } else {
+                    markdown(format!("- Context: {}", self.meter_text()))
+                }
+            }
             SystemCommand::Trace(spec) => return self.trace(turn, spec, request, ctx),
             SystemCommand::Clear | SystemCommand::Exit => {
                 let method = if command == SystemCommand::Clear {
@@ -540,6 +572,7 @@ impl Conversation {
             chat_messages: self.chat_message_count(),
             clients: self.clients.keys().map(ToString::to_string).collect(),
             provider: provider_line(&self.setup.runtime),
+            context: self.meter_text(),
         };
         let record = self
             .setup
@@ -651,6 +684,13 @@ mod tests {
             system("@system shell x"),
             Command::Unsupported("system shell".into())
         );
+        assert_eq!(system("@system meter"), ok(Meter(false)));
+        assert_eq!(system("@system meter show"), ok(Meter(false)));
+        assert_eq!(system("@system meter  reset "), ok(Meter(true)));
+        assert_eq!(
+            system("@system meter zero"),
+            Command::Invalid("@system meter: give show or reset, got \"zero\"".into())
+        );
     }
 
     #[test]
@@ -714,6 +754,7 @@ mod tests {
             chat_messages: 6,
             clients: vec!["0".into(), "1".into()],
             provider: "builtin (offline rules, no model)".into(),
+            context: "1,234 of 8,192 tokens (15%), model `m`".into(),
         };
         let text = session_text(&facts);
         for part in [
@@ -724,6 +765,7 @@ mod tests {
             "- Messages: 3 requests in the display log, 6 in the chat history",
             "- Clients joined: 2 (connections 0, 1)",
             "- Provider: builtin",
+            "- Context: 1,234 of 8,192 tokens (15%), model `m`",
         ] {
             assert!(text.contains(part), "{part} missing from {text}");
         }

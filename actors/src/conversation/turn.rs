@@ -3,6 +3,11 @@
 //! [`TurnEvent`]s, each tagged with its turn number so a cancelled turn's late output is
 //! dropped. [`ConversationSink`] is the agent loop's view of the conversation.
 //!
+//! A turn may book work for its end ([`AfterTurn`]): the `takeAction` calls of the
+//! `manage_conversation` tool, sent to the requester just before the request completes (where
+//! `@conversation` sends its own), and a handoff (`handoff.rs`), run once the agent loop has
+//! ended; the request completes after both.
+//!
 //! Who talks to it: the queue starts turns; the spawned futures send [`TurnEvent`]s.
 //!
 //! What clients are told runs ([`request_display_info`], [`tool_display_info`]): a request
@@ -14,6 +19,7 @@
 //! `--tool-server`'s `server__tool`, the agent name of a client agent's `agent__action`. Its
 //! result goes out as `appendDiagnosticData(requestId, {type: "actionResult", …})` (not logged).
 
+use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,9 +29,12 @@ use serde_json::{json, Value};
 use tokio::sync::oneshot;
 
 use super::commands::{COMMANDS, CONVERSATION_SUBCOMMANDS, DISPATCHER_SUBCOMMANDS};
+use super::handoff::{HandoffError, Packet};
 use super::interactions::{AnswerSender, Asked, TurnAsk};
 use super::routing::DisplayMode;
-use super::system::{CONFIG_SUBCOMMANDS, SESSION_SUBCOMMANDS, SUBCOMMANDS as SYSTEM_SUBCOMMANDS};
+use super::system::{
+    CONFIG_SUBCOMMANDS, METER_SUBCOMMANDS, SESSION_SUBCOMMANDS, SUBCOMMANDS as SYSTEM_SUBCOMMANDS,
+};
 use super::{Conversation, AGENT_SOURCE};
 use crate::agent::interaction::{
     ActionProposal, Picked, ProposalAnswer, QuestionForm, QuestionFormResponse,
@@ -37,6 +46,36 @@ use crate::agent::{ChatMessage, LocalBoxFuture, Provider, ProviderRequest, Role}
 
 /// Longest local (provider-less) compact summary, in characters.
 const LOCAL_SUMMARY_CHARS: usize = 4000;
+/// `takeAction` calls one turn may book for its requester (`manage_conversation`): a request
+/// of a few steps ("create a research conversation, then list them") fits; a model calling
+/// the tool in a loop does not make the client switch back and forth for the rest of its
+/// iterations.
+pub const MAX_CLIENT_ACTIONS_PER_TURN: usize = 4;
+
+/// What the running request still does once its agent loop has ended (booked through
+/// [`ConversationSink`]), even when the turn then failed (the model asked, and was told it
+/// would happen); nothing of it when the request is cancelled.
+#[derive(Debug, Default)]
+pub(super) struct AfterTurn {
+    /// `takeAction` calls (action, data) for the requester, in the order the model asked.
+    pub(super) client_actions: Vec<(String, Value)>,
+    /// The handoff the model asked for: its source, as named.
+    pub(super) handoff: Option<String>,
+}
+
+/// Work a turn books for its end.
+#[derive(Debug)]
+pub enum TurnBooking {
+    /// A `takeAction` for the requester.
+    ClientAction {
+        /// The action (`manage-conversation`).
+        action: String,
+        /// Its data (the payload).
+        data: Value,
+    },
+    /// A handoff of this conversation (name or id) into this one.
+    Handoff(String),
+}
 
 /// What a request runs, for its `setDisplayInfo`: the agent and the command words TypeAgent
 /// resolves it to. Text without `@` is an agent turn: `("dispatcher", ["request"])`, and so is
@@ -67,6 +106,7 @@ pub(super) fn request_display_info(text: &str) -> Option<(&'static str, Vec<Stri
             match sub {
                 Some("config") => path.extend(known(&CONFIG_SUBCOMMANDS, third)),
                 Some("session") => path.extend(known(&SESSION_SUBCOMMANDS, third)),
+                Some("meter") => path.extend(known(&METER_SUBCOMMANDS, third)),
                 _ => {}
             }
             "system"
@@ -160,6 +200,22 @@ pub enum TurnEvent {
         /// with.
         result: Result<Value, String>,
     },
+    /// The running turn booked work for its end.
+    Booked {
+        /// Turn.
+        turn: u64,
+        /// What.
+        booking: TurnBooking,
+    },
+    /// A handoff has its packet (or failed).
+    HandedOff {
+        /// Turn.
+        turn: u64,
+        /// The packet, or why there is none.
+        result: Result<Packet, HandoffError>,
+        /// The error of the turn that booked the handoff, if it failed.
+        earlier: Option<String>,
+    },
     /// `@compact` produced its summary.
     Compacted {
         /// Turn.
@@ -191,6 +247,22 @@ struct ConversationSink {
     addr: Addr<Conversation>,
     /// The turn's number, stamped on every event.
     turn: u64,
+    /// `takeAction` calls booked so far (at most [`MAX_CLIENT_ACTIONS_PER_TURN`]).
+    client_actions: Cell<usize>,
+    /// The handoff booked, if any (one per turn).
+    handoff: RefCell<Option<String>>,
+}
+
+impl ConversationSink {
+    /// The sink of turn `turn` of the conversation at `addr`, nothing booked yet.
+    fn new(addr: Addr<Conversation>, turn: u64) -> ConversationSink {
+        ConversationSink {
+            addr,
+            turn,
+            client_actions: Cell::new(0),
+            handoff: RefCell::new(None),
+        }
+    }
 }
 
 impl TurnSink for ConversationSink {
@@ -274,6 +346,37 @@ impl TurnSink for ConversationSink {
         self.ask_more(Asked::Proposal { proposal, reply });
         Box::pin(answered(rx))
     }
+
+    fn client_action(&self, action: &str, data: Value) -> Result<(), String> {
+        let booked = self.client_actions.get();
+        if booked >= MAX_CLIENT_ACTIONS_PER_TURN {
+            return Err(format!(
+                "this reply already sent {MAX_CLIENT_ACTIONS_PER_TURN} actions to the client, \
+                 the most one reply may send"
+            ));
+        }
+        self.client_actions.set(booked + 1);
+        self.addr.do_send(TurnEvent::Booked {
+            turn: self.turn,
+            booking: TurnBooking::ClientAction {
+                action: action.to_string(),
+                data,
+            },
+        });
+        Ok(())
+    }
+
+    fn handoff(&self, source: &str) -> Result<(), String> {
+        if let Some(booked) = self.handoff.borrow().as_ref() {
+            return Err(HandoffError::AlreadyBooked(booked.clone()).to_string());
+        }
+        *self.handoff.borrow_mut() = Some(source.to_string());
+        self.addr.do_send(TurnEvent::Booked {
+            turn: self.turn,
+            booking: TurnBooking::Handoff(source.to_string()),
+        });
+        Ok(())
+    }
 }
 
 impl ConversationSink {
@@ -319,6 +422,13 @@ async fn summarize(provider: &dyn Provider, history: Arc<Vec<ChatMessage>>) -> S
             }
         }
     }
+    local_summary(&history)
+}
+
+/// The summary written without a model (the `builtin` provider's, and `@compact`'s when the
+/// model gives none): how many messages, and what the user asked, at most
+/// [`LOCAL_SUMMARY_CHARS`].
+pub(super) fn local_summary(history: &[ChatMessage]) -> String {
     let mut out = format!(
         "Summary of {} earlier messages. The user asked:",
         history.len()
@@ -353,7 +463,8 @@ impl Conversation {
             "You are the assistant of a Roundtable conversation that several people may share. \
              Answer concisely. Use the tools when they help: calculate for arithmetic, \
              get_current_time for the time, get_weather for (sample) weather, ask_user to ask \
-             the people in the conversation."
+             the people in the conversation, manage_conversation when they ask to create, list, \
+             switch, rename, delete, find or hand off conversations."
                 .to_string()
         })
     }
@@ -407,10 +518,7 @@ impl Conversation {
             r.timing.agent_turn();
         }
         let input = self.turn_input(text, self.setup.runtime.max_iterations);
-        let sink = ConversationSink {
-            addr: ctx.address(),
-            turn,
-        };
+        let sink = ConversationSink::new(ctx.address(), turn);
         let addr = ctx.address();
         self.spawn_for_running(
             async move {
@@ -519,9 +627,28 @@ impl Conversation {
             TurnEvent::Done { turn, outcome } => {
                 if self.is_current(turn) {
                     self.commit_chat(outcome.messages);
-                    self.finish(turn, outcome.error, ctx);
+                    if let Some(usage) = &outcome.usage {
+                        self.record_usage(usage);
+                    }
+                    self.end_turn(turn, outcome.error, ctx);
                 }
             }
+            TurnEvent::Booked { turn, booking } => {
+                if let Some(running) = self.running.as_mut().filter(|r| r.turn == turn) {
+                    let after = &mut running.after_turn;
+                    match booking {
+                        TurnBooking::ClientAction { action, data } => {
+                            after.client_actions.push((action, data))
+                        }
+                        TurnBooking::Handoff(source) => after.handoff = Some(source),
+                    }
+                }
+            }
+            TurnEvent::HandedOff {
+                turn,
+                result,
+                earlier,
+            } => self.handed_off(turn, result, earlier, ctx),
             TurnEvent::Planned { turn, result } => self.planned(turn, result, ctx),
             TurnEvent::Answered { turn, result } => {
                 if self.is_current(turn) {
@@ -538,6 +665,21 @@ impl Conversation {
                 replaced,
                 total_before,
             } => self.compacted(turn, summary, (replaced, total_before), ctx),
+        }
+    }
+
+    /// The agent loop of the running request `turn` has ended (its messages committed): the
+    /// handoff it booked runs, else the request completes (after the client actions it
+    /// booked).
+    fn end_turn(&mut self, turn: u64, error: Option<String>, ctx: &mut Context<Self>) {
+        let handoff = self
+            .running
+            .as_mut()
+            .filter(|r| r.turn == turn)
+            .and_then(|r| r.after_turn.handoff.take());
+        match handoff {
+            Some(source) => self.start_handoff(turn, source, error, ctx),
+            None => self.finish_turn(turn, error, ctx),
         }
     }
 
@@ -669,6 +811,9 @@ impl Conversation {
                 let error = match result {
                     Ok(()) => {
                         act.chat_compacted(compacted, total_replaced);
+                        // The history the meter measured is gone: the next turn's report
+                        // is the new baseline.
+                        act.clear_meter();
                         None
                     }
                     Err(e) => Some(format!("could not compact the history: {e}")),
@@ -722,6 +867,10 @@ mod tests {
             words("system", &["config", "agents"])
         );
         assert_eq!(info("@system trace a=debug"), words("system", &["trace"]));
+        assert_eq!(
+            info("@system meter reset"),
+            words("system", &["meter", "reset"])
+        );
         assert_eq!(
             info("@conversation list"),
             words("system", &["conversation", "list"])

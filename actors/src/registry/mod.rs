@@ -14,6 +14,7 @@
 //! - `membership.rs`: join / leave and the [`JoinLease`] that leaves for a vanished socket.
 //! - `lifecycle.rs`: opening the registry from disk, lazy load, idle eviction, shutdown.
 //! - `backup.rs`: the consistent snapshot a backup streams ([`SnapshotInstance`]).
+//! - `handoff.rs`: a handoff's source found and its history read ([`ReadHandoffSource`]).
 //! - `watchers.rs`: the live conversation list (`subscribeConversations`, a Roundtable
 //!   extension): changes pushed to subscribed sockets, count updates coalesced.
 //! - [`naming`]: the name rules (length, uniqueness key, `appendNumber`, find scoring).
@@ -40,6 +41,7 @@
 mod backup;
 mod catalog;
 mod cluster;
+mod handoff;
 mod lifecycle;
 mod membership;
 pub mod naming;
@@ -70,6 +72,7 @@ pub use catalog::{
     SearchConversationContent,
 };
 pub use cluster::{start_cluster_sync, ClusterChange, ClusterSnapshot};
+pub use handoff::ReadHandoffSource;
 pub use lifecycle::{ConversationEvent, ShutdownRegistry};
 pub use membership::{JoinConversation, JoinLease, Joined, LeaveConversation, Pending};
 pub use watchers::{

@@ -104,9 +104,10 @@ pub fn load_tail(path: &Path, max_bytes: usize, max_messages: usize) -> Tail {
     }
 }
 
-/// [`load_tail`]'s work: lines are taken from the back of what has been read; the partial
-/// line at the front waits for the chunk before it.
-fn read_tail(path: &Path, max_bytes: usize, max_messages: usize) -> io::Result<Tail> {
+/// [`load_tail`]'s work, with its error (a missing file is `NotFound`): lines are taken from
+/// the back of what has been read; the partial line at the front waits for the chunk before
+/// it.
+pub fn read_tail(path: &Path, max_bytes: usize, max_messages: usize) -> io::Result<Tail> {
     let mut file = File::open(path)?;
     let mut pos = file.seek(SeekFrom::End(0))?;
     // File bytes [pos, pos + data.len()) not taken as lines yet.

@@ -14,7 +14,8 @@
 //!   <id>/                                           layout: one conversation's directory
 //!   <id>/displayLog.jsonl                           display_log: what clients replay
 //!   <id>/requests.jsonl                             requests: acknowledged, unfinished requests
-//!   <id>/sessions/chat/                             the chat agent's history
+//!   <id>/sessions/chat/                             the chat agent's history (chat_history)
+//!   <id>/sessions/chat/contextMeter.jsonl           context_meter: its last known context usage
 //! <instance-dir>/<agent>/                           agent instance storage (kept across deletes)
 //! <instance-dir>/.backup-<ms>-<n>/                  snapshot: a backup's hard links, while it streams
 //! <instance-dir>/.upgrade-backup-v<N>/              format: what an upgrade from version N replaced
@@ -32,8 +33,8 @@
 //! - `.clean-shutdown`: the registry at clean shutdown, after its last fold; taken back at the
 //!   next start-up ([`registry_file`]).
 //! - Everything inside a conversation's directory (display log, request journal, chat
-//!   history): its conversation actor, through the shared [`log_writer::LogWriter`] thread
-//!   (`log-writer`).
+//!   history, context meter): its conversation actor, through the shared
+//!   [`log_writer::LogWriter`] thread (`log-writer`).
 //!
 //! Both writer threads are [`group_commit::GroupCommit`]s: each takes whatever queued up while
 //! its last fsync ran as one batch, fsyncs each touched file once, and only then answers. A
@@ -59,6 +60,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 pub mod chat_history;
+pub mod context_meter;
 pub mod display_log;
 pub mod durable;
 pub mod faults;
@@ -153,6 +155,7 @@ pub fn role(path: &Path) -> &'static str {
         Some(display_log::FILE_NAME) => "the display log",
         Some(requests::FILE_NAME) => "the request journal",
         Some(chat_history::FILE_NAME) => "the chat history",
+        Some(context_meter::FILE_NAME) => "the context meter",
         Some(layout::JOURNAL_FILE_NAME) => "the conversation registry journal",
         Some(layout::REGISTRY_FILE_NAME) => "the conversation registry",
         Some(log_writer::PROBE_FILE_NAME) => "the storage probe file",

@@ -70,6 +70,7 @@ impl Provider for ScriptedProvider {
                 .map_err(|_| ProviderError::Unreachable("the test dropped the call".into()))?;
             Ok(ProviderResponse {
                 content: vec![ContentBlock::Text { text }],
+                usage: None,
             })
         })
     }

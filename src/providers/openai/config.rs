@@ -20,6 +20,10 @@ pub const ENV_API_KEY: &str = "ROUNDTABLE_OPENAI_API_KEY";
 pub const ENV_API_KEY_FALLBACK: &str = "OPENAI_API_KEY";
 /// Environment variable holding the request timeout in whole seconds.
 pub const ENV_TIMEOUT_SECS: &str = "ROUNDTABLE_OPENAI_TIMEOUT_SECS";
+/// Environment variable holding the model's context window in tokens (optional): each
+/// conversation's context meter is capped at it and shows its share. Chat-completions answers
+/// do not say it, so without it the meter shows tokens only.
+pub const ENV_CONTEXT_WINDOW: &str = "ROUNDTABLE_OPENAI_CONTEXT_WINDOW";
 
 /// Where and how to reach an OpenAI-compatible endpoint.
 ///
@@ -35,6 +39,8 @@ pub struct OpenAiConfig {
     pub api_key: Option<String>,
     /// Deadline for a whole call: connecting, sending and reading the full response.
     pub timeout: Duration,
+    /// The model's context window in tokens, when configured (see [`ENV_CONTEXT_WINDOW`]).
+    pub context_window: Option<u64>,
 }
 
 impl fmt::Debug for OpenAiConfig {
@@ -47,6 +53,7 @@ impl fmt::Debug for OpenAiConfig {
             .field("model", &self.model)
             .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
             .field("timeout", &self.timeout)
+            .field("context_window", &self.context_window)
             .finish()
     }
 }
@@ -55,8 +62,9 @@ impl OpenAiConfig {
     /// Reads the configuration from the environment:
     /// `ROUNDTABLE_OPENAI_BASE_URL` (default [`DEFAULT_BASE_URL`]),
     /// `ROUNDTABLE_OPENAI_MODEL` (required),
-    /// `ROUNDTABLE_OPENAI_API_KEY` falling back to `OPENAI_API_KEY` (optional) and
-    /// `ROUNDTABLE_OPENAI_TIMEOUT_SECS` (default [`DEFAULT_TIMEOUT_SECS`]).
+    /// `ROUNDTABLE_OPENAI_API_KEY` falling back to `OPENAI_API_KEY` (optional),
+    /// `ROUNDTABLE_OPENAI_TIMEOUT_SECS` (default [`DEFAULT_TIMEOUT_SECS`]) and
+    /// `ROUNDTABLE_OPENAI_CONTEXT_WINDOW` (optional, a positive whole number of tokens).
     /// Empty values count as unset. The error text names the offending variable.
     pub fn from_env() -> Result<OpenAiConfig, String> {
         OpenAiConfig::from_lookup(|name| std::env::var(name).ok())
@@ -87,11 +95,23 @@ impl OpenAiConfig {
                 }
             },
         };
+        let context_window = match get(ENV_CONTEXT_WINDOW) {
+            None => None,
+            Some(raw) => match raw.parse::<u64>() {
+                Ok(tokens) if tokens > 0 => Some(tokens),
+                _ => {
+                    return Err(format!(
+                    "{ENV_CONTEXT_WINDOW} must be a positive whole number of tokens, got {raw:?}"
+                ))
+                }
+            },
+        };
         Ok(OpenAiConfig {
             base_url,
             model,
             api_key,
             timeout,
+            context_window,
         })
     }
 

@@ -2,7 +2,8 @@
 //! `POST /v1/chat/completions` (llama.cpp `llama-server`, Ollama, vLLM, the OpenAI API itself).
 //!
 //! This module owns:
-//! - [`OpenAiConfig`] (`config.rs`): endpoint, model, optional API key and timeout, read from
+//! - [`OpenAiConfig`] (`config.rs`): endpoint, model, optional API key, timeout and context
+//!   window, read from
 //!   the `ROUNDTABLE_OPENAI_*` environment variables by [`OpenAiConfig::from_env`];
 //! - [`OpenAiProvider`] (`provider.rs`): the HTTP call (via `awc`), its time limit and the
 //!   mapping of transport failures to [`ProviderError`]s;
@@ -32,6 +33,10 @@
 //! string is parsed as JSON; a string that does not parse to a JSON object is kept as
 //! `{"_raw": <string>}` so the agent loop can report the bad call back to the model as a tool
 //! error instead of failing the turn. A tool call without an id gets `call_<index>`.
+//! `usage.prompt_tokens` / `completion_tokens` (and the answer's `model`) become the
+//! response's [`Usage`](roundtable_actors::agent::usage::Usage), which the conversation's
+//! context meter follows; an answer without `usage` leaves the meter as it was. The provider
+//! does not stream (`"stream": false`), so usage is read from the one JSON answer.
 //!
 //! Only plain `http://` endpoints are supported: `awc` is built without a TLS feature, so an
 //! `https://` base URL fails with [`ProviderError::Unreachable`].
@@ -42,7 +47,7 @@ mod wire;
 
 pub use config::{
     OpenAiConfig, DEFAULT_BASE_URL, DEFAULT_TIMEOUT_SECS, ENV_API_KEY, ENV_API_KEY_FALLBACK,
-    ENV_BASE_URL, ENV_MODEL, ENV_TIMEOUT_SECS,
+    ENV_BASE_URL, ENV_CONTEXT_WINDOW, ENV_MODEL, ENV_TIMEOUT_SECS,
 };
 pub use provider::OpenAiProvider;
 #[allow(unused_imports)] // for the doc links above

@@ -54,6 +54,10 @@ impl Provider for OpenAiProvider {
         Some(&self.config.model)
     }
 
+    fn context_window(&self) -> Option<u64> {
+        self.config.context_window
+    }
+
     fn complete(
         &self,
         request: ProviderRequest,

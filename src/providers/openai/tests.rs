@@ -1,8 +1,9 @@
 //! The provider against a scripted HTTP server on a loopback port (request shape, answers,
 //! errors, time-outs), the wire parsing on its own, and the environment configuration.
 
-use super::wire::{parse_response, request_body, truncate, MAX_ERROR_BODY_CHARS};
+use super::wire::{parse_response, parse_usage, request_body, truncate, MAX_ERROR_BODY_CHARS};
 use super::*;
+use roundtable_actors::agent::usage::Usage;
 use roundtable_actors::agent::{ProviderRequest, ProviderResponse, Role, ToolSpec};
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -133,6 +134,7 @@ fn config(base_url: &str, api_key: Option<&str>, timeout: Duration) -> OpenAiCon
         model: "qwen2.5-7b-instruct".to_owned(),
         api_key: api_key.map(str::to_owned),
         timeout,
+        context_window: None,
     }
 }
 
@@ -189,6 +191,10 @@ fn plain_text_answer_and_request_shape() {
     assert_eq!(
         response.content,
         vec![ContentBlock::Text { text: "4".into() }]
+    );
+    assert_eq!(
+        response.usage, None,
+        "no usage in the answer: none reported"
     );
 
     let seen = recv(&rx);
@@ -570,6 +576,68 @@ fn config_from_lookup() {
     let err = OpenAiConfig::from_lookup(vars(&[(ENV_MODEL, "m"), (ENV_TIMEOUT_SECS, "soon")]))
         .unwrap_err();
     assert!(err.contains(ENV_TIMEOUT_SECS), "{err}");
+
+    assert_eq!(config.context_window, None);
+    let config =
+        OpenAiConfig::from_lookup(vars(&[(ENV_MODEL, "m"), (ENV_CONTEXT_WINDOW, "32768")]))
+            .unwrap();
+    assert_eq!(config.context_window, Some(32768));
+    assert_eq!(OpenAiProvider::new(config).context_window(), Some(32768));
+    for bad in ["0", "-1", "32k"] {
+        let err = OpenAiConfig::from_lookup(vars(&[(ENV_MODEL, "m"), (ENV_CONTEXT_WINDOW, bad)]))
+            .unwrap_err();
+        assert_eq!(
+            err,
+            format!(
+                "ROUNDTABLE_OPENAI_CONTEXT_WINDOW must be a positive whole number of tokens, got {bad:?}"
+            )
+        );
+    }
+}
+
+/// `usage` of a chat-completions answer (llama.cpp, Ollama, vLLM and OpenAI all send
+/// `prompt_tokens` and `completion_tokens`) becomes the response's usage with the model the
+/// answer names; a missing or `null` usage, or one without counts, is none.
+#[test]
+fn usage_is_read_from_the_answer() {
+    let (base, _rx) = scripted_server(vec![ok(json!({
+        "model": "qwen2.5-7b-instruct-q4",
+        "choices": [{"message": {"role": "assistant", "content": "4"}}],
+        "usage": {"prompt_tokens": 1200, "completion_tokens": 34, "total_tokens": 1234},
+    }))]);
+    let response = complete(
+        config(&base, None, Duration::from_secs(10)),
+        simple_request(),
+    )
+    .expect("an answer with usage");
+    assert_eq!(
+        response.usage,
+        Some(Usage {
+            input_tokens: 1200,
+            output_tokens: 34,
+            model: Some("qwen2.5-7b-instruct-q4".into()),
+        })
+    );
+    let usage = |answer: Value| parse_usage(&answer);
+    assert_eq!(
+        usage(json!({"usage": {"total_tokens": 90}})),
+        Some(Usage {
+            input_tokens: 90,
+            output_tokens: 0,
+            model: None
+        })
+    );
+    assert_eq!(
+        usage(json!({"usage": {"prompt_tokens": 7}, "model": ""})),
+        Some(Usage {
+            input_tokens: 7,
+            output_tokens: 0,
+            model: None
+        })
+    );
+    assert_eq!(usage(json!({"usage": null})), None);
+    assert_eq!(usage(json!({"usage": {"prompt_tokens": "many"}})), None);
+    assert_eq!(usage(json!({})), None);
 }
 
 #[test]

@@ -2,6 +2,7 @@
 //! docs): [`request_body`] from a [`ProviderRequest`], [`parse_response`] into the assistant's
 //! content blocks. Pure functions, no I/O; used by [`super::provider`].
 
+use roundtable_actors::agent::usage::Usage;
 use roundtable_actors::agent::{
     ChatMessage, ContentBlock, ProviderError, ProviderRequest, ProviderResponse, Role, ToolSpec,
 };
@@ -222,7 +223,34 @@ pub(super) fn parse_response(bytes: &[u8]) -> Result<ProviderResponse, ProviderE
             input,
         });
     }
-    Ok(ProviderResponse { content })
+    Ok(ProviderResponse {
+        content,
+        usage: parse_usage(&value),
+    })
+}
+
+/// The answer's `usage` (`{"prompt_tokens","completion_tokens","total_tokens"}`) and its
+/// `model`. `None` when the answer has no `usage` object or no count in it (some servers
+/// leave it out, or send `null`). A server that gives only `total_tokens` has it counted as
+/// input. Counts that are not whole numbers are left out. The same object ends a streamed
+/// answer (its last chunk, with `stream_options.include_usage`), so a streaming mode would
+/// read it here too.
+pub(super) fn parse_usage(answer: &Value) -> Option<Usage> {
+    let usage = answer.get("usage")?.as_object()?;
+    let count = |key: &str| usage.get(key).and_then(Value::as_u64);
+    let (input, output) = match (count("prompt_tokens"), count("completion_tokens")) {
+        (None, None) => (count("total_tokens")?, 0),
+        (input, output) => (input.unwrap_or(0), output.unwrap_or(0)),
+    };
+    Some(Usage {
+        input_tokens: input,
+        output_tokens: output,
+        model: answer
+            .get("model")
+            .and_then(Value::as_str)
+            .filter(|m| !m.is_empty())
+            .map(str::to_owned),
+    })
 }
 
 /// A tool call's `arguments` as a JSON object. Missing or blank arguments are `{}`; an

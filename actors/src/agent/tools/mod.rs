@@ -1,7 +1,9 @@
 //! The agent's built-in tools, one file each: [`calculate`](mod@calculate),
 //! [`get_current_time`](mod@get_current_time) and [`get_weather`](mod@get_weather); and, in
 //! [`interactive`], the tools that ask the people in the conversation (`ask_user`,
-//! `ask_user_form`, `propose_action`), which the agent loop runs through its sink.
+//! `ask_user_form`, `propose_action`), which the agent loop runs through its sink; and, in
+//! [`manage_conversation`](mod@manage_conversation), conversation management in words (its
+//! calls go to the requesting client, or to the server for a handoff, through the sink too).
 //!
 //! This module owns the list of tool specs offered to the model ([`builtin_tool_specs`]), the
 //! dispatcher that runs a call by name ([`run_builtin_tool`]) and the argument helpers the tools
@@ -17,6 +19,7 @@ pub mod calculate;
 pub mod get_current_time;
 pub mod get_weather;
 pub mod interactive;
+pub mod manage_conversation;
 
 use serde_json::Value;
 
@@ -25,6 +28,13 @@ use super::ToolSpec;
 pub use calculate::{calculate, format_number, CALCULATE};
 pub use get_current_time::{zone_for_place, GET_CURRENT_TIME};
 pub use get_weather::GET_WEATHER;
+pub use manage_conversation::MANAGE_CONVERSATION;
+
+/// The spec of `manage_conversation` (offered with the asking tools: it runs through the
+/// turn's sink, see [`manage_conversation::run`]).
+pub fn manage_conversation_spec() -> ToolSpec {
+    manage_conversation::spec()
+}
 
 /// The specs of the three built-in tools, in a fixed order: `calculate`,
 /// `get_current_time`, `get_weather`.
