@@ -101,6 +101,14 @@ fn serve_until(agent: &mut Client, seen: &mut Seen, done: impl Fn(&Value) -> boo
             continue;
         };
         let m = &f["message"];
+        // Calls (no answer expected, e.g. `streamPartialAction`) are recorded too, so the
+        // exact sequence below also shows which methods are never sent.
+        if f["name"] == CLOCK && m["type"] == "call" {
+            seen.push((
+                m["name"].as_str().unwrap().to_string(),
+                m["args"][0].clone(),
+            ));
+        }
         if f["name"] == CLOCK && m["type"] == "invoke" {
             let method = m["name"].as_str().unwrap().to_string();
             let call_id = m["callId"].as_u64().unwrap();

@@ -1207,3 +1207,77 @@ fn agent_cli_survives_the_deletion_of_its_conversation() {
     let calls = cli.until_complete(&target, &Client::request_id(&ack));
     assert!(Client::texts(&calls).contains(&"5".to_string()));
 }
+
+/// docs/protocol.md's "not sent" clientio rows, checked: over a scenario that produces every
+/// kind of output Roundtable has (a model turn, `@explain`, `@translate`, `@help`, `@system
+/// session`, `@conversation list`, `@compact`, a cancelled request), neither the requesting
+/// client nor a second joined client receives any of these methods or `notify` events, on
+/// any channel.
+#[test]
+fn what_roundtable_never_sends_a_client_stays_unsent() {
+    const NEVER: [&str; 4] = [
+        "openLocalView",
+        "closeLocalView",
+        "getUserContext",
+        "shutdown",
+    ];
+    const NEVER_EVENTS: [&str; 5] = [
+        "explained",
+        "grammarRule",
+        "showNotifications",
+        "randomCommandSelected",
+        "developerMode",
+    ];
+    let as_frame = |(method, args): Call| json!({"message": {"name": method, "args": args}});
+    let (server, _gate, _model) = gated_server(&[], &[]);
+    let (mut a, id) = server.joined("never sent");
+    let mut b = server.connect();
+    b.join(&id);
+    let mut frames: Vec<Value> = Vec::new();
+    for text in [
+        "@explain what is 2+3",
+        "@translate what time is it in Tokyo",
+        "@help",
+        "@system session",
+        "@conversation list",
+        "@compact",
+        "what is 2+3",
+    ] {
+        frames.extend(a.run_turn(&id, text).into_iter().map(as_frame));
+    }
+    // A model turn, cancelled while the model holds its answer.
+    let ack = a.submit(&id, "slow hello");
+    let rid = Client::request_id(&ack);
+    a.invoke(&dispatcher(&id), "cancelCommand", json!([rid]))
+        .expect("cancel");
+    frames.extend(a.until_complete(&id, &rid).into_iter().map(as_frame));
+    // Everything else either client got, on any channel, up to that cancellation.
+    while let Some(f) = a.read_frame(Duration::from_millis(50)) {
+        frames.push(f);
+    }
+    loop {
+        let f = b
+            .read_frame(Duration::from_secs(10))
+            .expect("the second client sees the cancellation");
+        let done = f["message"]["name"] == "requestCancelled" && f["message"]["args"][0] == rid;
+        frames.push(f);
+        if done {
+            break;
+        }
+    }
+    let names: Vec<&str> = frames
+        .iter()
+        .filter_map(|f| f["message"]["name"].as_str())
+        .collect();
+    assert!(names.contains(&"takeAction"), "{names:?}");
+    assert!(names.contains(&"requestCancelled"), "{names:?}");
+    for method in NEVER {
+        assert!(!names.contains(&method), "{method} was sent: {names:?}");
+    }
+    for f in &frames {
+        if f["message"]["name"] == "notify" {
+            let event = f["message"]["args"][1].as_str().unwrap_or_default();
+            assert!(!NEVER_EVENTS.contains(&event), "notify {event} was sent");
+        }
+    }
+}
