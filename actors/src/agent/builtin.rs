@@ -7,7 +7,7 @@
 //! database), "weather" to `get_weather`, "ask me …?" to `ask_user`; once tool results are in,
 //! it answers with them. Conversation management in words ("switch to my work
 //! conversation", "list my conversations", "hand off my research conversation here": the
-//! phrases of [`phrases`]) calls `manage_conversation`, ahead of the other tools, so "switch to
+//! phrases of `builtin/phrases.rs`) calls `manage_conversation`, ahead of the other tools, so "switch to
 //! my weather conversation" is a switch. A question or request it cannot handle gets a plain "cannot" naming
 //! what it can do; any other text is echoed (`echo: <text>`, what the tests and the load
 //! harness run).
