@@ -681,12 +681,14 @@ async fn handle_line(
     };
     let wait = conn.wait_command(&request_id);
     tokio::pin!(wait);
+    // The `manage-conversation` actions a request in words asked for (its `takeAction` comes
+    // just before its completion). Carried out once the completion is in: a switch leaves
+    // this conversation, and a completion sent after the leave would never reach us.
+    let mut actions: Vec<Value> = Vec::new();
     loop {
         tokio::select! {
             outcome = &mut wait => {
-                // Output that arrived with the completion is still in the queue: show it, and
-                // carry out the action a request in words asked for (its `takeAction` comes
-                // just before the completion, so it is often still queued here).
+                // Output that arrived with the completion is still in the queue: show it.
                 while let Ok(event) = events.try_recv() {
                     note_meter(&event, session);
                     if let Event::Call { conversation_id, method, args } = &event {
@@ -694,8 +696,7 @@ async fn handle_line(
                             && method == "takeAction"
                             && args[1] == "manage-conversation"
                         {
-                            let payload = args[2].clone();
-                            manage_locally(conn, session, &payload, &print).await;
+                            actions.push(args[2].clone());
                             continue;
                         }
                     }
@@ -708,6 +709,9 @@ async fn handle_line(
                 }
                 if let Err(e) = outcome {
                     print(format!("error: {e}"));
+                }
+                for payload in actions {
+                    manage_locally(conn, session, &payload, &print).await;
                 }
                 return;
             }
@@ -788,7 +792,7 @@ async fn handle_line(
                             continue;
                         }
                         if method == "takeAction" && args[1] == "manage-conversation" {
-                            manage_locally(conn, session, &args[2], &print).await;
+                            actions.push(args[2].clone());
                             continue;
                         }
                         if let Some(text) = render_live(&event, session, questions, false) {
