@@ -86,6 +86,36 @@ fn dispatcher_family_runs_requests_and_dry_runs() {
         ),
         "{text}"
     );
+    // TypeAgent's own form (agent-cli's `run explain "<request> => <action>"`): the given
+    // translation is explained, each value traced to the request's words; malformed input
+    // gets TypeAgent's text, as an error.
+    let calls = cli_submit(
+        &mut a,
+        &id,
+        r#"@dispatcher explain Time in tokyo, twice => [chat.get_current_time({"timezone":"Tokyo"}), phone.ring({"times":2})]"#,
+        Value::Null,
+    );
+    assert_eq!(
+        shown(&calls),
+        "Explanation of \"Time in tokyo, twice\":\n\
+         - `chat.get_current_time`: the tool `get_current_time` (offered in this conversation)\n\
+         \x20 - `timezone` = \"Tokyo\": from the request's words \"tokyo\"\n\
+         - `phone.ring`: the tool `phone__ring` (not offered in this conversation)\n\
+         \x20 - `times` = 2: not in the request's words (inferred)\n"
+    );
+    assert_eq!(last_error(&calls), Value::Null);
+    let calls = cli_submit(
+        &mut a,
+        &id,
+        "@dispatcher explain stop => pause",
+        Value::Null,
+    );
+    let text = shown(&calls);
+    assert!(
+        text.starts_with("Missing '('. Input must be in the form of"),
+        "{text}"
+    );
+    assert_eq!(last_error(&calls), json!(text));
     let calls = cli_submit(&mut a, &id, "@dispatcher request", Value::Null);
     assert_eq!(
         shown(&calls),

@@ -10,6 +10,7 @@
 pub mod attachments;
 pub mod builtin;
 pub mod client_agent;
+pub mod explain;
 pub mod interaction;
 pub mod tools;
 pub mod turn;

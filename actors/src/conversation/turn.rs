@@ -548,6 +548,28 @@ impl Conversation {
             return;
         }
         let input = self.turn_input(text.clone(), 1);
+        if explain && text.contains(crate::agent::explain::SEPARATOR) {
+            // TypeAgent's form, `<request> => <action>`: the translation is given; it is
+            // explained without a model.
+            let running = self.running.as_ref().expect("running").request.clone();
+            let offered: Vec<String> = crate::agent::turn::offered_tools(&input.tool_servers)
+                .into_iter()
+                .map(|t| t.name)
+                .collect();
+            match crate::agent::explain::parse_request_action(&text) {
+                Ok((request, actions)) => {
+                    let shown =
+                        crate::agent::explain::explain(&request, &actions, &offered, AGENT_SOURCE);
+                    let block = json!({"type": "markdown", "content": shown});
+                    self.finish_showing(turn, &running, block, None, ctx);
+                }
+                Err(e) => {
+                    let warning = json!({"type": "text", "content": e, "kind": "error"});
+                    self.finish_showing(turn, &running, warning, Some(e), ctx);
+                }
+            }
+            return;
+        }
         let addr = ctx.address();
         self.spawn_for_running(
             async move {

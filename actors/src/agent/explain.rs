@@ -1,0 +1,284 @@
+//! `@explain <request> => <action>`: TypeAgent's form of `@explain` (what `agent-cli run
+//! explain` sends), which names the action the request was translated to. Parsed with
+//! TypeAgent's rules and error texts (`RequestAction.fromString` in its agent cache); the
+//! explanation says which tool each action is here and, for each parameter value, which
+//! words of the request it comes from, or that the request does not say it (inferred).
+//! No model is asked: the translation is given, and the mapping is read off the text.
+//!
+//! Used by `conversation/turn.rs` (`start_plan`); `@explain <request>` without `=>` keeps
+//! Roundtable's own meaning (the plan a model would make).
+
+use serde_json::{Map, Value};
+
+use super::turn::SERVER_SEPARATOR;
+
+/// What TypeAgent's errors quote as the accepted forms.
+const FORMAT: &str = "'<request> => translator.action(<parameters>)' or '<request> => [ translator.action1(<parameters1>), translator.action2(<parameters2>), ... ]'";
+
+/// The separator between the request and its actions.
+pub const SEPARATOR: &str = "=>";
+
+/// One action of the given translation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GivenAction {
+    /// `translator` of `translator.action(…)` (empty when not given).
+    pub schema: String,
+    /// `action`.
+    pub action: String,
+    /// The parameters object, when given.
+    pub parameters: Option<Map<String, Value>>,
+}
+
+/// `<request> => <actions>` split and parsed, or TypeAgent's error text.
+pub fn parse_request_action(input: &str) -> Result<(String, Vec<GivenAction>), String> {
+    let trimmed = input.trim();
+    let Some(at) = trimmed.find(SEPARATOR) else {
+        return Err(format!(
+            "'{SEPARATOR}' not found. Input must be in the form of {FORMAT}"
+        ));
+    };
+    let request = trimmed[..at].trim().to_string();
+    let actions = trimmed[at + SEPARATOR.len()..].trim();
+    let parsed = if actions.starts_with('[') {
+        parse_actions(actions)?
+    } else {
+        vec![parse_action(actions, None)?]
+    };
+    Ok((request, parsed))
+}
+
+/// `[a(…), b(…)]`: split at the top-level commas (outside parentheses, brackets, braces and
+/// strings), each parsed as one action.
+fn parse_actions(actions: &str) -> Result<Vec<GivenAction>, String> {
+    if !actions.ends_with(']') {
+        return Err(format!(
+            "Missing terminating ']'. Input must be in the form of {FORMAT}"
+        ));
+    }
+    let inner = &actions[1..actions.len() - 1];
+    let mut parts = Vec::new();
+    let (mut depth, mut in_string, mut escaped, mut start) = (0i32, false, false, 0);
+    for (i, c) in inner.char_indices() {
+        if in_string {
+            match c {
+                _ if escaped => escaped = false,
+                '\\' => escaped = true,
+                '"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match c {
+            '"' => in_string = true,
+            '(' | '[' | '{' => depth += 1,
+            ')' | ']' | '}' => depth -= 1,
+            ',' if depth == 0 => {
+                parts.push(&inner[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    parts.push(&inner[start..]);
+    parts
+        .into_iter()
+        .enumerate()
+        .map(|(i, p)| parse_action(p.trim(), Some(i)))
+        .collect()
+}
+
+/// `translator.action({json})`, with TypeAgent's error texts.
+fn parse_action(action: &str, index: Option<usize>) -> Result<GivenAction, String> {
+    let at = index.map_or(String::new(), |i| format!("Action {i}: "));
+    let Some(left) = action.find('(') else {
+        return Err(format!(
+            "{at}Missing '('. Input must be in the form of {FORMAT}"
+        ));
+    };
+    let function = &action[..left];
+    let (schema, name) = function.rsplit_once('.').unwrap_or(("", function));
+    if name.is_empty() {
+        return Err(format!(
+            "{at}Unable to parse action name from '{function}'. Input must be in the form of {FORMAT}"
+        ));
+    }
+    if !action.ends_with(')') {
+        return Err(format!(
+            "{at}Missing terminating ')'. Input must be in the form of {FORMAT}"
+        ));
+    }
+    let params = action[left + 1..action.len() - 1].trim();
+    let parameters = if params.is_empty() {
+        None
+    } else {
+        match serde_json::from_str::<Value>(params) {
+            Ok(Value::Object(map)) => Some(map),
+            Ok(_) => {
+                return Err(format!(
+                    "{at}Parameters must be a JSON object: {params}. Input must be in the form of {FORMAT}"
+                ))
+            }
+            Err(e) => {
+                return Err(format!(
+                    "{at}Unable to parse parameters as JSON: {e}. Input must be in the form of {FORMAT}"
+                ))
+            }
+        }
+    };
+    Ok(GivenAction {
+        schema: schema.to_string(),
+        action: name.to_string(),
+        parameters,
+    })
+}
+
+/// The tool an action names here: `schema__action` for an MCP server or client agent,
+/// the bare name for the assistant's own tools (`chat.calculate` or `calculate`).
+pub fn tool_name(action: &GivenAction, own_source: &str) -> String {
+    if action.schema.is_empty() || action.schema == own_source {
+        action.action.clone()
+    } else {
+        format!("{}{SERVER_SEPARATOR}{}", action.schema, action.action)
+    }
+}
+
+/// The explanation shown for `request => actions`: per action, the tool and whether it is
+/// offered in this conversation (`offered` lists the tool names), then where each parameter
+/// value comes from in the request.
+pub fn explain(
+    request: &str,
+    actions: &[GivenAction],
+    offered: &[String],
+    own_source: &str,
+) -> String {
+    let mut out = format!("Explanation of \"{request}\":\n");
+    let lowered = request.to_lowercase();
+    for action in actions {
+        let tool = tool_name(action, own_source);
+        let full = if action.schema.is_empty() {
+            action.action.clone()
+        } else {
+            format!("{}.{}", action.schema, action.action)
+        };
+        let offered_here = if offered.contains(&tool) {
+            "offered in this conversation"
+        } else {
+            "not offered in this conversation"
+        };
+        out.push_str(&format!("- `{full}`: the tool `{tool}` ({offered_here})\n"));
+        let mut leaves = Vec::new();
+        if let Some(p) = &action.parameters {
+            for (k, v) in p {
+                flatten(k.clone(), v, &mut leaves);
+            }
+        }
+        if leaves.is_empty() {
+            out.push_str("  - no parameters\n");
+        }
+        for (path, value) in leaves {
+            let shown = value.to_string();
+            let words = match &value {
+                Value::String(s) if !s.trim().is_empty() => Some(s.trim().to_lowercase()),
+                Value::Number(n) => Some(n.to_string()),
+                _ => None,
+            };
+            let source = match words.and_then(|w| lowered.find(&w).map(|at| (at, w.len()))) {
+                Some((at, len)) => format!(
+                    "from the request's words \"{}\"",
+                    request.get(at..at + len).unwrap_or(&lowered[at..at + len])
+                ),
+                None => "not in the request's words (inferred)".to_string(),
+            };
+            out.push_str(&format!("  - `{path}` = {shown}: {source}\n"));
+        }
+    }
+    out
+}
+
+/// The leaf values of `value` with their paths (`a.b`, `list[0]`).
+fn flatten(path: String, value: &Value, out: &mut Vec<(String, Value)>) {
+    match value {
+        Value::Object(map) if !map.is_empty() => {
+            for (k, v) in map {
+                flatten(format!("{path}.{k}"), v, out);
+            }
+        }
+        Value::Array(items) if !items.is_empty() => {
+            for (i, v) in items.iter().enumerate() {
+                flatten(format!("{path}[{i}]"), v, out);
+            }
+        }
+        _ => out.push((path, value.clone())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_action_and_a_list_parse() {
+        let (request, actions) = parse_request_action(
+            "what is the weather in Paris => chat.get_weather({\"location\":\"Paris\"})",
+        )
+        .unwrap();
+        assert_eq!(request, "what is the weather in Paris");
+        assert_eq!(actions.len(), 1);
+        assert_eq!(
+            (actions[0].schema.as_str(), actions[0].action.as_str()),
+            ("chat", "get_weather")
+        );
+        let (_, two) = parse_request_action(
+            "add 2 and 3, then time in Tokyo => [calculate({\"expression\":\"2+3\"}), get_current_time({\"timezone\":\"Asia/Tokyo\"})]",
+        )
+        .unwrap();
+        assert_eq!(two.len(), 2);
+        assert_eq!(two[1].action, "get_current_time");
+        let (_, none) = parse_request_action("stop => player.pause()").unwrap();
+        assert_eq!(none[0].parameters, None);
+    }
+
+    #[test]
+    fn malformed_input_gets_typeagents_texts() {
+        let err = |s: &str| parse_request_action(s).unwrap_err();
+        assert!(err("no separator")
+            .starts_with("'=>' not found. Input must be in the form of '<request> =>"));
+        assert!(err("x => play").starts_with("Missing '('."));
+        assert!(err("x => .(").starts_with("Unable to parse action name from '.'"));
+        assert!(err("x => play(").starts_with("Missing terminating ')'."));
+        assert!(err("x => [a(), b(]").starts_with("Action 1: Missing terminating ')'."));
+        assert!(err("x => play([1])").starts_with("Parameters must be a JSON object"));
+        assert!(err("x => play({bad})").starts_with("Unable to parse parameters as JSON"));
+    }
+
+    #[test]
+    fn each_value_is_traced_to_the_request_or_said_to_be_inferred() {
+        let (request, actions) = parse_request_action(
+            "Weather in paris, in celsius => chat.get_weather({\"location\":\"Paris\",\"days\":3,\"opts\":{\"units\":\"celsius\"}})",
+        )
+        .unwrap();
+        let text = explain(&request, &actions, &["get_weather".to_string()], "chat");
+        assert!(
+            text.contains(
+                "- `chat.get_weather`: the tool `get_weather` (offered in this conversation)"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("`location` = \"Paris\": from the request's words \"paris\""),
+            "{text}"
+        );
+        assert!(
+            text.contains("`opts.units` = \"celsius\": from the request's words \"celsius\""),
+            "{text}"
+        );
+        assert!(
+            text.contains("`days` = 3: not in the request's words (inferred)"),
+            "{text}"
+        );
+        let other = parse_request_action("x => phone.setAlarm({})").unwrap().1;
+        assert_eq!(tool_name(&other[0], "chat"), "phone__setAlarm");
+        assert!(explain("x", &other, &[], "chat")
+            .contains("(not offered in this conversation)\n  - no parameters"));
+    }
+}
