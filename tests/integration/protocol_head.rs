@@ -386,6 +386,14 @@ fn a_storage_failure_is_reason_server_stopping() {
     );
     let (mut a, id) = server.joined("faulty");
     a.run_turn(&id, "@help");
+    // The journal's closing record of `@help` is queued before its completion is sent and
+    // written after: the fault must not hit it (the conversation would then refuse the next
+    // request before queueing it), so wait until the writer holds nothing.
+    let deadline = Instant::now() + WAIT;
+    while server.metric("roundtable_log_writer_queued_bytes") != 0.0 {
+        assert!(Instant::now() < deadline, "the log writer never caught up");
+        std::thread::yield_now();
+    }
     std::fs::write(&switch, "ENOSPC").unwrap();
     let refused = submit_as(&mut a, &id, "slow and doomed", "doomed-8");
     assert_eq!(refused["error"], "storage_error", "{refused}");
@@ -443,6 +451,11 @@ fn one_request_goes_out_in_typeagents_order() {
         .position(|f| f["message"]["name"] == "setUserRequest")
         .unwrap();
     assert!(answer > set_user, "{frames:?}");
+    // Started by this submit (and already finished): `running`, with its `startedAt`, as
+    // TypeAgent's entry on an idle queue.
+    let entry = &frames[answer]["message"]["result"]["entry"];
+    assert_eq!(entry["state"], "running", "{entry}");
+    assert!(entry["startedAt"].is_u64(), "{entry}");
     let calls: Vec<Call> = frames
         .iter()
         .filter(|f| f["message"]["type"] == "call")

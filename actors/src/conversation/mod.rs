@@ -268,6 +268,10 @@ pub struct Conversation {
     /// The armed `queueStateChanged` timer: a queue change while it is armed is carried by
     /// the snapshot it sends (see [`SNAPSHOT_COALESCE`]).
     snapshot_timer: Option<SpawnHandle>,
+    /// The request `start_next` started last, with its `startedAt`: a submit's answer says
+    /// `running` for a request it started, also when that request (an `@` command) already
+    /// finished before the answer was built, as TypeAgent's entry does.
+    last_started: Option<(RequestId, u64)>,
     /// Ids of recently finished requests.
     finished: VecDeque<RequestId>,
     /// Turn counter.
@@ -357,6 +361,7 @@ impl Conversation {
             running: None,
             version: 0,
             snapshot_timer: None,
+            last_started: None,
             finished: VecDeque::new(),
             turns: 0,
             interactions: BTreeMap::new(),

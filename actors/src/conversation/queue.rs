@@ -436,22 +436,20 @@ impl Conversation {
         } else {
             self.start_next(ctx);
         }
-        let state = if self
-            .running
+        // Started by this submit (and perhaps already finished, as an `@` command does):
+        // `running` with its `startedAt`, as TypeAgent answers on an idle queue.
+        let started = self
+            .last_started
             .as_ref()
-            .is_some_and(|r| r.request.request_id == request.request_id)
-        {
+            .filter(|(id, _)| *id == request.request_id)
+            .map(|(_, at)| *at);
+        let mut entry = request.entry(if started.is_some() {
             "running"
         } else {
             "queued"
-        };
-        let mut entry = request.entry(state);
-        if state == "running" {
-            entry["startedAt"] = self
-                .running
-                .as_ref()
-                .and_then(|r| r.request.started_at)
-                .into();
+        });
+        if let Some(at) = started {
+            entry["startedAt"] = at.into();
         }
         Ok((json!({"ok": true, "entry": entry}), accepted_rx))
     }
@@ -467,7 +465,9 @@ impl Conversation {
             return;
         };
         let timing = RequestTiming::start();
-        request.started_at = Some(crate::clock::now_millis());
+        let started_at = crate::clock::now_millis();
+        request.started_at = Some(started_at);
+        self.last_started = Some((request.request_id.clone(), started_at));
         self.turns += 1;
         let turn = self.turns;
         self.version += 1;
