@@ -205,7 +205,7 @@ pub fn history_json(parts: impl IntoIterator<Item = impl AsRef<str>>) -> String 
 }
 
 /// Reads entries with `from <= seq < below`. Lines are in seq order, so the first one wanted
-/// is found by bisecting the file's bytes ([`line_before_seq`]: a few small reads whatever the
+/// is found by searching the file's bytes ([`line_before_seq`]: a few small reads whatever the
 /// file's size), and the range is read forwards from there: a read costs what it returns,
 /// wherever in the log it lies. Unparsable lines (a torn line being written) are skipped.
 pub fn read_range(path: &Path, from: u64, below: u64) -> io::Result<Vec<String>> {
@@ -241,6 +241,10 @@ pub fn read_range_at(
         if reader.read_until(b'\n', &mut line)? == 0 {
             break;
         }
+        // Lines before the range are skipped on their seq alone, unparsed.
+        if seq_prefix(&line).is_some_and(|s| s < from) {
+            continue;
+        }
         let body = line.strip_suffix(b"\n").unwrap_or(&line);
         let Ok(parsed) = serde_json::from_slice::<Line<'_>>(body) else {
             continue;
@@ -255,18 +259,34 @@ pub fn read_range_at(
     Ok(out)
 }
 
-/// Below this many bytes the bisection of [`line_before_seq`] stops and the rest is read
+/// Below this many bytes the search of [`line_before_seq`] stops and the rest is read
 /// forwards.
-const BISECT_SPAN: u64 = 64 * 1024;
+const BISECT_SPAN: u64 = 16 * 1024;
+/// The first step back from the end of [`line_before_seq`]: a few entries of the usual size.
+const FIRST_STEP: u64 = 4 * 1024;
 
 /// A byte offset among the first `end` bytes of a display log where a line starts and before
-/// which every line has `seq < from` (0 at worst): found by bisecting on the seq that opens
-/// each line (`{"s":<seq>,`, written by [`DisplayLog::append`] and the legacy import), about
-/// `log2(end / 64 KiB)` reads of a few KiB. A line whose start does not parse (torn, garbage)
-/// counts as "not before": the answer is then only earlier, never wrong.
+/// which every line has `seq < from` (0 at worst), searched on the seq that opens each line
+/// (`{"s":<seq>,`, written by [`DisplayLog::append`] and the legacy import): steps back from
+/// the end doubling each time (a read near the end, the usual one, takes one step), then
+/// bisects what is left; about `2 log2(distance from the end / 4 KiB)` reads of 4 KiB each. A line whose start does not parse (torn, garbage) counts as "not before": the answer
+/// is then only earlier, never wrong.
 fn line_before_seq(file: &mut File, end: u64, from: u64) -> io::Result<u64> {
     let (mut lo, mut hi) = (0u64, end);
-    while hi - lo > BISECT_SPAN {
+    let mut step = FIRST_STEP;
+    while step < end {
+        match line_at_or_after(file, end - step, end)? {
+            Some((start, Some(seq))) if seq < from => {
+                lo = start;
+                break;
+            }
+            _ => {
+                hi = end - step;
+                step = step.saturating_mul(2);
+            }
+        }
+    }
+    while hi.saturating_sub(lo) > BISECT_SPAN {
         let mid = lo + (hi - lo) / 2;
         match line_at_or_after(file, mid, hi)? {
             Some((start, Some(seq))) if seq < from => lo = start,
@@ -276,6 +296,9 @@ fn line_before_seq(file: &mut File, end: u64, from: u64) -> io::Result<u64> {
     Ok(lo)
 }
 
+/// Bytes a probe of [`line_at_or_after`] reads at once.
+const PROBE: usize = 4 * 1024;
+
 /// The first line starting at or after byte `pos` and before `limit`: its offset and the seq
 /// its first bytes name (`None` when they do not parse); `None` when no line starts there.
 fn line_at_or_after(
@@ -283,34 +306,55 @@ fn line_at_or_after(
     pos: u64,
     limit: u64,
 ) -> io::Result<Option<(u64, Option<u64>)>> {
-    let mut start = pos;
-    if pos > 0 {
-        // The line starts after the first newline at or after `pos - 1`.
-        let mut at = pos - 1;
-        let mut buf = vec![0u8; 8 * 1024];
-        start = loop {
-            if at >= limit {
-                return Ok(None);
-            }
-            file.seek(SeekFrom::Start(at))?;
-            let want = (limit - at).min(buf.len() as u64) as usize;
-            let n = file.read(&mut buf[..want])?;
-            if n == 0 {
-                return Ok(None);
-            }
-            if let Some(i) = buf[..n].iter().position(|b| *b == b'\n') {
-                break at + i as u64 + 1;
-            }
-            at += n as u64;
-        };
-        if start >= limit {
+    let mut buf = vec![0u8; PROBE];
+    if pos == 0 {
+        file.seek(SeekFrom::Start(0))?;
+        let n = read_some(file, &mut buf)?;
+        return Ok((limit > 0).then(|| (0, seq_prefix(&buf[..n]))));
+    }
+    // The line starts after the first newline at or after `pos - 1`.
+    let mut at = pos - 1;
+    loop {
+        if at >= limit {
             return Ok(None);
         }
+        file.seek(SeekFrom::Start(at))?;
+        let n = read_some(file, &mut buf)?;
+        if n == 0 {
+            return Ok(None);
+        }
+        if let Some(i) = buf[..n.min((limit - at) as usize)]
+            .iter()
+            .position(|b| *b == b'\n')
+        {
+            let start = at + i as u64 + 1;
+            if start >= limit {
+                return Ok(None);
+            }
+            let head = &buf[i + 1..n];
+            if head.len() >= 32 || head.contains(&b',') {
+                return Ok(Some((start, seq_prefix(head))));
+            }
+            // The line's first bytes are past this read.
+            let mut head = Vec::with_capacity(32);
+            file.seek(SeekFrom::Start(start))?;
+            (&mut *file).take(32).read_to_end(&mut head)?;
+            return Ok(Some((start, seq_prefix(&head))));
+        }
+        at += n as u64;
     }
-    let mut head = Vec::with_capacity(32);
-    file.seek(SeekFrom::Start(start))?;
-    (&mut *file).take(32).read_to_end(&mut head)?;
-    Ok(Some((start, seq_prefix(&head))))
+}
+
+/// Reads into `buf` until it is full or the file ends; the bytes read.
+fn read_some(file: &mut File, buf: &mut [u8]) -> io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match file.read(&mut buf[n..])? {
+            0 => break,
+            k => n += k,
+        }
+    }
+    Ok(n)
 }
 
 /// The seq of a line from its first bytes, `{"s":<seq>,`.
@@ -670,8 +714,8 @@ mod tests {
         ));
     }
 
-    /// The bisection finds any range of a log of 200,000 lines (some of them 100 KiB, one of
-    /// them garbage), at its start, middle and end, and over a backup's cut.
+    /// The search finds any range of a log of 200,000 lines (some of them 100 KiB, one of them
+    /// garbage, the last one torn), at its start, middle and end, and over a backup's cut.
     #[test]
     fn ranges_are_found_by_bisection() {
         let dir = tempfile::tempdir().unwrap();
@@ -693,6 +737,8 @@ mod tests {
             let e = json!({"seq": s, "text": text});
             out.extend_from_slice(format!("{{\"s\":{s},\"u\":0,\"e\":{e}}}\n").as_bytes());
         }
+        // A torn last line, still being written.
+        out.extend_from_slice(b"{\"s\":200000,\"u\":0,\"e\":{\"seq\":20");
         fs::write(&path, &out).unwrap();
         let seqs = |v: Vec<String>| -> Vec<u64> {
             v.iter()
@@ -719,6 +765,11 @@ mod tests {
                 want,
                 "{from}..{below}"
             );
+        }
+        // Every start near the end: wherever the steps back from the end land.
+        for from in 196_000..200_000 {
+            let got = seqs(read_range(&path, from, from + 2).unwrap());
+            assert_eq!(got, (from..(from + 2).min(200_000)).collect::<Vec<_>>());
         }
         let want: Vec<u64> = (189_990..190_000).collect();
         assert_eq!(
