@@ -47,6 +47,7 @@ const FILES: &[(&str, &str, &str)] = web_files![
     "log.js" => JS,
     "manage.js" => JS,
     "navigation.js" => JS,
+    "pages.js" => JS,
     "render.js" => JS,
     "sidebar.js" => JS,
     "state.js" => JS,
