@@ -15,6 +15,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { chromium } from "playwright-core";
+import { fixtureEntry, writeBigConversation } from "./fixtures.mjs";
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const REPO = path.resolve(HERE, "..", "..");
@@ -121,12 +122,16 @@ const IGNORED_CONSOLE = [
   /Blocked script execution in 'about:srcdoc' because the document's frame is sandboxed/,
 ];
 
-/** A new browser context on the web client; fails the test on page errors or JS dialogs. */
-async function openClient(t, server, { viewport, colorScheme = "light", wait = true } = {}) {
+/**
+ * A new browser context on the web client; fails the test on page errors or JS dialogs.
+ * `init`: [fn, arg] run in the page before its scripts (Playwright's addInitScript).
+ */
+async function openClient(t, server, { viewport, colorScheme = "light", wait = true, init } = {}) {
   const context = await browser.newContext({
     viewport: viewport ?? { width: 1280, height: 820 },
     colorScheme,
   });
+  if (init) await context.addInitScript(...init);
   const page = await context.newPage();
   page.setDefaultTimeout(WAIT_MS);
   const problems = [];
@@ -768,6 +773,163 @@ test("a server restart on the same port is survived without duplicated or lost e
   await waitIdle(page);
   await assertMatchesLog(page, rpc);
   await shot(page, "06-after-restart");
+});
+
+test("a conversation of 25,000 entries opens at its newest page, scrolls back to its first entry, at most 1,000 rendered", async (t) => {
+  const ENTRIES = 25000;
+  const MAX_RENDERED = 1000;
+  const dir = await mkdtemp(path.join(tmpdir(), "roundtable-web-"));
+  const conv = await writeBigConversation(dir, { name: "Long", entries: ENTRIES });
+  const { server } = await serverFor(t, { dir });
+  const rpc = await rpcPage(t, server);
+  // The server reads the fixture: its count, and the newest page of its log.
+  const listed = (await rpc.list()).find((c) => c.conversationId === conv.id);
+  assert.equal(listed?.messageCount, conv.messageCount);
+  const newestPage = await rpc.run(
+    async ({ invoke }, id) => {
+      await invoke("agent-server", "joinConversation", [{ conversationId: id }]);
+      return invoke(`dispatcher:${id}`, "getDisplayHistory", [null, { limit: 3 }]);
+    },
+    conv.id,
+  );
+  assert.deepEqual(
+    newestPage.map((e) => [e.seq, e.type]),
+    [ENTRIES - 3, ENTRIES - 2, ENTRIES - 1].map((s) => [s, fixtureEntry(s).type]),
+  );
+  const request = newestPage.find((e) => e.type === "user-request");
+  assert.equal(request.command, fixtureEntry(request.seq).text);
+
+  // The page opens the conversation at load (remembered). Before its scripts run: when the
+  // newest shown entry is first on screen (a requestAnimationFrame poll), and the most log
+  // entries ever in #messages (a MutationObserver: it sees every change).
+  let newest = ENTRIES - 1;
+  while (fixtureEntry(newest).type === "command-result") newest--;
+  const { page } = await openClient(t, server, {
+    init: [
+      ({ id, newest }) => {
+        localStorage.setItem("roundtable.lastConversationId", id);
+        window.__maxRendered = 0;
+        new MutationObserver(() => {
+          const n = document.querySelectorAll("#messages > [data-seq]").length;
+          if (n > window.__maxRendered) window.__maxRendered = n;
+        }).observe(document, { childList: true, subtree: true });
+        const poll = () => {
+          const node = document.querySelector(`#messages > [data-seq="${newest}"]`);
+          const pane = document.querySelector("#messages");
+          if (node && !node.hidden) {
+            const a = node.getBoundingClientRect();
+            const b = pane.getBoundingClientRect();
+            if (a.height > 0 && a.bottom > b.top && a.top < b.bottom) {
+              window.__newestVisibleAt = performance.now();
+              return;
+            }
+          }
+          requestAnimationFrame(poll);
+        };
+        requestAnimationFrame(poll);
+      },
+      { id: conv.id, newest },
+    ],
+  });
+  await waitReady(page, "Long");
+  await page.waitForFunction(() => window.__newestVisibleAt !== undefined);
+  const visibleAt = await page.evaluate(() => window.__newestVisibleAt);
+  t.diagnostic(`${ENTRIES} entries: navigation to newest entry on screen ${visibleAt.toFixed(0)} ms`);
+  console.log(`# ${ENTRIES} entries: navigation to newest entry on screen ${visibleAt.toFixed(0)} ms`);
+  const onScreen = (seq) =>
+    page.evaluate((seq) => {
+      const node = document.querySelector(`#messages > [data-seq="${seq}"]`);
+      if (!node || node.hidden) return false;
+      const a = node.getBoundingClientRect();
+      const b = document.querySelector("#messages").getBoundingClientRect();
+      return a.height > 0 && a.bottom > b.top && a.top < b.bottom;
+    }, seq);
+  assert.ok(await onScreen(newest), "the newest entry is on screen");
+  assert.equal(await page.locator("#messages .msg.user .user-text").last().textContent(), fixtureEntry(newest - (newest % 3)).text);
+  const opened = await renderedSeqs(page);
+  assert.ok(opened.length <= 200, `only the newest page is rendered (${opened.length})`);
+  assert.equal(opened.at(-1), ENTRIES - 1);
+
+  const contiguous = (seqs) => seqs.every((s, i) => i === 0 || s === seqs[i - 1] + 1);
+  const windowState = () =>
+    page.evaluate(() => {
+      const d = document.querySelector("#messages").dataset;
+      return { first: Number(d.firstSeq), last: Number(d.lastSeq), window: d.window };
+    });
+
+  // Scrolling to the top: each time near the top, the page before comes in above, and what
+  // was on screen stays there; down to the first entry.
+  let pages = 0;
+  for (let w = await windowState(); w.first > 0; w = await windowState()) {
+    assert.ok(++pages < 400, "pages keep coming");
+    const anchor = await page.evaluate((seq) => {
+      const node = document.querySelector(`#messages > [data-seq="${seq}"]`);
+      const m = document.querySelector("#messages");
+      m.scrollTop = 0;
+      return node.getBoundingClientRect().top;
+    }, w.first);
+    await page.waitForFunction((f) => Number(document.querySelector("#messages").dataset.firstSeq) < f, w.first);
+    if (pages === 1) {
+      // The entry that was at the top is where it was on screen.
+      const now = await page.evaluate(
+        (seq) => document.querySelector(`#messages > [data-seq="${seq}"]`).getBoundingClientRect().top,
+        w.first,
+      );
+      assert.ok(Math.abs(now - anchor) < 2, `scroll position kept (${anchor} -> ${now})`);
+    }
+  }
+  await page.evaluate(() => (document.querySelector("#messages").scrollTop = 0));
+  assert.ok(await onScreen(0), "the first entry is on screen");
+  assert.equal(await page.locator("#messages > [data-seq='0'] .user-text").textContent(), "turn 0");
+  let seqs = await renderedSeqs(page);
+  assert.equal(seqs[0], 0);
+  assert.ok(contiguous(seqs), "the rendered entries are contiguous");
+  assert.ok(seqs.length <= MAX_RENDERED, `${seqs.length} entries rendered`);
+  assert.equal((await windowState()).window, "detached", "the newest entries were dropped");
+  t.diagnostic(`${pages} pages to the top`);
+
+  // Scrolling down again fetches the entries that were dropped.
+  const bottom = seqs.at(-1);
+  await page.evaluate(() => {
+    const m = document.querySelector("#messages");
+    m.scrollTop = m.scrollHeight;
+  });
+  await page.waitForFunction((b) => {
+    const n = document.querySelectorAll("#messages > [data-seq]");
+    return Number(n[n.length - 1].dataset.seq) > b;
+  }, bottom);
+  seqs = await renderedSeqs(page);
+  assert.ok(contiguous(seqs) && seqs.length <= MAX_RENDERED && seqs.at(-1) > bottom);
+
+  // Live output still arrives at the bottom: sending shows the newest page, then the turn.
+  await send(page, "back at the bottom");
+  await page.locator(".msg.agent .msg-body", { hasText: "echo: back at the bottom" }).waitFor();
+  await waitIdle(page);
+  await rpc.submit(conv.id, "from another client");
+  await page.locator(".msg.agent .msg-body", { hasText: "echo: from another client" }).waitFor();
+  const log = await rpc.run(
+    async ({ invoke }, { id, after }) => {
+      await invoke("agent-server", "joinConversation", [{ conversationId: id }]);
+      return invoke(`dispatcher:${id}`, "getDisplayHistory", [after]);
+    },
+    { id: conv.id, after: ENTRIES - 1 },
+  );
+  await waitSynced(page, log.at(-1).seq + 1);
+  seqs = await renderedSeqs(page);
+  assert.ok(contiguous(seqs) && seqs.length <= MAX_RENDERED, "contiguous and bounded after live turns");
+  assert.equal(seqs.at(-1), log.at(-1).seq);
+  assert.equal((await windowState()).window, "tail");
+  assert.deepEqual((await userTexts(page)).slice(-2), ["back at the bottom", "from another client"]);
+  assert.ok(
+    await page.evaluate(() => {
+      const m = document.querySelector("#messages");
+      return m.scrollHeight - m.scrollTop - m.clientHeight < 80;
+    }),
+    "scrolled to the bottom",
+  );
+  const most = await page.evaluate(() => window.__maxRendered);
+  assert.ok(most <= MAX_RENDERED, `at most ${MAX_RENDERED} entries rendered at any time (${most})`);
+  await shot(page, "long-conversation");
 });
 
 test("HTML in names and messages is shown as text, never run", async (t) => {
