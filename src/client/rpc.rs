@@ -199,6 +199,31 @@ impl Connection {
         )
     }
 
+    /// `getDisplayHistory(afterSeq, {limit, beforeSeq?})` (a Roundtable extension): the
+    /// newest `limit` (1 to 1,000) entries with `after_seq < seq < before_seq` (either bound
+    /// `None` = open), oldest first. Seqs start at 0 and are contiguous, so the first entry's
+    /// `seq` is how many earlier entries there are.
+    pub async fn display_page(
+        &self,
+        conversation_id: &str,
+        after_seq: Option<i64>,
+        before_seq: Option<u64>,
+        limit: u32,
+    ) -> ClientResult<Vec<Value>> {
+        let mut page = json!({ "limit": limit });
+        if let Some(before) = before_seq {
+            page["beforeSeq"] = json!(before);
+        }
+        parse(
+            self.invoke(
+                &format!("dispatcher:{conversation_id}"),
+                "getDisplayHistory",
+                vec![json!(after_seq), page],
+            )
+            .await?,
+        )
+    }
+
     /// `cancelCommand(requestId)`: the `kind`.
     pub async fn cancel_command(
         &self,

@@ -24,6 +24,7 @@ mod interactions;
 mod lifecycle;
 mod live_list;
 mod mcp;
+mod paged_history;
 mod protocol_head;
 mod protocol_methods;
 mod providers;

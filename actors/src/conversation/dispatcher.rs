@@ -54,10 +54,13 @@ enum DispatcherRequest {
     /// `interrupt(command, attachments?, options?, clientRequestId?)`: the running request is
     /// cancelled and this one goes first.
     Interrupt(Request),
-    /// `getDisplayHistory(afterSeq?)`.
+    /// `getDisplayHistory(afterSeq?, page?)`.
     GetDisplayHistory {
         /// Entries after this seq; all when absent.
         after_seq: Option<i64>,
+        /// Roundtable extension: only the newest entries of those (before a seq); TypeAgent's
+        /// clients never send it.
+        page: Option<HistoryPage>,
     },
     /// `getQueueSnapshot()`.
     GetQueueSnapshot,
@@ -135,6 +138,7 @@ impl DispatcherRequest {
             "interrupt" => Self::Interrupt(parse_request(m, args, connection_id, false)?),
             "getDisplayHistory" => Self::GetDisplayHistory {
                 after_seq: args.opt_int(m, 0, "afterSeq")?,
+                page: HistoryPage::parse(m, args)?,
             },
             "getQueueSnapshot" => Self::GetQueueSnapshot,
             "cancelCommand" => Self::CancelCommand {
@@ -210,6 +214,35 @@ impl DispatcherRequest {
             r.trace_id = t.trace_id;
         }
         self
+    }
+}
+
+/// Most entries one `getDisplayHistory` page holds.
+pub const MAX_PAGE: u64 = 1000;
+
+/// `getDisplayHistory`'s optional second argument `{limit, beforeSeq?}` (a Roundtable
+/// extension): the newest `limit` entries (1 to [`MAX_PAGE`]) of those the call would return,
+/// counting only entries with `seq < beforeSeq` when given, in seq order.
+struct HistoryPage {
+    /// Entries at most.
+    limit: u64,
+    /// Only entries before this seq.
+    before_seq: Option<i64>,
+}
+
+impl HistoryPage {
+    /// Argument 1 of `m`, `None` when absent or `null`.
+    fn parse(m: &str, args: &Args) -> RpcResult<Option<HistoryPage>> {
+        let Some(page) = args.opt_object(m, 1, "page")? else {
+            return Ok(None);
+        };
+        let limit = crate::protocol::opt_field_count(Some(page), m, 1, "limit")
+            .ok()
+            .flatten()
+            .filter(|l| (1..=MAX_PAGE).contains(l))
+            .ok_or_else(|| invalid(m, 1, "limit", "an integer from 1 to 1000"))?;
+        let before_seq = crate::protocol::opt_field_int(Some(page), m, 1, "beforeSeq")?;
+        Ok(Some(HistoryPage { limit, before_seq }))
     }
 }
 
@@ -301,7 +334,9 @@ impl Conversation {
             DispatcherRequest::Submit(request) => self.submit_command(request, false, ctx),
             // Queued first; the running request is cancelled once it is (queue.rs).
             DispatcherRequest::Interrupt(request) => self.submit_command(request, true, ctx),
-            DispatcherRequest::GetDisplayHistory { after_seq } => self.display_history(after_seq),
+            DispatcherRequest::GetDisplayHistory { after_seq, page } => {
+                self.display_history(after_seq, page)
+            }
             DispatcherRequest::GetQueueSnapshot => value(self.snapshot()),
             DispatcherRequest::CancelCommand { request_id } => {
                 let kind = self.cancel_by_id(&request_id, CancelReason::Cancelled, ctx);
@@ -396,13 +431,17 @@ impl Conversation {
 
     /// `getDisplayHistory`: from memory when the tail holds it, else older entries are read
     /// from disk on a blocking thread (the actor goes on meanwhile), once the writer has
-    /// written every entry logged so far.
-    fn display_history(&self, after_seq: Option<i64>) -> Answer {
+    /// written every entry logged so far. A `page` reads only its own seq range.
+    fn display_history(&self, after_seq: Option<i64>, page: Option<HistoryPage>) -> Answer {
         let log = match &self.log {
             Ok(l) => l,
             Err(e) => return fail(RpcError::Internal(e.clone())),
         };
-        match log.read_after(after_seq) {
+        let read = match page {
+            None => log.read_after(after_seq),
+            Some(p) => log.read_page(after_seq, p.before_seq, p.limit),
+        };
+        match read {
             HistoryRead::Ready(entries) => {
                 let json = display_log::history_json(entries);
                 Box::pin(async move { Ok(DispatcherReply::Raw(json)) })

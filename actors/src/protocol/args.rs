@@ -85,17 +85,19 @@ impl Args {
     ) -> RpcResult<Option<i64>> {
         match self.get(index) {
             None => Ok(None),
-            Some(v) => v
-                .as_i64()
-                .or_else(|| {
-                    v.as_f64()
-                        .filter(|f| f.fract() == 0.0 && f.abs() < 9.0e15)
-                        .map(|f| f as i64)
-                })
+            Some(v) => as_int(v)
                 .map(Some)
                 .ok_or_else(|| invalid(method, index, param, "an integer")),
         }
     }
+}
+
+fn as_int(v: &Value) -> Option<i64> {
+    v.as_i64().or_else(|| {
+        v.as_f64()
+            .filter(|f| f.fract() == 0.0 && f.abs() < 9.0e15)
+            .map(|f| f as i64)
+    })
 }
 
 fn as_count(v: &Value) -> Option<u64> {
@@ -148,6 +150,22 @@ pub fn opt_field_count(
         Some(v) => as_count(v)
             .map(Some)
             .ok_or_else(|| invalid(method, index, field, "a non-negative integer")),
+    }
+}
+
+/// Reads an optional integer field of an options object, which may be negative (`10.0` is
+/// accepted, as for arguments).
+pub fn opt_field_int(
+    obj: Option<&Map<String, Value>>,
+    method: &str,
+    index: usize,
+    field: &'static str,
+) -> RpcResult<Option<i64>> {
+    match obj.and_then(|o| o.get(field)).filter(|v| !v.is_null()) {
+        None => Ok(None),
+        Some(v) => as_int(v)
+            .map(Some)
+            .ok_or_else(|| invalid(method, index, field, "an integer")),
     }
 }
 

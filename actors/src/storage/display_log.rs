@@ -8,8 +8,10 @@
 //! `displayLog.json` (one JSON array) found without a `.jsonl` is imported once and kept.
 //!
 //! Reads: the newest entries stay in memory (at most [`RECENT_ENTRIES`] and [`RECENT_BYTES`]);
-//! older ones are read from the file backwards from its end, so `getDisplayHistory(afterSeq)`
-//! costs what it returns, not the log's size. An entry let go of may still wait in the log
+//! older ones are read from the file, found by bisecting it on seq (lines are in seq order),
+//! so `getDisplayHistory(afterSeq, page)` costs what it returns, not the log's size. Seqs are
+//! contiguous from 0: the first entry of every log Roundtable began has seq 0 (a
+//! TypeAgent log imported keeps the seqs it had). An entry let go of may still wait in the log
 //! writer's queue: a read from the file waits for
 //! [`LogWriter::written`](super::log_writer::LogWriter::written) first, so it returns exactly
 //! what was logged. Owned by the [`Conversation`](crate::conversation::Conversation) actor.
@@ -132,21 +134,38 @@ impl DisplayLog {
     /// Entries with `seq > after` (all when `None`): from memory when they are all recent,
     /// otherwise a plan to read the older part from disk.
     pub fn read_after(&self, after: Option<i64>) -> HistoryRead {
-        let first_recent = self.recent.front().map_or(self.next_seq, |(s, _)| *s);
         let from = after.map_or(0, |a| (a + 1).max(0) as u64);
+        self.read_seqs(from, self.next_seq)
+    }
+
+    /// One page of history (`getDisplayHistory(afterSeq, {limit, beforeSeq})`): the newest
+    /// `limit` entries with `after < seq < before` (either bound absent = open), in seq order.
+    /// Seqs are contiguous from 0 (see [`append`](Self::append)), so the page is the seq range
+    /// `[max(after + 1, before - limit), before)` and costs what it returns, wherever it lies.
+    pub fn read_page(&self, after: Option<i64>, before: Option<i64>, limit: u64) -> HistoryRead {
+        let low = after.map_or(0, |a| (a + 1).max(0) as u64);
+        let below = before.map_or(self.next_seq, |b| (b.max(0) as u64).min(self.next_seq));
+        let from = low.max(below.saturating_sub(limit));
+        self.read_seqs(from, below)
+    }
+
+    /// Entries with `from <= seq < below`: the part still in memory, and the part before it
+    /// to read from disk when there is one.
+    fn read_seqs(&self, from: u64, below: u64) -> HistoryRead {
+        let first_recent = self.recent.front().map_or(self.next_seq, |(s, _)| *s);
         let from_memory: Vec<Arc<str>> = self
             .recent
             .iter()
-            .filter(|(s, _)| *s >= from)
+            .filter(|(s, _)| (from..below).contains(s))
             .map(|(_, e)| e.clone())
             .collect();
-        if from >= first_recent {
+        if from >= first_recent || from >= below {
             HistoryRead::Ready(from_memory)
         } else {
             HistoryRead::Disk {
                 path: self.path.to_path_buf(),
                 from,
-                below: first_recent,
+                below: first_recent.min(below),
                 from_memory,
             }
         }
@@ -165,7 +184,7 @@ pub enum HistoryRead {
         path: PathBuf,
         /// First seq wanted.
         from: u64,
-        /// First seq held in memory.
+        /// First seq not read from disk (the first held in memory, or the page's end).
         below: u64,
         /// The in-memory part.
         from_memory: Vec<Arc<str>>,
@@ -185,8 +204,10 @@ pub fn history_json(parts: impl IntoIterator<Item = impl AsRef<str>>) -> String 
     out
 }
 
-/// Reads entries with `from <= seq < below`, scanning backwards from the end of the file so
-/// only the needed tail is read. Unparsable lines (a torn line being written) are skipped.
+/// Reads entries with `from <= seq < below`. Lines are in seq order, so the first one wanted
+/// is found by bisecting the file's bytes ([`line_before_seq`]: a few small reads whatever the
+/// file's size), and the range is read forwards from there: a read costs what it returns,
+/// wherever in the log it lies. Unparsable lines (a torn line being written) are skipped.
 pub fn read_range(path: &Path, from: u64, below: u64) -> io::Result<Vec<String>> {
     read_range_at(path, None, from, below)
 }
@@ -199,53 +220,107 @@ pub fn read_range_at(
     from: u64,
     below: u64,
 ) -> io::Result<Vec<String>> {
+    use std::io::BufRead;
+    if from >= below {
+        return Ok(Vec::new());
+    }
     let mut file = match File::open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(e),
     };
     let end = file.seek(SeekFrom::End(0))?;
-    let mut pos = len.map_or(end, |len| len.min(end));
-    let mut carry: Vec<u8> = Vec::new();
+    let end = len.map_or(end, |len| len.min(end));
+    let start = line_before_seq(&mut file, end, from)?;
+    file.seek(SeekFrom::Start(start))?;
+    let mut reader = io::BufReader::with_capacity(64 * 1024, file.take(end - start));
     let mut out: Vec<String> = Vec::new();
-    let chunk = 64 * 1024u64;
-    'scan: while pos > 0 {
-        let start = pos.saturating_sub(chunk);
-        let mut buf = vec![0u8; (pos - start) as usize];
-        file.seek(SeekFrom::Start(start))?;
-        file.read_exact(&mut buf)?;
-        buf.extend_from_slice(&carry);
-        pos = start;
-        // Keep the first (possibly partial) line for the next round unless at file start.
-        let (head, body) = if pos > 0 {
-            match buf.iter().position(|b| *b == b'\n') {
-                Some(i) => (buf[..=i].to_vec(), &buf[i + 1..]),
-                None => {
-                    carry = buf;
-                    continue;
-                }
-            }
-        } else {
-            (Vec::new(), &buf[..])
-        };
-        for line in body.split(|b| *b == b'\n').rev() {
-            if line.is_empty() {
-                continue;
-            }
-            let Ok(parsed) = serde_json::from_slice::<Line<'_>>(line) else {
-                continue;
-            };
-            if parsed.s < from {
-                break 'scan;
-            }
-            if parsed.s < below {
-                out.push(parsed.e.get().to_string());
-            }
+    let mut line: Vec<u8> = Vec::new();
+    loop {
+        line.clear();
+        if reader.read_until(b'\n', &mut line)? == 0 {
+            break;
         }
-        carry = head;
+        let body = line.strip_suffix(b"\n").unwrap_or(&line);
+        let Ok(parsed) = serde_json::from_slice::<Line<'_>>(body) else {
+            continue;
+        };
+        if parsed.s >= below {
+            break;
+        }
+        if parsed.s >= from {
+            out.push(parsed.e.get().to_string());
+        }
     }
-    out.reverse();
     Ok(out)
+}
+
+/// Below this many bytes the bisection of [`line_before_seq`] stops and the rest is read
+/// forwards.
+const BISECT_SPAN: u64 = 64 * 1024;
+
+/// A byte offset among the first `end` bytes of a display log where a line starts and before
+/// which every line has `seq < from` (0 at worst): found by bisecting on the seq that opens
+/// each line (`{"s":<seq>,`, written by [`DisplayLog::append`] and the legacy import), about
+/// `log2(end / 64 KiB)` reads of a few KiB. A line whose start does not parse (torn, garbage)
+/// counts as "not before": the answer is then only earlier, never wrong.
+fn line_before_seq(file: &mut File, end: u64, from: u64) -> io::Result<u64> {
+    let (mut lo, mut hi) = (0u64, end);
+    while hi - lo > BISECT_SPAN {
+        let mid = lo + (hi - lo) / 2;
+        match line_at_or_after(file, mid, hi)? {
+            Some((start, Some(seq))) if seq < from => lo = start,
+            _ => hi = mid,
+        }
+    }
+    Ok(lo)
+}
+
+/// The first line starting at or after byte `pos` and before `limit`: its offset and the seq
+/// its first bytes name (`None` when they do not parse); `None` when no line starts there.
+fn line_at_or_after(
+    file: &mut File,
+    pos: u64,
+    limit: u64,
+) -> io::Result<Option<(u64, Option<u64>)>> {
+    let mut start = pos;
+    if pos > 0 {
+        // The line starts after the first newline at or after `pos - 1`.
+        let mut at = pos - 1;
+        let mut buf = vec![0u8; 8 * 1024];
+        start = loop {
+            if at >= limit {
+                return Ok(None);
+            }
+            file.seek(SeekFrom::Start(at))?;
+            let want = (limit - at).min(buf.len() as u64) as usize;
+            let n = file.read(&mut buf[..want])?;
+            if n == 0 {
+                return Ok(None);
+            }
+            if let Some(i) = buf[..n].iter().position(|b| *b == b'\n') {
+                break at + i as u64 + 1;
+            }
+            at += n as u64;
+        };
+        if start >= limit {
+            return Ok(None);
+        }
+    }
+    let mut head = Vec::with_capacity(32);
+    file.seek(SeekFrom::Start(start))?;
+    (&mut *file).take(32).read_to_end(&mut head)?;
+    Ok(Some((start, seq_prefix(&head))))
+}
+
+/// The seq of a line from its first bytes, `{"s":<seq>,`.
+fn seq_prefix(head: &[u8]) -> Option<u64> {
+    let rest = head.strip_prefix(b"{\"s\":")?;
+    let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
+    if digits == 0 || rest.get(digits) != Some(&b',') {
+        return None;
+    }
+    std::str::from_utf8(&rest[..digits]).ok()?.parse().ok()
 }
 
 /// `messageCount` of the log in `dir`, read from its last line only (0 when there is none).
@@ -526,6 +601,130 @@ mod tests {
                 assert_eq!(e["text"], text(first + k, sizes[first + k]));
             }
         }
+    }
+
+    /// The seqs of a history read, from memory or (after the writer has written) from disk.
+    fn seqs_of(read: HistoryRead) -> Vec<u64> {
+        let entries: Vec<String> = match read {
+            HistoryRead::Ready(v) => v.iter().map(|e| e.to_string()).collect(),
+            HistoryRead::Disk {
+                path,
+                from,
+                below,
+                from_memory,
+            } => {
+                let mut v = read_range(&path, from, below).unwrap();
+                v.extend(from_memory.iter().map(|e| e.to_string()));
+                v
+            }
+        };
+        entries
+            .iter()
+            .map(|e| {
+                serde_json::from_str::<Value>(e).unwrap()["seq"]
+                    .as_u64()
+                    .unwrap()
+            })
+            .collect()
+    }
+
+    /// A page is the newest `limit` entries of `after < seq < before`, in order, whether it
+    /// lies in memory, on disk, or across both.
+    #[test]
+    fn pages_read_the_newest_entries_of_a_range() {
+        let dir = tempfile::tempdir().unwrap();
+        let writer = LogWriter::start(Default::default(), dir.path().to_path_buf());
+        let mut log = DisplayLog::open(dir.path(), writer.clone()).unwrap();
+        for _ in 0..5000 {
+            log.append(entry("append-display"));
+        }
+        futures_block(writer.sync(vec![log.path().clone()]));
+        let first_recent = (5000 - RECENT_ENTRIES) as u64;
+        let range = |a: u64, b: u64| (a..b).collect::<Vec<u64>>();
+        // (afterSeq, beforeSeq, limit, seqs).
+        type Case = (Option<i64>, Option<i64>, u64, Vec<u64>);
+        let cases: [Case; 10] = [
+            (None, None, 40, range(4960, 5000)),
+            (None, Some(4960), 40, range(4920, 4960)),
+            (
+                None,
+                Some(first_recent as i64 + 5),
+                10,
+                range(first_recent - 5, first_recent + 5),
+            ),
+            (None, Some(1000), 1000, range(0, 1000)),
+            (None, Some(30), 1000, range(0, 30)),
+            (None, Some(0), 10, vec![]),
+            (None, Some(-4), 10, vec![]),
+            (Some(4990), None, 1000, range(4991, 5000)),
+            (Some(100), Some(120), 1000, range(101, 120)),
+            (Some(-1), Some(9999), 3, range(4997, 5000)),
+        ];
+        for (after, before, limit, want) in cases {
+            let got = seqs_of(log.read_page(after, before, limit));
+            assert_eq!(got, want, "after {after:?} before {before:?} limit {limit}");
+        }
+        assert!(matches!(
+            log.read_page(None, None, 40),
+            HistoryRead::Ready(_)
+        ));
+    }
+
+    /// The bisection finds any range of a log of 200,000 lines (some of them 100 KiB, one of
+    /// them garbage), at its start, middle and end, and over a backup's cut.
+    #[test]
+    fn ranges_are_found_by_bisection() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(FILE_NAME);
+        let mut out = Vec::new();
+        let mut cut = 0;
+        for s in 0..200_000u64 {
+            if s == 150_000 {
+                out.extend_from_slice(b"{\"s\":oops\n");
+            }
+            if s == 190_000 {
+                cut = out.len() as u64;
+            }
+            let text = if s % 10_000 == 7 {
+                "b".repeat(100 << 10)
+            } else {
+                format!("t{s}")
+            };
+            let e = json!({"seq": s, "text": text});
+            out.extend_from_slice(format!("{{\"s\":{s},\"u\":0,\"e\":{e}}}\n").as_bytes());
+        }
+        fs::write(&path, &out).unwrap();
+        let seqs = |v: Vec<String>| -> Vec<u64> {
+            v.iter()
+                .map(|e| {
+                    serde_json::from_str::<Value>(e).unwrap()["seq"]
+                        .as_u64()
+                        .unwrap()
+                })
+                .collect()
+        };
+        for (from, below) in [
+            (0, 5),
+            (0, 1),
+            (9_990, 10_010),
+            (100_000, 101_000),
+            (149_999, 150_002),
+            (199_990, 200_000),
+            (199_999, u64::MAX),
+            (200_000, 200_010),
+        ] {
+            let want: Vec<u64> = (from..below.min(200_000)).collect();
+            assert_eq!(
+                seqs(read_range(&path, from, below).unwrap()),
+                want,
+                "{from}..{below}"
+            );
+        }
+        let want: Vec<u64> = (189_990..190_000).collect();
+        assert_eq!(
+            seqs(read_range_at(&path, Some(cut), 189_990, 190_010).unwrap()),
+            want
+        );
     }
 
     #[test]

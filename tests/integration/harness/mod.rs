@@ -1,6 +1,7 @@
 //! Test harness: [`server`] starts the real `roundtable` binary on a temporary instance
 //! directory, [`client`] speaks the protocol over a blocking WebSocket, [`fakes`] stands in for
-//! the HTTP services the server calls (a model, a tool server). The process plumbing and the
+//! the HTTP services the server calls (a model, a tool server), [`fixtures`] writes instance
+//! directories (a long conversation) before a server starts. The process plumbing and the
 //! frame building shared with the load harness live in `tests/support/`.
 
 // Every test module takes what it needs from here; no one module uses all of it.
@@ -8,6 +9,7 @@
 
 mod client;
 mod fakes;
+mod fixtures;
 mod server;
 
 use std::process::Command;
@@ -15,6 +17,7 @@ use std::time::{Duration, Instant};
 
 pub use client::*;
 pub use fakes::*;
+pub use fixtures::*;
 pub use server::*;
 
 pub use crate::support::protocol::{clientio, dispatcher, AGENT_SERVER};
