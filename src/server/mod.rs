@@ -240,6 +240,10 @@ pub async fn serve(config: ServerConfig) -> Result<restart::Stopped, StartError>
     // (after a restart's 1012) must wait in the backlog for the next image, not be accepted
     // by this one and closed again.
     handle.pause().await;
+    // `pause()` returns once the command is queued for actix-server's accept thread, not once
+    // that thread has deregistered the listener: give it a moment (a loaded machine may not
+    // run it at once). A client accepted in that window anyway gets 1012 and reconnects.
+    actix_web::rt::time::sleep(Duration::from_millis(50)).await;
     let _ = closing_tx.send(true);
     // Give connections a moment to queue their 1001 close frames.
     actix_web::rt::time::sleep(Duration::from_millis(100)).await;

@@ -142,6 +142,17 @@ impl Client {
 
     /// Waits for the answer to `call_id` on `channel`, buffering everything else.
     pub fn wait_answer(&mut self, channel: &str, call_id: u64) -> Rpc {
+        self.try_wait_answer(channel, call_id).unwrap_or_else(|| {
+            panic!(
+                "no answer to {channel} #{call_id} (closed: {:?})",
+                self.closed
+            )
+        })
+    }
+
+    /// The answer to `call_id` on `channel`, or `None` when the socket closed (or nothing
+    /// came in time) first: for clients that reconnect, as TypeAgent's do after 1012.
+    pub fn try_wait_answer(&mut self, channel: &str, call_id: u64) -> Option<Rpc> {
         let deadline = Instant::now() + WAIT;
         let mut skipped = VecDeque::new();
         let found = loop {
@@ -161,13 +172,12 @@ impl Client {
             }
         };
         self.inbox.extend(skipped);
-        let f = found.unwrap_or_else(|| {
-            panic!(
-                "no answer to {channel} #{call_id} (closed: {:?})",
-                self.closed
-            )
-        });
-        protocol::answer_result(&f)
+        found.map(|f| protocol::answer_result(&f))
+    }
+
+    /// The server's close code when the socket was closed (`None` while it is open).
+    pub fn close_code(&self) -> Option<u16> {
+        self.closed.as_ref().map(|(code, _)| *code)
     }
 
     /// invoke + wait.
