@@ -302,11 +302,16 @@ async function reopen(view, atSeq) {
   watchScroll();
 }
 
-/** Brings the entry `seq` (or the next shown one) to the middle of the pane, marked a while. */
+/**
+ * Brings the entry `seq` to the middle of the pane, marked. A hidden one (a search hit in
+ * agent output names the turn's command-result) stands for the shown entry before it.
+ */
 export function revealSeq(seq) {
   requestAnimationFrame(() => {
-    let node = ui.messages.querySelector(`:scope > [data-seq="${seq}"]`);
-    while (node && (node.hidden || !node.dataset.seq)) node = node.nextElementSibling;
+    const at = ui.messages.querySelector(`:scope > [data-seq="${seq}"]`);
+    let node = at;
+    while (node && (node.hidden || !node.dataset.seq)) node = node.previousElementSibling;
+    if (!node) for (node = at; node && (node.hidden || !node.dataset.seq); ) node = node.nextElementSibling;
     if (!node) return;
     node.scrollIntoView({ block: "center" });
     for (const old of ui.messages.querySelectorAll(":scope > .hit")) old.classList.remove("hit");

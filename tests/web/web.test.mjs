@@ -100,6 +100,23 @@ async function startServer({ port = 0, dir, env = {}, extraArgs = [] } = {}) {
   return server;
 }
 
+/** Waits until the server's log (stderr) matches `re`. */
+async function waitLog(server, re) {
+  const timeout = Date.now() + WAIT_MS * 4;
+  while (!re.test(server.log())) {
+    assert.ok(Date.now() < timeout, `server log never matched ${re}:\n${server.log().slice(-2000)}`);
+    await new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        server.proc.stderr.off("data", done);
+        resolve();
+      };
+      const timer = setTimeout(done, 1000);
+      server.proc.stderr.on("data", done);
+    });
+  }
+}
+
 /** A fresh server, stopped and removed after the test. */
 async function serverFor(t, options) {
   const server = await startServer(options);
@@ -493,9 +510,10 @@ test("the search box filters names and finds what was said, with the matched wor
   await page.locator("#filter").fill("zurich");
   await hit.waitFor();
 
-  // A hit opens its conversation.
+  // A hit opens its conversation, at the matched turn (the hit names its seq).
   await hit.locator(".conv-open").click();
   await waitReady(page, "Trip");
+  await page.locator("#messages > .entry.hit .user-text", { hasText: "Weather in Zürich tomorrow?" }).waitFor();
   await page.locator("#filter").fill("");
   await page.locator("#content-results").waitFor({ state: "hidden" });
 });
@@ -927,9 +945,38 @@ test("a conversation of 25,000 entries opens at its newest page, scrolls back to
     }),
     "scrolled to the bottom",
   );
+  await shot(page, "long-conversation");
+
+  // A search hit in the middle opens the conversation at that turn (once the index has read
+  // the fixture's log), with the newer entries fetched again when scrolled to.
+  await waitLog(server, /search index: caught up/);
+  const turn = 4321;
+  await page.locator("#filter").fill(String(turn));
+  const hit = page.locator("#content-list .content-hit").first();
+  await hit.waitFor();
+  await hit.locator(".conv-open").click();
+  const found = page.locator("#messages > .entry.hit");
+  await found.waitFor();
+  assert.match(await found.locator(".user-text, .msg-body").textContent(), new RegExp(`^(echo: )?turn ${turn}$`));
+  const hitSeq = Number(await found.getAttribute("data-seq"));
+  assert.ok(hitSeq >= 3 * turn && hitSeq < 3 * turn + 3, `hit at seq ${hitSeq}`);
+  assert.ok(await onScreen(hitSeq), "the matched turn is on screen");
+  await shot(page, "long-conversation-search-hit");
+  assert.equal((await windowState()).window, "detached");
+  seqs = await renderedSeqs(page);
+  assert.ok(contiguous(seqs) && seqs.length <= MAX_RENDERED);
+  await page.evaluate(() => {
+    const m = document.querySelector("#messages");
+    m.scrollTop = m.scrollHeight;
+  });
+  await page.waitForFunction((b) => {
+    const n = document.querySelectorAll("#messages > [data-seq]");
+    return Number(n[n.length - 1].dataset.seq) > b;
+  }, seqs.at(-1));
+  assert.ok(contiguous(await renderedSeqs(page)));
+
   const most = await page.evaluate(() => window.__maxRendered);
   assert.ok(most <= MAX_RENDERED, `at most ${MAX_RENDERED} entries rendered at any time (${most})`);
-  await shot(page, "long-conversation");
 });
 
 test("HTML in names and messages is shown as text, never run", async (t) => {
