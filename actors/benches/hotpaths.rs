@@ -3,8 +3,9 @@
 //! call to N clients' outputs (as `Conversation::deliver` does: `ClientOutput::send` for each,
 //! then every socket's outbox receiver drained), the per-recipient splice alone
 //! (`OutboundCall::new` once + `call_frame` per client), display-log append
-//! (`DisplayLog::append` on a `LogWriter`), and a history tail read (`read_range`) on a
-//! 100,000-entry log. Run with `cargo bench -p roundtable-actors --bench hotpaths`.
+//! (`DisplayLog::append` on a `LogWriter`), and history reads (`read_range`: the last 10
+//! entries, the first 100) on a 100,000-entry log. Run with
+//! `cargo bench -p roundtable-actors --bench hotpaths`.
 
 use std::hint::black_box;
 use std::io::Write;
@@ -175,6 +176,15 @@ fn display_log(c: &mut Criterion) {
         b.iter(|| {
             let v = read_range(black_box(&path), 99_990, 100_000).expect("read");
             assert_eq!(v.len(), 10);
+            v
+        })
+    });
+    // A page of 100 at the start of the same log (what a client paging back to the first
+    // entry asks last): found by bisection, not by reading the file from its end.
+    g.bench_function("read_range_first100_of_100k", |b| {
+        b.iter(|| {
+            let v = read_range(black_box(&path), 0, 100).expect("read");
+            assert_eq!(v.len(), 100);
             v
         })
     });

@@ -6,6 +6,11 @@
 //! question. Tab completes `@` commands (`complete.rs`, the server's
 //! `getCommandCompletion`). Ctrl-C cancels the running command, Ctrl-D exits.
 //!
+//! Joining replays only the newest screenful of the display log (a `getDisplayHistory` page:
+//! as many entries as the terminal has rows, 40 when unknown) after a line saying how many
+//! earlier entries there are; `/history` (or `@conversation history`) prints the page before
+//! the oldest one shown, each time further back, until the first entry.
+//!
 //! The prompt shows the conversation's context meter when it has one (`Work [ctx 1.2k/8.2k
 //! 15%]> `): read with `getStatus` on joining, then kept from the server's `contextMeter`
 //! notifications. The line editor cannot redraw a prompt while it reads a line, so a change
@@ -86,6 +91,9 @@ struct Session {
     exit_requested: bool,
     /// The conversation's context meter, for the prompt (`None`: nothing reported).
     meter: Option<ContextMeter>,
+    /// Seq of the oldest display entry shown (replayed or paged back to): how many earlier
+    /// entries there are, seqs starting at 0; `/history` pages back from it.
+    history_start: u64,
 }
 
 impl ManageHost for Session {
@@ -161,6 +169,7 @@ pub async fn connect(server: &Endpoint, options: ConnectOptions) -> CliResult {
         persist: !options.memory,
         exit_requested: false,
         meter: None,
+        history_start: 0,
     };
     refresh_meter(&conn, &mut session).await;
     if session.persist {
@@ -171,7 +180,8 @@ pub async fn connect(server: &Endpoint, options: ConnectOptions) -> CliResult {
         terminal_safe(&session.name),
         session.conversation_id
     );
-    replay(&conn, &session).await;
+    let print_now = |text: String| println!("{}", terminal_safe(&text));
+    replay(&conn, &mut session, &print_now).await;
 
     // Tab asks the server of the conversation the prompt is in.
     let completed_in = Arc::new(Mutex::new(session.conversation_id.clone()));
@@ -411,17 +421,118 @@ fn pick(answer: &str, choices: &[String]) -> Option<usize> {
     })
 }
 
-async fn replay(conn: &Connection, session: &Session) {
-    match conn.display_history(&session.conversation_id, None).await {
-        Ok(entries) => {
-            for e in &entries {
-                if let Some(line) = render_history_entry(e, &session.connection_id) {
-                    println!("{}", terminal_safe(&line));
-                }
-            }
+/// Display entries in a screenful: the terminal's rows (stdout's window size), 40 when
+/// unknown (not a terminal, or a pseudo-terminal never given a size); at most 1,000, the
+/// largest `getDisplayHistory` page.
+fn screen_entries() -> u32 {
+    // SAFETY: TIOCGWINSZ only writes a `winsize` into the struct it is given.
+    let mut size: libc::winsize = unsafe { std::mem::zeroed() };
+    let rows = match unsafe { libc::ioctl(libc::STDOUT_FILENO, libc::TIOCGWINSZ, &mut size) } {
+        0 if size.ws_row > 0 => u32::from(size.ws_row),
+        _ => 40,
+    };
+    rows.min(1000)
+}
+
+/// `24990` → `24,990`.
+fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
         }
-        Err(e) => eprintln!("warning: could not replay the history: {e}"),
+        out.push(c);
     }
+    out
+}
+
+/// The line printed before a page of history: how many entries come before it (its first
+/// seq: seqs start at 0), or that it starts the conversation.
+fn earlier_line(first_seq: u64) -> String {
+    match first_seq {
+        0 => "(the conversation starts here)".to_string(),
+        1 => "… 1 earlier entry: /history to see more".to_string(),
+        n => format!("… {} earlier entries: /history to see more", thousands(n)),
+    }
+}
+
+/// One page of the session's display log: the newest `limit` entries before `before` (all
+/// when `None`); the seq of its first entry (`before`, or 0, when it is empty).
+async fn history_page(
+    conn: &Connection,
+    session: &Session,
+    before: Option<u64>,
+    limit: u32,
+) -> crate::client::ClientResult<(u64, Vec<Value>)> {
+    let mut entries = conn
+        .display_page(&session.conversation_id, None, before, limit)
+        .await?;
+    // A server without pages answers the whole log: keep its newest entries.
+    let extra = entries.len().saturating_sub(limit as usize);
+    entries.drain(..extra);
+    let first = entries
+        .first()
+        .and_then(|e| e["seq"].as_u64())
+        .unwrap_or(before.unwrap_or(0));
+    Ok((first, entries))
+}
+
+/// Prints a page of entries after its [`earlier_line`] (none before a replay that starts the
+/// conversation: nothing is missing there).
+fn print_page(
+    session: &Session,
+    first: u64,
+    entries: &[Value],
+    replay: bool,
+    print: &dyn Fn(String),
+) {
+    if first > 0 || !replay {
+        print(earlier_line(first));
+    }
+    for e in entries {
+        if let Some(line) = render_history_entry(e, &session.connection_id) {
+            print(line);
+        }
+    }
+}
+
+/// Replays the newest screenful of the conversation's display log (on joining, on
+/// switching), after a line saying how many earlier entries there are.
+async fn replay(conn: &Connection, session: &mut Session, print: &dyn Fn(String)) {
+    match history_page(conn, session, None, screen_entries()).await {
+        Ok((first, entries)) => {
+            session.history_start = first;
+            print_page(session, first, &entries, true, print);
+        }
+        Err(e) => print(format!("warning: could not replay the history: {e}")),
+    }
+}
+
+/// `/history` / `@conversation history`: the screenful before the oldest entry shown.
+async fn page_back(conn: &Connection, session: &mut Session, print: &dyn Fn(String)) {
+    if session.history_start == 0 {
+        print("Already at the first entry of the conversation.".into());
+        return;
+    }
+    let before = Some(session.history_start);
+    match history_page(conn, session, before, screen_entries()).await {
+        Ok((first, entries)) => {
+            session.history_start = first;
+            print_page(session, first, &entries, false, print);
+        }
+        Err(e) => print(format!("error: {e}")),
+    }
+}
+
+/// Whether a typed line asks for earlier history: `/history`, `@conversation history` (or
+/// `@conv history`).
+fn asks_history(line: &str) -> bool {
+    let words: Vec<&str> = line.split_whitespace().collect();
+    matches!(
+        words.as_slice(),
+        ["/history"] | ["@conversation" | "@conv", "history"]
+    )
 }
 
 /// The text of a live event, if it is for the current conversation and worth showing.
@@ -619,6 +730,10 @@ async fn handle_line(
     let print = |t: String| {
         let _ = ui.send(Ui::Print(t));
     };
+    if asks_history(line) {
+        page_back(conn, session, &print).await;
+        return;
+    }
     // `/conversation …` is the same as `@conversation …`, run locally.
     let local = line
         .strip_prefix("/conversation")
@@ -859,16 +974,7 @@ async fn manage_locally(
     {
         refresh_meter(conn, session).await;
         // Joined the new one and left the old: replay the new conversation's history.
-        match conn.display_history(&session.conversation_id, None).await {
-            Ok(entries) => {
-                for e in &entries {
-                    if let Some(line) = render_history_entry(e, &session.connection_id) {
-                        print(line);
-                    }
-                }
-            }
-            Err(e) => print(format!("warning: could not replay the history: {e}")),
-        }
+        replay(conn, session, print).await;
     }
 }
 
@@ -886,6 +992,7 @@ mod tests {
             persist: false,
             exit_requested: false,
             meter: None,
+            history_start: 0,
         };
         assert_eq!(prompt(&session), "Work> ");
         session.meter = Some(ContextMeter {
@@ -905,6 +1012,35 @@ mod tests {
             .map(compact)
             .collect();
         assert_eq!(counts, ["0", "999", "1.0k", "12k", "999k", "1.5M", "128M"]);
+    }
+
+    /// The line before a page counts earlier entries with separators, or marks the start;
+    /// only `/history` and `@conversation history` ask for it.
+    #[test]
+    fn history_lines_and_commands() {
+        let counts: Vec<String> = [0, 7, 999, 1000, 24_990, 1_234_567]
+            .into_iter()
+            .map(thousands)
+            .collect();
+        assert_eq!(counts, ["0", "7", "999", "1,000", "24,990", "1,234,567"]);
+        assert_eq!(
+            earlier_line(24_990),
+            "… 24,990 earlier entries: /history to see more"
+        );
+        assert_eq!(earlier_line(1), "… 1 earlier entry: /history to see more");
+        assert_eq!(earlier_line(0), "(the conversation starts here)");
+        for typed in ["/history", " @conversation  history ", "@conv history"] {
+            assert!(asks_history(typed), "{typed}");
+        }
+        for typed in [
+            "/history 5",
+            "@conversation list",
+            "history",
+            "@system history",
+        ] {
+            assert!(!asks_history(typed), "{typed}");
+        }
+        assert!((1..=1000).contains(&screen_entries()));
     }
 
     #[test]

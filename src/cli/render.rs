@@ -147,7 +147,10 @@ pub fn render_action(result: &ActionResult) -> String {
             conversation_id,
             name,
         } => format!("{name} ({conversation_id})"),
-        ActionResult::Help => commands::help_text().replace("**", "").replace('`', ""),
+        ActionResult::Help => format!(
+            "{}\nAt this prompt: /history (or @conversation history) shows the earlier entries, a screenful at a time.",
+            commands::help_text().replace("**", "").replace('`', "").trim_end()
+        ),
         ActionResult::List {
             conversations,
             current,

@@ -551,3 +551,49 @@ fn tab_completes_commands_at_the_prompt() {
     p.send_control('d').unwrap();
     p.exp_eof().unwrap();
 }
+
+/// Joining a conversation longer than a screen (120 entries written before the server starts;
+/// the pty was never given a size, so a screenful is 40 entries) replays only its newest 40,
+/// after a line counting the earlier ones; `/history` and `@conversation history` page back a
+/// screenful at a time and say when the first entry is reached.
+#[test]
+fn joining_a_long_conversation_replays_a_screenful() {
+    let temp = tempfile::tempdir().unwrap();
+    // Turn t is seqs 3t (its request), 3t + 1 (its echo), 3t + 2: turns 0 to 39.
+    write_long_conversation(temp.path(), "CLI", 120);
+    let server = Server::start_in(temp.path(), &[]);
+    let home = tempfile::tempdir().unwrap();
+    let mut p = pty(server.port, home.path(), &[]);
+    p.exp_string("Joined \"CLI\"").unwrap();
+    // rexpect reads bytes as Latin-1: the line's leading `…` does not compare; the rest does.
+    p.exp_string(" 80 earlier entries: /history to see more\r\n")
+        .unwrap();
+    // Seqs 80 to 119: turn 26 ends at seq 80 (its request and echo are earlier).
+    let shown = p.exp_string("CLI> ").unwrap();
+    assert!(shown.contains("fixture turn 27\r\n"), "{shown}");
+    assert!(shown.contains("echo: fixture turn 39"), "{shown}");
+    assert!(!shown.contains("fixture turn 26"), "{shown}");
+    p.send_line("/history").unwrap();
+    p.exp_string(" 40 earlier entries: /history to see more\r\n")
+        .unwrap();
+    // Seqs 40 to 79: from turn 13's echo to turn 26.
+    let shown = p.exp_string("CLI> ").unwrap();
+    assert!(shown.contains("echo: fixture turn 13"), "{shown}");
+    assert!(shown.contains("echo: fixture turn 26"), "{shown}");
+    assert!(
+        !shown.contains("fixture turn 12") && !shown.contains("turn 27"),
+        "{shown}"
+    );
+    p.send_line("@conversation history").unwrap();
+    p.exp_string("(the conversation starts here)").unwrap();
+    let shown = p.exp_string("CLI> ").unwrap();
+    assert!(shown.contains("fixture turn 0\r\n"), "{shown}");
+    assert!(shown.contains("echo: fixture turn 12"), "{shown}");
+    assert!(!shown.contains("echo: fixture turn 13"), "{shown}");
+    p.send_line("/history").unwrap();
+    p.exp_string("Already at the first entry of the conversation.")
+        .unwrap();
+    p.exp_string("CLI> ").unwrap();
+    p.send_control('d').unwrap();
+    p.exp_eof().unwrap();
+}

@@ -1,8 +1,10 @@
 //! `history`: `getDisplayHistory(afterSeq)` for the last 10 entries of display logs of 1,000
 //! and 1,000,000 entries, generated on disk in the server's format before it starts. Also the
-//! cold join of each (loading a conversation reads only its log's last line). The figure that
-//! matters is growth: the tail read's p50 on the largest log over the smallest ("flat" = within
-//! 2x).
+//! cold join of each (loading a conversation reads only its log's last line), and pages of 40
+//! (`getDisplayHistory(null, {limit: 40, beforeSeq?})`): the newest one (what a client opening
+//! the conversation asks first) and the first one (what paging back reaches last). The figure
+//! that matters is growth: the tail read's p50 on the largest log over the smallest ("flat" =
+//! within 2x).
 
 use std::time::Instant;
 
@@ -17,6 +19,8 @@ use crate::support::protocol;
 
 /// Entries read from the tail.
 const TAIL: u64 = 10;
+/// Entries in a page.
+const PAGE: u64 = 40;
 
 /// Runs the scenario (Roundtable only: the baseline keeps no history).
 pub async fn run(ctx: &Ctx) -> Result<ScenarioReport, String> {
@@ -125,6 +129,34 @@ async fn measure(
         let p = report::percentiles(&format!("tail10_{n}"), &hist);
         p50s.push((*n, p[0].value));
         figures.extend(p);
+        if *n >= 2 * PAGE {
+            for (label, page) in [
+                ("newest_page40", json!([null, {"limit": PAGE}])),
+                (
+                    "first_page40",
+                    json!([null, {"limit": PAGE, "beforeSeq": PAGE}]),
+                ),
+            ] {
+                let mut hist = latency_histogram();
+                for _ in 0..reads {
+                    if Instant::now() > deadline {
+                        break;
+                    }
+                    let t = Instant::now();
+                    let v = client
+                        .invoke(&channel, "getDisplayHistory", page.clone(), |_| {})
+                        .await?;
+                    report::record(&mut hist, t.elapsed());
+                    let got = v.as_array().map_or(0, Vec::len) as u64;
+                    if got != PAGE {
+                        return Err(format!(
+                            "getDisplayHistory({page}) on {n} entries returned {got}, expected {PAGE}"
+                        ));
+                    }
+                }
+                figures.extend(report::percentiles(&format!("{label}_{n}"), &hist));
+            }
+        }
         client.close().await;
     }
     Ok((figures, p50s))
