@@ -97,9 +97,18 @@ fn turns_are_found_by_the_next_search() {
     // second request, where a client opens the conversation.
     let seq = hits[0]["seq"].as_u64().expect("a seq");
     let log = a
-        .invoke(&format!("dispatcher:{trip}"), "getDisplayHistory", json!([]))
+        .invoke(
+            &format!("dispatcher:{trip}"),
+            "getDisplayHistory",
+            json!([]),
+        )
         .unwrap();
-    let entry = log.as_array().unwrap().iter().find(|e| e["seq"] == seq).unwrap();
+    let entry = log
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["seq"] == seq)
+        .unwrap();
     assert_eq!(entry["type"], "user-request");
     assert_eq!(entry["command"], "And is Zürich expensive in winter?");
     assert_eq!(names(&search(&mut s, "sund*", None)), ["Food"]);
