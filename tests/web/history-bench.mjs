@@ -18,7 +18,10 @@
 //   Blink's heap, not V8's, so also:
 // - DOM nodes (Memory.getDOMCounters) and the renderer process's resident memory (VmRSS of
 //   the largest `--type=renderer` Chromium process: one page is open at a time);
-// - rendered: `[data-seq]` nodes in the page.
+// - rendered: `[data-seq]` nodes in the page;
+// - older page: with the client that pages (not the baseline), scrolled to the top
+//   OLDER_PAGES times: from setting scrollTop = 0 to the page before being in the DOM
+//   (#messages' data-first-seq changed), median.
 // The first load of each size is also the server's cold join of that conversation.
 import { spawn } from "node:child_process";
 import { mkdtemp, readdir, readFile, rm } from "node:fs/promises";
@@ -31,6 +34,7 @@ const bin = path.resolve(process.argv[2] || "target/debug/roundtable");
 const sizes = (process.argv[3] || "1000,25000,250000").split(",").map(Number);
 const runs = Number(process.argv[4] || 3);
 const CHROMIUM = process.env.CHROMIUM_PATH || "/usr/bin/chromium";
+const OLDER_PAGES = 10;
 
 async function startServer(dir) {
   const proc = spawn(bin, ["serve", "--port", "0", "--host", "127.0.0.1", "--instance-dir", dir], {
@@ -131,11 +135,35 @@ try {
         const { nodes } = await cdp.send("Memory.getDOMCounters");
         const rssMiB = await rendererRssMiB();
         const rendered = await page.evaluate(() => document.querySelectorAll("#messages [data-seq]").length);
-        loads.push({ firstPaint, ready, heapMiB: heap.usedSize / 1048576, rendered, nodes, rssMiB });
+        // Older pages, where the client pages (the baseline renders everything at once).
+        const older = [];
+        for (let p = 0; p < OLDER_PAGES; p++) {
+          const ms = await page.evaluate(
+            () =>
+              new Promise((resolve) => {
+                const m = document.querySelector("#messages");
+                const first = m.dataset.firstSeq;
+                if (first === undefined || first === "" || first === "0") return resolve(null);
+                const t0 = performance.now();
+                new MutationObserver((_, obs) => {
+                  if (m.dataset.firstSeq !== first) {
+                    obs.disconnect();
+                    resolve(performance.now() - t0);
+                  }
+                }).observe(m, { attributes: true, attributeFilter: ["data-first-seq"] });
+                m.scrollTop = 0;
+              }),
+          );
+          if (ms === null) break;
+          older.push(ms);
+        }
+        const olderMs = older.length ? median(older) : null;
+        loads.push({ firstPaint, ready, heapMiB: heap.usedSize / 1048576, rendered, nodes, rssMiB, olderMs });
         console.log(
           `entries=${size} run=${r + 1}: newest visible ${firstPaint.toFixed(0)} ms, ready by ${ready.toFixed(0)} ms, ` +
             `JS heap ${(heap.usedSize / 1048576).toFixed(1)} MiB, renderer RSS ${rssMiB.toFixed(0)} MiB, ` +
-            `${nodes} DOM nodes, ${rendered} [data-seq]`,
+            `${nodes} DOM nodes, ${rendered} [data-seq]` +
+            (olderMs === null ? "" : `, older page ${olderMs.toFixed(0)} ms (median of ${older.length})`),
         );
         await context.close();
       }
@@ -147,6 +175,7 @@ try {
         rendered: median(loads.map((l) => l.rendered)),
         nodes: median(loads.map((l) => l.nodes)),
         rssMiB: median(loads.map((l) => l.rssMiB)),
+        olderMs: loads.some((l) => l.olderMs !== null) ? median(loads.filter((l) => l.olderMs !== null).map((l) => l.olderMs)) : null,
       });
     } finally {
       await server.stop();
@@ -157,10 +186,10 @@ try {
   await browser.close();
 }
 console.log(`\nbinary: ${bin}; ${runs} loads per size (median; cold = the first load, the server's cold join)`);
-console.log("| entries | newest entry visible (median) | first load (cold join) | JS heap after GC | renderer RSS | DOM nodes | [data-seq] nodes |");
-console.log("|---:|---:|---:|---:|---:|---:|---:|");
+console.log("| entries | newest entry visible (median) | first load (cold join) | JS heap after GC | renderer RSS | DOM nodes | [data-seq] nodes | older page |");
+console.log("|---:|---:|---:|---:|---:|---:|---:|---:|");
 for (const r of results) {
   console.log(
-    `| ${r.size.toLocaleString("en")} | ${r.firstPaint.toFixed(0)} ms | ${r.firstPaintCold.toFixed(0)} ms | ${r.heapMiB.toFixed(1)} MiB | ${r.rssMiB.toFixed(0)} MiB | ${r.nodes.toLocaleString("en")} | ${r.rendered.toLocaleString("en")} |`,
+    `| ${r.size.toLocaleString("en")} | ${r.firstPaint.toFixed(0)} ms | ${r.firstPaintCold.toFixed(0)} ms | ${r.heapMiB.toFixed(1)} MiB | ${r.rssMiB.toFixed(0)} MiB | ${r.nodes.toLocaleString("en")} | ${r.rendered.toLocaleString("en")} | ${r.olderMs === null ? "—" : `${r.olderMs.toFixed(0)} ms`} |`,
   );
 }
