@@ -183,7 +183,7 @@ async function replayHistory(view, afterSeq, joinResult, atSeq = null) {
   ui.messages.dataset.conversationId = view.id;
   renderHeader();
   if (atSeq != null && afterSeq == null) revealSeq(atSeq);
-  else scrollToEnd(true);
+  else if (!view.detached) scrollToEnd(true); // (a rejoin while reading far up stays there)
   watchScroll();
 }
 

@@ -979,6 +979,79 @@ test("a conversation of 25,000 entries opens at its newest page, scrolls back to
   assert.ok(most <= MAX_RENDERED, `at most ${MAX_RENDERED} entries rendered at any time (${most})`);
 });
 
+test("scrolled far up (the newest entries dropped), the page still follows: live turns and a restart are caught up when scrolled back down", async (t) => {
+  const ENTRIES = 1500;
+  const dir = await mkdtemp(path.join(tmpdir(), "roundtable-web-"));
+  const conv = await writeBigConversation(dir, { name: "Scrolled", entries: ENTRIES });
+  const { server, track } = await serverFor(t, { dir });
+  const rpc = await rpcPage(t, server);
+  const { page } = await openClient(t, server, {
+    init: [(id) => localStorage.setItem("roundtable.lastConversationId", id), conv.id],
+  });
+  await waitReady(page, "Scrolled");
+  const windowState = () =>
+    page.evaluate(() => {
+      const d = document.querySelector("#messages").dataset;
+      return { first: Number(d.firstSeq), last: Number(d.lastSeq), window: d.window };
+    });
+  const lastRendered = async () => (await renderedSeqs(page)).at(-1);
+
+  // Up until more than 1,000 entries were fetched: the newest ones are dropped.
+  for (let w = await windowState(); w.window !== "detached"; w = await windowState()) {
+    assert.ok(w.first > 0, "detached before the first entry");
+    await page.evaluate(() => (document.querySelector("#messages").scrollTop = 0));
+    await page.waitForFunction((f) => Number(document.querySelector("#messages").dataset.firstSeq) < f, w.first);
+  }
+  const bottom = await lastRendered();
+  assert.ok(bottom < ENTRIES - 1);
+
+  // Another client's turn meanwhile: lastSeq follows, nothing is rendered down there.
+  await rpc.submit(conv.id, "while you were reading");
+  await waitSynced(page, (await rpc.history(conv.id)).length);
+  assert.equal(await lastRendered(), bottom);
+  assert.equal(await page.locator(".msg.user .user-text", { hasText: "while you were reading" }).count(), 0);
+
+  // A restart while detached: the page rejoins and reads only what came after lastSeq.
+  assert.equal((await server.stop()).code, 0);
+  await page.locator('#connection[data-state="offline"]').waitFor();
+  const again = await startServer({ port: server.port, dir: server.dir });
+  track(again);
+  await rpc.submit(conv.id, "while you were away");
+  await waitReady(page, "Scrolled");
+  const log = await rpc.history(conv.id);
+  await waitSynced(page, log.length);
+  assert.equal((await windowState()).window, "detached");
+  assert.equal(await lastRendered(), bottom);
+
+  // Scrolling down fetches the dropped entries and the new ones, up to the newest.
+  for (let w = await windowState(); w.window === "detached"; w = await windowState()) {
+    const last = await lastRendered();
+    await page.evaluate(() => {
+      const m = document.querySelector("#messages");
+      m.scrollTop = m.scrollHeight;
+    });
+    await page.waitForFunction(
+      (b) => {
+        const n = document.querySelectorAll("#messages > [data-seq]");
+        return Number(n[n.length - 1].dataset.seq) > b;
+      },
+      last,
+    );
+  }
+  const seqs = await renderedSeqs(page);
+  assert.ok(seqs.every((s, i) => i === 0 || s === seqs[i - 1] + 1), "contiguous");
+  assert.ok(seqs.length <= 1000, `${seqs.length} rendered`);
+  assert.equal(seqs.at(-1), log.at(-1).seq);
+  assert.deepEqual((await userTexts(page)).slice(-2), ["while you were reading", "while you were away"]);
+
+  // At the tail again: live turns render as they come.
+  await send(page, "and now live");
+  await page.locator(".msg.agent .msg-body", { hasText: "echo: and now live" }).waitFor();
+  await waitIdle(page);
+  await waitSynced(page, (await rpc.history(conv.id)).length);
+  assert.equal((await userTexts(page)).at(-1), "and now live");
+});
+
 test("HTML in names and messages is shown as text, never run", async (t) => {
   const { server } = await serverFor(t);
   const { page, problems } = await openClient(t, server);
