@@ -26,8 +26,18 @@ export const findConversations = (q) => agent("findConversations", [q, null]);
 export const searchConversationContent = (q, max = null) => agent("searchConversationContent", [q, max]);
 /** getStatus: the agents, and (Roundtable extension) `mcpServers` with each one's state. */
 export const getStatus = (id) => conn.invoke(dispatcherOf(id), "getStatus", []);
-export const history = (id, afterSeq) =>
-  conn.invoke(dispatcherOf(id), "getDisplayHistory", afterSeq == null ? [] : [afterSeq], 60000);
+/**
+ * getDisplayHistory(afterSeq?, page?): the entries after `afterSeq` (all when null); with
+ * `page` = {limit, beforeSeq?} (Roundtable extension) only the newest `limit` of those
+ * before `beforeSeq`, in seq order.
+ */
+export const history = (id, afterSeq, page = null) =>
+  conn.invoke(
+    dispatcherOf(id),
+    "getDisplayHistory",
+    page ? [afterSeq ?? null, page] : afterSeq == null ? [] : [afterSeq],
+    60000,
+  );
 
 export async function joinConversation(view) {
   const result = await agent("joinConversation", [{ conversationId: view.id }]);

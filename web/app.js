@@ -10,6 +10,8 @@
 //   navigation.js   opening, switching, replaying history, rejoining, moving away
 //   live.js         clientio calls → log entries, interactions, queue state
 //   log.js          the display log on screen: provisional nodes, reconcile by seq, notices
+//   pages.js        the window of the log on screen: newest page first, older pages on
+//                   scrolling up, at most 1,000 entries, jumps to a search hit
 //   render.js       entries and DisplayContent → DOM
 //   interactions.js temporary displays, questions, private choices
 //   status.js       the chat header (name, presence, queue) and Cancel
@@ -30,6 +32,7 @@ import { start } from "./connection.js";
 import { submitName } from "./dialogs.js";
 import { onCall, onInvoke } from "./live.js";
 import { clearView, followScroll } from "./log.js";
+import { watchScroll } from "./pages.js";
 import { renderInline, renderMarkdown, safeHref } from "./markdown.js";
 import { contentNode } from "./render.js";
 import { closeSidebar, newFromSidebar, openSidebar, renderSidebar, scheduleContentSearch } from "./sidebar.js";
@@ -71,6 +74,7 @@ ui.nameForm.addEventListener("submit", submitName);
 ui.nameCancel.addEventListener("click", () => ui.nameDialog.close());
 ui.confirmCancel.addEventListener("click", () => ui.confirmDialog.close());
 ui.messages.addEventListener("scroll", followScroll);
+ui.messages.addEventListener("scroll", watchScroll, { passive: true });
 document.addEventListener("keydown", (ev) => {
   if (ev.key === "Escape" && ui.app.classList.contains("sidebar-open") && !document.querySelector("dialog[open]")) {
     closeSidebar();

@@ -2,6 +2,7 @@
 // (cancelCommand) and growing the box with its text. app.js wires its events.
 import { conn, dispatcherOf } from "./api.js";
 import { addLocal, stickToEnd } from "./log.js";
+import { showNewest } from "./pages.js";
 import { state } from "./state.js";
 import { updateComposer } from "./status.js";
 import { ui } from "./ui.js";
@@ -22,6 +23,7 @@ export async function sendMessage() {
   ui.input.value = "";
   autosize();
   stickToEnd();
+  await showNewest(view); // what one sends shows below the newest entries
   try {
     const r = await conn.invoke(dispatcherOf(view.id), "submitCommand", [text, null, null, clientRequestId, null]);
     if (r && r.ok) {

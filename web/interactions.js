@@ -78,7 +78,7 @@ export function interactionNode(view, entry) {
     node.append(head, choices, outcome);
     outcome.textContent = `This ${String(type)} can be answered in another client.`;
   }
-  view.interactions.set(entry.interactionId, { node, entry, outcome: null });
+  view.interactions.set(entry.interactionId, { node, entry, outcome: view.outcomes.get(entry.interactionId) ?? null });
   queueMicrotask(() => updateInteraction(view, entry.interactionId));
   return node;
 }

@@ -10,12 +10,17 @@
 //   reconciles: provisional nodes matching the fetched entries get their seq, missing entries
 //   are rendered, and a live call whose entry was already rendered from history is dropped.
 // - Opening a conversation buffers live calls until join + history replay are done.
+// - Only a window of the log is on screen (pages.js): the newest page at first, older pages
+//   as the reader scrolls up, at most MAX_RENDERED log entries. When the window does not
+//   reach the newest entry ("detached"), live logged calls are not rendered and reconcile
+//   only moves lastSeq on: those entries come as pages when the reader scrolls down.
 // - Calls the server does not log (system notices, temporary displays, requestChoice,
 //   queue events…) and the client's own notices are "ephemeral" nodes without a seq.
 //
 // Who calls it: live.js (addLogged, scheduleSync, notices), navigation.js (reconcile after a
 // join or reconnect, resetMessages), and every module that prints a notice (addLocal).
 import { conn, history } from "./api.js";
+import { FIRST_SEQ, MAX_RENDERED, openingPage, showOpening, trimWindow } from "./pages.js";
 import { localNode, renderEntry } from "./render.js";
 import { isCurrent, state } from "./state.js";
 import { refreshList } from "./sidebar.js";
@@ -24,7 +29,7 @@ import { requestIdOf, stableStringify } from "./util.js";
 
 const SYNC_DELAY_MS = 150;
 
-function entryKey(e) {
+export function entryKey(e) {
   const rid = requestIdOf(e.requestId);
   switch (e.type) {
     case "user-request":
@@ -54,11 +59,13 @@ function entryKey(e) {
 export function addLogged(view, entry) {
   const key = entryKey(entry);
   if (view.renderedKeys.has(key)) return; // already rendered from the history
+  if (view.detached) return; // the newest entries are not on screen: it comes with its page
   const node = renderEntry(view, entry);
   node.dataset.key = key;
   view.provisional.push({ key, node });
   insertNode(node, null);
   afterInsert(node);
+  trimWindow(view);
 }
 
 /**
@@ -70,6 +77,14 @@ export function reconcile(view, entries) {
   for (const entry of entries) {
     if (!entry || typeof entry !== "object" || !Number.isInteger(entry.seq)) continue;
     if (view.lastSeq != null && entry.seq <= view.lastSeq) continue;
+    if (view.detached) {
+      view.lastSeq = entry.seq; // not on screen: its page is fetched when scrolled to
+      continue;
+    }
+    if (view.topSeq == null) {
+      view.topSeq = entry.seq;
+      view.hasOlder = !view.cleared && entry.seq > FIRST_SEQ;
+    }
     const key = entryKey(entry);
     let j = -1;
     for (let t = pi; t < view.provisional.length; t++) {
@@ -96,13 +111,22 @@ export function reconcile(view, entries) {
     if (j < 0) markContinuation(node);
   }
   view.provisional = view.provisional.slice(pi);
-  ui.messages.dataset.lastSeq = view.lastSeq == null ? "" : String(view.lastSeq);
+  showWindow(view);
   updateEmptyState();
+  trimWindow(view);
   scrollToEnd(false);
 }
 
+/** The window's bounds on #messages, for tests and the curious. */
+export function showWindow(view) {
+  const d = ui.messages.dataset;
+  d.lastSeq = view.lastSeq == null ? "" : String(view.lastSeq);
+  d.firstSeq = view.topSeq == null ? "" : String(view.topSeq);
+  d.window = view.detached ? "detached" : "tail";
+}
+
 /** Keys of rendered log entries, for dropping live duplicates; only the recent ones matter. */
-function rememberKey(view, key) {
+export function rememberKey(view, key) {
   view.renderedKeys.delete(key);
   view.renderedKeys.add(key);
   if (view.renderedKeys.size > 4000) {
@@ -126,12 +150,14 @@ async function syncTail(view) {
   if (!isCurrent(view) || !view.live || !conn.isOpen) return;
   const epoch = view.epoch;
   const after = view.lastSeq;
-  const entries = await history(view.id, after);
+  const entries = await history(view.id, after, { limit: MAX_RENDERED });
   if (!isCurrent(view) || !view.live || view.epoch !== epoch || view.lastSeq !== after) return;
-  if (after != null && entries.length > 0 && entries[0].seq !== after + 1) {
+  if (after != null && entries.length > 0 && entries[0].seq !== after + 1 && !view.detached) {
+    // A gap: entries were lost, or more came than a page holds. Show the newest page.
     resetMessages();
-    addLocal(view, "warning", "Some messages were missing; reloaded the whole history.");
-    reconcile(view, await history(view.id, null));
+    if (entries.length < MAX_RENDERED) addLocal(view, "warning", "Some messages were missing; reloaded the history.");
+    const opening = await openingPage(view.id, null);
+    if (isCurrent(view) && view.epoch === epoch + 1) showOpening(view, opening);
     return;
   }
   reconcile(view, entries);
@@ -150,7 +176,7 @@ function afterInsert(node) {
 }
 
 /** Consecutive agent output of one request shows the source label once. */
-function markContinuation(node) {
+export function markContinuation(node) {
   if (!node.classList.contains("agent")) return;
   const prev = previousVisible(node);
   if (prev && prev.classList.contains("agent") && prev.dataset.requestId === node.dataset.requestId) {
@@ -175,7 +201,7 @@ export function addLocal(view, kind, text) {
   addEphemeral(view, localNode(kind, text));
 }
 
-function updateEmptyState() {
+export function updateEmptyState() {
   ui.emptyState.hidden = !!ui.messages.querySelector(":scope > .msg:not([hidden])");
 }
 
@@ -184,14 +210,22 @@ export function resetMessages() {
   if (view) {
     view.epoch += 1;
     view.lastSeq = null;
+    view.topSeq = null;
+    view.hasOlder = false;
+    view.detached = false;
+    view.bottomSeq = null;
+    view.cleared = false;
     view.renderedKeys = new Set();
     view.provisional = [];
     view.interactions = new Map();
+    view.outcomes = new Map();
     view.choices = new Map();
     view.temporary = new Map();
   }
   ui.messages.replaceChildren(ui.emptyState);
   ui.messages.dataset.lastSeq = "";
+  ui.messages.dataset.firstSeq = "";
+  ui.messages.dataset.window = "tail";
   updateEmptyState();
 }
 
@@ -202,6 +236,13 @@ export function clearView() {
   if (view) {
     view.temporary = new Map();
     view.choices = new Map();
+    // Nothing comes back by scrolling: new entries are shown from here on.
+    view.topSeq = null;
+    view.hasOlder = false;
+    view.detached = false;
+    view.bottomSeq = null;
+    view.cleared = true;
+    showWindow(view);
   }
   updateEmptyState();
 }

@@ -5,6 +5,7 @@
 import { conn, createConversation, dropChannels, history, joinConversation, leaveConversation, listConversations } from "./api.js";
 import { handleLive } from "./live.js";
 import { addLocal, reconcile, resetMessages, scrollToEnd } from "./log.js";
+import { MAX_RENDERED, openingPage, revealSeq, showOpening, watchScroll } from "./pages.js";
 import { localNode } from "./render.js";
 import { refreshList, renderSidebar } from "./sidebar.js";
 import { state, isCurrent, View } from "./state.js";
@@ -85,7 +86,7 @@ async function openFallback(notice) {
 /**
  * Join-before-leave switch (TypeAgent's switchConversationSafe): join the target, rebind
  * the UI to it, replay its history, then leave the old one. A failed join leaves the page
- * where it was.
+ * where it was. `opts.atSeq`: open at that entry (a search hit) instead of the newest.
  */
 export async function switchTo(targetId, opts = {}) {
   const old = state.current;
@@ -113,7 +114,7 @@ export async function switchTo(targetId, opts = {}) {
   renderHeader();
   renderSidebar();
   if (opts.notice) addLocal(view, opts.noticeKind || "warning", opts.notice);
-  await replayHistory(view, null, joined);
+  await replayHistory(view, null, joined, opts.atSeq ?? null);
   refreshStatus(view);
   // Leave the old conversation (best effort).
   if (old && old.id !== view.id) {
@@ -133,34 +134,46 @@ function applyJoin(view, result) {
   setQueue(view, result?.queueSnapshot || { running: null, queued: [], version: -1 }, true);
 }
 
-/** Fetches history after `afterSeq` (all when null), renders it, then goes live. */
-async function replayHistory(view, afterSeq, joinResult) {
+/**
+ * Fetches the history, renders it, then goes live: with `afterSeq` null the opening page
+ * (the newest, or the one around `atSeq`), else the entries after `afterSeq` (a rejoin).
+ */
+async function replayHistory(view, afterSeq, joinResult, atSeq = null) {
   view.live = false;
   ui.messages.dataset.ready = "false";
   const epoch = view.epoch;
-  let entries;
+  let opening = null; // a fresh page: {entries, tail}
+  let entries = [];
   try {
-    entries = await history(view.id, afterSeq);
+    if (afterSeq == null) opening = await openingPage(view.id, atSeq);
+    else entries = await history(view.id, afterSeq, { limit: MAX_RENDERED });
   } catch (e) {
     if (!conn.isOpen) return; // the socket closed: the reconnect rejoins and replays
     if (isCurrent(view)) addLocal(view, "error", `Could not load the history: ${errText(e)}`);
+    opening = null;
     entries = [];
   }
   if (!isCurrent(view) || view.epoch !== epoch) return;
   if (joinResult !== undefined) applyJoin(view, joinResult);
-  if (afterSeq != null && entries.length > 0 && entries[0].seq !== afterSeq + 1) {
-    const missing = `Some messages were missing after the reconnect (expected #${afterSeq + 1}, got #${entries[0].seq}); reloaded the whole history.`;
+  if (afterSeq != null && entries.length > 0 && entries[0].seq !== afterSeq + 1 && !view.detached) {
+    // More was missed than a page holds (then the newest page is all one needs), or entries
+    // were lost.
+    const missing =
+      entries.length < MAX_RENDERED
+        ? `Some messages were missing after the reconnect (expected #${afterSeq + 1}, got #${entries[0].seq}); reloaded the history.`
+        : null;
     resetMessages();
-    addLocal(view, "warning", missing);
+    if (missing) addLocal(view, "warning", missing);
     try {
-      entries = await history(view.id, null);
+      opening = await openingPage(view.id, null);
     } catch (e) {
       addLocal(view, "error", `Could not load the history: ${errText(e)}`);
-      entries = [];
+      opening = { entries: [], tail: null };
     }
     if (!isCurrent(view) || view.epoch !== epoch + 1) return;
   }
-  reconcile(view, entries);
+  if (opening) showOpening(view, opening);
+  else reconcile(view, entries);
   // Go live: the buffered calls, minus those the history already covered.
   const buffered = view.buffer;
   view.buffer = [];
@@ -169,7 +182,9 @@ async function replayHistory(view, afterSeq, joinResult) {
   ui.messages.dataset.ready = "true";
   ui.messages.dataset.conversationId = view.id;
   renderHeader();
-  scrollToEnd(true);
+  if (atSeq != null && afterSeq == null) revealSeq(atSeq);
+  else if (!view.detached) scrollToEnd(true); // (a rejoin while reading far up stays there)
+  watchScroll();
 }
 
 /** After a reconnect: rejoin the open conversation and fetch only what was missed. */

@@ -25,7 +25,11 @@ function marker(entry) {
   return node;
 }
 
-export function renderEntry(view, entry) {
+/**
+ * A log entry's node. `paged`: it belongs to a page inserted as a whole (pages.js), which
+ * applies set-display's hiding itself once the page is in place.
+ */
+export function renderEntry(view, entry, { paged = false } = {}) {
   let node;
   switch (entry.type) {
     case "user-request":
@@ -33,7 +37,7 @@ export function renderEntry(view, entry) {
       break;
     case "append-display":
     case "set-display":
-      node = agentNode(view, entry);
+      node = agentNode(view, entry, { paged });
       break;
     case "pending-interaction":
       node = interactionNode(view, entry);
@@ -41,8 +45,10 @@ export function renderEntry(view, entry) {
     case "interaction-resolved":
     case "interaction-cancelled": {
       node = marker(entry);
+      const outcome = entry.type === "interaction-resolved" ? { value: entry.response } : { cancelled: true };
+      view.outcomes.set(entry.interactionId, outcome); // for its question, if an older page brings it
       const i = view.interactions.get(entry.interactionId);
-      if (i) i.outcome = entry.type === "interaction-resolved" ? { value: entry.response } : { cancelled: true };
+      if (i) i.outcome = outcome;
       view.active.delete(entry.interactionId);
       updateInteraction(view, entry.interactionId);
       break;
@@ -79,7 +85,7 @@ function userNode(view, entry) {
   return node;
 }
 
-export function agentNode(view, entry) {
+export function agentNode(view, entry, { paged = false } = {}) {
   const message = entry.message || {};
   const content = message.message;
   const kind = content && typeof content === "object" && KINDS.has(content.kind) ? content.kind : null;
@@ -125,6 +131,9 @@ export function agentNode(view, entry) {
   node.append(body);
   if (entry.type === "set-display") {
     // setDisplay replaces the request's previous display.
+    node.dataset.display = "set";
+  }
+  if (entry.type === "set-display" && !paged) {
     const rid = requestIdOf(message.requestId);
     const prev = [...ui.messages.querySelectorAll(".msg.agent:not(.tool)")].reverse().find((n) => n.dataset.requestId === rid);
     if (prev) prev.hidden = true;

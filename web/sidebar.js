@@ -17,6 +17,7 @@ import { askName, confirmDialog } from "./dialogs.js";
 import { button, el, icon } from "./dom.js";
 import { addLocal } from "./log.js";
 import { moveAway, switchTo } from "./navigation.js";
+import { jumpTo } from "./pages.js";
 import { navigate, state } from "./state.js";
 import { renderHeader } from "./status.js";
 import { ui } from "./ui.js";
@@ -168,9 +169,12 @@ function contentRow(match) {
   for (const snippet of (Array.isArray(match.snippets) ? match.snippets : []).slice(0, 2)) {
     open.append(snippetNode(String(snippet)));
   }
+  // A hit that names the seq of its best passage opens the conversation there.
+  const id = match.conversation.conversationId;
+  const seq = Number.isInteger(match.seq) ? match.seq : null;
   open.addEventListener("click", () => {
     closeSidebar();
-    navigate(() => switchTo(match.conversation.conversationId));
+    navigate(() => (seq != null && state.current?.id === id ? jumpTo(state.current, seq) : switchTo(id, { atSeq: seq })));
   });
   li.append(open);
   return li;

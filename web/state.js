@@ -20,7 +20,17 @@ export class View {
     this.connectionId = null;
     this.live = false; // false: buffer live calls (join + history replay in progress)
     this.buffer = [];
-    this.lastSeq = null; // seq of the last log entry rendered
+    this.lastSeq = null; // seq of the last log entry seen (rendered, unless detached)
+    // The window of the log on screen (pages.js): log entries topSeq.. are rendered, and more
+    // exist before it when hasOlder; when detached, only up to bottomSeq (the newest ones,
+    // up to lastSeq, are not on screen). cleared: "Clear view" emptied it (no older pages).
+    this.topSeq = null;
+    this.hasOlder = false;
+    this.detached = false;
+    this.bottomSeq = null;
+    this.cleared = false;
+    this.paging = false; // a page fetch is queued or in flight
+    this.outcomes = new Map(); // interactionId → outcome seen in the log (for older pages)
     this.renderedKeys = new Set(); // keys of entries rendered with a seq
     this.provisional = []; // [{key, node}] live-rendered logged entries awaiting a seq
     this.interactions = new Map(); // interactionId → {node, entry, outcome}

@@ -47,6 +47,7 @@ const FILES: &[(&str, &str, &str)] = web_files![
     "log.js" => JS,
     "manage.js" => JS,
     "navigation.js" => JS,
+    "pages.js" => JS,
     "render.js" => JS,
     "sidebar.js" => JS,
     "state.js" => JS,
@@ -125,9 +126,9 @@ mod tests {
         }
     }
 
-    /// Every file in `web/` is served, with the content type its extension says, and every
-    /// module an ES module imports is one of them: a new module left out of [`FILES`] would
-    /// load in a test checkout and fail in the browser.
+    /// Every file in `web/` is served, with the content type its extension says, every
+    /// module an ES module imports is one of them (a new module left out of [`FILES`] would
+    /// load in a test checkout and fail in the browser), and index.html preloads each.
     #[test]
     fn every_web_file_and_every_import_is_served() {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("web");
@@ -143,9 +144,16 @@ mod tests {
                 asset(&format!("/app/{name}")).unwrap_or_else(|| panic!("{name} not served"));
             assert_eq!(served.0, kind, "{name}");
         }
+        let index = asset("/app/index.html").expect("index.html").1;
         for (name, kind, body) in FILES {
             if *kind != JS {
                 continue;
+            }
+            // index.html preloads every module but the one it loads, so the page fetches
+            // them at once instead of one import level after another.
+            if *name != "app.js" {
+                let preload = format!("<link rel=\"modulepreload\" href=\"/app/{name}\">");
+                assert!(index.contains(&preload), "index.html lacks {preload}");
             }
             for import in body.split("from \"./").skip(1) {
                 let target = &import[..import.find('"').expect("closed import")];

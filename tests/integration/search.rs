@@ -91,7 +91,26 @@ fn turns_are_found_by_the_next_search() {
     // Every word must match when some conversation has them all.
     assert_eq!(names(&search(&mut s, "zurich airport", None)), ["Food"]);
     // Prefixes: a bare word matches longer words, `word*` asks for it.
-    assert_eq!(names(&search(&mut s, "expens", None)), ["Trip"]);
+    let hits = search(&mut s, "expens", None);
+    assert_eq!(names(&hits), ["Trip"]);
+    // A hit names the seq of its best passage's entry (Roundtable extension): here the
+    // second request, where a client opens the conversation.
+    let seq = hits[0]["seq"].as_u64().expect("a seq");
+    let log = a
+        .invoke(
+            &format!("dispatcher:{trip}"),
+            "getDisplayHistory",
+            json!([]),
+        )
+        .unwrap();
+    let entry = log
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["seq"] == seq)
+        .unwrap();
+    assert_eq!(entry["type"], "user-request");
+    assert_eq!(entry["command"], "And is Zürich expensive in winter?");
     assert_eq!(names(&search(&mut s, "sund*", None)), ["Food"]);
     // A quoted phrase needs its words in order.
     assert_eq!(

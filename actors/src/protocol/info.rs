@@ -63,4 +63,9 @@ pub struct ContentMatch {
     pub score: f64,
     /// The best passages, `"user: …"` / `"agent: …"`, matched words in `**…**`.
     pub snippets: Vec<String>,
+    /// Roundtable extension: the seq of the best passage's display-log entry (the
+    /// `user-request`, or the `command-result` ending the output), for opening the
+    /// conversation there. Absent when unknown.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seq: Option<u64>,
 }

@@ -249,6 +249,7 @@ impl Handler<SearchConversationContent> for ConversationRegistry {
                         conversation: act.info(hit.conversation, entry, true),
                         score: hit.score,
                         snippets: hit.snippets,
+                        seq: hit.seq,
                     })
                 })
                 .collect())

@@ -99,6 +99,10 @@ pub struct ContentHit {
     pub score: f64,
     /// Its best matching passages, matched words in `**…**`.
     pub snippets: Vec<String>,
+    /// The seq of its best matching document's entry (the `user-request`, or the
+    /// `command-result` that ended the output), where a client can open the conversation.
+    #[serde(default)]
+    pub seq: Option<u64>,
 }
 
 /// Hits a query answers: `maxMatches`, else [`DEFAULT_MATCHES`], at most [`MAX_MATCHES`].

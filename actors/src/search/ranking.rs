@@ -154,10 +154,14 @@ pub fn run_query(
             continue;
         };
         let mut snippets = Vec::new();
+        let mut seq = None;
         for rowid in g.best {
-            let Some((text, kind)) = store::document(conn, rowid).map_err(unavailable)? else {
+            let Some((text, kind, doc_seq)) = store::document(conn, rowid).map_err(unavailable)?
+            else {
                 continue;
             };
+            // The best document's: where the conversation opens at the match.
+            seq.get_or_insert(doc_seq);
             let who = if kind == DocKind::Request.code() {
                 "user"
             } else {
@@ -178,6 +182,7 @@ pub fn run_query(
             conversation,
             score: (score * 10_000.0).round() / 10_000.0,
             snippets,
+            seq,
         });
     }
     Ok(out)

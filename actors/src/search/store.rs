@@ -255,12 +255,12 @@ pub fn conversations_of(
 }
 
 /// The stored text and kind of one document.
-pub fn document(conn: &Connection, rowid: i64) -> rusqlite::Result<Option<(String, i64)>> {
+pub fn document(conn: &Connection, rowid: i64) -> rusqlite::Result<Option<(String, i64, u64)>> {
     conn.prepare_cached(
-        "SELECT entries.text, docs.kind FROM entries JOIN docs ON docs.rowid = entries.rowid
+        "SELECT entries.text, docs.kind, docs.seq FROM entries JOIN docs ON docs.rowid = entries.rowid
          WHERE entries.rowid = ?1",
     )?
-    .query_row([rowid], |r| Ok((r.get(0)?, r.get(1)?)))
+    .query_row([rowid], |r| Ok((r.get(0)?, r.get(1)?, r.get::<_, i64>(2)? as u64)))
     .optional()
 }
 

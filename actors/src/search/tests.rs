@@ -136,6 +136,9 @@ fn live_documents_queries_snippets_and_delete() {
         hits[1].snippets,
         vec!["user: Weather in **Zürich** tomorrow?"]
     );
+    // Where each opens: the matching request's seq, or the command-result ending the output.
+    assert_eq!((hits[0].seq, hits[1].seq), (Some(0), Some(0)));
+    assert_eq!(until_found(&index, "cafe", 1)[0].seq, Some(2));
     assert_eq!(until_found(&index, "cafe", 1)[0].conversation, a);
     // Prefix and phrase.
     assert_eq!(until_found(&index, "terr*", 1)[0].conversation, a);
