@@ -65,6 +65,11 @@ fn openai_provider_runs_the_tool_loop() {
             .contains("HTTP 500"),
         "{done}"
     );
+    // The model failed before any tool ran: an agent turn's failure, nothing done.
+    assert_eq!(
+        done[2]["result"]["disposition"],
+        json!({"status": "failed", "path": "action", "mayHaveSideEffects": false})
+    );
     // The failed turn did not lose the history: the next request carries every earlier message.
     let bodies = s.bodies.lock().unwrap().clone();
     assert!(bodies[2]["messages"].as_array().unwrap().len() >= 5);

@@ -302,7 +302,18 @@ fn system_help_config_agents_and_unsupported() {
         let calls = cli_submit(&mut a, &id, sent, Value::Null);
         assert_eq!(shown(&calls), line);
         assert_eq!(last_error(&calls), line);
+        // A failed command says so as TypeAgent's `disposition` does.
+        assert_eq!(
+            calls.last().unwrap().1[2]["result"]["disposition"],
+            json!({"status": "failed", "path": "command", "mayHaveSideEffects": false})
+        );
     }
+    // A command that worked carries none.
+    let calls = cli_submit(&mut a, &id, "@system session", Value::Null);
+    assert_eq!(
+        calls.last().unwrap().1[2]["result"]["disposition"],
+        Value::Null
+    );
 }
 
 /// `@system clear` and `@system exit` (agent-cli's `/clear`, `/exit`): clientio `clear` /

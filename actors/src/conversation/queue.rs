@@ -571,6 +571,14 @@ impl Conversation {
         // A meter change the request made (its line is queued before the barrier below) is
         // announced with it, before commandComplete.
         let meter_notice = self.take_meter_notice();
+        // A failure says where it failed, as TypeAgent's `CommandResult.disposition`: an `@`
+        // command (`command`, nothing done), or an agent turn (`action`, with side effects
+        // possible once a tool ran).
+        let failed = json!({
+            "status": "failed",
+            "path": if request.text.trim_start().starts_with('@') { "command" } else { "action" },
+            "mayHaveSideEffects": metrics["actions"].as_array().is_some_and(|a| !a.is_empty()),
+        });
         // commandComplete only once the result is on disk; the journal closes it after that.
         self.after_durable(ctx, move |act, written, _| {
             let error = match (error, written) {
@@ -594,6 +602,7 @@ impl Conversation {
             let mut result = json!({"metrics": metrics, "traceId": request.trace_id});
             if let Some(e) = &error {
                 result["lastError"] = e.clone().into();
+                result["disposition"] = failed;
             }
             act.broadcast(
                 "notify",
