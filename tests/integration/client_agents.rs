@@ -136,10 +136,18 @@ fn the_model_runs_an_action_on_the_phone() {
     let status = cli
         .invoke(&dispatcher(&id), "getStatus", json!([]))
         .unwrap();
+    // The assistant and the command families first, as TypeAgent lists its own agents, then
+    // the client-hosted agent.
     assert_eq!(
         status["agents"],
-        json!([{"emoji": "⏰", "name": "androidDevice", "lastUsed": false, "priority": false,
-            "request": false, "active": true}])
+        json!([
+            {"emoji": "🤖", "name": "chat", "lastUsed": false, "priority": false,
+                "request": false, "active": true},
+            {"emoji": "🔧", "name": "system", "lastUsed": false, "priority": false,
+                "request": false, "active": true},
+            {"emoji": "⏰", "name": "androidDevice", "lastUsed": false, "priority": false,
+                "request": false, "active": true}
+        ])
     );
     // TypeAgent CLI's `/agents` lists it with its actions.
     let listed = Client::texts(&cli.run_turn(&id, "@system config agents")).join("\n");

@@ -125,6 +125,19 @@ fn registry_servers_are_called_over_stdio_and_http() {
     }
     server.wait_log("MCP server broken: cannot start `/nonexistent/mcp-server`");
     let (mut a, id) = server.joined("mcp");
+    // `getStatus` lists each MCP server among the agents, active while connected.
+    let status = a.invoke(&dispatcher(&id), "getStatus", json!([])).unwrap();
+    let active = |name: &str| {
+        status["agents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["name"] == name)
+            .map(|a| a["active"].clone())
+    };
+    assert_eq!(active("chat"), Some(json!(true)), "{status}");
+    assert_eq!(active("everything"), Some(json!(true)), "{status}");
+    assert_eq!(active("broken"), Some(json!(false)), "{status}");
     let calls = a.run_turn(&id, "use the tools");
     let answer = last_text(&calls);
     assert!(answer.contains("Echo: hi there"), "{answer}");

@@ -13,7 +13,7 @@ use super::completion;
 use super::feedback::{self, Feedback, HideOp};
 use super::interactions::ChoiceReply;
 use super::queue::{CancelReason, Request, STORAGE_ERROR};
-use super::Conversation;
+use super::{Conversation, AGENT_SOURCE};
 use crate::agent::attachments;
 use crate::ids::{ConnectionId, RequestId};
 use crate::protocol::trace::{new_trace_id, TraceParent};
@@ -483,8 +483,31 @@ impl Conversation {
             self.setup.runtime.provider.name(),
             self.queue_status()
         );
-        json!({"agents": self.client_agent_statuses(), "details": details,
+        json!({"agents": self.agent_statuses(), "details": details,
                "mcpServers": self.mcp_statuses(), "contextMeter": self.meter_json()})
+    }
+
+    /// `getStatus`'s `agents`, as TypeAgent lists its agents (`{name, emoji, active,
+    /// lastUsed, priority, request}`): the assistant with its built-in tools (`chat`, the
+    /// schema `getAgentSchemas` names), the `@` command families (`system`), each MCP server
+    /// (active while connected), then the client-hosted agents.
+    fn agent_statuses(&self) -> Vec<Value> {
+        let entry = |name: &str, emoji: &str, active: bool| {
+            json!({"emoji": emoji, "name": name, "lastUsed": false, "priority": false,
+                   "request": false, "active": active})
+        };
+        let mut agents = vec![entry(AGENT_SOURCE, "🤖", true), entry("system", "🔧", true)];
+        agents.extend(self.mcp_statuses().iter().map(|s| {
+            entry(
+                s["name"].as_str().unwrap_or_default(),
+                "🔌",
+                s["state"]
+                    .as_str()
+                    .is_some_and(|state| state.starts_with("connected")),
+            )
+        }));
+        agents.extend(self.client_agent_statuses());
+        agents
     }
 
     /// Roundtable extension of `getStatus`: each MCP server's name, state, transport and

@@ -144,7 +144,14 @@ fn kill_9_of_the_owner_loses_no_acknowledged_turn() {
     let status = on_b
         .invoke(&dispatcher(&id), "getStatus", json!([]))
         .unwrap();
-    assert_eq!(status["agents"][0]["name"], "androidDevice", "{status}");
+    assert!(
+        status["agents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a["name"] == "androidDevice"),
+        "{status}"
+    );
     // The dead node's client reconnects elsewhere and reads what it missed.
     let mut back = c.connect();
     back.join(&id);
