@@ -9,7 +9,6 @@
 //! The provider does not stream (`"stream": false`), so every answer here is one JSON body.
 
 use std::path::Path;
-use std::process::Command;
 
 use serde_json::{json, Value};
 
@@ -451,7 +450,7 @@ fn the_cli_prompt_shows_the_meter() {
     let model = model_by_text();
     let server = Server::start_env(&["--provider", "openai"], &model_env(&model));
     let home = tempfile::tempdir().unwrap();
-    let mut p = pty(server.port, home.path());
+    let mut p = crate::cli::pty(server.port, home.path(), &[]);
     p.exp_string("CLI> ").unwrap();
     p.send_line("usage 1000/234").unwrap();
     p.exp_string("CLI [ctx 1.2k/8.1k 15%]> ").unwrap();
@@ -462,28 +461,11 @@ fn the_cli_prompt_shows_the_meter() {
     p.send_control('d').unwrap();
     p.exp_eof().unwrap();
 
-    let mut p = pty(server.port, home.path());
+    let mut p = crate::cli::pty(server.port, home.path(), &[]);
     p.exp_string("CLI [ctx 1.2k/8.1k 15%]> ").unwrap();
     p.send_line("@system meter reset").unwrap();
     p.exp_string("Context meter reset").unwrap();
     p.exp_string("CLI> ").unwrap();
     p.send_control('d').unwrap();
     p.exp_eof().unwrap();
-}
-
-/// `roundtable connect` in a pseudo-terminal.
-fn pty(port: u16, home: &Path) -> rexpect::session::PtySession {
-    let mut cmd = Command::new(binary());
-    cmd.args(["connect", "--port", &port.to_string()])
-        .env("ROUNDTABLE_HOME", home)
-        .env("RUST_LOG", "warn")
-        .env("TERM", "dumb");
-    rexpect::session::spawn_with_options(
-        cmd,
-        rexpect::session::Options {
-            timeout_ms: Some(15_000),
-            strip_ansi_escape_codes: true,
-        },
-    )
-    .expect("spawn in a pty")
 }

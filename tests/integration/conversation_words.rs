@@ -71,40 +71,17 @@ fn model(
             *n += 1;
             return summary(*n - 1);
         }
-        let messages = body["messages"].as_array().unwrap();
-        let last = messages.last().unwrap();
-        if last["role"] == "user" && last["content"].is_string() {
-            let calls: Vec<Value> = plan(last["content"].as_str().unwrap())
-                .into_iter()
-                .enumerate()
-                .map(|(i, (name, args))| {
-                    json!({"id": format!("c{i}"), "type": "function",
-                           "function": {"name": name, "arguments": args.to_string()}})
-                })
-                .collect();
-            if !calls.is_empty() {
-                return (
-                    200,
-                    completion(json!({"role": "assistant", "content": null, "tool_calls": calls})),
-                );
-            }
+        if let Some(answer) = planned_tool_calls(body, &plan) {
+            return answer;
+        }
+        let last = body["messages"].as_array().and_then(|m| m.last());
+        if last.is_some_and(|m| m["role"] == "user" && m["content"].is_string()) {
             return (
                 200,
                 completion(json!({"role": "assistant", "content": "noted"})),
             );
         }
-        let results: Vec<&Value> = messages
-            .iter()
-            .rev()
-            .take_while(|m| m["role"] != "assistant")
-            .filter(|m| m["role"] == "tool")
-            .map(|m| &m["content"])
-            .collect();
-        let text = format!("results: {}", json!(results));
-        (
-            200,
-            completion(json!({"role": "assistant", "content": text})),
-        )
+        tool_results_answer(body)
     })
 }
 

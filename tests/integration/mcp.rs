@@ -8,8 +8,8 @@ use std::path::Path;
 use serde_json::{json, Value};
 
 use crate::harness::{
-    binary, clientio, completion, dispatcher, eventually, scripted, Call, Client, ScriptedHttp,
-    Server,
+    binary, clientio, dispatcher, eventually, planned_tool_calls, scripted, tool_results_answer,
+    Call, Client, ScriptedHttp, Server,
 };
 use crate::support::mcp::{servers, EverythingHttp, McpServers};
 
@@ -20,36 +20,7 @@ fn model(
     plan: impl Fn(&str) -> Vec<(&'static str, Value)> + Send + Sync + 'static,
 ) -> ScriptedHttp {
     scripted(move |_, body| {
-        let messages = body["messages"].as_array().unwrap();
-        let last = messages.last().unwrap();
-        if last["role"] == "user" && last["content"].is_string() {
-            let calls: Vec<Value> = plan(last["content"].as_str().unwrap())
-                .into_iter()
-                .enumerate()
-                .map(|(i, (name, args))| {
-                    json!({"id": format!("c{i}"), "type": "function",
-                           "function": {"name": name, "arguments": args.to_string()}})
-                })
-                .collect();
-            if !calls.is_empty() {
-                return (
-                    200,
-                    completion(json!({"role": "assistant", "content": null, "tool_calls": calls})),
-                );
-            }
-        }
-        let results: Vec<&Value> = messages
-            .iter()
-            .rev()
-            .take_while(|m| m["role"] != "assistant")
-            .filter(|m| m["role"] == "tool")
-            .map(|m| &m["content"])
-            .collect();
-        let text = format!("results: {}", json!(results));
-        (
-            200,
-            completion(json!({"role": "assistant", "content": text})),
-        )
+        planned_tool_calls(body, &plan).unwrap_or_else(|| tool_results_answer(body))
     })
 }
 

@@ -100,6 +100,53 @@ pub fn completion(message: Value) -> String {
     json!({"choices": [{"index": 0, "message": message, "finish_reason": "stop"}]}).to_string()
 }
 
+/// A scripted model's answer to a request whose newest message is the user's text: the tool
+/// calls `plan` gives for that text (ids `c0`, `c1`, …), all in one response. `None` when the
+/// newest message is not the user's text or `plan` gives no calls.
+pub fn planned_tool_calls(
+    body: &Value,
+    plan: &dyn Fn(&str) -> Vec<(&'static str, Value)>,
+) -> Option<(u16, String)> {
+    let last = body["messages"].as_array()?.last()?;
+    if last["role"] != "user" {
+        return None;
+    }
+    let calls: Vec<Value> = plan(last["content"].as_str()?)
+        .into_iter()
+        .enumerate()
+        .map(|(i, (name, args))| {
+            json!({"id": format!("c{i}"), "type": "function",
+                   "function": {"name": name, "arguments": args.to_string()}})
+        })
+        .collect();
+    (!calls.is_empty()).then(|| {
+        (
+            200,
+            completion(json!({"role": "assistant", "content": null, "tool_calls": calls})),
+        )
+    })
+}
+
+/// A scripted model's answer after tool calls: `results: <the tool messages since the last
+/// assistant message, as JSON>`, so a test reads every result from the final answer.
+pub fn tool_results_answer(body: &Value) -> (u16, String) {
+    let results: Vec<&Value> = body["messages"]
+        .as_array()
+        .map(|m| m.as_slice())
+        .unwrap_or_default()
+        .iter()
+        .rev()
+        .take_while(|m| m["role"] != "assistant")
+        .filter(|m| m["role"] == "tool")
+        .map(|m| &m["content"])
+        .collect();
+    let text = format!("results: {}", json!(results));
+    (
+        200,
+        completion(json!({"role": "assistant", "content": text})),
+    )
+}
+
 /// Holds scripted answers back: made closed, a script calls [`Gate::pass`] (which waits while
 /// the gate is closed), the test calls [`Gate::open`] to let every waiting answer go. This is
 /// how a test keeps a turn running for as long as it needs to. Clones share one gate.
