@@ -205,7 +205,7 @@ pub fn history_json(parts: impl IntoIterator<Item = impl AsRef<str>>) -> String 
 }
 
 /// Reads entries with `from <= seq < below`. Lines are in seq order, so the first one wanted
-/// is found by searching the file's bytes ([`line_before_seq`]: a few small reads whatever the
+/// is found by searching the file's bytes (`line_before_seq`: a few small reads whatever the
 /// file's size), and the range is read forwards from there: a read costs what it returns,
 /// wherever in the log it lies. Unparsable lines (a torn line being written) are skipped.
 pub fn read_range(path: &Path, from: u64, below: u64) -> io::Result<Vec<String>> {
