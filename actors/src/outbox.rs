@@ -16,9 +16,11 @@
 //! ([`SharedBytes`]) is charged once, by the first queue that takes it, and given back when the
 //! last frame holding it is written. When a push would take the total past the budget, the
 //! budget closes (1008, slow consumer) the sockets that hold the most unsent bytes — first
-//! those that are not reading (a queue whose writer took no frame for [`READING_WINDOW`]), then
-//! by size — until what they hold covers the excess; their bytes count as draining until their
-//! writers are gone. A socket that reads holds little, so it is never the one closed while a
+//! those that are not reading (a queue whose writer took no frame for [`READING_WINDOW`]), the
+//! longest idle (in whole seconds) first, then by size — until what they hold covers the
+//! excess; their bytes count as draining until their writers are gone. (A reader whose process
+//! was not scheduled for a second on a loaded machine is idle for less than sockets that
+//! never read, so they go before it.) A socket that reads holds little, so it is never the one closed while a
 //! stuck one holds more; the push itself fails only when its own socket is among those closed.
 
 use std::collections::HashMap;
@@ -124,8 +126,9 @@ impl ServerBudget {
     fn shed(&self, pusher: &QueueState) {
         let now = self.now_ms();
         let window = READING_WINDOW.as_millis() as u64;
-        // (reading, unsent bytes, queue): stalled ones first, the biggest first.
-        let mut holders: Vec<(bool, usize, Arc<QueueState>)> = {
+        // (reading, whole seconds idle, unsent bytes, queue): stalled ones first, the longest
+        // idle first, then the biggest.
+        let mut holders: Vec<(bool, u64, usize, Arc<QueueState>)> = {
             let queues = self.queues.lock().unwrap_or_else(|e| e.into_inner());
             queues
                 .values()
@@ -134,12 +137,12 @@ impl ServerBudget {
                 .filter_map(|q| {
                     let unsent = q.unsent();
                     let idle_for = now.saturating_sub(q.last_taken.load(Ordering::Acquire));
-                    (unsent > 0).then_some((idle_for < window, unsent, q))
+                    (unsent > 0).then_some((idle_for < window, idle_for / 1000, unsent, q))
                 })
                 .collect()
         };
-        holders.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
-        for (_, unsent, queue) in holders {
+        holders.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)).then(b.2.cmp(&a.2)));
+        for (_, _, unsent, queue) in holders {
             if self.over_by() == 0 {
                 break;
             }
@@ -744,6 +747,28 @@ mod tests {
         // Its bytes count as draining until its writer is gone; then they are simply free.
         drop(big_rx);
         assert_eq!(server.available(), 100 - 5 - 30);
+    }
+
+    /// Among sockets that are not reading, the one idle longest goes first, even when a
+    /// briefly stalled one (a reader not scheduled for a second) holds more.
+    #[test]
+    fn the_longest_idle_stalled_holder_goes_first() {
+        let server = budget_started(100, Duration::from_secs(10));
+        let (stuck, stuck_rx) = outbox(limits(&server));
+        let (reader, reader_rx) = outbox(limits(&server));
+        stuck.push("s".repeat(30)).unwrap();
+        reader.push("r".repeat(60)).unwrap();
+        // The stuck socket never took a frame; the reader last took one 2 s ago.
+        stuck_rx.state.last_taken.store(0, Ordering::Release);
+        let two_seconds_ago = server.now_ms() - 2_000;
+        reader_rx
+            .state
+            .last_taken
+            .store(two_seconds_ago, Ordering::Release);
+        // 90 held; 25 more need 15: the stuck socket's 30 cover it.
+        reader.push("n".repeat(25)).unwrap();
+        assert!(stuck.was_shed());
+        assert!(!reader.was_shed());
     }
 
     #[test]
