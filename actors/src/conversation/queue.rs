@@ -571,14 +571,6 @@ impl Conversation {
         // A meter change the request made (its line is queued before the barrier below) is
         // announced with it, before commandComplete.
         let meter_notice = self.take_meter_notice();
-        // A failure says where it failed, as TypeAgent's `CommandResult.disposition`: an `@`
-        // command (`command`, nothing done), or an agent turn (`action`, with side effects
-        // possible once a tool ran).
-        let failed = json!({
-            "status": "failed",
-            "path": if request.text.trim_start().starts_with('@') { "command" } else { "action" },
-            "mayHaveSideEffects": metrics["actions"].as_array().is_some_and(|a| !a.is_empty()),
-        });
         // commandComplete only once the result is on disk; the journal closes it after that.
         self.after_durable(ctx, move |act, written, _| {
             let error = match (error, written) {
@@ -602,7 +594,7 @@ impl Conversation {
             let mut result = json!({"metrics": metrics, "traceId": request.trace_id});
             if let Some(e) = &error {
                 result["lastError"] = e.clone().into();
-                result["disposition"] = failed;
+                result["disposition"] = failure_disposition(&request.text, &metrics);
             }
             act.broadcast(
                 "notify",
@@ -832,5 +824,45 @@ impl Conversation {
             (Some(_), n) => format!("running, {n} queued"),
             (None, n) => format!("{n} queued"),
         }
+    }
+}
+
+/// Where a failed request failed, as TypeAgent's `CommandResult.disposition`: an `@` command
+/// (`command`; `@dispatcher request <text>` is the agent turn it runs), or an agent turn
+/// (`action`), with side effects possible once a tool ran (`metrics.actions`).
+fn failure_disposition(text: &str, metrics: &Value) -> Value {
+    let path = match super::commands::parse(text) {
+        Some(super::commands::Command::Request(inner))
+            if super::commands::parse(&inner).is_none() =>
+        {
+            "action"
+        }
+        Some(_) => "command",
+        None => "action",
+    };
+    json!({
+        "status": "failed",
+        "path": path,
+        "mayHaveSideEffects": metrics["actions"].as_array().is_some_and(|a| !a.is_empty()),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failure_names_its_path_and_whether_tools_ran() {
+        let none = json!({"actions": []});
+        let ran = json!({"actions": [{"tool": "calculate"}]});
+        let path = |text: &str| failure_disposition(text, &none)["path"].clone();
+        assert_eq!(path("@system bogus"), "command");
+        assert_eq!(path("@dispatcher request @system bogus"), "command");
+        assert_eq!(path("@dispatcher request what is 2+3"), "action");
+        assert_eq!(path("what is 2+3"), "action");
+        assert_eq!(
+            failure_disposition("what is 2+3", &ran),
+            json!({"status": "failed", "path": "action", "mayHaveSideEffects": true})
+        );
     }
 }
