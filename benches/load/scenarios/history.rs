@@ -107,24 +107,18 @@ async fn measure(
         let channel = protocol::dispatcher(&conversation.id);
         let after = (*n - TAIL - 1) as i64;
         let bar = report::progress(reads as u64, format!("history {n}: tail reads"));
-        let mut hist = latency_histogram();
-        for _ in 0..reads {
-            if Instant::now() > deadline {
-                break;
-            }
-            let t = Instant::now();
-            let v = client
-                .invoke(&channel, "getDisplayHistory", json!([after]), |_| {})
-                .await?;
-            report::record(&mut hist, t.elapsed());
-            let got = v.as_array().map_or(0, Vec::len) as u64;
-            if got != TAIL {
-                return Err(format!(
-                    "getDisplayHistory({after}) on {n} entries returned {got}, expected {TAIL}"
-                ));
-            }
-            bar.inc(1);
-        }
+        let tail = json!([after]);
+        let hist = timed_reads(
+            &mut client,
+            &channel,
+            &tail,
+            TAIL,
+            reads,
+            deadline,
+            *n,
+            &bar,
+        )
+        .await?;
         bar.finish_and_clear();
         let p = report::percentiles(&format!("tail10_{n}"), &hist);
         p50s.push((*n, p[0].value));
@@ -137,27 +131,57 @@ async fn measure(
                     json!([null, {"limit": PAGE, "beforeSeq": PAGE}]),
                 ),
             ] {
-                let mut hist = latency_histogram();
-                for _ in 0..reads {
-                    if Instant::now() > deadline {
-                        break;
-                    }
-                    let t = Instant::now();
-                    let v = client
-                        .invoke(&channel, "getDisplayHistory", page.clone(), |_| {})
-                        .await?;
-                    report::record(&mut hist, t.elapsed());
-                    let got = v.as_array().map_or(0, Vec::len) as u64;
-                    if got != PAGE {
-                        return Err(format!(
-                            "getDisplayHistory({page}) on {n} entries returned {got}, expected {PAGE}"
-                        ));
-                    }
-                }
+                let bar = report::progress(reads as u64, format!("history {n}: {label}"));
+                let hist = timed_reads(
+                    &mut client,
+                    &channel,
+                    &page,
+                    PAGE,
+                    reads,
+                    deadline,
+                    *n,
+                    &bar,
+                )
+                .await?;
+                bar.finish_and_clear();
                 figures.extend(report::percentiles(&format!("{label}_{n}"), &hist));
             }
         }
         client.close().await;
     }
     Ok((figures, p50s))
+}
+
+/// Up to `reads` timed `getDisplayHistory(args)` calls on `channel` (fewer past `deadline`),
+/// each checked to answer `expected` entries of the `n`-entry log; their latencies.
+#[allow(clippy::too_many_arguments)]
+async fn timed_reads(
+    client: &mut Client,
+    channel: &str,
+    args: &serde_json::Value,
+    expected: u64,
+    reads: usize,
+    deadline: Instant,
+    n: u64,
+    bar: &indicatif::ProgressBar,
+) -> Result<hdrhistogram::Histogram<u64>, String> {
+    let mut hist = latency_histogram();
+    for _ in 0..reads {
+        if Instant::now() > deadline {
+            break;
+        }
+        let t = Instant::now();
+        let v = client
+            .invoke(channel, "getDisplayHistory", args.clone(), |_| {})
+            .await?;
+        report::record(&mut hist, t.elapsed());
+        let got = v.as_array().map_or(0, Vec::len) as u64;
+        if got != expected {
+            return Err(format!(
+                "getDisplayHistory({args}) on {n} entries returned {got}, expected {expected}"
+            ));
+        }
+        bar.inc(1);
+    }
+    Ok(hist)
 }
