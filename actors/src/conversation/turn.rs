@@ -547,12 +547,11 @@ impl Conversation {
             self.finish_showing(turn, &running, warning, Some(msg), ctx);
             return;
         }
-        let input = self.turn_input(text.clone(), 1);
         if explain && text.contains(crate::agent::explain::SEPARATOR) {
             // TypeAgent's form, `<request> => <action>`: the translation is given; it is
             // explained without a model.
             let running = self.running.as_ref().expect("running").request.clone();
-            let offered: Vec<String> = crate::agent::turn::offered_tools(&input.tool_servers)
+            let offered: Vec<String> = crate::agent::turn::offered_tools(&self.tool_servers())
                 .into_iter()
                 .map(|t| t.name)
                 .collect();
@@ -570,6 +569,7 @@ impl Conversation {
             }
             return;
         }
+        let input = self.turn_input(text.clone(), 1);
         let addr = ctx.address();
         self.spawn_for_running(
             async move {
