@@ -483,21 +483,23 @@ impl Conversation {
             self.setup.runtime.provider.name(),
             self.queue_status()
         );
-        json!({"agents": self.agent_statuses(), "details": details,
-               "mcpServers": self.mcp_statuses(), "contextMeter": self.meter_json()})
+        let mcp = self.mcp_statuses();
+        json!({"agents": self.agent_statuses(&mcp), "details": details,
+               "mcpServers": mcp, "contextMeter": self.meter_json()})
     }
 
     /// `getStatus`'s `agents`, as TypeAgent lists its agents (`{name, emoji, active,
     /// lastUsed, priority, request}`): the assistant with its built-in tools (`chat`, the
     /// schema `getAgentSchemas` names), the `@` command families (`system`), each MCP server
-    /// (active while connected), then the client-hosted agents.
-    fn agent_statuses(&self) -> Vec<Value> {
+    /// (active while connected; `mcp` is [`Conversation::mcp_statuses`]), then the
+    /// client-hosted agents.
+    fn agent_statuses(&self, mcp: &[Value]) -> Vec<Value> {
         let entry = |name: &str, emoji: &str, active: bool| {
             json!({"emoji": emoji, "name": name, "lastUsed": false, "priority": false,
                    "request": false, "active": active})
         };
         let mut agents = vec![entry(AGENT_SOURCE, "🤖", true), entry("system", "🔧", true)];
-        agents.extend(self.mcp_statuses().iter().map(|s| {
+        agents.extend(mcp.iter().map(|s| {
             entry(
                 s["name"].as_str().unwrap_or_default(),
                 "🔌",
