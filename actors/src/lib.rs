@@ -16,8 +16,9 @@
 //! - [`agent`]: chat messages, the `Provider` trait, the agent turn, built-in tools (one file
 //!   each) and the built-in provider.
 //! - [`storage`]: everything on disk: instance layout, migrations, instance lock, durable
-//!   writes, the registry file and its journal, display logs, request journals, and the one
-//!   group-commit writer thread both writers run on.
+//!   writes, the registry file and its journal, display logs, request journals, and the
+//!   group-commit writer: each of the two writers (the log writer, the registry writer) runs
+//!   one on its own thread.
 //! - [`protocol`]: envelopes, agent-rpc messages, argument rules, exact error texts, frame
 //!   splicing and WebSocket message reassembly.
 //! - [`ids`]: [`ConnectionId`](ids::ConnectionId), typed from the join onwards.

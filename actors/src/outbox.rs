@@ -1,8 +1,10 @@
 //! The bounded outbound queue toward one socket. Every frame the server sends to a client goes
-//! through an [`Outbox`]: replies from the connection itself and `clientio` calls from the
-//! [`Client`](crate::client::Client) actors. The transport owns the [`OutboxReceiver`] and writes
-//! frames to the socket one at a time, so a peer that stops reading fills the queue instead of
-//! server memory.
+//! through an [`Outbox`]: replies from the connection itself, and `clientio` calls that a
+//! [`Conversation`](crate::conversation::Conversation) writes straight in through each joined
+//! client's [`ClientOutput`](crate::client::ClientOutput) (no actor message in between). The
+//! transport owns the [`OutboxReceiver`]; its writer takes every frame queued when it wakes and
+//! sends them in one socket write (up to about 64 KiB), so a peer that stops reading fills the
+//! queue instead of server memory.
 //!
 //! The bound is both a frame count (the channel capacity) and a byte budget (a semaphore whose
 //! permits travel with each frame; the socket writer holds a frame's permits until the write

@@ -1,6 +1,7 @@
-//! The one batching writer thread behind both writers of the storage layer: the
+//! The batching writer thread behind each of the storage layer's two writers: the
 //! [`LogWriter`](super::log_writer::LogWriter) (display logs, chat histories, request journals)
-//! and the [`RegistryWriter`](super::journal::RegistryWriter) (`conversations.journal`).
+//! and the [`RegistryWriter`](super::journal::RegistryWriter) (`conversations.journal`) each
+//! start one [`GroupCommit`], so a server runs two of these threads.
 //!
 //! A [`GroupCommit`] owns one thread and a queue. Producers [`send`](GroupCommit::send) jobs and
 //! go on; the thread waits for a job, then takes *everything* that queued up meanwhile as one
