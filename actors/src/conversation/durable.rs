@@ -349,10 +349,12 @@ impl Conversation {
 
     /// Stops writing and hands the files to the writer to close (`delete`: retire the whole
     /// directory); the [`Shutdown`](super::Shutdown) is answered on `reply` once they are
-    /// closed and every held call has gone out.
+    /// closed and every held call has gone out. `close_channels`: the clients' connections are
+    /// told to drop their channels for this conversation (delete, moved).
     pub(super) fn close_files(
         &mut self,
         delete: bool,
+        close_channels: bool,
         reply: oneshot::Sender<()>,
         ctx: &mut Context<Self>,
     ) {
@@ -375,7 +377,7 @@ impl Conversation {
         };
         self.pending_stop = Some(PendingStop {
             reply,
-            notify_connection: delete,
+            notify_connection: close_channels,
             files_closed: false,
         });
         ctx.spawn(

@@ -147,7 +147,7 @@ pub use queue::{
     CancelOutcome, CancelReason, MAX_QUEUED_BYTES, MAX_QUEUE_DEPTH, SNAPSHOT_COALESCE,
     STOPPED_BEFORE_FINISHING, STORAGE_ERROR,
 };
-pub use routing::{DisplayMode, DELETED_NOTICE, JOIN_NOTICE, LEAVE_NOTICE};
+pub use routing::{DisplayMode, DELETED_NOTICE, JOIN_NOTICE, LEAVE_NOTICE, MOVED_NOTICE};
 pub use system::{LogFilterControl, SystemCommand, MAX_TRACE_FILTER_BYTES};
 pub use turn::{TurnBooking, TurnEvent, MAX_CLIENT_ACTIONS_PER_TURN};
 pub use working_directory::{Resolution, WorkingDirectoryPolicy};
@@ -165,7 +165,8 @@ pub enum ShutdownReason {
     /// The server is stopping.
     ServerStopping,
     /// `serve --cluster`: this node lost the conversation's ownership lease; another node
-    /// serves it from now on (its clients' channels close; they can join again).
+    /// serves it from now on (its clients are told, [`MOVED_NOTICE`], and their channels
+    /// close; they can join again).
     Moved,
 }
 
@@ -689,6 +690,7 @@ impl Handler<Shutdown> for Conversation {
                 self.handoff_interrupted_by_delete();
                 self.announce_deleted();
             }
+            ShutdownReason::Moved => self.announce_moved(),
             ShutdownReason::Evicted if !self.clients.is_empty() => {
                 log::error!(
                     "conversation {}: evicted with {} clients (registry bug)",
@@ -710,6 +712,15 @@ impl Handler<Shutdown> for Conversation {
             self.setup.id,
             msg.reason
         );
-        self.close_files(msg.reason == ShutdownReason::Deleted, msg.reply, ctx);
+        // Clients of a deleted or moved conversation have nothing left here: their
+        // connections drop the channels. (Evicted has no clients; at server stop the sockets
+        // close anyway.)
+        let close_channels = matches!(msg.reason, ShutdownReason::Deleted | ShutdownReason::Moved);
+        self.close_files(
+            msg.reason == ShutdownReason::Deleted,
+            close_channels,
+            msg.reply,
+            ctx,
+        );
     }
 }

@@ -20,6 +20,10 @@ pub const JOIN_NOTICE: &str = "[A new client has joined this conversation.]";
 pub const LEAVE_NOTICE: &str = "[A client has left this conversation.]";
 /// Text shown to every client when the conversation is deleted under it.
 pub const DELETED_NOTICE: &str = "[This conversation was deleted.]";
+/// Text shown to every client of a node that lost the conversation to another node
+/// (`serve --cluster`): its channels close after it, and joining again reaches the new owner.
+pub const MOVED_NOTICE: &str =
+    "[This conversation moved to another server node. Join it again to continue.]";
 
 /// How a client shows an `appendDisplay` (TypeAgent's `DisplayAppendMode`); spelled on the wire
 /// and in the display log as [`as_str`](DisplayMode::as_str) says.
@@ -110,6 +114,14 @@ impl Conversation {
         static NOTICE: LazyLock<Arc<OutboundCall>> =
             LazyLock::new(|| Conversation::system_notice(LEAVE_NOTICE));
         NOTICE.clone()
+    }
+
+    /// Tells every client that this node no longer runs the conversation (its channels close
+    /// next, as for a delete, but nothing is deleted: no `conversationDeleted`).
+    pub(super) fn announce_moved(&mut self) {
+        static NOTICE: LazyLock<Arc<OutboundCall>> =
+            LazyLock::new(|| Conversation::system_notice(MOVED_NOTICE));
+        self.emit(NOTICE.clone(), &Audience::Everyone);
     }
 
     /// Tells every client that the conversation was deleted under it (notice, then

@@ -214,16 +214,29 @@ fn a_write_after_another_owner_wrote_is_refused() {
         message.starts_with("cluster log stream: ") && message.contains("wrong last sequence"),
         "{refused}"
     );
-    // a gives the conversation up at once (its files differ from the stream now): the
-    // client's channels close, the lease is free, and the next join rebuilds it from the
+    // a gives the conversation up at once (its files differ from the stream now): the client
+    // is told, its channels close, the lease is free, and the next join rebuilds it from the
     // stream, the other writer's record included, and goes on.
+    loop {
+        let shown = client.expect_call(&clientio(&id), "appendDisplay");
+        if shown[0]["message"]["content"]
+            == "[This conversation moved to another server node. Join it again to continue.]"
+        {
+            break;
+        }
+    }
     eventually("a to give the conversation up", || {
         a.metric("roundtable_cluster_owned_conversations{node=\"a\"}") == 0.0
     });
-    eventually("the client's channels to close", || {
-        client.agent("leaveConversation", json!([id])).err()
-            == Some(format!("Not joined to conversation: {id}"))
-    });
+    // The connection logs once it has dropped the channels: from then on a leave is refused
+    // (before, the conversation's client was gone and the channels stayed, joined to nothing).
+    a.wait_log(&format!(
+        "conversation {id} is gone; its channels are closed"
+    ));
+    assert_eq!(
+        client.agent("leaveConversation", json!([id])).unwrap_err(),
+        format!("Not joined to conversation: {id}")
+    );
     client.join(&id);
     assert!(a
         .dir
