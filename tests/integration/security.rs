@@ -231,8 +231,28 @@ fn tokens_from_a_file_and_empty_tokens_refused() {
     assert!(c.agent("listConversations", json!([null])).is_ok());
 }
 
+/// A system user this test created, removed (`userdel`) when the test ends, on a panic too:
+/// the test must not leave accounts behind on the machine. A user that existed before the
+/// test is not the test's to remove, so it is not wrapped in one.
+struct CreatedUser(&'static str);
+
+impl Drop for CreatedUser {
+    fn drop(&mut self) {
+        match Command::new("userdel").arg(self.0).output() {
+            Ok(out) if out.status.success() => {}
+            Ok(out) => eprintln!(
+                "warning: userdel {} failed: {}",
+                self.0,
+                String::from_utf8_lossy(&out.stderr).trim()
+            ),
+            Err(e) => eprintln!("warning: cannot run userdel {}: {e}", self.0),
+        }
+    }
+}
+
 /// Finding 2: without a token, a connection opened by another OS user is refused (root
-/// creates the user; skipped, saying why, where that is impossible).
+/// creates the user and removes it afterwards; [`skip`]ped, saying why, where that is
+/// impossible outside CI).
 #[test]
 fn other_os_users_are_refused_without_a_token() {
     const USER: &str = "roundtable-test-other";
@@ -248,9 +268,13 @@ fn other_os_users_are_refused_without_a_token() {
         "/usr/sbin/nologin",
         USER,
     ]);
-    if !exists && !machine_allows(&mut useradd, "create a second OS user") {
+    let _created = if exists {
+        None
+    } else if machine_allows(&mut useradd, "create a second OS user") {
+        Some(CreatedUser(USER))
+    } else {
         return;
-    }
+    };
     let server = Server::start(&[]);
     // The other user opens a WebSocket upgrade with Python's standard library.
     let script = format!(
@@ -269,7 +293,7 @@ fn other_os_users_are_refused_without_a_token() {
     };
     let other = run_as(Some(USER));
     if other.contains("runuser:") || other.is_empty() {
-        eprintln!("skipped: cannot run a program as {USER}: {other}");
+        skip(&format!("cannot run a program as {USER}: {other}"));
         return;
     }
     assert!(other.starts_with("HTTP/1.1 403"), "{other}");
@@ -331,9 +355,17 @@ fn other_os_users_are_refused_without_a_token() {
 /// Runs a Python script as `user` (through `runuser`; `None`: as this process's user).
 fn python_as(user: Option<&str>, script: &str) -> std::process::Output {
     let mut cmd = match user {
+        // The system's python3, on a PATH of system directories: the caller's PATH may lead
+        // to one under its home (pyenv's shims in /root), which the other user cannot run.
+        // `/` as the working directory: the other user may not enter the checkout.
         Some(u) => {
             let mut c = Command::new("runuser");
-            c.args(["-u", u, "--", "python3", "-c", script]);
+            c.args(["-u", u, "--", "python3", "-c", script])
+                .env(
+                    "PATH",
+                    "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                )
+                .current_dir("/");
             c
         }
         None => {
