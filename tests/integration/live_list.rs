@@ -2,8 +2,6 @@
 //! the answer, then `conversationsChanged` calls on `agent-server` for every create, rename,
 //! delete and (coalesced) count change; nothing for sockets that did not subscribe.
 
-use std::time::Duration;
-
 use serde_json::{json, Value};
 
 use crate::harness::*;
@@ -76,11 +74,13 @@ fn subscriber_sees_every_change_others_none() {
     assert_eq!(change["kind"], "deleted", "{change}");
     assert_eq!(change["conversation"]["conversationId"], id);
 
-    // The acting socket never subscribed: after one more round trip, nothing is buffered.
-    actor.agent("listConversations", json!([null])).unwrap();
-    assert_eq!(
-        actor.try_expect_call(AGENT_SERVER, "conversationsChanged", Duration::ZERO),
-        None
+    // The acting socket never subscribed: nothing came before the answer to a list, which
+    // the registry sends after every change it published (changes go out before the
+    // answers of the requests that made them).
+    actor.expect_none_before(
+        "a conversationsChanged call to a socket that never subscribed",
+        is_call(AGENT_SERVER, "conversationsChanged"),
+        |c| c.agent("listConversations", json!([null])).unwrap(),
     );
 }
 
