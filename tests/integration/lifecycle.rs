@@ -198,11 +198,20 @@ fn delete_while_two_clients_are_joined() {
     }
     assert!(!dir.exists());
     assert!(!admin.names().contains(&"doomed".to_string()));
-    // Channels are closed: leaving says "not joined", dispatcher invokes go unanswered.
-    eventually("channels closed", || {
-        a.agent("leaveConversation", json!([id])).err()
-            == Some(format!("Not joined to conversation: {id}"))
-    });
+    // Channels are closed: leaving says "not joined". The notices above go straight to the
+    // sockets while each socket's connection drops the conversation a moment later (the
+    // conversation tells each client, which tells its connection), so wait for both
+    // connections to say they did; then the very first leave must be refused.
+    server.wait_log_count(
+        &format!("conversation {id} is gone; its channels are closed"),
+        2,
+    );
+    for c in [&mut a, &mut b] {
+        assert_eq!(
+            c.agent("leaveConversation", json!([id])),
+            Err(format!("Not joined to conversation: {id}"))
+        );
+    }
     assert_eq!(
         b.agent("joinConversation", json!([{"conversationId": id}]))
             .unwrap_err(),

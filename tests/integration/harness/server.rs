@@ -94,6 +94,15 @@ impl Server {
         });
     }
 
+    /// Waits until the server's log holds `what` at least `n` times: for an event it reports
+    /// only in its log that happens once per socket (each of `n` connections closing its
+    /// channels).
+    pub fn wait_log_count(&self, what: &str, n: usize) {
+        eventually(&format!("the server to log {what:?} {n} times"), || {
+            self.log().matches(what).count() >= n
+        });
+    }
+
     /// `ws://127.0.0.1:<port>/`.
     pub fn url(&self) -> String {
         self.process.url()
