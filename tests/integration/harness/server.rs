@@ -55,18 +55,20 @@ impl Server {
     }
 
     /// Like `try_start_in`, with extra environment variables for the server process.
-    /// `ROUNDTABLE_TEST_RUST_LOG` sets the server's `RUST_LOG` (default `info`);
-    /// `ROUNDTABLE_TEST_LOG` echoes its log on the test's stderr.
+    /// `ROUNDTABLE_TEST_RUST_LOG` sets the server's `RUST_LOG` (default `info`) unless `envs`
+    /// sets it (a test that waits on a `debug` line); `ROUNDTABLE_TEST_LOG` echoes its log on
+    /// the test's stderr.
     pub fn try_start_env(
         dir: &Path,
         extra: &[&str],
         envs: &[(&str, &str)],
     ) -> Result<Server, String> {
         let mut cmd = child::serve_command(Path::new(binary()), dir, extra);
-        cmd.envs(envs.iter().copied()).env(
+        cmd.env(
             "RUST_LOG",
             std::env::var("ROUNDTABLE_TEST_RUST_LOG").unwrap_or_else(|_| "info".into()),
-        );
+        )
+        .envs(envs.iter().copied());
         let stderr = Stderr {
             keep: None,
             echo: std::env::var_os("ROUNDTABLE_TEST_LOG").is_some(),
