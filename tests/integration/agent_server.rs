@@ -222,9 +222,21 @@ fn find_and_search() {
             ("my research notes".to_string(), 0.9)
         ]
     );
+    // A typo: one edit in eight letters, close enough (0.875 similar) to score 0.6125; the
+    // longer name is not similar enough and scores nothing, so it is not listed.
     let m = c.agent("findConversations", json!(["reseach"])).unwrap();
+    assert_eq!(m.as_array().unwrap().len(), 1, "{m}");
+    assert_eq!(m[0]["conversation"]["name"], "research");
     let s = m[0]["score"].as_f64().unwrap();
-    assert!((s - 0.7 * (1.0 - 1.0 / 8.0)).abs() < 1e-9, "{s}");
+    assert!((s - 0.6125).abs() < 1e-9, "{s}");
+    // Two edits in eight (0.75 similar): 0.525. Four (0.5 similar) is below the threshold.
+    let m = c.agent("findConversations", json!(["resaerch"])).unwrap();
+    let s = m[0]["score"].as_f64().unwrap();
+    assert!((s - 0.525).abs() < 1e-9, "{s}");
+    assert_eq!(
+        c.agent("findConversations", json!(["rxsxaxcx"])).unwrap(),
+        json!([])
+    );
     assert_eq!(
         c.agent("findConversations", json!(["research", 1]))
             .unwrap()
@@ -266,12 +278,18 @@ fn rpc_edges() {
         "Invalid invoke message"
     );
     // Invalid callId, unknown channel, a call: never answered; the socket keeps working.
+    // The connection handles frames in order, and an answer to any of them would come before
+    // the answer to the same `listConversations` sent after them.
     c.send_text(r#"{"name":"agent-server","message":{"type":"invoke","callId":-1,"name":"listConversations","args":[]}}"#);
     c.send_text(r#"{"name":"nowhere","message":{"type":"invoke","callId":0,"name":"listConversations","args":[]}}"#);
     c.send_call(AGENT_SERVER, "listConversations", json!([]));
-    assert!(c
-        .read_frame(std::time::Duration::from_millis(300))
-        .is_none());
+    let call = c.send_invoke(AGENT_SERVER, "listConversations", json!([]));
+    let frame = c.read_frame(WAIT).expect("the list's answer");
+    assert_eq!(
+        crate::support::protocol::answer_id(&frame),
+        Some((AGENT_SERVER, call)),
+        "one of the frames above was answered: {frame}"
+    );
 
     let me = c.agent("getUserIdentity", json!([])).unwrap();
     assert!(me["username"].is_string() && me["displayName"].is_string());

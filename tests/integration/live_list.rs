@@ -2,8 +2,6 @@
 //! the answer, then `conversationsChanged` calls on `agent-server` for every create, rename,
 //! delete and (coalesced) count change; nothing for sockets that did not subscribe.
 
-use std::time::Duration;
-
 use serde_json::{json, Value};
 
 use crate::harness::*;
@@ -76,11 +74,13 @@ fn subscriber_sees_every_change_others_none() {
     assert_eq!(change["kind"], "deleted", "{change}");
     assert_eq!(change["conversation"]["conversationId"], id);
 
-    // The acting socket never subscribed: after one more round trip, nothing is buffered.
-    actor.agent("listConversations", json!([null])).unwrap();
-    assert_eq!(
-        actor.try_expect_call(AGENT_SERVER, "conversationsChanged", Duration::ZERO),
-        None
+    // The acting socket never subscribed: nothing came before the answer to a list, which
+    // the registry sends after every change it published (changes go out before the
+    // answers of the requests that made them).
+    actor.expect_none_before(
+        "a conversationsChanged call to a socket that never subscribed",
+        is_call(AGENT_SERVER, "conversationsChanged"),
+        |c| c.agent("listConversations", json!([null])).unwrap(),
     );
 }
 
@@ -115,15 +115,48 @@ fn unsubscribe_stops_changes() {
     assert_eq!(change["conversation"]["name"], "three", "{change}");
 }
 
-/// A subscribed socket that closes is forgotten: changes keep reaching the others.
+/// A subscribed socket that closes is forgotten: the registry drops it from its subscribers
+/// (it logs so, at `debug`, with the count left: 0), the next subscriber is the only one, and
+/// changes keep reaching it.
 #[test]
 fn closed_subscriber_is_dropped() {
-    let server = Server::start(&[]);
+    let server = Server::start_env(
+        &[],
+        &[(
+            "RUST_LOG",
+            "info,roundtable_actors::registry::watchers=debug",
+        )],
+    );
+    let subscribed = "subscribed to the conversation list (";
     let mut gone = server.connect();
     gone.agent("subscribeConversations", json!([])).unwrap();
+    server.wait_log(subscribed);
+    // The registry logs `socket <n>: subscribed …` before it answers.
+    let log = server.log();
+    let line = log.lines().find(|l| l.contains(subscribed)).unwrap();
+    let socket = line
+        .split("socket ")
+        .nth(1)
+        .and_then(|rest| rest.split(':').next())
+        .unwrap_or_else(|| panic!("no socket number in {line:?}"));
+    assert!(line.ends_with("(1 subscribers)"), "{line}");
     gone.close();
+    server.wait_log(&format!(
+        "socket {socket}: unsubscribed from the conversation list (0 subscribers)"
+    ));
     let mut watcher = server.connect();
     watcher.agent("subscribeConversations", json!([])).unwrap();
+    server.wait_log_count(subscribed, 2);
+    let log = server.log();
+    let line = log
+        .lines()
+        .filter(|l| l.contains(subscribed))
+        .nth(1)
+        .unwrap();
+    assert!(
+        line.ends_with("(1 subscribers)"),
+        "gone is still there: {line}"
+    );
     let mut actor = server.connect();
     actor.create("after");
     assert_eq!(next_change(&mut watcher)["conversation"]["name"], "after");

@@ -1264,13 +1264,18 @@ fn what_roundtable_never_sends_a_client_stays_unsent() {
     a.invoke(&dispatcher(&id), "cancelCommand", json!([rid]))
         .expect("cancel");
     frames.extend(a.until_complete(&id, &rid).into_iter().map(as_frame));
-    // Everything else either client got, on any channel, up to that cancellation.
-    while let Some(f) = a.read_frame(Duration::from_millis(50)) {
-        frames.push(f);
-    }
+    // Everything else either client got, on any channel, up to that cancellation: for a,
+    // every frame before the answer to a queue snapshot it asks for now (the conversation
+    // answers it after everything it sent a before); for b, every frame up to the
+    // cancellation.
+    let ((), rest) = a.recording(|a| {
+        a.invoke(&dispatcher(&id), "getQueueSnapshot", json!([]))
+            .expect("snapshot");
+    });
+    frames.extend(rest);
     loop {
         let f = b
-            .read_frame(Duration::from_secs(10))
+            .read_frame(WAIT)
             .expect("the second client sees the cancellation");
         let done = f["message"]["name"] == "requestCancelled" && f["message"]["args"][0] == rid;
         frames.push(f);

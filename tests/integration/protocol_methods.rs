@@ -414,18 +414,16 @@ fn feedback_and_hides_are_durable_announced_and_replayed() {
         json!([{"requestId": rid2}, true, "agent"]),
     )
     .unwrap();
-    // The filtered client saw none of it: the requests were not its own.
-    assert!(filtered
-        .try_expect_call(
-            &clientio(&id),
-            "onUserHide",
-            std::time::Duration::from_millis(200)
-        )
-        .is_none());
-    assert!(filtered
-        .inbox
-        .iter()
-        .all(|f| f["message"]["name"] != "onUserFeedback"));
+    // The filtered client saw none of it: the requests were not its own. The conversation
+    // announces each change before it answers its caller, and answers the filtered client's
+    // own request after that.
+    filtered.expect_none_before(
+        "an announcement of someone else's feedback or hide",
+        |f| {
+            is_call(&clientio(&id), "onUserHide")(f) || is_call(&clientio(&id), "onUserFeedback")(f)
+        },
+        |c| c.invoke(&d, "getQueueSnapshot", json!([])).unwrap(),
+    );
     assert_eq!(
         a.invoke(&d, "recordUserHide", json!([{"requestId": rid}, "yes"])),
         Err("Invalid argument 1 (hidden) of recordUserHide: expected a boolean".into())
@@ -825,9 +823,13 @@ fn pick_remember_and_private_forms() {
             .contains(&"The user submitted the form:\n- Deliver? => No\n- Size? => M".to_string()),
         "{calls:?}"
     );
-    assert!(b
-        .try_expect_call(&io, "requestForm", std::time::Duration::from_millis(200))
-        .is_none());
+    // B sees the rest of the turn, sent after the form through the same queue: the form (and
+    // the private choices of the turns before) would have come before it.
+    b.expect_none_before(
+        "a private choice or form",
+        |f| is_call(&io, "requestForm")(f) || is_call(&io, "requestChoice")(f),
+        |b| b.until_complete(&id, &rid),
+    );
 }
 
 /// Nobody answers: a form times out as dismissed, a proposed action as not run.

@@ -231,8 +231,28 @@ fn tokens_from_a_file_and_empty_tokens_refused() {
     assert!(c.agent("listConversations", json!([null])).is_ok());
 }
 
+/// A system user this test created, removed (`userdel`) when the test ends, on a panic too:
+/// the test must not leave accounts behind on the machine. A user that existed before the
+/// test is not the test's to remove, so it is not wrapped in one.
+struct CreatedUser(&'static str);
+
+impl Drop for CreatedUser {
+    fn drop(&mut self) {
+        match Command::new("userdel").arg(self.0).output() {
+            Ok(out) if out.status.success() => {}
+            Ok(out) => eprintln!(
+                "warning: userdel {} failed: {}",
+                self.0,
+                String::from_utf8_lossy(&out.stderr).trim()
+            ),
+            Err(e) => eprintln!("warning: cannot run userdel {}: {e}", self.0),
+        }
+    }
+}
+
 /// Finding 2: without a token, a connection opened by another OS user is refused (root
-/// creates the user; skipped, saying why, where that is impossible).
+/// creates the user and removes it afterwards; [`skip`]ped, saying why, where that is
+/// impossible outside CI).
 #[test]
 fn other_os_users_are_refused_without_a_token() {
     const USER: &str = "roundtable-test-other";
@@ -248,28 +268,25 @@ fn other_os_users_are_refused_without_a_token() {
         "/usr/sbin/nologin",
         USER,
     ]);
-    if !exists && !machine_allows(&mut useradd, "create a second OS user") {
+    let _created = if exists {
+        None
+    } else if machine_allows(&mut useradd, "create a second OS user") {
+        Some(CreatedUser(USER))
+    } else {
         return;
-    }
-    let server = Server::start(&[]);
-    // The other user opens a WebSocket upgrade with Python's standard library.
-    let script = format!(
-        "import socket\n\
-         s = socket.create_connection(('127.0.0.1', {}))\n\
-         s.sendall(b'GET / HTTP/1.1\\r\\nHost: 127.0.0.1\\r\\nUpgrade: websocket\\r\\n\
-         Connection: Upgrade\\r\\nSec-WebSocket-Version: 13\\r\\n\
-         Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\\r\\n\\r\\n')\n\
-         print(s.recv(4096).split(b'\\r\\n')[0].decode())\n",
-        server.port
-    );
-    let run_as = |user: Option<&str>| {
-        let out = python_as(user, &script);
-        String::from_utf8_lossy(&out.stdout).trim().to_string()
-            + &String::from_utf8_lossy(&out.stderr)
     };
-    let other = run_as(Some(USER));
+    let server = Server::start(&[]);
+    // The other user opens a WebSocket upgrade.
+    let upgrade = |extra: &str| {
+        format!(
+            "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n{extra}Upgrade: websocket\r\n\
+             Connection: Upgrade\r\nSec-WebSocket-Version: 13\r\n\
+             Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
+        )
+    };
+    let other = http_as(Some(USER), server.port, &upgrade(""), true);
     if other.contains("runuser:") || other.is_empty() {
-        eprintln!("skipped: cannot run a program as {USER}: {other}");
+        skip(&format!("cannot run a program as {USER}: {other}"));
         return;
     }
     assert!(other.starts_with("HTTP/1.1 403"), "{other}");
@@ -278,22 +295,13 @@ fn other_os_users_are_refused_without_a_token() {
         "{}",
         server.log()
     );
-    assert!(run_as(None).starts_with("HTTP/1.1 101"));
+    let mine = http_as(None, server.port, &upgrade(""), true);
+    assert!(mine.starts_with("HTTP/1.1 101"), "{mine}");
     // Second pass, finding 13: the other user gets /health's status only, and no /metrics.
     let get = |path: &str, user: Option<&str>| {
-        let script = format!(
-            "import socket\n\
-             s = socket.create_connection(('127.0.0.1', {}))\n\
-             s.sendall(b'GET {path} HTTP/1.1\\r\\nHost: 127.0.0.1\\r\\nConnection: close\\r\\n\\r\\n')\n\
-             data = b''\n\
-             while True:\n\
-             \x20   chunk = s.recv(65536)\n\
-             \x20   if not chunk: break\n\
-             \x20   data += chunk\n\
-             print(data.decode())\n",
-            server.port
-        );
-        String::from_utf8_lossy(&python_as(user, &script).stdout).to_string()
+        let request =
+            format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+        http_as(user, server.port, &request, false)
     };
     let health = get("/health", Some(USER));
     assert!(health.starts_with("HTTP/1.1 200"), "{health}");
@@ -311,38 +319,52 @@ fn other_os_users_are_refused_without_a_token() {
     let token_file = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(token_file.path(), "shared-secret").unwrap();
     let shared = Server::start(&["--token-file", token_file.path().to_str().unwrap()]);
-    let with_token = script
-        .replace(&server.port.to_string(), &shared.port.to_string())
-        .replace(
-            "Upgrade: websocket",
-            "Authorization: Bearer shared-secret\\r\\nUpgrade: websocket",
-        );
-    let out = Command::new("runuser")
-        .args(["-u", USER, "--", "python3", "-c", &with_token])
-        .output()
-        .unwrap();
-    assert!(
-        String::from_utf8_lossy(&out.stdout).starts_with("HTTP/1.1 101"),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let with_token = upgrade("Authorization: Bearer shared-secret\r\n");
+    let served = http_as(Some(USER), shared.port, &with_token, true);
+    assert!(served.starts_with("HTTP/1.1 101"), "{served}");
 }
 
-/// Runs a Python script as `user` (through `runuser`; `None`: as this process's user).
-fn python_as(user: Option<&str>, script: &str) -> std::process::Output {
+/// Sends the raw HTTP `request` to 127.0.0.1:`port` as `user` (through `runuser`; `None`: as
+/// this process's user) and returns the answer's first line (`first_line`) or all of it
+/// until the server closes, then anything the commands wrote on stderr.
+///
+/// bash's `/dev/tcp` does the talking: every Debian has bash where any user can run it,
+/// while a python3 may be only under the caller's home (pyenv's shims in /root), which the
+/// other user cannot run (the test then skipped, and failed under CI). The other user gets
+/// a PATH of system directories and `/` as its working directory (it may not enter the
+/// checkout).
+fn http_as(user: Option<&str>, port: u16, request: &str, first_line: bool) -> String {
+    const SCRIPT: &str = r#"exec 3<>"/dev/tcp/127.0.0.1/$1" || exit 1
+printf '%s' "$2" >&3
+if [ "$3" = first ]; then head -n 1 <&3; else cat <&3; fi"#;
+    let args = [
+        "-c",
+        SCRIPT,
+        "bash",
+        &port.to_string(),
+        request,
+        if first_line { "first" } else { "all" },
+    ];
     let mut cmd = match user {
         Some(u) => {
             let mut c = Command::new("runuser");
-            c.args(["-u", u, "--", "python3", "-c", script]);
+            c.args(["-u", u, "--", "bash"]);
             c
         }
-        None => {
-            let mut c = Command::new("python3");
-            c.args(["-c", script]);
-            c
-        }
+        None => Command::new("bash"),
     };
-    cmd.output().expect("run python3")
+    let out = cmd
+        .args(args)
+        .env(
+            "PATH",
+            "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        )
+        .current_dir("/")
+        .output()
+        .expect("run bash");
+    let said = String::from_utf8_lossy(&out.stdout);
+    let said = if first_line { said.trim() } else { &said };
+    said.to_string() + &String::from_utf8_lossy(&out.stderr)
 }
 
 /// Whether an ESTABLISHED TCP connection `from` → `to` is listed in `/proc/net/tcp`.

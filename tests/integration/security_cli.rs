@@ -250,10 +250,6 @@ fn restore_refuses_an_archive_larger_than_the_free_space_of_a_tmpfs() {
         .args(["-t", "tmpfs", "-o", "size=24m", "roundtable-restore-test"])
         .arg(mount_point.path());
     if !machine_allows(&mut mount, "mount a tmpfs here") {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI must be able to mount a tmpfs for this test"
-        );
         return;
     }
     struct Unmount<'a>(&'a Path);
@@ -580,13 +576,10 @@ fn service_unit_escapes_hostile_paths() {
                 "systemd-analyze verify:\n{said}\n{text}"
             );
         }
-        Err(e) => {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "CI installs systemd for systemd-analyze: {e}"
-            );
-            eprintln!("skipped: systemd-analyze verify ({e}; install Debian's systemd package)");
-        }
+        Err(e) => skip(&format!(
+            "the systemd-analyze verify check: cannot run it ({e}; install Debian's systemd \
+             package, as .ci/run does)"
+        )),
     }
     // The instance directory it created is private.
     assert_eq!(mode(&hostile), 0o700);

@@ -1,7 +1,8 @@
 //! The real MCP servers the tests start, installed by `.ci/run` into `tests/mcp/`:
 //! `@modelcontextprotocol/server-everything` (npm, `tests/mcp/node_modules`), `mcp-server-time`
 //! and the official Python SDK (pip, `tests/mcp/venv`), and `tests/mcp/fixture_server.py`.
-//! Missing under CI (`CI` set) is a failure; elsewhere the test is skipped with the reason.
+//! Missing under CI (`CI` set) is a failure; elsewhere the test is skipped with the reason
+//! (see [`skip`](super::skip)).
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
@@ -38,16 +39,10 @@ pub fn servers() -> Option<McpServers> {
     }
     let how = "install them: (cd tests/mcp && npm ci && python3 -m venv venv && \
                venv/bin/pip install -r requirements.txt)";
-    if std::env::var_os("CI").is_some() {
-        panic!(
-            "MCP test servers missing under CI: {}; {how}",
-            missing.join(", ")
-        );
-    }
-    eprintln!(
-        "skipped: MCP test servers missing ({}); {how}",
+    super::skip::skip(&format!(
+        "MCP test servers missing ({}); {how}",
         missing.join(", ")
-    );
+    ));
     None
 }
 

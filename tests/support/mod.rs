@@ -1,6 +1,7 @@
 //! What the integration tests (`tests/integration/`) and the load harness (`benches/load/`)
 //! both do, written once: [`server`] starts `roundtable serve` as a child process and stops it,
-//! [`protocol`] builds invoke frames, recognises answers and names the channels.
+//! [`protocol`] builds invoke frames, recognises answers and names the channels, [`skip`]
+//! skips a test that needs what the machine lacks so that the run's output says so.
 //!
 //! Both targets include this directory with `#[path = "…/tests/support/mod.rs"] mod support;`
 //! rather than depending on a workspace crate of its own: it is two small files of test
@@ -16,3 +17,4 @@ pub mod mcp;
 pub mod nats;
 pub mod protocol;
 pub mod server;
+pub mod skip;

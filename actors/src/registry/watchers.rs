@@ -123,6 +123,13 @@ impl Handler<UnsubscribeConversations> for ConversationRegistry {
 
     fn handle(&mut self, msg: UnsubscribeConversations, _ctx: &mut Self::Context) -> bool {
         let was = self.watchers.subscribers.remove(&msg.socket).is_some();
+        if was {
+            log::debug!(
+                "socket {}: unsubscribed from the conversation list ({} subscribers)",
+                msg.socket,
+                self.watchers.subscribers.len()
+            );
+        }
         if self.watchers.subscribers.is_empty() {
             self.watchers.active.store(false, Ordering::Relaxed);
             self.watchers.dirty.clear();

@@ -44,6 +44,8 @@ pub struct Client {
     pub inbox: VecDeque<Value>,
     /// Set when the server closed the socket: (code, reason).
     pub closed: Option<(u16, String)>,
+    /// While [`Client::recording`] runs: a copy of every frame read from the socket.
+    tap: Option<Vec<Value>>,
 }
 
 /// An RPC outcome: the `result` (Null when absent) or the `error` text.
@@ -68,6 +70,7 @@ impl Client {
             call_ids: CallIds::default(),
             inbox: VecDeque::new(),
             closed: None,
+            tap: None,
         }
     }
 
@@ -105,10 +108,14 @@ impl Client {
             }
             match self.ws.read() {
                 Ok(Message::Text(t)) => {
-                    return Some(serde_json::from_str(&t).expect("server sent non-JSON"))
+                    return Some(
+                        self.tapped(serde_json::from_str(&t).expect("server sent non-JSON")),
+                    )
                 }
                 Ok(Message::Binary(b)) => {
-                    return Some(serde_json::from_slice(&b).expect("server sent non-JSON"))
+                    return Some(
+                        self.tapped(serde_json::from_slice(&b).expect("server sent non-JSON")),
+                    )
                 }
                 Ok(Message::Close(frame)) => {
                     self.closed = Some(frame.map_or((1005, String::new()), |f| {
@@ -138,6 +145,52 @@ impl Client {
                 }
             }
         }
+    }
+
+    /// `frame`, copied to the tap while [`Client::recording`] runs.
+    fn tapped(&mut self, frame: Value) -> Value {
+        if let Some(tap) = &mut self.tap {
+            tap.push(frame.clone());
+        }
+        frame
+    }
+
+    /// Runs `sync` and returns what it returned and every frame this client had received
+    /// before `sync` finished: those already buffered in the inbox, then each one read from
+    /// the socket meanwhile (whether `sync` consumed it or left it in the inbox, where it
+    /// stays). For "everything up to a point" without waiting for a quiet period: `sync`
+    /// waits for a frame the server sends after everything the test wants to see.
+    /// Recordings do not nest.
+    pub fn recording<T>(&mut self, sync: impl FnOnce(&mut Client) -> T) -> (T, Vec<Value>) {
+        assert!(self.tap.is_none(), "recordings do not nest");
+        self.tap = Some(self.inbox.iter().cloned().collect());
+        let out = sync(self);
+        let seen = self.tap.take().expect("the tap");
+        (out, seen)
+    }
+
+    /// Fails the test if a frame passing `unwanted` (described by `what`) reached this client
+    /// before `sync` finished; returns what `sync` returned.
+    ///
+    /// This is how a test shows that something did *not* arrive. Waiting a while for it
+    /// passes when it comes late; instead `sync` waits for a positive signal that the server
+    /// queues for this socket after the unwanted frame would have been: frames on one
+    /// socket arrive in the order the server queued them, so "the signal came and the
+    /// unwanted frame did not come before it" proves it was never sent. Each caller says
+    /// why its signal comes after (typically: the conversation or registry actor that would
+    /// have sent the frame handles the signal's request later, or sends the signal later
+    /// through the same path, e.g. the rest of the same turn).
+    pub fn expect_none_before<T>(
+        &mut self,
+        what: &str,
+        unwanted: impl Fn(&Value) -> bool,
+        sync: impl FnOnce(&mut Client) -> T,
+    ) -> T {
+        let (out, seen) = self.recording(sync);
+        if let Some(f) = seen.iter().find(|f| unwanted(f)) {
+            panic!("{what} arrived (before the sync point): {f}");
+        }
+        out
     }
 
     /// Waits for the answer to `call_id` on `channel`, buffering everything else.
@@ -391,6 +444,13 @@ impl Client {
             .filter(|(m, a)| m == "appendDisplay" && a[0]["requestId"]["requestId"] != "system")
             .filter_map(|(_, a)| a[0]["message"]["content"].as_str().map(str::to_string))
             .collect()
+    }
+}
+
+/// A matcher for [`Client::expect_none_before`]: a `call` named `method` on `channel`.
+pub fn is_call<'a>(channel: &'a str, method: &'a str) -> impl Fn(&Value) -> bool + 'a {
+    move |f| {
+        f["name"] == channel && f["message"]["type"] == "call" && f["message"]["name"] == method
     }
 }
 

@@ -21,24 +21,26 @@ pub use fixtures::*;
 pub use server::*;
 
 pub use crate::support::protocol::{clientio, dispatcher, AGENT_SERVER};
+pub use crate::support::skip::skip;
 
 /// How long any single wait in a test may take before it fails.
 pub const WAIT: Duration = Duration::from_secs(15);
 
 /// Runs a setup command a test needs from the machine (mount, useradd…). `false` after
-/// printing `skipped: cannot <what> (<why>)` when the machine refuses: the test then returns.
+/// [`skip`]ping with `cannot <what> (<why>)` when the machine refuses: the test then returns.
+/// Under CI the refusal fails the test instead (see [`skip`]).
 pub fn machine_allows(command: &mut Command, what: &str) -> bool {
     match command.output() {
         Ok(out) if out.status.success() => true,
         Ok(out) => {
-            eprintln!(
-                "skipped: cannot {what} ({})",
+            skip(&format!(
+                "cannot {what} ({})",
                 String::from_utf8_lossy(&out.stderr).trim()
-            );
+            ));
             false
         }
         Err(e) => {
-            eprintln!("skipped: cannot {what} ({e})");
+            skip(&format!("cannot {what} ({e})"));
             false
         }
     }

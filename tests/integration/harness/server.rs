@@ -55,18 +55,20 @@ impl Server {
     }
 
     /// Like `try_start_in`, with extra environment variables for the server process.
-    /// `ROUNDTABLE_TEST_RUST_LOG` sets the server's `RUST_LOG` (default `info`);
-    /// `ROUNDTABLE_TEST_LOG` echoes its log on the test's stderr.
+    /// `ROUNDTABLE_TEST_RUST_LOG` sets the server's `RUST_LOG` (default `info`) unless `envs`
+    /// sets it (a test that waits on a `debug` line); `ROUNDTABLE_TEST_LOG` echoes its log on
+    /// the test's stderr.
     pub fn try_start_env(
         dir: &Path,
         extra: &[&str],
         envs: &[(&str, &str)],
     ) -> Result<Server, String> {
         let mut cmd = child::serve_command(Path::new(binary()), dir, extra);
-        cmd.envs(envs.iter().copied()).env(
+        cmd.env(
             "RUST_LOG",
             std::env::var("ROUNDTABLE_TEST_RUST_LOG").unwrap_or_else(|_| "info".into()),
-        );
+        )
+        .envs(envs.iter().copied());
         let stderr = Stderr {
             keep: None,
             echo: std::env::var_os("ROUNDTABLE_TEST_LOG").is_some(),
@@ -91,6 +93,15 @@ impl Server {
     pub fn wait_log(&self, what: &str) {
         eventually(&format!("the server to log {what:?}"), || {
             self.log().contains(what)
+        });
+    }
+
+    /// Waits until the server's log holds `what` at least `n` times: for an event it reports
+    /// only in its log that happens once per socket (each of `n` connections closing its
+    /// channels).
+    pub fn wait_log_count(&self, what: &str, n: usize) {
+        eventually(&format!("the server to log {what:?} {n} times"), || {
+            self.log().matches(what).count() >= n
         });
     }
 
