@@ -329,11 +329,18 @@ fn delete_on_one_node_reaches_clients_on_others() {
     }
     let list = wait_same_lists(&nodes);
     assert!(!list.to_string().contains(&id));
+    // Positive signals that the channels are gone: a's connection drops them when the
+    // conversation stops; b's relay ends (and any rejoin it tries finds nothing). From then on
+    // the first leave on each socket is refused.
+    nodes[0].wait_log(&format!(
+        "conversation {id} is gone; its channels are closed"
+    ));
+    nodes[1].wait_log(&format!("conversation {id} ended"));
     for client in [&mut on_a, &mut on_b] {
-        eventually("channels closed", || {
-            client.agent("leaveConversation", json!([id])).err()
-                == Some(format!("Not joined to conversation: {id}"))
-        });
+        assert_eq!(
+            client.agent("leaveConversation", json!([id])),
+            Err(format!("Not joined to conversation: {id}"))
+        );
         assert_eq!(
             client
                 .agent("joinConversation", json!([{"conversationId": id}]))
