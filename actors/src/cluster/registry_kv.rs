@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{Cluster, ClusterError};
 use crate::ids::ConversationId;
-use crate::registry::naming;
+use crate::naming;
 use crate::storage::registry_file::StoredConversation;
 
 /// The bucket's name.

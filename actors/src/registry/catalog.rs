@@ -1,5 +1,5 @@
 //! The catalog of conversations: create, rename, delete, list and find, whether an id
-//! exists, and one conversation's record ([`GetConversationInfo`]). Names follow [`naming`](super::naming); every change is journaled and answered
+//! exists, and one conversation's record ([`GetConversationInfo`]). Names follow [`naming`](crate::naming); every change is journaled and answered
 //! only once it is durable.
 //!
 //! Talks to: the transport's connections (the messages below) and, for a delete, the
@@ -10,8 +10,9 @@ use actix::prelude::*;
 use tokio::sync::oneshot;
 
 use super::watchers::ChangeKind;
-use super::{naming, new_stored, storage_error, ConversationRegistry, Entry, LoadState};
+use super::{new_stored, storage_error, ConversationRegistry, Entry, LoadState};
 use crate::conversation::{Shutdown, ShutdownReason};
+use crate::naming;
 use crate::protocol::{ContentMatch, ConversationInfo, ConversationMatch, RpcError, RpcResult};
 use crate::storage::journal::JournalRecord;
 

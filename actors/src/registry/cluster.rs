@@ -22,7 +22,8 @@ use std::time::Duration;
 use actix::prelude::*;
 use futures_util::StreamExt;
 
-use super::{naming, ConversationRegistry, LoadState};
+use super::{ConversationRegistry, LoadState};
+use crate::naming;
 use crate::cluster::registry_kv::NameClaim;
 use crate::cluster::{Cluster, ClusterError, RegistryChange, RegistryRecord};
 use crate::ids::ConversationId;

@@ -17,7 +17,8 @@
 //! - `handoff.rs`: a handoff's source found and its history read ([`ReadHandoffSource`]).
 //! - `watchers.rs`: the live conversation list (`subscribeConversations`, a Roundtable
 //!   extension): changes pushed to subscribed sockets, count updates coalesced.
-//! - [`naming`]: the name rules (length, uniqueness key, `appendNumber`, find scoring).
+//! - [`naming`] (`crate::naming`, shared with the cluster): the name rules (length,
+//!   uniqueness key, `appendNumber`, find scoring).
 //! - `cluster.rs` (`serve --cluster`): this node's copy of the registry in the cluster's KV
 //!   bucket, and creates / renames written there first.
 //! - `ownership.rs` (`serve --cluster`): the leases that decide which node runs a conversation.
@@ -44,7 +45,6 @@ mod cluster;
 mod handoff;
 mod lifecycle;
 mod membership;
-pub mod naming;
 mod ownership;
 mod watchers;
 
@@ -58,6 +58,9 @@ use actix::prelude::*;
 use tokio::sync::oneshot;
 
 use crate::conversation::{Attach, Conversation, RuntimeConfig};
+/// The name rules live below the registry (the cluster's name keys use them too); kept
+/// reachable here, where clients of the crate found them first.
+pub use crate::naming;
 use crate::metrics::Metrics;
 use crate::protocol::{ConversationInfo, RpcError, RpcResult};
 use crate::storage::journal::JournalRecord;
