@@ -96,7 +96,7 @@ impl ConversationRegistry {
             log::info!("swept {swept} ephemeral conversations left by crashed clients");
         }
         // In a cluster the `default` conversation is created in the shared registry, once
-        // for all nodes (`start_cluster_sync`).
+        // for all nodes (`start_shared_sync`).
         if reg.entries.is_empty() && reg.config.cluster.is_none() {
             let id = ConversationId::new_random();
             reg.insert_entry(id, &new_stored(id, DEFAULT_CONVERSATION_NAME.to_string()));
