@@ -411,17 +411,6 @@ pub fn keys_cover(command: &Command) -> Vec<String> {
         .collect()
 }
 
-/// `ServeArgs` and its matches for a `serve`-style argument list, with the config file
-/// applied (for tests and `config show`).
-pub fn parse_for_tests(argv: &[&str]) -> Result<(ServeArgs, FileSources, ArgMatches), String> {
-    let matches = ServeOnly::command()
-        .try_get_matches_from(argv)
-        .map_err(|e| e.to_string())?;
-    let mut args = ServeArgs::from_arg_matches(&matches).map_err(|e| e.to_string())?;
-    let sources = apply_file(&mut args, &matches).map_err(|e| e.to_string())?;
-    Ok((args, sources, matches))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
