@@ -25,7 +25,8 @@ use clap::{ArgMatches, Command, CommandFactory, FromArgMatches, Parser};
 use serde::Deserialize;
 use toml::Spanned;
 
-use crate::config::{ConfigError, ProviderChoice, ServeArgs};
+use crate::config::{ConfigError, ServeArgs};
+use crate::providers::ProviderChoice;
 
 /// The config file's name inside an instance directory.
 pub const INSTANCE_CONFIG: &str = "roundtable.toml";
