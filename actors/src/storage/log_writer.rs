@@ -693,4 +693,77 @@ mod tests {
         block_on(writer.sync(vec![log.clone()])).unwrap().unwrap();
         assert!(!conversation.exists());
     }
+
+    /// A replica that records what it was handed and fails barriers with `failure`, if set.
+    #[derive(Default)]
+    struct FakeReplica {
+        /// Each write it was handed: the file name, the op, the bytes.
+        writes: std::sync::Mutex<Vec<(String, FileOp, Vec<u8>)>>,
+        /// What every barrier fails with (`None`: they succeed).
+        failure: std::sync::Mutex<Option<String>>,
+        /// What `queued_bytes` reports.
+        queued: std::sync::atomic::AtomicUsize,
+    }
+
+    impl Replicator for FakeReplica {
+        fn record(&self, path: &Path, op: FileOp, bytes: &[u8]) {
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            self.writes.lock().unwrap().push((name, op, bytes.to_vec()));
+        }
+        fn queued_bytes(&self) -> usize {
+            self.queued.load(std::sync::atomic::Ordering::Relaxed)
+        }
+        fn wait_below(&self, _limit: usize) -> futures_util::future::BoxFuture<'static, ()> {
+            Box::pin(async {})
+        }
+        fn barrier(
+            &self,
+            _paths: &[Arc<Path>],
+        ) -> futures_util::future::BoxFuture<'static, Result<(), String>> {
+            let answer = self.failure.lock().unwrap().clone().map_or(Ok(()), Err);
+            Box::pin(async move { answer })
+        }
+    }
+
+    /// With a replica, every append and replace is handed to it too, a barrier answers the
+    /// replica's failure once the disk's part succeeded, and the replica's queue counts toward
+    /// backpressure.
+    #[test]
+    fn a_replica_sees_every_write_and_its_barrier_counts() {
+        let dir = tempfile::tempdir().unwrap();
+        let replica = Arc::new(FakeReplica::default());
+        block_on(async {
+            let writer = LogWriter::start(Default::default(), dir.path().to_path_buf())
+                .replicated(replica.clone());
+            let log: Arc<Path> = dir.path().join("displayLog.jsonl").into();
+            writer.append(&log, b"one\n".to_vec());
+            writer.append_unreported(&log, b"two\n".to_vec());
+            writer
+                .replace(&log, b"all\n".to_vec())
+                .await
+                .unwrap()
+                .unwrap();
+            writer.sync(vec![log.clone()]).await.unwrap().unwrap();
+            *replica.failure.lock().unwrap() = Some("the replica failed".into());
+            assert_eq!(
+                writer.sync(vec![log.clone()]).await.unwrap(),
+                Err("the replica failed".to_string())
+            );
+            assert!(!writer.backlogged());
+            replica
+                .queued
+                .store(QUEUE_HIGH_WATER + 1, std::sync::atomic::Ordering::Relaxed);
+            assert!(writer.backlogged());
+        });
+        let writes = replica.writes.lock().unwrap().clone();
+        let name = "displayLog.jsonl".to_string();
+        assert_eq!(
+            writes,
+            vec![
+                (name.clone(), FileOp::Append, b"one\n".to_vec()),
+                (name.clone(), FileOp::Append, b"two\n".to_vec()),
+                (name, FileOp::Replace, b"all\n".to_vec()),
+            ]
+        );
+    }
 }
