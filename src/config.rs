@@ -17,6 +17,8 @@ use roundtable_actors::cluster::ClusterSettings;
 use roundtable_actors::conversation::WorkingDirectoryPolicy;
 use roundtable_actors::outbox::{OutboxLimits, ServerBudget, DEFAULT_SERVER_QUEUED_BYTES};
 
+use crate::providers::ProviderChoice;
+
 /// Everything `serve` needs.
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
@@ -66,18 +68,6 @@ pub struct ServerConfig {
     /// Where requests may work (`--working-directory-root`) and where they work when they
     /// name no allowed directory (`--working-directory-default`).
     pub working_directory: WorkingDirectoryPolicy,
-}
-
-/// The agent's model backend.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum ProviderChoice {
-    /// Offline and deterministic: tools for arithmetic, time and weather, otherwise echo.
-    Builtin,
-    /// Any OpenAI-compatible `/v1/chat/completions` endpoint (`ROUNDTABLE_OPENAI_*` env).
-    Openai,
 }
 
 impl ServerConfig {

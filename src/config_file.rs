@@ -25,7 +25,8 @@ use clap::{ArgMatches, Command, CommandFactory, FromArgMatches, Parser};
 use serde::Deserialize;
 use toml::Spanned;
 
-use crate::config::{ConfigError, ProviderChoice, ServeArgs};
+use crate::config::{ConfigError, ServeArgs};
+use crate::providers::ProviderChoice;
 
 /// The config file's name inside an instance directory.
 pub const INSTANCE_CONFIG: &str = "roundtable.toml";
@@ -409,17 +410,6 @@ pub fn keys_cover(command: &Command) -> Vec<String> {
         .filter(|id| !keys.contains(id) && *id != "config" && *id != "help")
         .map(str::to_string)
         .collect()
-}
-
-/// `ServeArgs` and its matches for a `serve`-style argument list, with the config file
-/// applied (for tests and `config show`).
-pub fn parse_for_tests(argv: &[&str]) -> Result<(ServeArgs, FileSources, ArgMatches), String> {
-    let matches = ServeOnly::command()
-        .try_get_matches_from(argv)
-        .map_err(|e| e.to_string())?;
-    let mut args = ServeArgs::from_arg_matches(&matches).map_err(|e| e.to_string())?;
-    let sources = apply_file(&mut args, &matches).map_err(|e| e.to_string())?;
-    Ok((args, sources, matches))
 }
 
 #[cfg(test)]

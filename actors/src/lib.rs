@@ -5,8 +5,9 @@
 //! - [`registry`]: the [`ConversationRegistry`](registry::ConversationRegistry) actor: every
 //!   create / rename / delete / list / find (`registry/catalog.rs`), join / leave
 //!   (`registry/membership.rs`), lazy load, idle eviction and shutdown
-//!   (`registry/lifecycle.rs`); [`registry::naming`]: name length, uniqueness key,
-//!   `appendNumber`, `findConversations` scoring.
+//!   (`registry/lifecycle.rs`).
+//! - [`naming`]: name length, uniqueness key, `appendNumber`, `findConversations` scoring
+//!   (the registry's rules, and the cluster's name keys).
 //! - [`conversation`]: the [`Conversation`](conversation::Conversation) actor, one per loaded
 //!   conversation, one file per concern: membership and timers (`mod.rs`), routing, write
 //!   barriers, the queue, interactions, the `dispatcher:<id>` channel, `@` commands
@@ -45,6 +46,7 @@ pub mod conversation;
 pub mod ids;
 pub mod memory;
 pub mod metrics;
+pub mod naming;
 pub mod outbox;
 pub mod protocol;
 pub mod redact;

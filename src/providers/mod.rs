@@ -3,7 +3,9 @@
 //! servers ([`crate::mcp`]).
 //!
 //! [`crate::server::serve`] builds the provider once at start-up ([`agent_provider`]) and
-//! hands it to the registry's runtime config; conversations see only `dyn Provider`.
+//! hands it to the registry's runtime config; conversations see only `dyn Provider`. The
+//! settings (`config.rs`, `config_file.rs`) name the choice ([`ProviderChoice`]); nothing
+//! here reads them.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,9 +14,20 @@ use roundtable_actors::agent::builtin::BuiltinProvider;
 use roundtable_actors::agent::Provider;
 use roundtable_actors::redact::redact_url_credentials;
 
-use crate::config::ProviderChoice;
-
 pub mod openai;
+
+/// The agent's model backend, as `--provider` (and the config file's `provider`) names it:
+/// defined here, with the providers it chooses between; the settings read it from here.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum ProviderChoice {
+    /// Offline and deterministic: tools for arithmetic, time and weather, otherwise echo.
+    Builtin,
+    /// Any OpenAI-compatible `/v1/chat/completions` endpoint (`ROUNDTABLE_OPENAI_*` env).
+    Openai,
+}
 
 /// The provider `--provider` names. `openai` reads its settings from the environment; the
 /// error names the variable that is missing or wrong.

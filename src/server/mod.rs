@@ -25,12 +25,12 @@ use actix_web::dev::{ServiceFactory, ServiceRequest, ServiceResponse};
 use actix_web::web::{self as web_routes, Data};
 use actix_web::App;
 use roundtable_actors::cluster::log_stream::LogReplicator;
-use roundtable_actors::cluster::Cluster;
+use roundtable_actors::cluster::{Cluster, RegistryBackend};
 use roundtable_actors::conversation::RuntimeConfig;
 use roundtable_actors::metrics::Metrics;
 use roundtable_actors::protocol::frames::InboundBudget;
 use roundtable_actors::registry::{
-    start_cluster_sync, ConversationRegistry, RegistryConfig, ShutdownRegistry,
+    start_shared_sync, ClusterServices, ConversationRegistry, RegistryConfig, ShutdownRegistry,
 };
 use roundtable_actors::search::SearchIndex;
 use roundtable_actors::storage::layout::Layout;
@@ -120,6 +120,9 @@ struct Started {
     search: SearchIndex,
     /// The MCP servers' thread (stopped, its children killed, after the conversations).
     mcp: crate::mcp::McpHub,
+    /// `serve --cluster`: what the registry shares with the other nodes (the same object
+    /// its config holds), for the sync that fills its copy.
+    shared: Option<Arc<dyn ClusterServices>>,
 }
 
 /// Runs the server until it is stopped (the `shutdown` or `restart` RPC, or a signal). Must be
@@ -145,9 +148,9 @@ pub async fn serve(config: ServerConfig) -> Result<restart::Stopped, StartError>
         None => None,
     };
     let started = start_registry(&config, &layout, &metrics, cores, cluster.clone()).await?;
-    if let Some(cluster) = &cluster {
+    if let (Some(cluster), Some(shared)) = (&cluster, &started.shared) {
         // The list this node answers is the cluster's before the first client connects.
-        start_cluster_sync(cluster.clone(), started.registry.clone())
+        start_shared_sync(shared.clone(), started.registry.clone())
             .await
             .map_err(|e| StartError::Config(format!("cluster: {e}")))?;
         // Searches reach every node's index; the others count the nodes they wait for.
@@ -283,10 +286,12 @@ async fn start_registry(
     let provider = providers::agent_provider(config.provider).map_err(StartError::Config)?;
     let conversation_arbiters: Vec<Arbiter> = (0..cores).map(|_| Arbiter::new()).collect();
     let mut log_writer = LogWriter::start(metrics.clone(), layout.root.clone());
-    if let Some(cluster) = &cluster {
+    let mut shared: Option<Arc<dyn ClusterServices>> = None;
+    if let Some(cluster) = cluster {
         // Conversation files also go to the cluster's log stream; barriers wait for it.
-        log_writer =
-            log_writer.replicated(LogReplicator::start(cluster, layout.conversations_dir()));
+        let replicator = LogReplicator::start(&cluster, layout.conversations_dir());
+        log_writer = log_writer.replicated(Arc::new(replicator.clone()));
+        shared = Some(Arc::new(RegistryBackend::new(cluster, replicator)));
     }
     let search = SearchIndex::open(layout, config.reindex, metrics.clone())?;
     let registry = ConversationRegistry::open(RegistryConfig {
@@ -307,7 +312,7 @@ async fn start_registry(
             search: Some(search.clone()),
             working_directory: config.working_directory.clone(),
         }),
-        cluster,
+        cluster: shared.clone(),
     })?;
     let registry_arbiter = Arbiter::new();
     let registry =
@@ -319,6 +324,7 @@ async fn start_registry(
         log_writer,
         search,
         mcp,
+        shared,
     })
 }
 

@@ -6,8 +6,10 @@
 //! (or lost NATS) vanishes by itself, and the next join anywhere takes the conversation over,
 //! rebuilding its files from the log stream.
 //!
-//! Who talks to it: the registry actor (`registry/ownership.rs`): acquire before a load,
-//! renew on its timer, release after an eviction, a delete or at shutdown.
+//! Who talks to it: the registry actor (`registry/ownership.rs`), through its
+//! [`OwnershipService`](crate::registry::OwnershipService) (implemented in `backend.rs`):
+//! acquire before a load, renew on its timer, release after an eviction, a delete or at
+//! shutdown.
 
 use std::time::Duration;
 
@@ -23,9 +25,10 @@ pub const OWNERS_BUCKET: &str = "rt_owners";
 /// created it).
 pub const DEFAULT_LEASE_TIME: Duration = Duration::from_secs(6);
 
-/// What an acquisition found.
+/// What an acquisition found (before the files are brought current: the registry's
+/// [`Lease`](crate::registry::Lease) is this plus the fence).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Lease {
+pub enum Acquired {
     /// This node owns the conversation; the revision to renew from.
     Owned(u64),
     /// Another node owns it.
@@ -54,13 +57,13 @@ fn key(id: ConversationId) -> String {
 impl Cluster {
     /// Takes the lease of `id`, or says who holds it. A key that already names this node (left
     /// by this node's previous process, within the lease time) is taken back.
-    pub async fn acquire_lease(&self, id: ConversationId) -> Result<Lease, ClusterError> {
+    pub async fn acquire_lease(&self, id: ConversationId) -> Result<Acquired, ClusterError> {
         self.require_connected()?;
         let owners = self.owners_bucket();
         let me = Bytes::from(self.node().to_string());
         for _ in 0..3 {
             match owners.create(key(id), me.clone()).await {
-                Ok(revision) => return Ok(Lease::Owned(revision)),
+                Ok(revision) => return Ok(Acquired::Owned(revision)),
                 Err(e) if e.kind() == kv::CreateErrorKind::AlreadyExists => {}
                 Err(e) => return Err(ClusterError::new("lease acquire", e)),
             }
@@ -71,10 +74,10 @@ impl Cluster {
                 return owners
                     .update(key(id), me, holder.revision)
                     .await
-                    .map(Lease::Owned)
+                    .map(Acquired::Owned)
                     .map_err(|e| ClusterError::new("lease take-back", e));
             }
-            return Ok(Lease::OwnedBy(
+            return Ok(Acquired::OwnedBy(
                 String::from_utf8_lossy(&holder.value).into_owned(),
             ));
         }

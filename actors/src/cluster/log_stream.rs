@@ -7,6 +7,10 @@
 //! rebuilds its files from the stream ([`Cluster::restore_conversation`]) before the
 //! conversation actor opens them.
 //!
+//! The log writer knows this only as its [`Replicator`] (storage defines the trait, this
+//! implements it); the registry's ownership (through `cluster/backend.rs`) fences and
+//! restores conversations here.
+//!
 //! Records: headers `Rt-File` (the path inside the conversation directory) and `Rt-Op`
 //! (`append` or `replace`); a record larger than the NATS server's `max_payload` goes as
 //! several messages with `Rt-Part: <k>/<n>` that the restore joins.
@@ -20,7 +24,7 @@
 //! is published until the next owner rebuilds it from the stream ([`LogReplicator::begin`]).
 //!
 //! Bounds: bytes waiting to be published count toward the log writer's backpressure
-//! ([`LogReplicator::queued_bytes`]); one entry of progress per conversation written since
+//! ([`Replicator::queued_bytes`]); one entry of progress per conversation written since
 //! start (bounded by the registry); one publish in flight per conversation.
 
 use std::collections::HashMap;
@@ -34,8 +38,11 @@ use bytes::Bytes;
 use futures_util::StreamExt;
 use tokio::sync::{mpsc, Notify};
 
+use futures_util::future::BoxFuture;
+
 use super::{Cluster, ClusterError};
 use crate::ids::ConversationId;
+use crate::storage::replication::{FileOp, Replicator};
 
 /// The stream's name.
 pub const LOG_STREAM: &str = "RT_LOG";
@@ -45,21 +52,11 @@ pub fn log_subject(id: ConversationId) -> String {
     format!("rt.log.{id}")
 }
 
-/// What a record does to its file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FileOp {
-    /// Bytes added at the end.
-    Append,
-    /// The whole content.
-    Replace,
-}
-
-impl FileOp {
-    fn as_str(self) -> &'static str {
-        match self {
-            FileOp::Append => "append",
-            FileOp::Replace => "replace",
-        }
+/// The `Rt-Op` header of a record that does `op` to its file.
+fn op_header(op: FileOp) -> &'static str {
+    match op {
+        FileOp::Append => "append",
+        FileOp::Replace => "replace",
     }
 }
 
@@ -167,29 +164,6 @@ impl LogReplicator {
         entry.last_sequence = Some(last_sequence);
     }
 
-    /// Queues a write of `path` (ignored for files that are not a conversation's).
-    pub fn record(&self, path: &Path, op: FileOp, bytes: &[u8]) {
-        let Some((conversation, file)) = self.locate(path) else {
-            return;
-        };
-        let number = {
-            let mut all = self.progress();
-            let entry = all.entry(conversation).or_default();
-            entry.queued += 1;
-            entry.queued
-        };
-        self.inner
-            .queued_bytes
-            .fetch_add(bytes.len(), Ordering::Relaxed);
-        let _ = self.inner.tx.send(Record {
-            number,
-            conversation,
-            file,
-            op,
-            bytes: Bytes::copy_from_slice(bytes),
-        });
-    }
-
     /// From now on, each conversation whose stream write fails is sent here once (the
     /// registry stops it and gives its lease up, so it is rebuilt from the stream on its next
     /// join instead of failing every write). A second call replaces the first receiver.
@@ -201,61 +175,6 @@ impl LogReplicator {
             .lock()
             .unwrap_or_else(|e| e.into_inner()) = Some(tx);
         rx
-    }
-
-    /// Bytes waiting to be published.
-    pub fn queued_bytes(&self) -> usize {
-        self.inner.queued_bytes.load(Ordering::Relaxed)
-    }
-
-    /// Resolves once fewer than `limit` bytes wait.
-    pub async fn wait_below(&self, limit: usize) {
-        loop {
-            let notified = self.inner.drained.notified();
-            if self.queued_bytes() < limit {
-                return;
-            }
-            notified.await;
-        }
-    }
-
-    /// Resolves once everything queued so far for the conversations of `paths` is stored:
-    /// `Err` when one of them has a gap (a record JetStream did not store).
-    pub fn barrier(
-        &self,
-        paths: &[Arc<Path>],
-    ) -> impl std::future::Future<Output = Result<(), String>> {
-        let targets: Vec<(ConversationId, u64)> = {
-            let all = self.progress();
-            paths
-                .iter()
-                .filter_map(|p| self.locate(p))
-                .map(|(id, _)| (id, all.get(&id).map_or(0, |p| p.queued)))
-                .collect()
-        };
-        let replicator = self.clone();
-        async move {
-            loop {
-                let notified = replicator.inner.progress.notified();
-                {
-                    let all = replicator.progress();
-                    let mut done = true;
-                    for (id, target) in &targets {
-                        let Some(p) = all.get(id) else { continue };
-                        if let Some((number, why)) = &p.failed {
-                            if number <= target {
-                                return Err(format!("cluster log stream: {why}"));
-                            }
-                        }
-                        done &= p.stored >= *target;
-                    }
-                    if done {
-                        return Ok(());
-                    }
-                }
-                notified.await;
-            }
-        }
     }
 
     /// Records the outcome of `number` of `id` and wakes the barriers.
@@ -314,6 +233,87 @@ impl LogReplicator {
     /// The fencing sequence to publish `id`'s next record with.
     fn last_sequence(&self, id: ConversationId) -> Option<u64> {
         self.progress().get(&id).and_then(|p| p.last_sequence)
+    }
+}
+
+/// The log writer's replica: each write is queued for the publishing task.
+impl Replicator for LogReplicator {
+    /// Queues a write of `path` (ignored for files that are not a conversation's).
+    fn record(&self, path: &Path, op: FileOp, bytes: &[u8]) {
+        let Some((conversation, file)) = self.locate(path) else {
+            return;
+        };
+        let number = {
+            let mut all = self.progress();
+            let entry = all.entry(conversation).or_default();
+            entry.queued += 1;
+            entry.queued
+        };
+        self.inner
+            .queued_bytes
+            .fetch_add(bytes.len(), Ordering::Relaxed);
+        let _ = self.inner.tx.send(Record {
+            number,
+            conversation,
+            file,
+            op,
+            bytes: Bytes::copy_from_slice(bytes),
+        });
+    }
+
+    /// Bytes waiting to be published.
+    fn queued_bytes(&self) -> usize {
+        self.inner.queued_bytes.load(Ordering::Relaxed)
+    }
+
+    /// Resolves once fewer than `limit` bytes wait.
+    fn wait_below(&self, limit: usize) -> BoxFuture<'static, ()> {
+        let replicator = self.clone();
+        Box::pin(async move {
+            loop {
+                let notified = replicator.inner.drained.notified();
+                if replicator.queued_bytes() < limit {
+                    return;
+                }
+                notified.await;
+            }
+        })
+    }
+
+    /// Resolves once everything queued so far for the conversations of `paths` is stored:
+    /// `Err` when one of them has a gap (a record JetStream did not store).
+    fn barrier(&self, paths: &[Arc<Path>]) -> BoxFuture<'static, Result<(), String>> {
+        let targets: Vec<(ConversationId, u64)> = {
+            let all = self.progress();
+            paths
+                .iter()
+                .filter_map(|p| self.locate(p))
+                .map(|(id, _)| (id, all.get(&id).map_or(0, |p| p.queued)))
+                .collect()
+        };
+        let replicator = self.clone();
+        Box::pin(async move {
+            loop {
+                let notified = replicator.inner.progress.notified();
+                {
+                    let all = replicator.progress();
+                    let mut done = true;
+                    for (id, target) in &targets {
+                        let Some(p) = all.get(id) else { continue };
+                        if let Some((number, why)) = &p.failed {
+                            if number <= target {
+                                return Err(format!("cluster log stream: {why}"));
+                            }
+                        }
+                        done &= p.stored >= *target;
+                    }
+                    if done {
+                        return Ok(());
+                    }
+                }
+                notified.await;
+            }
+        })
     }
 }
 
@@ -391,7 +391,7 @@ async fn send(
     for (k, part) in parts.into_iter().enumerate() {
         let mut headers = HeaderMap::new();
         headers.insert("Rt-File", file.as_str());
-        headers.insert("Rt-Op", op.as_str());
+        headers.insert("Rt-Op", op_header(op));
         if count > 1 {
             headers.insert("Rt-Part", format!("{}/{count}", k + 1).as_str());
         }

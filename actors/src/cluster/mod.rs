@@ -6,17 +6,24 @@
 //! design as built is `docs/cluster.md`; the relays between nodes live in the transport
 //! (`src/transport/relay/`).
 //!
-//! Who talks to it: `serve` connects ([`Cluster::connect`]) before the registry opens and hands
-//! the handle to the registry actor (through `RegistryConfig`), which does every create /
-//! rename / delete in the bucket first, keeps its in-memory list as a copy fed by the bucket's
-//! watch, and takes, renews and gives back leases; the log writer publishes through a
-//! [`log_stream::LogReplicator`]; the transport's relays use [`Cluster::client`]; `/health`
-//! and `/metrics` read [`Cluster::status`].
+//! Dependency direction: this module sits above the storage and the registry and implements
+//! the traits they define; they never name it. The log writer's
+//! [`Replicator`](crate::storage::replication::Replicator) is a [`log_stream::LogReplicator`];
+//! the registry's [`ClusterServices`](crate::registry::ClusterServices) (its shared store and
+//! its ownership leases) is a [`RegistryBackend`] (`backend.rs`).
+//!
+//! Who talks to it: `serve` connects ([`Cluster::connect`]) before the registry opens, starts
+//! the log stream's [`LogReplicator`](log_stream::LogReplicator) and hands it to the log
+//! writer, and hands a [`RegistryBackend`] to the registry actor (through `RegistryConfig`),
+//! which does every create / rename / delete in the bucket first, keeps its in-memory list as
+//! a copy fed by the bucket's watch, and takes, renews and gives back leases; the transport's
+//! relays use [`Cluster::client`]; `/health` and `/metrics` read [`Cluster::status`].
 //!
 //! NATS itself reconnects forever (async-nats' default); while it is disconnected `/health`
 //! answers 503 and every registry change answers `Cluster unavailable: …` instead of changing
 //! only this node's copy.
 
+mod backend;
 pub mod lease;
 pub mod log_stream;
 pub mod registry_kv;
@@ -30,7 +37,7 @@ use async_nats::connection::State;
 use async_nats::jetstream;
 use futures_util::StreamExt;
 
-pub use registry_kv::{RegistryChange, RegistryRecord, RegistrySnapshot};
+pub use backend::RegistryBackend;
 
 /// How long one NATS or JetStream request may take before the change it belongs to fails with
 /// `Cluster unavailable` (a registry change is a few KV operations).

@@ -8,20 +8,20 @@
 //! conversation record does not exist; the next claim of that name takes the key over once it
 //! is [`STALE_NAME_CLAIM`] old (a younger one is a create still in flight, and wins).
 //!
-//! Who talks to it: the registry actor (`registry/cluster.rs`) for writes, the snapshot at
-//! start and the watch that keeps every node's in-memory copy current.
+//! Who talks to it: the registry actor, through its [`SharedStore`](crate::registry::SharedStore)
+//! (implemented in `backend.rs`), for writes, the snapshot at start and the watch that keeps
+//! every node's in-memory copy current. The record, change and claim types are the registry's.
 
 use std::time::Duration;
 
 use async_nats::jetstream::{self, kv};
 use bytes::Bytes;
 use futures_util::StreamExt;
-use serde::{Deserialize, Serialize};
 
 use super::{Cluster, ClusterError};
 use crate::ids::ConversationId;
-use crate::registry::naming;
-use crate::storage::registry_file::StoredConversation;
+use crate::naming;
+use crate::registry::{NameClaim, RegistryChange, RegistryRecord, RegistrySnapshot};
 
 /// The bucket's name.
 pub const REGISTRY_BUCKET: &str = "rt_registry";
@@ -30,58 +30,6 @@ pub const REGISTRY_BUCKET: &str = "rt_registry";
 pub const STALE_NAME_CLAIM: Duration = Duration::from_secs(10);
 /// Compare-and-set retries of one rename before it answers `Cluster unavailable`.
 const CAS_ATTEMPTS: usize = 8;
-
-/// One conversation's record in the bucket (`conv.<uuid>`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct RegistryRecord {
-    /// UUIDv4.
-    pub conversation_id: ConversationId,
-    /// Name as given by the client (untrimmed).
-    pub name: String,
-    /// ISO-8601 creation time.
-    pub created_at: String,
-}
-
-impl RegistryRecord {
-    /// The record as the local registry file stores it.
-    pub fn to_stored(&self) -> StoredConversation {
-        StoredConversation {
-            conversation_id: self.conversation_id.to_string(),
-            name: self.name.clone(),
-            created_at: self.created_at.clone(),
-            extra: serde_json::Map::new(),
-        }
-    }
-}
-
-/// A change seen through the watch.
-#[derive(Debug, Clone)]
-pub enum RegistryChange {
-    /// A conversation was created or renamed.
-    Put(RegistryRecord),
-    /// A conversation was deleted.
-    Deleted(ConversationId),
-}
-
-/// Every record in the bucket, and the revision to watch from so that nothing written after
-/// the snapshot is missed (changes already in it may come again: applying them is idempotent).
-#[derive(Debug)]
-pub struct RegistrySnapshot {
-    /// The records, in no particular order.
-    pub records: Vec<RegistryRecord>,
-    /// First revision the watch must deliver.
-    pub watch_from: u64,
-}
-
-/// What a create's name claim found.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum NameClaim {
-    /// The name key now names this conversation.
-    Claimed,
-    /// Another conversation has the name: its name as stored (for the protocol's error).
-    Taken(String),
-}
 
 /// Opens the bucket, creating it on the first node of a new cluster.
 pub(super) async fn open_bucket(js: &jetstream::Context) -> Result<kv::Store, ClusterError> {

@@ -8,9 +8,10 @@
 //! `max_age` the lease time) every third of the lease time, counts the keys then, and counts a
 //! node that appears in between at once (the bucket's watch).
 //!
-//! Who talks to it: the registry's `searchConversationContent` handler
-//! ([`Cluster::search_others`]); `serve` starts [`Cluster::serve_search`] and
-//! [`Cluster::announce_node`].
+//! Who talks to it: the registry's `searchConversationContent` handler, through
+//! [`SharedStore::search_others`](crate::registry::SharedStore::search_others) (implemented in
+//! `backend.rs` with [`Cluster::search_others`]; the registry merges the hits); `serve` starts
+//! [`Cluster::serve_search`] and [`Cluster::announce_node`].
 
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -21,7 +22,6 @@ use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
 
 use super::{Cluster, ClusterError};
-use crate::ids::ConversationId;
 use crate::search::{ContentHit, SearchIndex};
 
 /// Subject of search requests (every node subscribes).
@@ -195,21 +195,4 @@ impl Cluster {
         }
         hits
     }
-}
-
-/// Merges hit lists: the best hit per conversation, best first, at most `max`.
-pub fn merge_hits(lists: Vec<Vec<ContentHit>>, max: usize) -> Vec<ContentHit> {
-    let mut best: std::collections::HashMap<ConversationId, ContentHit> = Default::default();
-    for hit in lists.into_iter().flatten() {
-        match best.get(&hit.conversation) {
-            Some(kept) if kept.score >= hit.score => {}
-            _ => {
-                best.insert(hit.conversation, hit);
-            }
-        }
-    }
-    let mut merged: Vec<ContentHit> = best.into_values().collect();
-    merged.sort_by(|a, b| b.score.total_cmp(&a.score));
-    merged.truncate(max);
-    merged
 }

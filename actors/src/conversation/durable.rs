@@ -242,6 +242,7 @@ impl Conversation {
         if after != before {
             self.setup
                 .registry
+                .events
                 .do_send(ConversationEvent::MessageCount {
                     id: self.setup.id,
                     count: after,

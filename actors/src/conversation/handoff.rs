@@ -297,7 +297,7 @@ impl Conversation {
             running.request.request_id,
             running.request.trace_id
         );
-        let read = self.setup.registry.send(ReadHandoffSource {
+        let read = self.setup.registry.handoff_source.send(ReadHandoffSource {
             named: source,
             destination: self.setup.id,
         });

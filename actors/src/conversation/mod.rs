@@ -4,7 +4,7 @@
 //! history the agent loop reads, pending interactions, and the timers (idle eviction, the
 //! no-clients grace period, interaction time-outs).
 //!
-//! Who talks to it: the [`ConversationRegistry`]
+//! Who talks to it: the [`ConversationRegistry`](crate::registry::ConversationRegistry)
 //! (`Attach`, `Detach`, `Shutdown`, in the registry's mailbox order), the transport's
 //! connections (`DispatcherInvoke` / `DispatcherCall` for the `dispatcher:<id>` channel,
 //! `RegisterClientAgent` / `UnregisterClientAgent` for client-hosted agents), its
@@ -115,7 +115,7 @@ use crate::client::{
 use crate::ids::{ConnectionId, ConversationId, RequestId};
 use crate::metrics::Metrics;
 use crate::outbox::Outbox;
-use crate::registry::{ConversationEvent, ConversationRegistry};
+use crate::registry::{ConversationEvent, GetConversationInfo, ReadHandoffSource};
 use crate::storage::context_meter;
 use crate::storage::display_log::DisplayLog;
 use crate::storage::log_writer::LogWriter;
@@ -209,8 +209,9 @@ pub struct ConversationSetup {
     pub dir: PathBuf,
     /// How long to stay loaded with no clients.
     pub idle_timeout: Duration,
-    /// The registry, told about idle timeouts and count changes.
-    pub registry: Addr<ConversationRegistry>,
+    /// The way up to the registry that loaded it: idle timeouts and count changes, a
+    /// handoff's source, the record `@system session` shows.
+    pub registry: RegistryHandle,
     /// Shared counters.
     pub metrics: Arc<Metrics>,
     /// Agent, storage and timing settings.
@@ -220,6 +221,42 @@ pub struct ConversationSetup {
     /// Set by the registry while a socket subscribes to the conversation list: only then is
     /// each client-count change also reported (`ConversationEvent::ClientCount`).
     pub list_watched: Arc<AtomicBool>,
+}
+
+/// What a conversation sends up to the registry that loaded it, one [`Recipient`] per message:
+/// the conversation holds this rather than the registry's address, so it does not name the
+/// registry actor (the registry holds the conversations' addresses; the dependency points one
+/// way). Cheap to clone.
+#[derive(Clone)]
+pub struct RegistryHandle {
+    /// Idle timeouts, client and message counts ([`ConversationEvent`], `do_send`: they keep
+    /// their order and never wait for room).
+    pub events: Recipient<ConversationEvent>,
+    /// A handoff's source, found by id or name and read ([`ReadHandoffSource`]).
+    pub handoff_source: Recipient<ReadHandoffSource>,
+    /// The conversation's record for `@system session` ([`GetConversationInfo`]).
+    pub info: Recipient<GetConversationInfo>,
+}
+
+impl RegistryHandle {
+    /// The handle on `registry`, any actor that answers the three messages (the registry, or
+    /// a test's stand-in).
+    pub fn new<A>(registry: &Addr<A>) -> RegistryHandle
+    where
+        A: Actor
+            + Handler<ConversationEvent>
+            + Handler<ReadHandoffSource>
+            + Handler<GetConversationInfo>,
+        A::Context: actix::dev::ToEnvelope<A, ConversationEvent>
+            + actix::dev::ToEnvelope<A, ReadHandoffSource>
+            + actix::dev::ToEnvelope<A, GetConversationInfo>,
+    {
+        RegistryHandle {
+            events: registry.clone().recipient(),
+            handoff_source: registry.clone().recipient(),
+            info: registry.clone().recipient(),
+        }
+    }
 }
 
 /// One joined client, as the conversation sees it.
@@ -396,6 +433,7 @@ impl Conversation {
         if before != count && self.setup.list_watched.load(Ordering::Relaxed) {
             self.setup
                 .registry
+                .events
                 .do_send(ConversationEvent::ClientCount { id: self.setup.id });
         }
     }
@@ -452,11 +490,14 @@ impl Conversation {
                 act.arm_idle_timer(ctx);
                 return;
             }
-            act.setup.registry.do_send(ConversationEvent::IdleExpired {
-                id: act.setup.id,
-                generation: act.setup.generation,
-                attaches_seen: act.attaches_seen,
-            });
+            act.setup
+                .registry
+                .events
+                .do_send(ConversationEvent::IdleExpired {
+                    id: act.setup.id,
+                    generation: act.setup.generation,
+                    attaches_seen: act.attaches_seen,
+                });
         }));
     }
 

@@ -577,6 +577,7 @@ impl Conversation {
         let record = self
             .setup
             .registry
+            .info
             .send(GetConversationInfo { id: self.setup.id });
         let addr = ctx.address();
         self.spawn_for_running(

@@ -5,8 +5,9 @@
 //! holds; the waiting and linking run on a thread of their own
 //! ([`snapshot::take`]), so the registry's mailbox is not held up.
 //!
-//! In a cluster the conversations' directories in the snapshot are rebuilt from the log
-//! stream (the node's own copies may be partial or old).
+//! In a cluster the conversations' directories in the snapshot are rebuilt from the cluster's
+//! copy ([`SharedStore::restore`](super::SharedStore::restore); the node's own copies may be
+//! partial or old).
 //!
 //! Talks to: the server's `GET /backup` route.
 
@@ -55,7 +56,7 @@ impl Handler<SnapshotInstance> for ConversationRegistry {
                 for id in ids {
                     let rel = conversations.join(id.to_string());
                     cluster
-                        .restore_conversation(id, &snapshot.dir.join(&rel))
+                        .restore(id, snapshot.dir.join(&rel))
                         .await
                         .map_err(|e| format!("backup: {e}"))?;
                     snapshot

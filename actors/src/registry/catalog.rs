@@ -1,5 +1,5 @@
 //! The catalog of conversations: create, rename, delete, list and find, whether an id
-//! exists, and one conversation's record ([`GetConversationInfo`]). Names follow [`naming`](super::naming); every change is journaled and answered
+//! exists, and one conversation's record ([`GetConversationInfo`]). Names follow [`naming`](crate::naming); every change is journaled and answered
 //! only once it is durable.
 //!
 //! Talks to: the transport's connections (the messages below) and, for a delete, the
@@ -10,9 +10,11 @@ use actix::prelude::*;
 use tokio::sync::oneshot;
 
 use super::watchers::ChangeKind;
-use super::{naming, new_stored, storage_error, ConversationRegistry, Entry, LoadState};
+use super::{new_stored, storage_error, ConversationRegistry, Entry, LoadState};
 use crate::conversation::{Shutdown, ShutdownReason};
+use crate::naming;
 use crate::protocol::{ContentMatch, ConversationInfo, ConversationMatch, RpcError, RpcResult};
+use crate::search::ContentHit;
 use crate::storage::journal::JournalRecord;
 
 /// `nameCollisionBehavior` of `createConversation` / `renameConversation`, read once from the
@@ -212,10 +214,11 @@ impl Handler<SearchConversationContent> for ConversationRegistry {
             return Box::pin(fut::ready(Ok(Vec::new())));
         };
         // In a cluster the other nodes' indexes are asked too (each holds what it wrote).
-        let others = self.config.cluster.clone().map(|cluster| {
-            let (query, max) = (msg.query.clone(), msg.max_matches);
-            async move { cluster.search_others(query, max).await }
-        });
+        let others = self
+            .config
+            .cluster
+            .as_ref()
+            .map(|cluster| cluster.search_others(msg.query.clone(), msg.max_matches));
         let max = msg.max_matches;
         let asked = search.query(msg.query, msg.max_matches);
         let asked =
@@ -234,10 +237,7 @@ impl Handler<SearchConversationContent> for ConversationRegistry {
             let hits = if remote.is_empty() {
                 hits
             } else {
-                crate::cluster::search::merge_hits(
-                    vec![hits, remote],
-                    crate::search::effective_max(max),
-                )
+                merge_hits(vec![hits, remote], crate::search::effective_max(max))
             };
             // Names and counts are the registry's, as of now; a conversation deleted since it
             // was indexed is not named.
@@ -255,6 +255,24 @@ impl Handler<SearchConversationContent> for ConversationRegistry {
                 .collect())
         }))
     }
+}
+
+/// Merges hit lists (this node's and the other nodes'): the best hit per conversation, best
+/// first, at most `max`.
+fn merge_hits(lists: Vec<Vec<ContentHit>>, max: usize) -> Vec<ContentHit> {
+    let mut best: std::collections::HashMap<ConversationId, ContentHit> = Default::default();
+    for hit in lists.into_iter().flatten() {
+        match best.get(&hit.conversation) {
+            Some(kept) if kept.score >= hit.score => {}
+            _ => {
+                best.insert(hit.conversation, hit);
+            }
+        }
+    }
+    let mut merged: Vec<ContentHit> = best.into_values().collect();
+    merged.sort_by(|a, b| b.score.total_cmp(&a.score));
+    merged.truncate(max);
+    merged
 }
 
 /// `renameConversation(id, newName, options)`.
@@ -347,26 +365,22 @@ impl Handler<DeleteConversation> for ConversationRegistry {
         let Some(cluster) = self.config.cluster.clone() else {
             return self.delete_local(id);
         };
-        // In a cluster the record goes from the bucket first; joins here already answer
+        // In a cluster the record goes from the shared store first; joins here already answer
         // `Conversation not found`, and the watch's echo of the delete is ignored (`deleting`).
         self.entries.get_mut(&id).expect("looked up").deleting = true;
-        Box::pin(
-            async move { cluster.delete_conversation(id).await }
-                .into_actor(self)
-                .then(
-                    move |res, act, _| -> ResponseActFuture<Self, RpcResult<()>> {
-                        match res {
-                            Ok(()) => act.delete_local(id),
-                            Err(e) => {
-                                if let Some(entry) = act.entries.get_mut(&id) {
-                                    entry.deleting = false;
-                                }
-                                Box::pin(fut::ready(Err(RpcError::ClusterUnavailable(e.0))))
-                            }
+        Box::pin(cluster.delete(id).into_actor(self).then(
+            move |res, act, _| -> ResponseActFuture<Self, RpcResult<()>> {
+                match res {
+                    Ok(()) => act.delete_local(id),
+                    Err(e) => {
+                        if let Some(entry) = act.entries.get_mut(&id) {
+                            entry.deleting = false;
                         }
-                    },
-                ),
-        )
+                        Box::pin(fut::ready(Err(RpcError::ClusterUnavailable(e.0))))
+                    }
+                }
+            },
+        ))
     }
 }
 

@@ -8,9 +8,10 @@
 
 use actix::prelude::*;
 
-use super::{naming, ConversationRegistry, LoadState};
+use super::{ConversationRegistry, LoadState};
 use crate::conversation::{read_chat_tail, HandoffError, ReadChatWindow, SourceHistory};
 use crate::ids::ConversationId;
+use crate::naming;
 
 /// The source of a handoff into `destination`: the conversation `named` (an id, else a name
 /// compared trimmed and without case) and the newest part of its chat history, within the

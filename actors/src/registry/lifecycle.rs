@@ -16,7 +16,9 @@ use tokio::sync::oneshot;
 use super::{
     new_stored, ConversationRegistry, LoadState, RegistryConfig, DEFAULT_CONVERSATION_NAME,
 };
-use crate::conversation::{Conversation, ConversationSetup, Shutdown, ShutdownReason};
+use crate::conversation::{
+    Conversation, ConversationSetup, RegistryHandle, Shutdown, ShutdownReason,
+};
 use crate::metrics::Metrics;
 use crate::storage::journal::RegistryWriter;
 use crate::storage::registry_file::StoredConversation;
@@ -96,7 +98,7 @@ impl ConversationRegistry {
             log::info!("swept {swept} ephemeral conversations left by crashed clients");
         }
         // In a cluster the `default` conversation is created in the shared registry, once
-        // for all nodes (`start_cluster_sync`).
+        // for all nodes (`start_shared_sync`).
         if reg.entries.is_empty() && reg.config.cluster.is_none() {
             let id = ConversationId::new_random();
             reg.insert_entry(id, &new_stored(id, DEFAULT_CONVERSATION_NAME.to_string()));
@@ -172,7 +174,7 @@ impl ConversationRegistry {
         ctx: &mut Context<Self>,
     ) -> Addr<Conversation> {
         let arbiter = self.pick_arbiter();
-        let registry = ctx.address();
+        let registry = RegistryHandle::new(&ctx.address());
         let entry = self.entries.get_mut(&id).expect("loading a known entry");
         entry.generation += 1;
         entry.attaches_sent = 0;

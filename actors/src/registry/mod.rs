@@ -17,10 +17,16 @@
 //! - `handoff.rs`: a handoff's source found and its history read ([`ReadHandoffSource`]).
 //! - `watchers.rs`: the live conversation list (`subscribeConversations`, a Roundtable
 //!   extension): changes pushed to subscribed sockets, count updates coalesced.
-//! - [`naming`]: the name rules (length, uniqueness key, `appendNumber`, find scoring).
-//! - `cluster.rs` (`serve --cluster`): this node's copy of the registry in the cluster's KV
-//!   bucket, and creates / renames written there first.
-//! - `ownership.rs` (`serve --cluster`): the leases that decide which node runs a conversation.
+//! - [`naming`] (`crate::naming`, shared with the cluster): the name rules (length,
+//!   uniqueness key, `appendNumber`, find scoring).
+//! - `shared.rs` (`serve --cluster`): this node's copy of the registry shared by the cluster,
+//!   and creates / renames / deletes written there first ([`SharedStore`]).
+//! - `ownership.rs` (`serve --cluster`): the leases that decide which node runs a conversation
+//!   ([`OwnershipService`]).
+//!
+//! In a cluster the registry talks to the other nodes only through [`ClusterServices`], the
+//! two traits above, which the cluster module implements: the registry defines what it needs,
+//! and names nothing of the cluster or NATS.
 //!
 //! # Implementation notes
 //! Each entry is in one of these states (`LoadState`, plus the `deleting` flag):
@@ -40,12 +46,11 @@
 
 mod backup;
 mod catalog;
-mod cluster;
 mod handoff;
 mod lifecycle;
 mod membership;
-pub mod naming;
 mod ownership;
+mod shared;
 mod watchers;
 
 use std::collections::{BTreeMap, HashMap};
@@ -59,6 +64,9 @@ use tokio::sync::oneshot;
 
 use crate::conversation::{Attach, Conversation, RuntimeConfig};
 use crate::metrics::Metrics;
+/// The name rules live below the registry (the cluster's name keys use them too); kept
+/// reachable here, where clients of the crate found them first.
+pub use crate::naming;
 use crate::protocol::{ConversationInfo, RpcError, RpcResult};
 use crate::storage::journal::JournalRecord;
 use crate::storage::journal::RegistryWriter;
@@ -71,10 +79,14 @@ pub use catalog::{
     FindConversations, GetConversationInfo, ListConversations, RenameConversation,
     SearchConversationContent,
 };
-pub use cluster::{start_cluster_sync, ClusterChange, ClusterSnapshot};
 pub use handoff::ReadHandoffSource;
 pub use lifecycle::{ConversationEvent, ShutdownRegistry};
 pub use membership::{JoinConversation, JoinLease, Joined, LeaveConversation, Pending};
+pub use ownership::{Lease, OwnershipService};
+pub use shared::{
+    start_shared_sync, ChangeStream, NameClaim, RegistryChange, RegistryRecord, RegistrySnapshot,
+    SharedChange, SharedCounts, SharedError, SharedSnapshot, SharedStore,
+};
 pub use watchers::{
     ChangeKind, ConversationsChanged, SubscribeConversations, UnsubscribeConversations,
     CONVERSATIONS_CHANGED, UPDATE_INTERVAL,
@@ -101,11 +113,18 @@ pub struct RegistryConfig {
     pub metrics: Arc<Metrics>,
     /// Agent and storage settings every conversation shares.
     pub runtime: Arc<RuntimeConfig>,
-    /// `serve --cluster`: the shared registry in NATS KV. Every create / rename / delete is
-    /// written there first; the entries here are this node's copy, fed by its watch
-    /// (`cluster.rs`). `None`: a single node, the files are the truth.
-    pub cluster: Option<crate::cluster::Cluster>,
+    /// `serve --cluster`: the registry shared by the nodes and the ownership leases. Every
+    /// create / rename / delete is written there first; the entries here are this node's copy,
+    /// fed by its watch (`shared.rs`). `None`: a single node, the files are the truth.
+    pub cluster: Option<Arc<dyn ClusterServices>>,
 }
+
+/// What the registry needs of the other nodes in a cluster: the shared list of conversations
+/// and the ownership leases, in one object (a cluster has both or neither). Implemented by the
+/// cluster module for every type that implements the two traits.
+pub trait ClusterServices: SharedStore + OwnershipService {}
+
+impl<T: SharedStore + OwnershipService> ClusterServices for T {}
 
 /// Whether a conversation's actor runs (see the table under "Implementation notes").
 enum LoadState {

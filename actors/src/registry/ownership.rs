@@ -1,53 +1,92 @@
 //! Ownership in a cluster (`serve --cluster`, docs/cluster.md "Ownership"): a conversation is
-//! loaded only by the node holding its lease in `rt_owners` ([`Ownership`]). A join of an
-//! unloaded conversation takes the lease first (and brings the conversation's files current
-//! from the log stream); when another node holds it the join answers
-//! [`RpcError::OnOtherNode`] and the transport relays it there. Leases are renewed on a timer;
-//! a lost one stops the actor at once (`ShutdownReason::Moved`); an eviction, a delete or the
-//! server's stop gives it back, and so does a failed write to the log stream
-//! ([`StreamWriteFailed`]: the conversation is rebuilt from the stream on its next join).
+//! loaded only by the node holding its lease ([`Ownership`]). A join of an unloaded
+//! conversation takes the lease first (and brings the conversation's files current from the
+//! cluster's copy); when another node holds it the join answers [`RpcError::OnOtherNode`] and
+//! the transport relays it there. Leases are renewed on a timer; a lost one stops the actor at
+//! once (`ShutdownReason::Moved`); an eviction, a delete or the server's stop gives it back,
+//! and so does a failed write to the cluster's copy ([`StreamWriteFailed`]: the conversation
+//! is rebuilt from it on its next join).
+//!
+//! The registry defines what it needs of the leases here ([`OwnershipService`], [`Lease`]);
+//! the cluster module implements it (`cluster/backend.rs`, over the `rt_owners` bucket and the
+//! log stream), so nothing here names NATS.
 //!
 //! Who talks to it: the registry's join handler (`membership.rs`), eviction and delete
 //! (`lifecycle.rs`, `catalog.rs`), its `started` (renewals) and shutdown (`take_leases`).
 
 use std::collections::{HashMap, HashSet};
-use std::path::Path;
+use std::path::PathBuf;
+use std::time::Duration;
 
 use actix::prelude::*;
+use futures_util::future::BoxFuture;
+use futures_util::stream::BoxStream;
 use tokio::sync::oneshot;
 
+use super::shared::SharedError;
 use super::{ConversationRegistry, JoinConversation, Joined, LoadState, Pending};
-use crate::cluster::lease::Lease;
-use crate::cluster::{Cluster, ClusterError};
 use crate::conversation::ShutdownReason;
 use crate::ids::ConversationId;
 use crate::protocol::{RpcError, RpcResult};
-use crate::storage::log_writer::LogWriter;
 
-/// Makes `dir` hold `id`'s files as the log stream has them, once this node has taken its
-/// lease: kept as they are when this process wrote them last and nobody wrote after it (an
-/// eviction and a reload here need no restore), else rebuilt from the stream. Answers the
-/// stream sequence the conversation's next write is fenced on.
-async fn bring_files_current(
-    cluster: &Cluster,
-    log_writer: &LogWriter,
-    id: ConversationId,
-    dir: &Path,
-) -> Result<u64, ClusterError> {
-    let current = log_writer.replicated_through(id);
-    if current.is_some() && dir.is_dir() {
-        let last = cluster.last_log_sequence(id).await?;
-        if Some(last) == current {
-            log::info!(
-                "conversation {id}: owned by this node; its files are current (stream \
-                 sequence {last})"
-            );
-            return Ok(last);
-        }
-    }
-    let (records, last) = cluster.restore_conversation(id, dir).await?;
-    log::info!("conversation {id}: owned by this node; {records} log records restored");
-    Ok(last)
+/// What taking a lease found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Lease {
+    /// This node owns the conversation, and its directory holds the files as the cluster has
+    /// them.
+    Owned {
+        /// The lease's revision: the next renewal's compare-and-set.
+        revision: u64,
+        /// Where the conversation's shared copy stands: its next write is fenced on it
+        /// ([`OwnershipService::fence`]).
+        fence: u64,
+    },
+    /// Another node owns it (its name).
+    OwnedBy(String),
+}
+
+/// The ownership leases, as the registry uses them: one node at a time runs a conversation.
+/// Futures own what they need (`'static`), so the actor can spawn them.
+pub trait OwnershipService: Send + Sync + 'static {
+    /// How long a lease lasts without renewal (it is renewed every third of that).
+    fn lease_time(&self) -> Duration;
+
+    /// Takes `id`'s lease, or says who holds it. Once taken, makes `dir` hold the
+    /// conversation's files as the cluster has them (kept when they are current already); if
+    /// that fails the lease is given back and the error answered.
+    fn acquire(
+        &self,
+        id: ConversationId,
+        dir: PathBuf,
+    ) -> BoxFuture<'static, Result<Lease, SharedError>>;
+
+    /// This node now runs `id` from the files [`acquire`](OwnershipService::acquire) brought
+    /// current: its later writes to the cluster's copy are fenced on `fence` (refused once
+    /// another owner wrote), and an earlier write failure is forgotten.
+    fn fence(&self, id: ConversationId, fence: u64);
+
+    /// Renews the lease held at `revision`: the new revision, or an error when it was lost.
+    fn renew(
+        &self,
+        id: ConversationId,
+        revision: u64,
+    ) -> BoxFuture<'static, Result<u64, SharedError>>;
+
+    /// Gives the lease held at `revision` back (one another node took meanwhile stays).
+    fn release(&self, id: ConversationId, revision: u64) -> BoxFuture<'static, ()>;
+
+    /// The conversations whose write to the cluster's copy failed, each once per failure (the
+    /// registry stops them and gives their lease up). A second call replaces the first stream.
+    fn write_failures(&self) -> BoxStream<'static, ConversationId>;
+
+    /// For `/health`: this node holds `count` leases now.
+    fn count_owned(&self, count: usize);
+
+    /// For `/health`: a renewal succeeded.
+    fn count_renewal(&self);
+
+    /// For `/health`: a lease was lost (not renewed, or given up after a failed write).
+    fn count_lease_lost(&self);
 }
 
 /// The ownership leases this node holds, and the joins waiting for one to be taken.
@@ -112,21 +151,7 @@ impl ConversationRegistry {
             .push((msg, tx));
         if first {
             let cluster = self.config.cluster.clone().expect("cluster mode");
-            let dir = self.config.layout.conversation_dir(&id);
-            let log_writer = self.config.runtime.log_writer.clone();
-            let work = async move {
-                let lease = cluster.acquire_lease(id).await?;
-                let Lease::Owned(revision) = lease else {
-                    return Ok((lease, 0));
-                };
-                match bring_files_current(&cluster, &log_writer, id, &dir).await {
-                    Ok(last_sequence) => Ok((lease, last_sequence)),
-                    Err(e) => {
-                        cluster.release_lease(id, revision).await;
-                        Err(e)
-                    }
-                }
-            };
+            let work = cluster.acquire(id, self.config.layout.conversation_dir(&id));
             ctx.spawn(
                 work.into_actor(self)
                     .map(move |lease, act, ctx| act.lease_decided(id, lease, ctx)),
@@ -143,19 +168,15 @@ impl ConversationRegistry {
     fn lease_decided(
         &mut self,
         id: ConversationId,
-        lease: Result<(Lease, u64), ClusterError>,
+        lease: Result<Lease, SharedError>,
         ctx: &mut Context<Self>,
     ) {
-        let (lease, last_sequence) = match lease {
-            Ok((lease, last)) => (Ok(lease), last),
-            Err(e) => (Err(e), 0),
-        };
         let waiting = self.ownership.acquiring.remove(&id).unwrap_or_default();
         let gone = self.stopping || self.entries.get(&id).is_none_or(|e| e.deleting);
         match lease {
-            Ok(Lease::Owned(revision)) if gone => {
-                if let Some(cluster) = self.config.cluster.clone() {
-                    actix::spawn(async move { cluster.release_lease(id, revision).await });
+            Ok(Lease::Owned { revision, .. }) if gone => {
+                if let Some(cluster) = &self.config.cluster {
+                    actix::spawn(cluster.release(id, revision));
                 }
                 for (_, tx) in waiting {
                     let _ = tx.send(answered(Err(RpcError::ConversationNotFound(
@@ -163,11 +184,10 @@ impl ConversationRegistry {
                     ))));
                 }
             }
-            Ok(Lease::Owned(revision)) => {
-                self.config
-                    .runtime
-                    .log_writer
-                    .replication_begins(id, last_sequence);
+            Ok(Lease::Owned { revision, fence }) => {
+                if let Some(cluster) = &self.config.cluster {
+                    cluster.fence(id, fence);
+                }
                 self.ownership.leases.insert(id, revision);
                 self.count_owned();
                 if let Some(search) = &self.config.runtime.search {
@@ -199,7 +219,7 @@ impl ConversationRegistry {
 
     fn count_owned(&self) {
         if let Some(cluster) = &self.config.cluster {
-            cluster.stats().set_owned(self.ownership.leases.len());
+            cluster.count_owned(self.ownership.leases.len());
         }
     }
 
@@ -209,8 +229,8 @@ impl ConversationRegistry {
             return;
         };
         self.count_owned();
-        if let Some(cluster) = self.config.cluster.clone() {
-            actix::spawn(async move { cluster.release_lease(id, revision).await });
+        if let Some(cluster) = &self.config.cluster {
+            actix::spawn(cluster.release(id, revision));
         }
     }
 
@@ -222,10 +242,9 @@ impl ConversationRegistry {
         let cluster = self.config.cluster.clone();
         async move {
             if let Some(cluster) = cluster {
-                let releases = leases.into_iter().map(|(id, revision)| {
-                    let cluster = cluster.clone();
-                    async move { cluster.release_lease(id, revision).await }
-                });
+                let releases = leases
+                    .into_iter()
+                    .map(|(id, revision)| cluster.release(id, revision));
                 futures_util::future::join_all(releases).await;
             }
         }
@@ -238,12 +257,8 @@ impl ConversationRegistry {
             return;
         };
         ctx.run_interval(cluster.lease_time() / 3, |act, ctx| act.renew_leases(ctx));
-        if let Some(failures) = self.config.runtime.log_writer.replication_failures() {
-            let failures = futures_util::stream::unfold(failures, |mut rx| async move {
-                rx.recv().await.map(|id| (StreamWriteFailed(id), rx))
-            });
-            ctx.add_stream(failures);
-        }
+        let failures = futures_util::StreamExt::map(cluster.write_failures(), StreamWriteFailed);
+        ctx.add_stream(failures);
     }
 
     fn renew_leases(&mut self, ctx: &mut Context<Self>) {
@@ -261,8 +276,8 @@ impl ConversationRegistry {
             .map(|(k, v)| (*k, *v))
             .collect();
         let work = futures_util::future::join_all(held.into_iter().map(move |(id, revision)| {
-            let cluster = cluster.clone();
-            async move { (id, revision, cluster.renew_lease(id, revision).await) }
+            let renewal = cluster.renew(id, revision);
+            async move { (id, revision, renewal.await) }
         }));
         ctx.spawn(work.into_actor(self).map(|results, act, ctx| {
             act.ownership.renewing = false;
@@ -274,7 +289,7 @@ impl ConversationRegistry {
                     Ok(revision) => {
                         act.ownership.leases.insert(id, revision);
                         if let Some(cluster) = &act.config.cluster {
-                            cluster.stats().count_renewal();
+                            cluster.count_renewal();
                         }
                     }
                     Err(e) => act.lease_lost(id, e, ctx),
@@ -285,19 +300,19 @@ impl ConversationRegistry {
 
     /// The lease of `id` could not be renewed: another node may own it now, so this node's
     /// actor stops at once (its clients' channels close; they join again and reach the owner).
-    fn lease_lost(&mut self, id: ConversationId, why: ClusterError, ctx: &mut Context<Self>) {
+    fn lease_lost(&mut self, id: ConversationId, why: SharedError, ctx: &mut Context<Self>) {
         self.ownership.leases.remove(&id);
         self.count_owned();
         if let Some(cluster) = &self.config.cluster {
-            cluster.stats().count_lease_lost();
+            cluster.count_lease_lost();
         }
         log::warn!("conversation {id}: ownership lease lost ({why}); stopping it here");
         self.stop_live(id, ShutdownReason::Moved, ctx);
     }
 }
 
-/// A conversation's write to the log stream failed (refused by fencing, or NATS gone): its
-/// files here now differ from the stream, so this node stops it and gives its lease up; the
+/// A conversation's write to the cluster's copy failed (refused by fencing, or the cluster
+/// gone): its files here now differ from the stream, so this node stops it and gives its lease up; the
 /// next join (here or anywhere) rebuilds it from the stream.
 pub(super) struct StreamWriteFailed(
     /// The conversation.
@@ -312,15 +327,15 @@ impl StreamHandler<StreamWriteFailed> for ConversationRegistry {
         };
         self.lease_lost(
             id,
-            ClusterError("a write to the log stream failed".into()),
+            SharedError("a write to the log stream failed".into()),
             ctx,
         );
-        if let Some(cluster) = self.config.cluster.clone() {
-            actix::spawn(async move { cluster.release_lease(id, revision).await });
+        if let Some(cluster) = &self.config.cluster {
+            actix::spawn(cluster.release(id, revision));
         }
     }
 
     fn finished(&mut self, _ctx: &mut Self::Context) {
-        // The log writer's replicator stopped: nothing more will be reported.
+        // The cluster's replica stopped: nothing more will be reported.
     }
 }

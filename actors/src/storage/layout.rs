@@ -46,10 +46,6 @@ impl Layout {
     pub fn conversation_dir(&self, id: &ConversationId) -> PathBuf {
         self.conversations_dir().join(id.to_string())
     }
-    /// Instance storage of one agent, shared by all conversations.
-    pub fn agent_dir(&self, agent: &str) -> PathBuf {
-        self.root.join(agent)
-    }
 }
 
 /// Removes a conversation's persist directory (if any) and makes the removal durable.

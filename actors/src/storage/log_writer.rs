@@ -8,7 +8,9 @@
 //! Who talks to it: [`Conversation`](crate::conversation::Conversation) actors (appends, syncs,
 //! `written` before reading back what they no longer hold in memory, `close` on eviction and
 //! shutdown, `retire` on delete, `replace` for `@compact`), and a backup
-//! [`snapshot`](super::snapshot) (`hold`).
+//! [`snapshot`](super::snapshot) (`hold`). It talks to a [`Replicator`] when it has one
+//! (`serve --cluster`): every append and replace is handed to it too, barriers and replaces
+//! also wait for it, and its queue counts toward backpressure.
 //!
 //! # Guarantees
 //! - Appends to one file keep their order, and every job is done in the order it was queued, so
@@ -49,8 +51,8 @@ use tokio::sync::oneshot;
 use super::durable::{create_dir_durable, private_file_options, write_atomic};
 use super::faults;
 use super::group_commit::{Committer, GroupCommit};
+use super::replication::{FileOp, Replicator};
 use super::snapshot::Hold;
-use crate::cluster::log_stream::{FileOp, LogReplicator};
 use crate::metrics::Metrics;
 
 /// Queued bytes past which producers pause.
@@ -97,9 +99,10 @@ enum Job {
 pub struct LogWriter {
     /// The thread and its queue, weighed in bytes of appends and replaces.
     queue: GroupCommit<WriterState>,
-    /// `serve --cluster`: every conversation file write is also published to the cluster's
-    /// log stream, and barriers wait for JetStream as well as for the disk.
-    replicator: Option<LogReplicator>,
+    /// `serve --cluster`: every conversation file write is also handed to this replica (the
+    /// cluster's log stream), and barriers wait for it as well as for the disk. `None`: the
+    /// disk is the only copy.
+    replicator: Option<Arc<dyn Replicator>>,
 }
 
 impl LogWriter {
@@ -121,36 +124,26 @@ impl LogWriter {
         }
     }
 
-    /// This writer with conversation file writes also published to the cluster's log stream.
-    pub fn replicated(mut self, replicator: LogReplicator) -> LogWriter {
+    /// This writer with conversation file writes also handed to `replicator`.
+    pub fn replicated(mut self, replicator: Arc<dyn Replicator>) -> LogWriter {
         self.replicator = Some(replicator);
         self
     }
 
-    /// In a cluster: this node now owns `id`, whose files were just rebuilt from the log
-    /// stream up to `last_sequence`; later writes are fenced on it (see
-    /// [`LogReplicator::begin`]).
-    pub fn replication_begins(&self, id: crate::ids::ConversationId, last_sequence: u64) {
+    /// The replication hook of every write: hands it to the replica, if any, before it is
+    /// queued for the disk (so a barrier queued after it covers it in both).
+    fn replicate(&self, path: &Path, op: FileOp, bytes: &[u8]) {
         if let Some(r) = &self.replicator {
-            r.begin(id, last_sequence);
+            r.record(path, op, bytes);
         }
     }
 
-    /// In a cluster: the stream sequence this process's files of `id` are current through
-    /// (see [`LogReplicator::current_through`]).
-    pub fn replicated_through(&self, id: crate::ids::ConversationId) -> Option<u64> {
-        self.replicator.as_ref()?.current_through(id)
+    /// Bytes the replica has not stored yet (0 without one).
+    fn replica_backlog(&self) -> usize {
+        self.replicator.as_ref().map_or(0, |r| r.queued_bytes())
     }
 
-    /// In a cluster: where conversations whose stream write failed are reported (see
-    /// [`LogReplicator::failures`]); `None` on a single node.
-    pub fn replication_failures(
-        &self,
-    ) -> Option<tokio::sync::mpsc::UnboundedReceiver<crate::ids::ConversationId>> {
-        self.replicator.as_ref().map(LogReplicator::failures)
-    }
-
-    /// Resolves with the local outcome, then (in a cluster) with the stream's.
+    /// Resolves with the local outcome, then (with a replica) with the replica's.
     fn also_stored(
         &self,
         local: oneshot::Receiver<Result<(), String>>,
@@ -183,9 +176,7 @@ impl LogWriter {
     /// Queues an append. A failure is reported to the next [`sync`](LogWriter::sync) that
     /// names the file (and to `/health`).
     pub fn append(&self, path: &Arc<Path>, bytes: Vec<u8>) {
-        if let Some(r) = &self.replicator {
-            r.record(path, FileOp::Append, &bytes);
-        }
+        self.replicate(path, FileOp::Append, &bytes);
         self.send(Job::Append(path.clone(), bytes, true));
     }
 
@@ -193,19 +184,13 @@ impl LogWriter {
     /// record that start-up recovery can rebuild): a failure goes to the log and `/health`
     /// only, so it cannot fail a later, unrelated acknowledgement.
     pub fn append_unreported(&self, path: &Arc<Path>, bytes: Vec<u8>) {
-        if let Some(r) = &self.replicator {
-            r.record(path, FileOp::Append, &bytes);
-        }
+        self.replicate(path, FileOp::Append, &bytes);
         self.send(Job::Append(path.clone(), bytes, false));
     }
 
     /// Whether producers should pause (more than [`QUEUE_HIGH_WATER`] bytes queued).
     pub fn backlogged(&self) -> bool {
-        self.queue.queued_weight() > QUEUE_HIGH_WATER
-            || self
-                .replicator
-                .as_ref()
-                .is_some_and(|r| r.queued_bytes() > QUEUE_HIGH_WATER)
+        self.queue.queued_weight() > QUEUE_HIGH_WATER || self.replica_backlog() > QUEUE_HIGH_WATER
     }
 
     /// Bytes queued and not yet written.
@@ -227,10 +212,7 @@ impl LogWriter {
         let (tx, rx) = oneshot::channel();
         let replicated = self.replicator.is_some().then(|| paths.clone());
         self.send(Job::Sync(paths, tx));
-        match replicated {
-            Some(paths) => self.also_stored(rx, &paths),
-            None => rx,
-        }
+        self.also_stored(rx, replicated.as_deref().unwrap_or_default())
     }
 
     /// Resolves once every append queued so far has been written to its file (the fsync may
@@ -251,9 +233,7 @@ impl LogWriter {
         bytes: Vec<u8>,
     ) -> oneshot::Receiver<Result<(), String>> {
         let (tx, rx) = oneshot::channel();
-        if let Some(r) = &self.replicator {
-            r.record(path, FileOp::Replace, &bytes);
-        }
+        self.replicate(path, FileOp::Replace, &bytes);
         self.send(Job::Replace(path.clone(), bytes, tx));
         self.also_stored(rx, std::slice::from_ref(path))
     }
@@ -712,5 +692,78 @@ mod tests {
             .is_err());
         block_on(writer.sync(vec![log.clone()])).unwrap().unwrap();
         assert!(!conversation.exists());
+    }
+
+    /// A replica that records what it was handed and fails barriers with `failure`, if set.
+    #[derive(Default)]
+    struct FakeReplica {
+        /// Each write it was handed: the file name, the op, the bytes.
+        writes: std::sync::Mutex<Vec<(String, FileOp, Vec<u8>)>>,
+        /// What every barrier fails with (`None`: they succeed).
+        failure: std::sync::Mutex<Option<String>>,
+        /// What `queued_bytes` reports.
+        queued: std::sync::atomic::AtomicUsize,
+    }
+
+    impl Replicator for FakeReplica {
+        fn record(&self, path: &Path, op: FileOp, bytes: &[u8]) {
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            self.writes.lock().unwrap().push((name, op, bytes.to_vec()));
+        }
+        fn queued_bytes(&self) -> usize {
+            self.queued.load(std::sync::atomic::Ordering::Relaxed)
+        }
+        fn wait_below(&self, _limit: usize) -> futures_util::future::BoxFuture<'static, ()> {
+            Box::pin(async {})
+        }
+        fn barrier(
+            &self,
+            _paths: &[Arc<Path>],
+        ) -> futures_util::future::BoxFuture<'static, Result<(), String>> {
+            let answer = self.failure.lock().unwrap().clone().map_or(Ok(()), Err);
+            Box::pin(async move { answer })
+        }
+    }
+
+    /// With a replica, every append and replace is handed to it too, a barrier answers the
+    /// replica's failure once the disk's part succeeded, and the replica's queue counts toward
+    /// backpressure.
+    #[test]
+    fn a_replica_sees_every_write_and_its_barrier_counts() {
+        let dir = tempfile::tempdir().unwrap();
+        let replica = Arc::new(FakeReplica::default());
+        block_on(async {
+            let writer = LogWriter::start(Default::default(), dir.path().to_path_buf())
+                .replicated(replica.clone());
+            let log: Arc<Path> = dir.path().join("displayLog.jsonl").into();
+            writer.append(&log, b"one\n".to_vec());
+            writer.append_unreported(&log, b"two\n".to_vec());
+            writer
+                .replace(&log, b"all\n".to_vec())
+                .await
+                .unwrap()
+                .unwrap();
+            writer.sync(vec![log.clone()]).await.unwrap().unwrap();
+            *replica.failure.lock().unwrap() = Some("the replica failed".into());
+            assert_eq!(
+                writer.sync(vec![log.clone()]).await.unwrap(),
+                Err("the replica failed".to_string())
+            );
+            assert!(!writer.backlogged());
+            replica
+                .queued
+                .store(QUEUE_HIGH_WATER + 1, std::sync::atomic::Ordering::Relaxed);
+            assert!(writer.backlogged());
+        });
+        let writes = replica.writes.lock().unwrap().clone();
+        let name = "displayLog.jsonl".to_string();
+        assert_eq!(
+            writes,
+            vec![
+                (name.clone(), FileOp::Append, b"one\n".to_vec()),
+                (name.clone(), FileOp::Append, b"two\n".to_vec()),
+                (name, FileOp::Replace, b"all\n".to_vec()),
+            ]
+        );
     }
 }

@@ -72,6 +72,7 @@ pub mod lock;
 pub mod log_writer;
 pub mod migrate;
 pub mod registry_file;
+pub mod replication;
 pub mod requests;
 pub mod snapshot;
 

@@ -16,8 +16,8 @@ use roundtable_actors::agent::{
 };
 use roundtable_actors::client::{ConversationGone, Ready};
 use roundtable_actors::conversation::{
-    Attach, Conversation, ConversationSetup, DispatcherInvoke, DispatcherReply, RuntimeConfig,
-    Shutdown, ShutdownReason, MAX_QUEUE_DEPTH,
+    Attach, Conversation, ConversationSetup, DispatcherInvoke, DispatcherReply, RegistryHandle,
+    RuntimeConfig, Shutdown, ShutdownReason, MAX_QUEUE_DEPTH,
 };
 use roundtable_actors::ids::{ConnectionId, ConversationId};
 use roundtable_actors::metrics::Metrics;
@@ -157,7 +157,7 @@ fn start() -> Harness {
         generation: 1,
         dir: dir.clone(),
         idle_timeout: NEVER,
-        registry: Addr::new(registry),
+        registry: RegistryHandle::new(&Addr::new(registry)),
         metrics: metrics.clone(),
         runtime,
         client_count: Arc::default(),

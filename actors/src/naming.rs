@@ -1,6 +1,8 @@
 //! Conversation naming rules shared by create, rename and find (reference section 4.2): length in
 //! UTF-16 code units, uniqueness by trimmed lower-case name, `appendNumber` collision handling and
-//! the lexical scoring table of `findConversations`. Pure functions; the registry calls them.
+//! the lexical scoring table of `findConversations`. Pure functions, below both of their users:
+//! the registry (create, rename, find, the name index) and the cluster's shared registry
+//! (whose name keys are the uniqueness key, [`normalize`]).
 
 use crate::protocol::{RpcError, RpcResult};
 

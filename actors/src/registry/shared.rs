@@ -1,103 +1,245 @@
 //! The registry in a cluster (`serve --cluster`, docs/cluster.md "Registry"): the shared list of
-//! conversations lives in the NATS KV bucket; this actor's entries are the node's copy.
+//! conversations lives in a store every node reads and writes ([`SharedStore`]); this actor's
+//! entries are the node's copy. The registry defines what it needs of that store here, as a
+//! trait and its types; the cluster module implements it over a NATS KV bucket
+//! (`cluster/backend.rs`, `cluster/registry_kv.rs`), so nothing in the registry names NATS.
 //!
-//! - Writes (create, rename, delete) go to the bucket first (`catalog.rs` calls the functions
-//!   here); only once JetStream has stored them does the local copy change and the client get
-//!   its answer, so an acknowledged change is durable cluster-wide and a node cut off from NATS
-//!   answers `Cluster unavailable` instead of diverging.
-//! - [`start_cluster_sync`] replaces the local copy with the bucket's contents at start
-//!   ([`ClusterSnapshot`]) and then applies every change any node makes ([`ClusterChange`]),
+//! - Writes (create, rename, delete) go to the store first (`catalog.rs` calls the functions
+//!   here); only once it has stored them does the local copy change and the client get its
+//!   answer, so an acknowledged change is durable cluster-wide and a node cut off from the
+//!   store answers `Cluster unavailable` instead of diverging.
+//! - [`start_shared_sync`] replaces the local copy with the store's contents at start
+//!   ([`SharedSnapshot`]) and then applies every change any node makes ([`SharedChange`]),
 //!   own changes included (applying is idempotent), so `conversationsChanged` reaches the
 //!   subscribers of every node.
 //! - Lists follow creation time (then id) on every node, so all nodes list in one order.
-//! - Counts: owners share their conversations' client and message counts on `rt.counts`
+//! - Counts: owners share their conversations' client and message counts through the store
 //!   (`share_counts_soon`); the other nodes put them in their copy.
 //!
-//! Which node runs a conversation (leases) is `ownership.rs`.
+//! Who talks to it: `serve` starts the sync; the catalog's create / rename / delete, the
+//! membership's join of a cluster without conversations, the content search (other nodes'
+//! hits) and the backup (conversations rebuilt from the store) call the store through
+//! [`RegistryConfig::cluster`](super::RegistryConfig::cluster). Which node runs a conversation
+//! (leases) is `ownership.rs`.
 
 use std::collections::HashSet;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use actix::prelude::*;
+use futures_util::future::BoxFuture;
+use futures_util::stream::BoxStream;
 use futures_util::StreamExt;
+use serde::{Deserialize, Serialize};
 
-use super::{naming, ConversationRegistry, LoadState};
-use crate::cluster::registry_kv::NameClaim;
-use crate::cluster::{Cluster, ClusterError, RegistryChange, RegistryRecord};
+use super::{ClusterServices, ConversationRegistry, LoadState};
 use crate::ids::ConversationId;
+use crate::naming;
 use crate::protocol::{ConversationInfo, RpcError, RpcResult};
+use crate::search::ContentHit;
 use crate::storage::journal::JournalRecord;
+use crate::storage::registry_file::StoredConversation;
 
 use super::watchers::ChangeKind;
 
 /// Attempts of an `appendNumber` create against names other nodes took meanwhile.
 const APPEND_NUMBER_ATTEMPTS: usize = 8;
 
-/// The bucket's contents at start: the local copy becomes exactly this.
+/// Why the shared store (or the ownership service) could not answer: the text of a
+/// `Cluster unavailable` answer.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{0}")]
+pub struct SharedError(pub String);
+
+/// One conversation's record in the shared store: what every node knows of it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RegistryRecord {
+    /// UUIDv4.
+    pub conversation_id: ConversationId,
+    /// Name as given by the client (untrimmed).
+    pub name: String,
+    /// ISO-8601 creation time.
+    pub created_at: String,
+}
+
+impl RegistryRecord {
+    /// The record as the local registry file stores it.
+    pub fn to_stored(&self) -> StoredConversation {
+        StoredConversation {
+            conversation_id: self.conversation_id.to_string(),
+            name: self.name.clone(),
+            created_at: self.created_at.clone(),
+            extra: serde_json::Map::new(),
+        }
+    }
+}
+
+/// A change seen through the store's watch.
+#[derive(Debug, Clone)]
+pub enum RegistryChange {
+    /// A conversation was created or renamed.
+    Put(RegistryRecord),
+    /// A conversation was deleted.
+    Deleted(ConversationId),
+}
+
+/// Every record in the store, and the revision to watch from so that nothing written after
+/// the snapshot is missed (changes already in it may come again: applying them is idempotent).
+#[derive(Debug)]
+pub struct RegistrySnapshot {
+    /// The records, in no particular order.
+    pub records: Vec<RegistryRecord>,
+    /// First revision the watch must deliver.
+    pub watch_from: u64,
+}
+
+/// The store's watch: each revision from the first one asked for, with the change it made
+/// (`None`: a revision that changes no conversation, such as a name key's).
+pub type ChangeStream = BoxStream<'static, (u64, Option<RegistryChange>)>;
+
+/// What a create's (or a rename's) name claim found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NameClaim {
+    /// The name now names this conversation.
+    Claimed,
+    /// Another conversation has the name: its name as stored (for the protocol's error).
+    Taken(String),
+}
+
+/// The counts an owner shares about one of its conversations.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SharedCounts {
+    /// The conversation.
+    pub conversation_id: ConversationId,
+    /// Clients joined, relayed ones included.
+    pub client_count: usize,
+    /// `user-request` entries in its display log.
+    pub message_count: u64,
+}
+
+/// The shared list of conversations, as the registry uses it. Every call answers a future that
+/// owns what it needs (`'static`), so the actor can spawn it and go on with its mailbox.
+pub trait SharedStore: Send + Sync + 'static {
+    /// This node's name (for the log).
+    fn node(&self) -> &str;
+
+    /// Every record now, and where the watch must start.
+    fn snapshot(&self) -> BoxFuture<'static, Result<RegistrySnapshot, SharedError>>;
+
+    /// The changes from revision `from` on, each with its revision (`None`: a revision that
+    /// changes no conversation). The stream ends when the watch fails; the caller restarts it
+    /// from the last revision it saw.
+    fn watch(&self, from: u64) -> BoxFuture<'static, Result<ChangeStream, SharedError>>;
+
+    /// Creates a conversation: claims its name, then writes its record. `Taken` (with the
+    /// holder's name) when another conversation has the name.
+    fn create(&self, record: RegistryRecord) -> BoxFuture<'static, Result<NameClaim, SharedError>>;
+
+    /// Renames a conversation (claims the new name, rewrites the record, releases the old
+    /// name). `Ok(None)` when its record is gone (deleted on another node).
+    fn rename(
+        &self,
+        id: ConversationId,
+        name: String,
+    ) -> BoxFuture<'static, Result<Option<NameClaim>, SharedError>>;
+
+    /// Deletes a conversation's record, its name, and its files' shared copy.
+    fn delete(&self, id: ConversationId) -> BoxFuture<'static, Result<(), SharedError>>;
+
+    /// The record of the conversation that holds `name`, if any.
+    fn record_named(
+        &self,
+        name: String,
+    ) -> BoxFuture<'static, Result<Option<RegistryRecord>, SharedError>>;
+
+    /// Tells the other nodes the counts of conversations this node owns (best effort: a lost
+    /// update is only a stale count until the next one).
+    fn share_counts(&self, counts: Vec<SharedCounts>) -> BoxFuture<'static, ()>;
+
+    /// The counts the other nodes share (never this node's own), for the server's life.
+    fn counts_from_others(
+        &self,
+    ) -> BoxFuture<'static, Result<BoxStream<'static, SharedCounts>, SharedError>>;
+
+    /// The other nodes' content-search hits for `query` (each node indexes what it wrote):
+    /// what answered in time, best first per node; empty when alone or cut off.
+    fn search_others(&self, query: String, max: Option<u64>)
+        -> BoxFuture<'static, Vec<ContentHit>>;
+
+    /// Writes `id`'s files, as the shared copy has them, into `dir` (a backup's snapshot).
+    fn restore(
+        &self,
+        id: ConversationId,
+        dir: PathBuf,
+    ) -> BoxFuture<'static, Result<(), SharedError>>;
+}
+
+/// The store's contents at start: the local copy becomes exactly this.
 #[derive(Message)]
 #[rtype(result = "()")]
-pub struct ClusterSnapshot {
-    /// Every record in the bucket.
+pub struct SharedSnapshot {
+    /// Every record in the store.
     pub records: Vec<RegistryRecord>,
 }
 
-/// One change from the bucket's watch.
+/// One change from the store's watch.
 #[derive(Message)]
 #[rtype(result = "()")]
-pub struct ClusterChange(
+pub struct SharedChange(
     /// The change.
     pub RegistryChange,
 );
 
-fn unavailable(error: ClusterError) -> RpcError {
+fn unavailable(error: SharedError) -> RpcError {
     RpcError::ClusterUnavailable(error.0)
 }
 
-/// Loads the bucket into the registry, creates the `default` conversation when the cluster has
-/// none (one node wins the name), then applies the bucket's changes for the server's life.
-pub async fn start_cluster_sync(
-    cluster: Cluster,
+/// Loads the shared store into the registry, creates the `default` conversation when the
+/// cluster has none (one node wins the name), then applies the store's changes and the other
+/// nodes' counts for the server's life.
+pub async fn start_shared_sync(
+    shared: Arc<dyn ClusterServices>,
     registry: Addr<ConversationRegistry>,
-) -> Result<(), ClusterError> {
-    let snapshot = cluster.registry_snapshot().await?;
+) -> Result<(), SharedError> {
+    let snapshot = shared.snapshot().await?;
     let empty = snapshot.records.is_empty();
     let mut from = snapshot.watch_from;
     log::info!(
         "cluster node {}: registry has {} conversations",
-        cluster.node(),
+        shared.node(),
         snapshot.records.len()
     );
     registry
-        .send(ClusterSnapshot {
+        .send(SharedSnapshot {
             records: snapshot.records,
         })
         .await
-        .map_err(|e| ClusterError(format!("registry actor: {e}")))?;
+        .map_err(|e| SharedError(format!("registry actor: {e}")))?;
     if empty {
         let record = default_record();
-        match cluster.create_conversation(&record).await? {
+        match shared.create(record.clone()).await? {
             NameClaim::Claimed => {
                 log::info!(
                     "cluster: created conversation {:?} ({})",
                     record.name,
                     record.conversation_id
                 );
-                registry.do_send(ClusterChange(RegistryChange::Put(record)));
+                registry.do_send(SharedChange(RegistryChange::Put(record)));
             }
             NameClaim::Taken(_) => {} // another node made it; the watch brings it
         }
     }
-    share_counts_from_others(&cluster, &registry).await?;
+    share_counts_from_others(shared.as_ref(), &registry).await?;
     actix::spawn(async move {
         loop {
-            match cluster.watch_registry(from).await {
-                Ok(stream) => {
-                    let mut stream = std::pin::pin!(stream);
+            match shared.watch(from).await {
+                Ok(mut stream) => {
                     while let Some((revision, change)) = stream.next().await {
                         from = revision + 1;
                         if let Some(change) = change {
-                            if registry.try_send(ClusterChange(change)).is_err()
+                            if registry.try_send(SharedChange(change)).is_err()
                                 && !registry.connected()
                             {
                                 return;
@@ -117,46 +259,17 @@ pub async fn start_cluster_sync(
     Ok(())
 }
 
-/// Subject on which owners share the counts of their conversations (core NATS: a lost
-/// update is only a stale count until the next one).
-const COUNTS_SUBJECT: &str = "rt.counts";
-
-/// What an owner shares about one conversation.
-#[derive(serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct SharedCounts {
-    /// The conversation.
-    conversation_id: ConversationId,
-    /// Clients joined, relayed ones included.
-    client_count: usize,
-    /// `user-request` entries in its display log.
-    message_count: u64,
-    /// The owner (a node ignores its own).
-    node: String,
-}
-
 /// Applies the counts other nodes' conversations share, for the server's life.
 async fn share_counts_from_others(
-    cluster: &Cluster,
+    shared: &dyn ClusterServices,
     registry: &Addr<ConversationRegistry>,
-) -> Result<(), ClusterError> {
-    let mut counts = cluster
-        .client()
-        .subscribe(COUNTS_SUBJECT)
-        .await
-        .map_err(|e| ClusterError(format!("subscribe to {COUNTS_SUBJECT}: {e}")))?;
-    let me = cluster.node().to_string();
+) -> Result<(), SharedError> {
+    let mut counts = shared.counts_from_others().await?;
     let registry = registry.clone();
     actix::spawn(async move {
-        while let Some(message) = counts.next().await {
-            match serde_json::from_slice::<SharedCounts>(&message.payload) {
-                Ok(shared) if shared.node != me => {
-                    if registry.try_send(ClusterCounts(shared)).is_err() && !registry.connected() {
-                        return;
-                    }
-                }
-                Ok(_) => {}
-                Err(e) => log::debug!("cluster: unreadable counts: {e}"),
+        while let Some(counts) = counts.next().await {
+            if registry.try_send(OtherNodeCounts(counts)).is_err() && !registry.connected() {
+                return;
             }
         }
     });
@@ -166,15 +279,15 @@ async fn share_counts_from_others(
 /// Counts another node's conversation has now.
 #[derive(Message)]
 #[rtype(result = "()")]
-struct ClusterCounts(
+struct OtherNodeCounts(
     /// What the owner shared.
     SharedCounts,
 );
 
-impl Handler<ClusterCounts> for ConversationRegistry {
+impl Handler<OtherNodeCounts> for ConversationRegistry {
     type Result = ();
 
-    fn handle(&mut self, msg: ClusterCounts, ctx: &mut Self::Context) {
+    fn handle(&mut self, msg: OtherNodeCounts, ctx: &mut Self::Context) {
         let shared = msg.0;
         let id = shared.conversation_id;
         if self.ownership.holds(id) {
@@ -202,10 +315,10 @@ fn default_record() -> RegistryRecord {
     }
 }
 
-impl Handler<ClusterSnapshot> for ConversationRegistry {
+impl Handler<SharedSnapshot> for ConversationRegistry {
     type Result = ();
 
-    fn handle(&mut self, msg: ClusterSnapshot, ctx: &mut Self::Context) {
+    fn handle(&mut self, msg: SharedSnapshot, ctx: &mut Self::Context) {
         let present: HashSet<ConversationId> =
             msg.records.iter().map(|r| r.conversation_id).collect();
         let gone: Vec<ConversationId> = self
@@ -234,10 +347,10 @@ impl Handler<ClusterSnapshot> for ConversationRegistry {
     }
 }
 
-impl Handler<ClusterChange> for ConversationRegistry {
+impl Handler<SharedChange> for ConversationRegistry {
     type Result = ();
 
-    fn handle(&mut self, msg: ClusterChange, ctx: &mut Self::Context) {
+    fn handle(&mut self, msg: SharedChange, ctx: &mut Self::Context) {
         match msg.0 {
             RegistryChange::Put(record) => self.apply_record(&record),
             RegistryChange::Deleted(id) => {
@@ -303,8 +416,8 @@ impl ConversationRegistry {
     }
 
     /// Writes a change of the local copy to the node's registry file. The change is already
-    /// durable in the bucket (the answer does not wait for this); a failure is logged, and the
-    /// next start replaces the copy from the bucket anyway.
+    /// durable in the store (the answer does not wait for this); a failure is logged, and the
+    /// next start replaces the copy from the store anyway.
     fn journal_copy(&mut self, record: JournalRecord) {
         let ack = self.journal(vec![record]);
         actix::spawn(async move {
@@ -315,7 +428,7 @@ impl ConversationRegistry {
     }
 
     /// A join without a conversation id when the cluster has no conversation at all (every one
-    /// was deleted): the `default` conversation is created in the bucket (or found, when
+    /// was deleted): the `default` conversation is created in the store (or found, when
     /// another node won the name), applied here, and the join sent again.
     pub(super) fn join_new_cluster_default(
         &mut self,
@@ -326,14 +439,10 @@ impl ConversationRegistry {
         let registry = ctx.address();
         Box::pin(async move {
             let record = default_record();
-            let record = match cluster
-                .create_conversation(&record)
-                .await
-                .map_err(unavailable)?
-            {
+            let record = match cluster.create(record.clone()).await.map_err(unavailable)? {
                 NameClaim::Claimed => record,
                 NameClaim::Taken(_) => cluster
-                    .record_named(super::DEFAULT_CONVERSATION_NAME)
+                    .record_named(super::DEFAULT_CONVERSATION_NAME.to_string())
                     .await
                     .map_err(unavailable)?
                     .ok_or_else(|| {
@@ -345,18 +454,18 @@ impl ConversationRegistry {
             };
             let lost = |_| RpcError::Internal("the registry stopped".into());
             registry
-                .send(ClusterChange(RegistryChange::Put(record)))
+                .send(SharedChange(RegistryChange::Put(record)))
                 .await
                 .map_err(lost)?;
             registry.send(msg).await.map_err(lost)?.await
         })
     }
 
-    /// `createConversation` in a cluster: the name is claimed in the bucket (another node may
+    /// `createConversation` in a cluster: the name is claimed in the store (another node may
     /// hold it though this copy has not heard yet); `appendNumber` moves past such names.
     pub(super) fn create_in_cluster(
         &mut self,
-        cluster: Cluster,
+        cluster: Arc<dyn ClusterServices>,
         requested: String,
         first_choice: String,
         append_number: bool,
@@ -377,11 +486,7 @@ impl ConversationRegistry {
                     name: candidate.clone(),
                     created_at: created_at.clone(),
                 };
-                match cluster
-                    .create_conversation(&record)
-                    .await
-                    .map_err(unavailable)?
-                {
+                match cluster.create(record.clone()).await.map_err(unavailable)? {
                     NameClaim::Claimed => return Ok(record),
                     NameClaim::Taken(holder) if append_number => {
                         taken.push(holder);
@@ -413,17 +518,17 @@ impl ConversationRegistry {
         }))
     }
 
-    /// `renameConversation` in a cluster: the new name is claimed in the bucket and the record
-    /// rewritten with a compare-and-set; the local copy follows.
+    /// `renameConversation` in a cluster: the new name is claimed in the store and the record
+    /// rewritten there; the local copy follows.
     pub(super) fn rename_in_cluster(
         &mut self,
-        cluster: Cluster,
+        cluster: Arc<dyn ClusterServices>,
         id: ConversationId,
         name: String,
     ) -> ResponseActFuture<Self, RpcResult<()>> {
         let work = async move {
             match cluster
-                .rename_conversation(id, &name)
+                .rename(id, name.clone())
                 .await
                 .map_err(unavailable)?
             {
@@ -466,30 +571,18 @@ impl ConversationRegistry {
                 return;
             };
             let dirty = std::mem::take(&mut act.ownership.counts_dirty);
-            let shared: Vec<Vec<u8>> = dirty
+            let counts: Vec<SharedCounts> = dirty
                 .into_iter()
                 .filter_map(|id| {
                     let entry = act.entries.get(&id)?;
-                    serde_json::to_vec(&SharedCounts {
+                    Some(SharedCounts {
                         conversation_id: id,
                         client_count: entry.clients(),
                         message_count: entry.message_count,
-                        node: cluster.node().to_string(),
                     })
-                    .ok()
                 })
                 .collect();
-            actix::spawn(async move {
-                for payload in shared {
-                    if let Err(e) = cluster
-                        .client()
-                        .publish(COUNTS_SUBJECT, payload.into())
-                        .await
-                    {
-                        log::debug!("cluster: counts not shared: {e}");
-                    }
-                }
-            });
+            actix::spawn(cluster.share_counts(counts));
         });
     }
 }

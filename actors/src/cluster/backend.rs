@@ -1,0 +1,287 @@
+//! The registry's side of the cluster: [`RegistryBackend`] implements the two traits the
+//! registry defines for a cluster, [`SharedStore`] (the shared list of conversations, the
+//! counts owners share, other nodes' search hits, a conversation's files for a backup) and
+//! [`OwnershipService`] (leases, and the files and fence that come with taking one), over this
+//! node's [`Cluster`] connection and its log stream's [`LogReplicator`]. Each method hands the
+//! work to the file that owns it (`registry_kv.rs`, `lease.rs`, `log_stream.rs`, `search.rs`);
+//! what is here is the glue, the counts' wire format, and bringing a conversation's files
+//! current when its lease is taken.
+//!
+//! Who talks to it: `serve` builds it ([`RegistryBackend::new`]) and hands it to the registry
+//! (`RegistryConfig::cluster`) and to `start_shared_sync`; the registry actor calls it.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+use futures_util::stream::BoxStream;
+use futures_util::StreamExt;
+use serde::{Deserialize, Serialize};
+
+use super::lease::Acquired;
+use super::log_stream::LogReplicator;
+use super::{Cluster, ClusterError};
+use crate::ids::ConversationId;
+use crate::registry::{
+    ChangeStream, Lease, NameClaim, OwnershipService, RegistryRecord, RegistrySnapshot,
+    SharedCounts, SharedError, SharedStore,
+};
+use crate::search::ContentHit;
+
+/// Subject on which owners share the counts of their conversations (core NATS: a lost
+/// update is only a stale count until the next one).
+const COUNTS_SUBJECT: &str = "rt.counts";
+
+impl From<ClusterError> for SharedError {
+    fn from(e: ClusterError) -> SharedError {
+        SharedError(e.0)
+    }
+}
+
+/// What the registry uses of the cluster; cheap to clone.
+#[derive(Clone)]
+pub struct RegistryBackend {
+    /// The connection, the buckets and the log stream.
+    cluster: Cluster,
+    /// The log writer's replica, whose per-conversation progress says whether this node's
+    /// files are current and holds the fence of each owned conversation's writes.
+    replicator: LogReplicator,
+}
+
+impl RegistryBackend {
+    /// The registry's backend over `cluster`, whose conversation files the log writer
+    /// replicates through `replicator`.
+    pub fn new(cluster: Cluster, replicator: LogReplicator) -> RegistryBackend {
+        RegistryBackend {
+            cluster,
+            replicator,
+        }
+    }
+}
+
+/// What an owner shares about one conversation on `rt.counts`.
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct CountsMessage {
+    /// The conversation.
+    conversation_id: ConversationId,
+    /// Clients joined, relayed ones included.
+    client_count: usize,
+    /// `user-request` entries in its display log.
+    message_count: u64,
+    /// The owner (a node ignores its own).
+    node: String,
+}
+
+impl SharedStore for RegistryBackend {
+    fn node(&self) -> &str {
+        self.cluster.node()
+    }
+
+    fn snapshot(&self) -> BoxFuture<'static, Result<RegistrySnapshot, SharedError>> {
+        let cluster = self.cluster.clone();
+        Box::pin(async move { Ok(cluster.registry_snapshot().await?) })
+    }
+
+    fn watch(&self, from: u64) -> BoxFuture<'static, Result<ChangeStream, SharedError>> {
+        let cluster = self.cluster.clone();
+        Box::pin(async move { Ok(cluster.watch_registry(from).await?.boxed()) })
+    }
+
+    fn create(&self, record: RegistryRecord) -> BoxFuture<'static, Result<NameClaim, SharedError>> {
+        let cluster = self.cluster.clone();
+        Box::pin(async move { Ok(cluster.create_conversation(&record).await?) })
+    }
+
+    fn rename(
+        &self,
+        id: ConversationId,
+        name: String,
+    ) -> BoxFuture<'static, Result<Option<NameClaim>, SharedError>> {
+        let cluster = self.cluster.clone();
+        Box::pin(async move { Ok(cluster.rename_conversation(id, &name).await?) })
+    }
+
+    fn delete(&self, id: ConversationId) -> BoxFuture<'static, Result<(), SharedError>> {
+        let cluster = self.cluster.clone();
+        Box::pin(async move { Ok(cluster.delete_conversation(id).await?) })
+    }
+
+    fn record_named(
+        &self,
+        name: String,
+    ) -> BoxFuture<'static, Result<Option<RegistryRecord>, SharedError>> {
+        let cluster = self.cluster.clone();
+        Box::pin(async move { Ok(cluster.record_named(&name).await?) })
+    }
+
+    fn share_counts(&self, counts: Vec<SharedCounts>) -> BoxFuture<'static, ()> {
+        let cluster = self.cluster.clone();
+        let node = cluster.node().to_string();
+        let payloads: Vec<Vec<u8>> = counts
+            .into_iter()
+            .filter_map(|c| {
+                serde_json::to_vec(&CountsMessage {
+                    conversation_id: c.conversation_id,
+                    client_count: c.client_count,
+                    message_count: c.message_count,
+                    node: node.clone(),
+                })
+                .ok()
+            })
+            .collect();
+        Box::pin(async move {
+            for payload in payloads {
+                if let Err(e) = cluster
+                    .client()
+                    .publish(COUNTS_SUBJECT, payload.into())
+                    .await
+                {
+                    log::debug!("cluster: counts not shared: {e}");
+                }
+            }
+        })
+    }
+
+    fn counts_from_others(
+        &self,
+    ) -> BoxFuture<'static, Result<BoxStream<'static, SharedCounts>, SharedError>> {
+        let cluster = self.cluster.clone();
+        Box::pin(async move {
+            let counts = cluster
+                .client()
+                .subscribe(COUNTS_SUBJECT)
+                .await
+                .map_err(|e| SharedError(format!("subscribe to {COUNTS_SUBJECT}: {e}")))?;
+            let me = cluster.node().to_string();
+            let others = counts.filter_map(move |message| {
+                let counts = match serde_json::from_slice::<CountsMessage>(&message.payload) {
+                    Ok(shared) if shared.node != me => Some(SharedCounts {
+                        conversation_id: shared.conversation_id,
+                        client_count: shared.client_count,
+                        message_count: shared.message_count,
+                    }),
+                    Ok(_) => None,
+                    Err(e) => {
+                        log::debug!("cluster: unreadable counts: {e}");
+                        None
+                    }
+                };
+                std::future::ready(counts)
+            });
+            Ok(others.boxed())
+        })
+    }
+
+    fn search_others(
+        &self,
+        query: String,
+        max: Option<u64>,
+    ) -> BoxFuture<'static, Vec<ContentHit>> {
+        let cluster = self.cluster.clone();
+        Box::pin(async move { cluster.search_others(query, max).await })
+    }
+
+    fn restore(
+        &self,
+        id: ConversationId,
+        dir: PathBuf,
+    ) -> BoxFuture<'static, Result<(), SharedError>> {
+        let cluster = self.cluster.clone();
+        Box::pin(async move {
+            cluster.restore_conversation(id, &dir).await?;
+            Ok(())
+        })
+    }
+}
+
+impl OwnershipService for RegistryBackend {
+    fn lease_time(&self) -> Duration {
+        self.cluster.lease_time()
+    }
+
+    fn acquire(
+        &self,
+        id: ConversationId,
+        dir: PathBuf,
+    ) -> BoxFuture<'static, Result<Lease, SharedError>> {
+        let backend = self.clone();
+        Box::pin(async move {
+            let revision = match backend.cluster.acquire_lease(id).await? {
+                Acquired::Owned(revision) => revision,
+                Acquired::OwnedBy(node) => return Ok(Lease::OwnedBy(node)),
+            };
+            match backend.bring_files_current(id, &dir).await {
+                Ok(fence) => Ok(Lease::Owned { revision, fence }),
+                Err(e) => {
+                    backend.cluster.release_lease(id, revision).await;
+                    Err(e.into())
+                }
+            }
+        })
+    }
+
+    fn fence(&self, id: ConversationId, fence: u64) {
+        self.replicator.begin(id, fence);
+    }
+
+    fn renew(
+        &self,
+        id: ConversationId,
+        revision: u64,
+    ) -> BoxFuture<'static, Result<u64, SharedError>> {
+        let cluster = self.cluster.clone();
+        Box::pin(async move { Ok(cluster.renew_lease(id, revision).await?) })
+    }
+
+    fn release(&self, id: ConversationId, revision: u64) -> BoxFuture<'static, ()> {
+        let cluster = self.cluster.clone();
+        Box::pin(async move { cluster.release_lease(id, revision).await })
+    }
+
+    fn write_failures(&self) -> BoxStream<'static, ConversationId> {
+        futures_util::stream::unfold(self.replicator.failures(), |mut rx| async move {
+            rx.recv().await.map(|id| (id, rx))
+        })
+        .boxed()
+    }
+
+    fn count_owned(&self, count: usize) {
+        self.cluster.stats().set_owned(count);
+    }
+
+    fn count_renewal(&self) {
+        self.cluster.stats().count_renewal();
+    }
+
+    fn count_lease_lost(&self) {
+        self.cluster.stats().count_lease_lost();
+    }
+}
+
+impl RegistryBackend {
+    /// Makes `dir` hold `id`'s files as the log stream has them, once this node has taken its
+    /// lease: kept as they are when this process wrote them last and nobody wrote after it (an
+    /// eviction and a reload here need no restore), else rebuilt from the stream. Answers the
+    /// stream sequence the conversation's next write is fenced on.
+    async fn bring_files_current(
+        &self,
+        id: ConversationId,
+        dir: &Path,
+    ) -> Result<u64, ClusterError> {
+        let current = self.replicator.current_through(id);
+        if current.is_some() && dir.is_dir() {
+            let last = self.cluster.last_log_sequence(id).await?;
+            if Some(last) == current {
+                log::info!(
+                    "conversation {id}: owned by this node; its files are current (stream \
+                     sequence {last})"
+                );
+                return Ok(last);
+            }
+        }
+        let (records, last) = self.cluster.restore_conversation(id, dir).await?;
+        log::info!("conversation {id}: owned by this node; {records} log records restored");
+        Ok(last)
+    }
+}
