@@ -17,10 +17,10 @@ use tokio::sync::oneshot;
 use super::queue::{request_id_obj, STOPPED_BEFORE_FINISHING};
 use super::routing::{Audience, DisplayMode};
 use super::Conversation;
+use super::ConversationEvent;
 use crate::client::{OutboundCall, StopClient};
 use crate::ids::RequestId;
 use crate::metrics::Metrics;
-use crate::registry::ConversationEvent;
 use crate::storage::display_log;
 use crate::storage::requests::{self, OpenRequest, Record};
 

@@ -64,11 +64,11 @@ use super::chat::{MAX_CHAT_BYTES, MAX_CHAT_MESSAGES};
 use super::queue::Request;
 use super::routing::{Audience, DisplayMode};
 use super::turn::{local_summary, TurnEvent};
+use super::ReadHandoffSource;
 use super::{Conversation, AGENT_SOURCE};
 use crate::agent::{ChatMessage, Provider, ProviderRequest, Role};
 use crate::client::OutboundCall;
 use crate::ids::ConversationId;
-use crate::registry::ReadHandoffSource;
 use crate::storage::chat_history;
 
 /// The system prompt of the summary request.

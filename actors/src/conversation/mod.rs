@@ -93,6 +93,7 @@ mod routing;
 mod system;
 mod timing;
 mod turn;
+mod upward;
 mod working_directory;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -115,7 +116,6 @@ use crate::client::{
 use crate::ids::{ConnectionId, ConversationId, RequestId};
 use crate::metrics::Metrics;
 use crate::outbox::Outbox;
-use crate::registry::{ConversationEvent, GetConversationInfo, ReadHandoffSource};
 use crate::storage::context_meter;
 use crate::storage::display_log::DisplayLog;
 use crate::storage::log_writer::LogWriter;
@@ -150,6 +150,7 @@ pub use queue::{
 pub use routing::{DisplayMode, DELETED_NOTICE, JOIN_NOTICE, LEAVE_NOTICE, MOVED_NOTICE};
 pub use system::{LogFilterControl, SystemCommand, MAX_TRACE_FILTER_BYTES};
 pub use turn::{TurnBooking, TurnEvent, MAX_CLIENT_ACTIONS_PER_TURN};
+pub use upward::{ConversationEvent, GetConversationInfo, ReadHandoffSource, RegistryHandle};
 pub use working_directory::{Resolution, WorkingDirectoryPolicy};
 
 /// Source name of the chat agent in display messages, and its storage folder name.
@@ -221,42 +222,6 @@ pub struct ConversationSetup {
     /// Set by the registry while a socket subscribes to the conversation list: only then is
     /// each client-count change also reported (`ConversationEvent::ClientCount`).
     pub list_watched: Arc<AtomicBool>,
-}
-
-/// What a conversation sends up to the registry that loaded it, one [`Recipient`] per message:
-/// the conversation holds this rather than the registry's address, so it does not name the
-/// registry actor (the registry holds the conversations' addresses; the dependency points one
-/// way). Cheap to clone.
-#[derive(Clone)]
-pub struct RegistryHandle {
-    /// Idle timeouts, client and message counts ([`ConversationEvent`], `do_send`: they keep
-    /// their order and never wait for room).
-    pub events: Recipient<ConversationEvent>,
-    /// A handoff's source, found by id or name and read ([`ReadHandoffSource`]).
-    pub handoff_source: Recipient<ReadHandoffSource>,
-    /// The conversation's record for `@system session` ([`GetConversationInfo`]).
-    pub info: Recipient<GetConversationInfo>,
-}
-
-impl RegistryHandle {
-    /// The handle on `registry`, any actor that answers the three messages (the registry, or
-    /// a test's stand-in).
-    pub fn new<A>(registry: &Addr<A>) -> RegistryHandle
-    where
-        A: Actor
-            + Handler<ConversationEvent>
-            + Handler<ReadHandoffSource>
-            + Handler<GetConversationInfo>,
-        A::Context: actix::dev::ToEnvelope<A, ConversationEvent>
-            + actix::dev::ToEnvelope<A, ReadHandoffSource>
-            + actix::dev::ToEnvelope<A, GetConversationInfo>,
-    {
-        RegistryHandle {
-            events: registry.clone().recipient(),
-            handoff_source: registry.clone().recipient(),
-            info: registry.clone().recipient(),
-        }
-    }
 }
 
 /// One joined client, as the conversation sees it.

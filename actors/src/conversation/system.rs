@@ -22,13 +22,13 @@ use super::queue::Request;
 use super::routing::Audience;
 use super::turn::TurnEvent;
 use super::ClientAgentInfo;
+use super::GetConversationInfo;
 use super::{Conversation, RuntimeConfig};
 use crate::agent::turn::{ToolServerStatus, ASK_USER};
 use crate::agent::{tools, ChatMessage, ContentBlock, Role};
 use crate::client::OutboundCall;
 use crate::ids::ConversationId;
 use crate::protocol::ConversationInfo;
-use crate::registry::GetConversationInfo;
 
 /// The server's log filter, read and replaced at run time (`@system trace`). Implemented by
 /// the binary around its logger; the actors only see this trait.

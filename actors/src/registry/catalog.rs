@@ -11,7 +11,7 @@ use tokio::sync::oneshot;
 
 use super::watchers::ChangeKind;
 use super::{new_stored, storage_error, ConversationRegistry, Entry, LoadState};
-use crate::conversation::{Shutdown, ShutdownReason};
+use crate::conversation::{GetConversationInfo, Shutdown, ShutdownReason};
 use crate::naming;
 use crate::protocol::{ContentMatch, ConversationInfo, ConversationMatch, RpcError, RpcResult};
 use crate::search::ContentHit;
@@ -482,17 +482,6 @@ impl Handler<ConversationExists> for ConversationRegistry {
             .and_then(|id| self.entries.get(&id))
             .is_some_and(|e| !e.deleting)
     }
-}
-
-/// The registry's record of one conversation, for `@system session`: its name and creation
-/// time live only here, so the conversation asks at command time (one message, and always
-/// true, after a rename too) rather than keeping a copy the registry would have to update.
-/// `None` once the conversation is gone or being deleted.
-#[derive(Message)]
-#[rtype(result = "Option<ConversationInfo>")]
-pub struct GetConversationInfo {
-    /// The conversation asking about itself.
-    pub id: ConversationId,
 }
 
 impl Handler<GetConversationInfo> for ConversationRegistry {

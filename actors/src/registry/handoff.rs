@@ -9,22 +9,11 @@
 use actix::prelude::*;
 
 use super::{ConversationRegistry, LoadState};
-use crate::conversation::{read_chat_tail, HandoffError, ReadChatWindow, SourceHistory};
+use crate::conversation::{
+    read_chat_tail, HandoffError, ReadChatWindow, ReadHandoffSource, SourceHistory,
+};
 use crate::ids::ConversationId;
 use crate::naming;
-
-/// The source of a handoff into `destination`: the conversation `named` (an id, else a name
-/// compared trimmed and without case) and the newest part of its chat history, within the
-/// agent loop's bounds. Answers the exact error when there is no such conversation, it is the
-/// destination, its history is empty or cannot be read.
-#[derive(Message)]
-#[rtype(result = "Result<SourceHistory, HandoffError>")]
-pub struct ReadHandoffSource {
-    /// The source as the person named it.
-    pub named: String,
-    /// The conversation the packet goes to.
-    pub destination: ConversationId,
-}
 
 impl Handler<ReadHandoffSource> for ConversationRegistry {
     type Result = ResponseFuture<Result<SourceHistory, HandoffError>>;

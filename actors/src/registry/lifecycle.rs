@@ -17,7 +17,7 @@ use super::{
     new_stored, ConversationRegistry, LoadState, RegistryConfig, DEFAULT_CONVERSATION_NAME,
 };
 use crate::conversation::{
-    Conversation, ConversationSetup, RegistryHandle, Shutdown, ShutdownReason,
+    Conversation, ConversationEvent, ConversationSetup, RegistryHandle, Shutdown, ShutdownReason,
 };
 use crate::metrics::Metrics;
 use crate::storage::journal::RegistryWriter;
@@ -201,34 +201,6 @@ impl ConversationRegistry {
         self.config.metrics.lifecycle_changed();
         addr
     }
-}
-
-/// Reports from conversations.
-#[derive(Message)]
-#[rtype(result = "()")]
-pub enum ConversationEvent {
-    /// The idle timer fired with no clients.
-    IdleExpired {
-        /// Conversation.
-        id: ConversationId,
-        /// Generation of the reporting actor.
-        generation: u64,
-        /// Attaches it had handled when the timer fired.
-        attaches_seen: u64,
-    },
-    /// The message count changed.
-    MessageCount {
-        /// Conversation.
-        id: ConversationId,
-        /// `user-request` entries now.
-        count: u64,
-    },
-    /// The client count changed (its value is in the shared counter); sent only while
-    /// someone subscribes to the conversation list.
-    ClientCount {
-        /// Conversation.
-        id: ConversationId,
-    },
 }
 
 impl Handler<ConversationEvent> for ConversationRegistry {

@@ -8,8 +8,10 @@
 //! its conversations (`Attach`, `Detach`, `Shutdown`; they answer with [`ConversationEvent`]s),
 //! and the writer thread.
 //!
-//! This file holds the actor, its entries and their states; the messages live next to their
-//! handlers:
+//! This file holds the actor, its entries and their states; the messages it is sent live next
+//! to their handlers, except the three a conversation sends up ([`ConversationEvent`],
+//! [`ReadHandoffSource`], [`GetConversationInfo`]), which the conversation defines
+//! (`conversation/upward.rs`) so that it never names the registry:
 //! - `catalog.rs`: create / rename / delete / list / find, and whether an id exists.
 //! - `membership.rs`: join / leave and the [`JoinLease`] that leaves for a vanished socket.
 //! - `lifecycle.rs`: opening the registry from disk, lazy load, idle eviction, shutdown.
@@ -73,14 +75,13 @@ use crate::storage::journal::RegistryWriter;
 use crate::storage::layout::Layout;
 use crate::storage::registry_file::StoredConversation;
 
+pub use crate::conversation::{ConversationEvent, GetConversationInfo, ReadHandoffSource};
 pub use backup::SnapshotInstance;
 pub use catalog::{
     CollisionBehavior, ConversationExists, CreateConversation, DeleteConversation,
-    FindConversations, GetConversationInfo, ListConversations, RenameConversation,
-    SearchConversationContent,
+    FindConversations, ListConversations, RenameConversation, SearchConversationContent,
 };
-pub use handoff::ReadHandoffSource;
-pub use lifecycle::{ConversationEvent, ShutdownRegistry};
+pub use lifecycle::ShutdownRegistry;
 pub use membership::{JoinConversation, JoinLease, Joined, LeaveConversation, Pending};
 pub use ownership::{Lease, OwnershipService};
 pub use shared::{
