@@ -19,7 +19,7 @@ use tokio_tungstenite::tungstenite::http::HeaderValue;
 
 use super::{ClientError, ClientResult, CommandOutcome, Endpoint, Event};
 
-/// Completions remembered for `submit_and_wait` (oldest dropped first).
+/// Completions remembered for [`Connection::wait_command`] (oldest dropped first).
 const COMPLETIONS_KEPT: usize = 1024;
 
 /// Completions by request id, oldest first in `order`.

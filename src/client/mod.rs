@@ -6,7 +6,7 @@
 //! channels, keeps one callId counter per channel, correlates answers, and turns
 //! `invokeError` texts into [`ClientError`]s (`Conversation not found` is recognised by its
 //! prefix, as TypeAgent's clients do). Server → client calls arrive as [`Event`]s;
-//! `commandComplete` / `requestCancelled` are also recorded so [`Connection::submit_and_wait`]
+//! `commandComplete` / `requestCancelled` are also recorded so [`Connection::wait_command`]
 //! sees a completion that overtook the submit's answer.
 //!
 //! Files: `connection.rs` (the socket, its reader and writer tasks, callId correlation,
