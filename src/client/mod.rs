@@ -14,12 +14,14 @@
 //! `error.rs`, `types.rs` (what the server sends back). The conversation helpers of reference
 //! section 7 live in [`conversation`].
 
+pub mod clientio;
 mod connection;
 pub mod conversation;
 mod error;
 mod rpc;
 mod types;
 
+pub use clientio::ClientIo;
 pub use connection::Connection;
 pub use error::{ClientError, ClientResult};
 pub use types::{

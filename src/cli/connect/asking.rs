@@ -3,8 +3,8 @@
 //! a proposed action (`proposeAction`) is run or cancelled, a `pickRemember` choice is a pick
 //! and then its checkbox as a yes / no. Each builds the response the server expects.
 //!
-//! Who talks to it: `handle_line` in the parent module, while its command runs or at
-//! `/answer` for a choice that waited at the prompt; the lines are read by the UI thread
+//! Who talks to it: `Prompt` in `running.rs`, while its command runs or at `/answer` for a
+//! choice that waited at the prompt; the lines are read by the UI thread
 //! (`Ui::AskLine` → `Input::Text`). Ctrl-C at any of these prompts cancels the command, as at
 //! a question (at `/answer`, the choice keeps waiting).
 
@@ -14,6 +14,7 @@ use serde_json::{json, Map, Value};
 use tokio::sync::mpsc;
 
 use super::{pick, Input, Ui};
+use crate::client::clientio::{Choice, Interaction};
 
 /// Reads one line at `prompt`; `None` when Ctrl-C was pressed (cancel the command).
 async fn line(
@@ -173,11 +174,15 @@ pub(super) async fn fill_form(
 /// A `proposeAction` interaction: shows the action, asks to run or cancel it; the
 /// `respondToInteraction` response (no `value`: run; `null`: cancel), or `None` on Ctrl-C.
 pub(super) async fn decide_proposal(
-    interaction: &Value,
+    interaction: &Interaction,
     ui: &std_mpsc::Sender<Ui>,
     input: &mut mpsc::UnboundedReceiver<Input>,
 ) -> Option<Value> {
-    let action = &interaction["actionTemplates"]["templateData"][0]["data"];
+    let templates = interaction
+        .action_templates
+        .as_ref()
+        .unwrap_or(&Value::Null);
+    let action = &templates["templateData"][0]["data"];
     let prompt = format!(
         "? Run {} {}? [1] Run [2] Cancel > ",
         action["actionName"].as_str().unwrap_or("the action"),
@@ -185,7 +190,7 @@ pub(super) async fn decide_proposal(
     );
     let choices = ["Run".to_string(), "Cancel".to_string()];
     let mut response =
-        json!({"interactionId": interaction["interactionId"], "type": "proposeAction"});
+        json!({"interactionId": interaction.interaction_id, "type": "proposeAction"});
     loop {
         match pick(&line(ui, input, prompt.clone()).await?, &choices) {
             Some(0) => return Some(response),
@@ -200,27 +205,30 @@ pub(super) async fn decide_proposal(
     }
 }
 
-/// A `pickRemember` choice (`requestChoice` arguments): the pick, then the checkbox as a
-/// yes / no; `{selected, remember}`, or `None` on Ctrl-C.
+/// A `pickRemember` choice: the pick, then the checkbox as a yes / no; `{selected,
+/// remember}`, or `None` on Ctrl-C.
 pub(super) async fn pick_remember(
-    args: &[Value],
+    choice: &Choice,
     ui: &std_mpsc::Sender<Ui>,
     input: &mut mpsc::UnboundedReceiver<Input>,
 ) -> Option<Value> {
-    let pick_field = json!({"kind": "pick", "prompt": args[3], "choices": args[4]});
+    let pick_field = json!({"kind": "pick", "prompt": choice.message, "choices": choice.choices});
     let selected = loop {
         let typed = line(ui, input, field_prompt(&pick_field)).await?;
         match read_field(&pick_field, &typed) {
             Ok(Some(answer)) => break answer["selected"].clone(),
             Ok(None) | Err(_) => {
-                let count = args[4].as_array().map_or(0, Vec::len);
                 let _ = ui.send(Ui::Print(format!(
-                    "Answer with a number from 1 to {count}."
+                    "Answer with a number from 1 to {}.",
+                    choice.choices.len()
                 )));
             }
         }
     };
-    let label = args[6].as_str().unwrap_or("Remember this for next time");
+    let label = choice
+        .checkbox_label
+        .as_deref()
+        .unwrap_or("Remember this for next time");
     let checkbox = json!({"kind": "yesNo", "prompt": format!("{label}?"), "defaultValue": false});
     let remember = loop {
         let typed = line(ui, input, field_prompt(&checkbox)).await?;
