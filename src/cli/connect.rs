@@ -157,7 +157,7 @@ impl ManageHost for Session {
 }
 
 /// `roundtable connect`: the interactive prompt: join (with the resume fallback), replay,
-/// start the UI thread, run the event loop ([`prompt_loop`]), then leave.
+/// start the UI thread, run the event loop (`prompt_loop`), then leave.
 pub async fn connect(server: &Endpoint, options: ConnectOptions) -> CliResult {
     let conn = Arc::new(Connection::connect_to(server).await?);
     let events = conn.take_events().expect("fresh connection");

@@ -1,7 +1,8 @@
 //! How server data reads in a terminal: [`terminal_safe`] (every server-supplied string passes
 //! through it before it is printed), display content and agent messages, replayed history
-//! entries, `manage-conversation` results and the `conversations list` table. Pure functions;
-//! used by every subcommand.
+//! entries ([`HistoryReader`], which reads a replayed answer as the label chosen),
+//! `manage-conversation` results and the `conversations list` table. Pure functions (and the
+//! reader's memory of the questions it has shown); used by every subcommand.
 
 use roundtable_actors::conversation::commands;
 use serde_json::Value;
