@@ -43,6 +43,9 @@ pub enum ChoiceKind {
     MultiChoice,
     /// A pick and a "remember" checkbox: `{selected, remember}`.
     PickRemember,
+    /// A kind this client does not know: offered as a pick, answered with the index chosen.
+    #[serde(other)]
+    Other,
 }
 
 /// A private `requestChoice` (to the requesting connection only), answered with
