@@ -6,9 +6,11 @@
 //!
 //! The `manage-conversation` payload a `takeAction` carries (section 6.6), which is also what
 //! the server's `@conversation` parser builds, is typed here as [`ManageConversation`].
-//! Message and form contents (`IAgentMessage`, `QuestionForm`) stay JSON: they are data to
+//! Forms are the server's own [`QuestionForm`] (the actors crate's type, reused). Message
+//! contents (`IAgentMessage`) and a proposal's action templates stay JSON: they are data to
 //! render, with many optional shapes.
 
+use roundtable_actors::agent::interaction::QuestionForm;
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::Value;
@@ -84,8 +86,8 @@ pub struct FormChoice {
     pub request_id: RequestId,
     /// What the answer names.
     pub choice_id: String,
-    /// The `QuestionForm` (`{message?, fields: [...]}`), read field by field.
-    pub form: Value,
+    /// The form, read field by field.
+    pub form: QuestionForm,
     /// Who asks (an agent's name).
     pub source: String,
 }
@@ -124,9 +126,9 @@ pub struct Interaction {
     /// A question's labels.
     #[serde(default)]
     pub choices: Vec<String>,
-    /// A form's `QuestionForm`.
+    /// A form's questions.
     #[serde(default)]
-    pub form: Option<Value>,
+    pub form: Option<QuestionForm>,
     /// A proposal's `actionTemplates` (the action is `templateData[0].data`).
     #[serde(default)]
     pub action_templates: Option<Value>,
@@ -267,8 +269,8 @@ pub enum ClientIo {
     RequestChoice(Choice),
     /// `requestForm(...)`.
     RequestForm(FormChoice),
-    /// `requestInteraction(PendingInteractionRequest)`.
-    RequestInteraction(Interaction),
+    /// `requestInteraction(PendingInteractionRequest)` (boxed: by far the largest call).
+    RequestInteraction(Box<Interaction>),
     /// `interactionResolved(id, value)` / `interactionCancelled(id)`: no longer waiting.
     InteractionEnded {
         /// The interaction.
@@ -341,7 +343,7 @@ impl ClientIo {
                 let (request_id, choice_id, form, source): (
                     Option<RequestId>,
                     String,
-                    Value,
+                    QuestionForm,
                     Option<String>,
                 ) = positional(args, 4)?;
                 ClientIo::RequestForm(FormChoice {
@@ -351,7 +353,9 @@ impl ClientIo {
                     source: source.unwrap_or_default(),
                 })
             }
-            "requestInteraction" => ClientIo::RequestInteraction(positional::<(_,)>(args, 1)?.0),
+            "requestInteraction" => {
+                ClientIo::RequestInteraction(Box::new(positional::<(_,)>(args, 1)?.0))
+            }
             "interactionResolved" | "interactionCancelled" => ClientIo::InteractionEnded {
                 interaction_id: positional::<(String,)>(args, 1)?.0,
             },

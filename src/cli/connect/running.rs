@@ -11,6 +11,7 @@
 use std::sync::mpsc as std_mpsc;
 use std::sync::Arc;
 
+use roundtable_actors::agent::interaction::QuestionForm;
 use roundtable_actors::conversation::METER_EVENT;
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
@@ -198,11 +199,11 @@ impl Prompt {
         };
         match call {
             ClientIo::RequestInteraction(i) if i.asked_by(request_id) => {
-                self.ask_interaction(i, request_id).await;
+                self.ask_interaction(*i, request_id).await;
             }
             ClientIo::RequestForm(form) => {
                 let response = asking::fill_form(&form.form, &self.ui, &mut self.input).await;
-                self.respond_or_cancel(&form.choice_id, response, request_id)
+                self.respond_or_cancel(&form.choice_id, response.map(|r| json!(r)), request_id)
                     .await;
             }
             ClientIo::RequestChoice(choice) => self.ask_choice(choice, request_id).await,
@@ -237,7 +238,11 @@ impl Prompt {
                 }
             }
             InteractionKind::Form => {
-                let form = asked.form.clone().unwrap_or(Value::Null);
+                let form = asked.form.clone().unwrap_or(QuestionForm {
+                    message: None,
+                    fields: Vec::new(),
+                    paged: None,
+                });
                 asking::fill_form(&form, &self.ui, &mut self.input)
                     .await
                     .map(|value| {
@@ -371,7 +376,8 @@ impl Prompt {
             }
             Waiting::Form(f) => {
                 let response = asking::fill_form(&f.form, &self.ui, &mut self.input).await;
-                self.respond_waiting(f.choice_id.as_str(), response).await
+                self.respond_waiting(f.choice_id.as_str(), response.map(|r| json!(r)))
+                    .await
             }
         };
         if let Err(e) = sent {
@@ -426,7 +432,7 @@ impl Prompt {
                 "(request {})",
                 crate::cli::render::cancelled_text(&reason)
             )),
-            ClientIo::RequestInteraction(i) if at_prompt => Some(self.waiting_question(i)),
+            ClientIo::RequestInteraction(i) if at_prompt => Some(self.waiting_question(*i)),
             ClientIo::InteractionEnded { interaction_id } => {
                 self.waiting.retain(|w| w.id() != interaction_id);
                 None
@@ -446,7 +452,7 @@ impl Prompt {
                 let heading = asked
                     .form
                     .as_ref()
-                    .and_then(|f| f["message"].as_str())
+                    .and_then(|f| f.message.as_deref())
                     .map_or(String::new(), |m| format!(": {m}"));
                 format!(
                     "? [client {}] asks a form{heading} (answer it in that client)",
@@ -497,8 +503,10 @@ fn waiting_line(waiting: &Waiting) -> String {
             numbered(&q.choices)
         ),
         Waiting::Form(f) => {
-            let heading = f.form["message"]
-                .as_str()
+            let heading = f
+                .form
+                .message
+                .as_deref()
                 .map_or(String::new(), |m| format!(": {m}"));
             format!("? {} asks a form{heading} (answer with /answer)", f.source)
         }
