@@ -80,6 +80,17 @@ export function applyListChange(change) {
 
 const rows = new Map(); // conversationId → {li, name, meta, open, rename, del}
 
+/**
+ * The clients a row shows. The list's clientCount is the server's count when the list (or the
+ * pushed change) was made, which can predate this page's own join of the conversation it has
+ * open: the server pushes the new count up to 250 ms later (coalesced). The page is itself one
+ * of that conversation's clients from the moment its join succeeded, so it counts at least 1.
+ */
+function clientsShown(info, current) {
+  const counted = Number(info.clientCount) || 0;
+  return current && state.connected ? Math.max(counted, 1) : counted;
+}
+
 export function renderSidebar() {
   const filter = ui.filter.value.trim().toLowerCase();
   const list = sortNewest(state.conversations).filter((c) => !filter || String(c.name).toLowerCase().includes(filter));
@@ -94,13 +105,13 @@ export function renderSidebar() {
     row.info = c;
     const name = String(c.name);
     if (row.name.textContent !== name) row.name.textContent = name;
-    const clients = Number(c.clientCount) || 0;
+    const current = state.current?.id === c.conversationId;
+    const clients = clientsShown(c, current);
     const msgs = Number(c.messageCount) || 0;
     const meta = `${clients} ${clients === 1 ? "client" : "clients"} · ${msgs} ${msgs === 1 ? "message" : "messages"} · ${age(c.createdAt)}`;
     if (row.meta.textContent !== meta) row.meta.textContent = meta;
     row.li.dataset.clients = String(clients);
     row.li.dataset.messages = String(msgs);
-    const current = state.current?.id === c.conversationId;
     row.li.classList.toggle("current", current);
     if (current) row.open.setAttribute("aria-current", "true");
     else row.open.removeAttribute("aria-current");

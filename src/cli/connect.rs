@@ -1,15 +1,22 @@
 //! `roundtable connect`: the interactive prompt. A UI thread owns the line editor
-//! (rustyline); the async side owns the connection. At the prompt, live output from other
-//! clients is printed above it; while a command runs, its output streams and its questions are
-//! asked at the prompt. A private choice that arrives at the prompt (a client agent's choice
-//! outlives its command) is listed and answered with `/answer`, like another client's
-//! question. Tab completes `@` commands (`complete.rs`, the server's
-//! `getCommandCompletion`). Ctrl-C cancels the running command, Ctrl-D exits.
+//! (rustyline, [`ui_loop`]); the async side owns the connection ([`Prompt`] in `running.rs`).
+//! At the prompt, live output from other clients is printed above it; while a command runs,
+//! its output streams and its questions are asked at the prompt. A private choice that arrives
+//! at the prompt (a client agent's choice outlives its command) is listed and answered with
+//! `/answer`, like another client's question. Tab completes `@` commands (`complete.rs`, the
+//! server's `getCommandCompletion`). Ctrl-C cancels the running command, Ctrl-D exits.
+//!
+//! What a typed line does is decided in `line.rs`: the prompt's own commands first
+//! (`/history`, `/conversation` and `@conversation`, `/answer`), then TypeAgent's slash
+//! commands as the `@system` commands its CLI sends for them (`/help`, `/history N`,
+//! `/session`, `/config`, `/agents`, `/trace`, `/clear`, `/exit`), then the text as typed.
+//! `/help` lists them, in that order.
 //!
 //! Joining replays only the newest screenful of the display log (a `getDisplayHistory` page:
 //! as many entries as the terminal has rows, 40 when unknown) after a line saying how many
 //! earlier entries there are; `/history` (or `@conversation history`) prints the page before
-//! the oldest one shown, each time further back, until the first entry.
+//! the oldest one shown, each time further back, until the first entry. A replayed question
+//! that was answered shows the answer chosen ([`HistoryReader`]).
 //!
 //! The prompt shows the conversation's context meter when it has one (`Work [ctx 1.2k/8.2k
 //! 15%]> `): read with `getStatus` on joining, then kept from the server's `contextMeter`
@@ -22,24 +29,25 @@ use std::sync::mpsc as std_mpsc;
 use std::sync::{Arc, Mutex};
 
 use roundtable_actors::agent::usage::ContextMeter;
-use roundtable_actors::conversation::commands::{self, Command};
-use roundtable_actors::conversation::METER_EVENT;
-use serde_json::{json, Value};
+use serde_json::Value;
 use tokio::sync::mpsc;
 
 use super::complete::CommandCompleter;
 use super::conversations::ask_yes_no;
+use super::render::HistoryReader;
 use super::{
-    home_dir, load_state, render_action, render_history_entry, render_message, save_state,
-    terminal_safe, CliError, CliResult, CLI_CONVERSATION,
+    home_dir, load_state, save_state, terminal_safe, CliError, CliResult, CLI_CONVERSATION,
 };
 use crate::client::conversation::{
-    create_ephemeral, delete_ephemeral, join_named_or_fallback, manage_conversation, ActionResult,
-    ManageHost,
+    create_ephemeral, delete_ephemeral, join_named_or_fallback, ManageHost,
 };
-use crate::client::{Connection, Endpoint, Event, JoinResult};
+use crate::client::{ClientIo, Connection, Endpoint, Event, JoinResult};
 
 mod asking;
+mod line;
+mod running;
+
+use running::Prompt;
 
 /// Options of `roundtable connect`.
 pub struct ConnectOptions {
@@ -82,10 +90,15 @@ enum Input {
     Eof,
 }
 
+/// The conversation the prompt is in, and what it shows of it.
 struct Session {
+    /// The joined conversation's id.
     conversation_id: String,
+    /// Its name, for the prompt.
     name: String,
+    /// Our connection id in it: tells our own requests from other clients'.
     connection_id: String,
+    /// Remember the conversation in the state file (not for `--memory`).
     persist: bool,
     /// The server sent `exit` for our request (`@system exit`): leave after it completes.
     exit_requested: bool,
@@ -94,6 +107,32 @@ struct Session {
     /// Seq of the oldest display entry shown (replayed or paged back to): how many earlier
     /// entries there are, seqs starting at 0; `/history` pages back from it.
     history_start: u64,
+    /// Reads the replayed entries: remembers the questions shown, so their answers read as
+    /// the labels chosen. Started anew with each replay (join, switch).
+    history: HistoryReader,
+}
+
+impl Session {
+    /// A session in the conversation just joined.
+    fn new(joined: &JoinResult, persist: bool) -> Session {
+        Session {
+            conversation_id: joined.conversation_id.clone(),
+            name: joined.name.clone(),
+            connection_id: joined.connection_id.clone(),
+            persist,
+            exit_requested: false,
+            meter: None,
+            history_start: 0,
+            history: HistoryReader::default(),
+        }
+    }
+
+    /// Keeps the meter of a `contextMeter` notification (the caller checked the conversation).
+    fn note_meter(&mut self, call: &ClientIo) {
+        if let Some(meter) = running::meter_of(call) {
+            self.meter = meter;
+        }
+    }
 }
 
 impl ManageHost for Session {
@@ -117,66 +156,28 @@ impl ManageHost for Session {
     }
 }
 
-/// `roundtable connect`: the interactive prompt. Long because it is the session's whole
-/// life in order: join (with the resume fallback), replay, start the UI thread, the event
-/// loop, then leave.
+/// `roundtable connect`: the interactive prompt: join (with the resume fallback), replay,
+/// start the UI thread, run the event loop (`prompt_loop`), then leave.
 pub async fn connect(server: &Endpoint, options: ConnectOptions) -> CliResult {
     let conn = Arc::new(Connection::connect_to(server).await?);
-    let mut events = conn.take_events().expect("fresh connection");
+    let events = conn.take_events().expect("fresh connection");
     // From here Ctrl-C is ours (cancel), not the default (kill).
-    let mut interrupts = interrupt_stream();
-
-    let (ui_tx, ui_rx) = std_mpsc::channel::<Ui>();
-    let (input_tx, mut input_rx) = mpsc::unbounded_channel::<Input>();
+    let interrupts = interrupt_stream();
     let config = rustyline::Config::builder()
         .completion_type(rustyline::CompletionType::List)
         .build();
     let mut editor =
         LineEditor::with_config(config).map_err(|e| CliError::new(format!("terminal: {e}")))?;
-    let mut printer = editor.create_external_printer().ok();
+    let printer = editor.create_external_printer().ok();
 
-    let joined = match (&options.conversation, options.memory) {
-        (Some(id), _) => conn.join_conversation(Some(id), false).await?,
-        (None, true) => create_ephemeral(&conn, "cli-ephemeral").await?,
-        (None, false) => {
-            let saved = if options.resume { load_state() } else { None };
-            match (&saved, options.resume) {
-                (Some(id), true) => match conn.join_conversation(Some(id), false).await {
-                    Ok(j) => j,
-                    Err(e) if e.is_not_found() => {
-                        let question = format!("Conversation {id} no longer exists. Join \"{CLI_CONVERSATION}\" instead?");
-                        if !std::io::stdin().is_terminal() || !ask_yes_no(&question) {
-                            return Err(CliError::new(format!("{e}; not falling back")));
-                        }
-                        join_named_or_fallback(&conn, None, CLI_CONVERSATION)
-                            .await?
-                            .0
-                    }
-                    Err(e) => return Err(e.into()),
-                },
-                _ => {
-                    join_named_or_fallback(&conn, None, CLI_CONVERSATION)
-                        .await?
-                        .0
-                }
-            }
-        }
-    };
-    let mut session = Session {
-        conversation_id: joined.conversation_id.clone(),
-        name: joined.name.clone(),
-        connection_id: joined.connection_id.clone(),
-        persist: !options.memory,
-        exit_requested: false,
-        meter: None,
-        history_start: 0,
-    };
+    let joined = join_initial(&conn, &options).await?;
+    let mut session = Session::new(&joined, !options.memory);
     refresh_meter(&conn, &mut session).await;
     if session.persist {
         save_state(&session.conversation_id);
     }
     println!(
-        "Joined \"{}\" ({}). Type @help for commands, Ctrl-D to exit.",
+        "Joined \"{}\" ({}). Type @help for commands, /help for slash commands, Ctrl-D to exit.",
         terminal_safe(&session.name),
         session.conversation_id
     );
@@ -194,54 +195,107 @@ pub async fn connect(server: &Endpoint, options: ConnectOptions) -> CliResult {
     let history_file = home_dir().join("cli-history.txt");
     let _ = editor.load_history(&history_file);
     let first_prompt = prompt(&session);
+    let (ui_tx, ui_rx) = std_mpsc::channel::<Ui>();
+    let (input_tx, input_rx) = mpsc::unbounded_channel::<Input>();
     let ui =
         std::thread::spawn(move || ui_loop(editor, first_prompt, ui_rx, input_tx, history_file));
 
-    let mut pending_questions: Vec<(String, Value)> = Vec::new();
-    let result: CliResult = loop {
-        tokio::select! {
-            input = input_rx.recv() => {
-                match input {
-                    None | Some(Input::Eof) => break Ok(()),
-                    Some(Input::Answer(_) | Input::Text(_) | Input::Interrupt) => {}
-                    Some(Input::Line(line)) => {
-                        let line = line.trim().to_string();
-                        if !line.is_empty() {
-                            handle_line(&conn, &mut session, &line, &ui_tx, &mut input_rx, &mut events, &mut interrupts, &mut pending_questions).await;
-                            if let Ok(mut id) = completed_in.lock() {
-                                id.clone_from(&session.conversation_id);
-                            }
-                        }
-                        if session.exit_requested {
-                            break Ok(());
-                        }
-                        let _ = ui_tx.send(Ui::Prompt(prompt(&session)));
-                    }
-                }
-            }
-            Some(event) = events.recv() => {
-                if let Event::Closed { .. } = event {
-                    break Err(CliError::new("the server closed the connection"));
-                }
-                note_meter(&event, &mut session);
-                if let Some(text) = render_live(&event, &session, &mut pending_questions, true) {
-                    let text = terminal_safe(&text).into_owned();
-                    match printer.as_mut() {
-                        Some(p) => { let _ = rustyline::ExternalPrinter::print(p, text); }
-                        None => println!("{text}"),
-                    }
-                }
-            }
-            _ = interrupts.recv() => {}
-        }
+    let mut state = Prompt {
+        conn: conn.clone(),
+        session,
+        ui: ui_tx,
+        input: input_rx,
+        events,
+        interrupts,
+        waiting: Vec::new(),
     };
-    drop(ui_tx);
+    let result = prompt_loop(&mut state, printer, &completed_in).await;
+    let conversation_id = state.session.conversation_id.clone();
+    drop(state);
     if options.memory {
-        delete_ephemeral(&conn, &session.conversation_id).await;
+        delete_ephemeral(&conn, &conversation_id).await;
     }
     conn.close();
     let _ = ui.join();
     result
+}
+
+/// Joins what `options` ask for: the given id, a new ephemeral conversation, the saved one
+/// (`--resume`, asking before falling back when it is gone), or `CLI`.
+async fn join_initial(conn: &Connection, options: &ConnectOptions) -> CliResult<JoinResult> {
+    if let Some(id) = &options.conversation {
+        return Ok(conn.join_conversation(Some(id), false).await?);
+    }
+    if options.memory {
+        return Ok(create_ephemeral(conn, "cli-ephemeral").await?);
+    }
+    let saved = if options.resume { load_state() } else { None };
+    let Some(id) = saved else {
+        return Ok(join_named_or_fallback(conn, None, CLI_CONVERSATION)
+            .await?
+            .0);
+    };
+    match conn.join_conversation(Some(&id), false).await {
+        Ok(j) => Ok(j),
+        Err(e) if e.is_not_found() => {
+            let question =
+                format!("Conversation {id} no longer exists. Join \"{CLI_CONVERSATION}\" instead?");
+            if !std::io::stdin().is_terminal() || !ask_yes_no(&question) {
+                return Err(CliError::new(format!("{e}; not falling back")));
+            }
+            Ok(join_named_or_fallback(conn, None, CLI_CONVERSATION)
+                .await?
+                .0)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The session's loop: each typed line runs to completion; at the prompt, other clients'
+/// output is printed above it; until Ctrl-D, `@system exit`, or the server closes.
+async fn prompt_loop(
+    state: &mut Prompt,
+    mut printer: Option<impl rustyline::ExternalPrinter>,
+    completed_in: &Mutex<String>,
+) -> CliResult {
+    loop {
+        tokio::select! {
+            input = state.input.recv() => match input {
+                None | Some(Input::Eof) => return Ok(()),
+                Some(Input::Answer(_) | Input::Text(_) | Input::Interrupt) => {}
+                Some(Input::Line(line)) => {
+                    let line = line.trim();
+                    if !line.is_empty() {
+                        state.handle_line(line).await;
+                        if let Ok(mut id) = completed_in.lock() {
+                            id.clone_from(&state.session.conversation_id);
+                        }
+                    }
+                    if state.session.exit_requested {
+                        return Ok(());
+                    }
+                    let _ = state.ui.send(Ui::Prompt(prompt(&state.session)));
+                }
+            },
+            Some(event) = state.events.recv() => {
+                let Event::Call { conversation_id, call } = event else {
+                    return Err(CliError::new("the server closed the connection"));
+                };
+                if conversation_id != state.session.conversation_id {
+                    continue;
+                }
+                state.session.note_meter(&call);
+                if let Some(text) = state.render_live(call, true) {
+                    let text = terminal_safe(&text).into_owned();
+                    match printer.as_mut() {
+                        Some(p) => { let _ = p.print(text); }
+                        None => println!("{text}"),
+                    }
+                }
+            }
+            _ = state.interrupts.recv() => {}
+        }
+    }
 }
 
 fn interrupt_stream() -> mpsc::UnboundedReceiver<()> {
@@ -307,23 +361,8 @@ async fn refresh_meter(conn: &Connection, session: &mut Session) {
         });
 }
 
-/// Keeps the meter of a `contextMeter` notification for the session's conversation.
-fn note_meter(event: &Event, session: &mut Session) {
-    if let Event::Call {
-        conversation_id,
-        method,
-        args,
-    } = event
-    {
-        if *conversation_id == session.conversation_id
-            && method == "notify"
-            && args[1] == METER_EVENT
-        {
-            session.meter = serde_json::from_value(args[2].clone()).unwrap_or(None);
-        }
-    }
-}
-
+/// The UI thread: reads a line at the prompt, then serves the command it started
+/// ([`serve_command`]) until told to prompt again; saves the history at the end.
 fn ui_loop(
     mut editor: LineEditor,
     mut prompt_text: String,
@@ -348,50 +387,53 @@ fn ui_loop(
                 break;
             }
         }
-        // The command runs: print its output, answer its questions, until told to prompt.
-        loop {
-            match ui_rx.recv() {
-                Ok(Ui::Print(text)) => println!("{}", terminal_safe(&text)),
-                Ok(Ui::Clear) => {
-                    let _ = editor.clear_screen();
-                }
-                Ok(Ui::Ask(question, choices)) => {
-                    let listed: Vec<String> = choices
-                        .iter()
-                        .enumerate()
-                        .map(|(i, c)| format!("[{}] {c}", i + 1))
-                        .collect();
-                    let asked = format!("? {question} {} > ", listed.join(" "));
-                    let reply = match editor.readline(&terminal_safe(&asked)) {
-                        // Ctrl-C at a question cancels the command, as it does elsewhere.
-                        Err(ReadlineError::Interrupted) => Input::Interrupt,
-                        answer => Input::Answer(answer.ok().and_then(|a| pick(&a, &choices))),
-                    };
-                    if input_tx.send(reply).is_err() {
-                        return;
-                    }
-                }
-                Ok(Ui::AskLine(asked)) => {
-                    let reply = match editor.readline(&terminal_safe(&asked)) {
-                        Err(ReadlineError::Interrupted) => Input::Interrupt,
-                        answer => Input::Text(answer.unwrap_or_default()),
-                    };
-                    if input_tx.send(reply).is_err() {
-                        return;
-                    }
-                }
-                Ok(Ui::Prompt(p)) => {
-                    prompt_text = p;
-                    break;
-                }
-                Err(_) => {
-                    save_history(&mut editor, &history_file);
-                    return;
-                }
-            }
+        match serve_command(&mut editor, &ui_rx, &input_tx) {
+            Some(next) => prompt_text = next,
+            None => break,
         }
     }
     save_history(&mut editor, &history_file);
+}
+
+/// While a command runs: print its output, ask its questions, until told to prompt (the
+/// new prompt text) or the async side is gone (`None`).
+fn serve_command(
+    editor: &mut LineEditor,
+    ui_rx: &std_mpsc::Receiver<Ui>,
+    input_tx: &mpsc::UnboundedSender<Input>,
+) -> Option<String> {
+    use rustyline::error::ReadlineError;
+    loop {
+        let reply = match ui_rx.recv().ok()? {
+            Ui::Print(text) => {
+                println!("{}", terminal_safe(&text));
+                continue;
+            }
+            Ui::Clear => {
+                let _ = editor.clear_screen();
+                continue;
+            }
+            Ui::Prompt(next) => return Some(next),
+            Ui::Ask(question, choices) => {
+                let listed: Vec<String> = choices
+                    .iter()
+                    .enumerate()
+                    .map(|(i, c)| format!("[{}] {c}", i + 1))
+                    .collect();
+                let asked = format!("? {question} {} > ", listed.join(" "));
+                match editor.readline(&terminal_safe(&asked)) {
+                    // Ctrl-C at a question cancels the command, as it does elsewhere.
+                    Err(ReadlineError::Interrupted) => Input::Interrupt,
+                    answer => Input::Answer(answer.ok().and_then(|a| pick(&a, &choices))),
+                }
+            }
+            Ui::AskLine(asked) => match editor.readline(&terminal_safe(&asked)) {
+                Err(ReadlineError::Interrupted) => Input::Interrupt,
+                answer => Input::Text(answer.unwrap_or_default()),
+            },
+        };
+        input_tx.send(reply).ok()?;
+    }
 }
 
 /// Saves the prompt history, readable by its owner only (it holds what the user typed).
@@ -481,7 +523,7 @@ async fn history_page(
 /// Prints a page of entries after its [`earlier_line`] (none before a replay that starts the
 /// conversation: nothing is missing there).
 fn print_page(
-    session: &Session,
+    session: &mut Session,
     first: u64,
     entries: &[Value],
     replay: bool,
@@ -491,7 +533,7 @@ fn print_page(
         print(earlier_line(first));
     }
     for e in entries {
-        if let Some(line) = render_history_entry(e, &session.connection_id) {
+        if let Some(line) = session.history.entry(e, &session.connection_id) {
             print(line);
         }
     }
@@ -500,6 +542,7 @@ fn print_page(
 /// Replays the newest screenful of the conversation's display log (on joining, on
 /// switching), after a line saying how many earlier entries there are.
 async fn replay(conn: &Connection, session: &mut Session, print: &dyn Fn(String)) {
+    session.history = HistoryReader::default();
     match history_page(conn, session, None, screen_entries()).await {
         Ok((first, entries)) => {
             session.history_start = first;
@@ -525,463 +568,6 @@ async fn page_back(conn: &Connection, session: &mut Session, print: &dyn Fn(Stri
     }
 }
 
-/// Whether a typed line asks for earlier history: `/history`, `@conversation history` (or
-/// `@conv history`).
-fn asks_history(line: &str) -> bool {
-    let words: Vec<&str> = line.split_whitespace().collect();
-    matches!(
-        words.as_slice(),
-        ["/history"] | ["@conversation" | "@conv", "history"]
-    )
-}
-
-/// The text of a live event, if it is for the current conversation and worth showing.
-/// `others_only`: at the prompt, our own request echoes are skipped.
-fn render_live(
-    event: &Event,
-    session: &Session,
-    questions: &mut Vec<(String, Value)>,
-    at_prompt: bool,
-) -> Option<String> {
-    let Event::Call {
-        conversation_id,
-        method,
-        args,
-    } = event
-    else {
-        return None;
-    };
-    if *conversation_id != session.conversation_id {
-        return None;
-    }
-    match method.as_str() {
-        "setUserRequest" => {
-            let who = args[0]["connectionId"].as_str().unwrap_or("");
-            (who != session.connection_id)
-                .then(|| format!("> [client {who}] {}", args[1].as_str().unwrap_or("")))
-        }
-        "appendDisplay" | "setDisplay" => {
-            if args.get(1).and_then(Value::as_str) == Some("temporary") {
-                return None;
-            }
-            Some(render_message(&args[0]))
-        }
-        "notify" if args[1] == "commandComplete" => args[2]["result"]["lastError"]
-            .as_str()
-            .map(|e| format!("error: {e}")),
-        "requestCancelled" => Some(format!(
-            "(request {})",
-            super::render::cancelled_text(args[1].as_str().unwrap_or(""))
-        )),
-        "requestInteraction" if at_prompt && args[0]["type"] != "question" => {
-            let q = &args[0];
-            let what = match q["type"].as_str() {
-                Some("form") => format!(
-                    "a form{}",
-                    q["form"]["message"]
-                        .as_str()
-                        .map_or(String::new(), |m| format!(": {m}"))
-                ),
-                _ => "to confirm an action".to_string(),
-            };
-            Some(format!(
-                "? [client {}] asks {what} (answer it in that client)",
-                q["requestId"]["connectionId"].as_str().unwrap_or("?")
-            ))
-        }
-        "requestInteraction" if at_prompt => {
-            let q = &args[0];
-            questions.push((
-                q["interactionId"].as_str().unwrap_or("").to_string(),
-                q.clone(),
-            ));
-            let choices: Vec<String> = q["choices"]
-                .as_array()
-                .map(|c| {
-                    c.iter()
-                        .enumerate()
-                        .map(|(i, c)| format!("[{}] {}", i + 1, c.as_str().unwrap_or("")))
-                        .collect()
-                })
-                .unwrap_or_default();
-            Some(format!(
-                "? {} {} (answer with /answer <n>)",
-                q["message"].as_str().unwrap_or(""),
-                choices.join(" ")
-            ))
-        }
-        "interactionResolved" | "interactionCancelled" => {
-            let id = args[0].as_str().unwrap_or("");
-            questions.retain(|(q, _)| q != id);
-            None
-        }
-        // A private choice that came while no command of ours waits (a client agent's
-        // choice asked again after an answer, or one whose command completed first).
-        "requestChoice" | "requestForm" => {
-            let id = args.get(1)?.as_str()?.to_string();
-            questions.retain(|(q, _)| *q != id);
-            questions.push((id, json!({"choice": method, "args": args})));
-            Some(choice_line(method, args))
-        }
-        _ => None,
-    }
-}
-
-/// The choices a `requestChoice` offers: its `choices`, or Yes and No for a `yesNo` sent
-/// with none (as TypeAgent sends it).
-fn choice_labels(args: &[Value]) -> Vec<String> {
-    let listed: Vec<String> = args
-        .get(4)
-        .and_then(Value::as_array)
-        .map(|c| {
-            c.iter()
-                .filter_map(|s| s.as_str().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default();
-    if listed.is_empty() && args.get(2).and_then(Value::as_str) == Some("yesNo") {
-        return vec!["Yes".into(), "No".into()];
-    }
-    listed
-}
-
-/// The line announcing a private choice (`requestChoice` / `requestForm`) at the prompt.
-fn choice_line(method: &str, args: &[Value]) -> String {
-    let text = |i: usize| args.get(i).and_then(Value::as_str).unwrap_or("");
-    if method == "requestForm" {
-        let form = args.get(2).unwrap_or(&Value::Null);
-        let heading = form["message"]
-            .as_str()
-            .map_or(String::new(), |m| format!(": {m}"));
-        return format!("? {} asks a form{heading} (answer with /answer)", text(3));
-    }
-    if text(2) == "pickRemember" {
-        return format!("? {} (answer with /answer)", text(3));
-    }
-    let listed: Vec<String> = choice_labels(args)
-        .iter()
-        .enumerate()
-        .map(|(i, c)| format!("[{}] {c}", i + 1))
-        .collect();
-    format!(
-        "? {} {} (answer with /answer <n>)",
-        text(3),
-        listed.join(" ")
-    )
-}
-
-/// `/answer` for a private choice waiting at the prompt (`method` and `args` of its
-/// `requestChoice` / `requestForm`): read the answer, send `respondToChoice`. False when it
-/// was not answered (Ctrl-C, or a text that names no choice): it stays waiting.
-async fn answer_choice(
-    conn: &Connection,
-    session: &Session,
-    (method, args): (&str, &[Value]),
-    typed: &str,
-    ui: &std_mpsc::Sender<Ui>,
-    input: &mut mpsc::UnboundedReceiver<Input>,
-) -> bool {
-    let print = |t: String| {
-        let _ = ui.send(Ui::Print(t));
-    };
-    let response = if method == "requestForm" {
-        asking::fill_form(args.get(2).unwrap_or(&Value::Null), ui, input).await
-    } else if args.get(2).and_then(Value::as_str) == Some("pickRemember") {
-        asking::pick_remember(args, ui, input).await
-    } else {
-        let labels = choice_labels(args);
-        match pick(typed, &labels) {
-            Some(i) if args[2] == "yesNo" => Some(json!(i == 0)),
-            Some(i) => Some(json!([i])),
-            None => {
-                print(format!("Answer with a number from 1 to {}.", labels.len()));
-                return false;
-            }
-        }
-    };
-    let Some(response) = response else {
-        return false;
-    };
-    let id = args.get(1).and_then(Value::as_str).unwrap_or("");
-    if let Err(e) = conn
-        .respond_to_choice(&session.conversation_id, id, response)
-        .await
-    {
-        print(format!("error: {e}"));
-    }
-    true
-}
-
-/// One line typed at the prompt: a local `/conversation` or `/answer`, else a command that
-/// is submitted and followed (output, questions, choices, Ctrl-C) until it completes. Long,
-/// and with many arguments, because it is one `select!` loop over the prompt's channels;
-/// splitting it is left for a follow-up that does not change behaviour.
-#[allow(clippy::too_many_arguments)]
-async fn handle_line(
-    conn: &Connection,
-    session: &mut Session,
-    line: &str,
-    ui: &std_mpsc::Sender<Ui>,
-    input: &mut mpsc::UnboundedReceiver<Input>,
-    events: &mut mpsc::UnboundedReceiver<Event>,
-    interrupts: &mut mpsc::UnboundedReceiver<()>,
-    questions: &mut Vec<(String, Value)>,
-) {
-    let print = |t: String| {
-        let _ = ui.send(Ui::Print(t));
-    };
-    if asks_history(line) {
-        page_back(conn, session, &print).await;
-        return;
-    }
-    // `/conversation …` is the same as `@conversation …`, run locally.
-    let local = line
-        .strip_prefix("/conversation")
-        .map(|rest| format!("@conversation{rest}"));
-    let line = match commands::parse(local.as_deref().unwrap_or(line)) {
-        Some(Command::Conversation(payload)) => {
-            manage_locally(conn, session, &payload, &print).await;
-            return;
-        }
-        // `handoff` is the server's work: `/conversation handoff …` goes as `@conversation …`.
-        Some(Command::Handoff(_)) => local.as_deref().unwrap_or(line),
-        _ => line,
-    };
-    if let Some(rest) = line.strip_prefix("/answer") {
-        let Some((id, q)) = questions.first().cloned() else {
-            print("There is no question waiting.".into());
-            return;
-        };
-        if let (Some(method), Some(args)) = (q["choice"].as_str(), q["args"].as_array()) {
-            if answer_choice(conn, session, (method, args), rest, ui, input).await {
-                questions.retain(|(q, _)| *q != id);
-            }
-            return;
-        }
-        let choices: Vec<String> = q["choices"]
-            .as_array()
-            .map(|c| {
-                c.iter()
-                    .filter_map(|s| s.as_str().map(str::to_string))
-                    .collect()
-            })
-            .unwrap_or_default();
-        match pick(rest, &choices) {
-            Some(i) => {
-                if let Err(e) = conn
-                    .respond_to_interaction(&session.conversation_id, &id, i)
-                    .await
-                {
-                    print(format!("error: {e}"));
-                }
-                questions.retain(|(q, _)| *q != id);
-            }
-            None => print(format!("Answer with a number from 1 to {}.", choices.len())),
-        }
-        return;
-    }
-    let request_id = match conn
-        .submit_command(
-            &session.conversation_id,
-            line,
-            &uuid::Uuid::new_v4().to_string(),
-        )
-        .await
-    {
-        Ok(id) => id,
-        Err(e) => {
-            print(format!("error: {e}"));
-            return;
-        }
-    };
-    let wait = conn.wait_command(&request_id);
-    tokio::pin!(wait);
-    // The `manage-conversation` actions a request in words asked for (its `takeAction` comes
-    // just before its completion). Carried out once the completion is in: a switch leaves
-    // this conversation, and a completion sent after the leave would never reach us.
-    let mut actions: Vec<Value> = Vec::new();
-    loop {
-        tokio::select! {
-            outcome = &mut wait => {
-                // Output that arrived with the completion is still in the queue: show it.
-                while let Ok(event) = events.try_recv() {
-                    note_meter(&event, session);
-                    if let Event::Call { conversation_id, method, args } = &event {
-                        if *conversation_id == session.conversation_id
-                            && method == "takeAction"
-                            && args[1] == "manage-conversation"
-                        {
-                            actions.push(args[2].clone());
-                            continue;
-                        }
-                    }
-                    if own_control(&event, session, &request_id, ui) {
-                        continue;
-                    }
-                    if let Some(text) = render_live(&event, session, questions, false) {
-                        print(text);
-                    }
-                }
-                if let Err(e) = outcome {
-                    print(format!("error: {e}"));
-                }
-                for payload in actions {
-                    manage_locally(conn, session, &payload, &print).await;
-                }
-                return;
-            }
-            _ = interrupts.recv() => cancel(conn, session, &request_id, &print).await,
-            Some(event) = events.recv() => {
-                note_meter(&event, session);
-                match &event {
-                    Event::Closed { .. } => { print("the server closed the connection".into()); return; }
-                    Event::Call { conversation_id, method, args } if *conversation_id == session.conversation_id => {
-                        let ours = |v: &Value| v["requestId"]["requestId"] == request_id.as_str();
-                        if method == "requestInteraction" && ours(&args[0]) && args[0]["type"] != "question" {
-                            let q = &args[0];
-                            let response = if q["type"] == "form" {
-                                asking::fill_form(&q["form"], ui, input).await.map(|value| json!({"interactionId": q["interactionId"], "type": "form", "value": value}))
-                            } else {
-                                asking::decide_proposal(q, ui, input).await
-                            };
-                            match response {
-                                Some(response) => {
-                                    if let Err(e) = conn.respond_to_interaction_with(&session.conversation_id, response).await {
-                                        print(format!("error: {e}"));
-                                    }
-                                }
-                                None => cancel(conn, session, &request_id, &print).await,
-                            }
-                            continue;
-                        }
-                        if method == "requestForm" || (method == "requestChoice" && args[2] == "pickRemember") {
-                            let response = if method == "requestForm" {
-                                asking::fill_form(&args[2], ui, input).await
-                            } else {
-                                asking::pick_remember(args, ui, input).await
-                            };
-                            match response {
-                                Some(response) => {
-                                    let id = args[1].as_str().unwrap_or("");
-                                    if let Err(e) = conn.respond_to_choice(&session.conversation_id, id, response).await {
-                                        print(format!("error: {e}"));
-                                    }
-                                }
-                                None => cancel(conn, session, &request_id, &print).await,
-                            }
-                            continue;
-                        }
-                        if method == "requestInteraction" && ours(&args[0]) {
-                            let q = &args[0];
-                            let choices: Vec<String> = q["choices"].as_array().map(|c| c.iter().filter_map(|s| s.as_str().map(str::to_string)).collect()).unwrap_or_default();
-                            let _ = ui.send(Ui::Ask(q["message"].as_str().unwrap_or("").to_string(), choices));
-                            match input.recv().await {
-                                Some(Input::Answer(Some(i))) => {
-                                    let id = q["interactionId"].as_str().unwrap_or("");
-                                    if let Err(e) = conn.respond_to_interaction(&session.conversation_id, id, i).await {
-                                        print(format!("error: {e}"));
-                                    }
-                                }
-                                Some(Input::Interrupt) => cancel(conn, session, &request_id, &print).await,
-                                _ => {}
-                            }
-                            continue;
-                        }
-                        if method == "requestChoice" {
-                            let choices = choice_labels(args);
-                            let _ = ui.send(Ui::Ask(args[3].as_str().unwrap_or("").to_string(), choices.clone()));
-                            match input.recv().await {
-                                Some(Input::Answer(Some(i))) => {
-                                    let response = if args[2] == "yesNo" { json!(i == 0) } else { json!([i]) };
-                                    let id = args[1].as_str().unwrap_or("");
-                                    if let Err(e) = conn.respond_to_choice(&session.conversation_id, id, response).await {
-                                        print(format!("error: {e}"));
-                                    }
-                                }
-                                Some(Input::Interrupt) => cancel(conn, session, &request_id, &print).await,
-                                _ => {}
-                            }
-                            continue;
-                        }
-                        if own_control(&event, session, &request_id, ui) {
-                            continue;
-                        }
-                        if method == "takeAction" && args[1] == "manage-conversation" {
-                            actions.push(args[2].clone());
-                            continue;
-                        }
-                        if let Some(text) = render_live(&event, session, questions, false) {
-                            print(text);
-                        }
-                    }
-                    _ => {}
-                }
-            }
-        }
-    }
-}
-
-/// `@system clear` / `@system exit`, sent to us alone with our request's id: clears the
-/// screen, or ends the session once the request completes. Checked both while the request
-/// runs and on the events still queued when its completion is seen first (both may be ready
-/// at once: a busy machine delivers the `exit` and the completion together).
-fn own_control(
-    event: &Event,
-    session: &mut Session,
-    request_id: &str,
-    ui: &std_mpsc::Sender<Ui>,
-) -> bool {
-    let Event::Call {
-        conversation_id,
-        method,
-        args,
-    } = event
-    else {
-        return false;
-    };
-    if *conversation_id != session.conversation_id
-        || !(method == "clear" || method == "exit")
-        || args[0]["requestId"] != request_id
-    {
-        return false;
-    }
-    if method == "clear" {
-        let _ = ui.send(Ui::Clear);
-    } else {
-        session.exit_requested = true;
-    }
-    true
-}
-
-/// Ctrl-C: cancel the running command (its `requestCancelled` then ends the wait).
-async fn cancel(conn: &Connection, session: &Session, request_id: &str, print: &dyn Fn(String)) {
-    match conn
-        .cancel_command(&session.conversation_id, request_id)
-        .await
-    {
-        Ok(kind) => log::debug!("cancel: {kind}"),
-        Err(e) => print(format!("error: {e}")),
-    }
-}
-
-async fn manage_locally(
-    conn: &Connection,
-    session: &mut Session,
-    payload: &Value,
-    print: &dyn Fn(String),
-) {
-    let result = manage_conversation(conn, session, payload).await;
-    print(render_action(&result));
-    if let ActionResult::Ok {
-        switched: Some(_), ..
-    } = result
-    {
-        refresh_meter(conn, session).await;
-        // Joined the new one and left the old: replay the new conversation's history.
-        replay(conn, session, print).await;
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -989,15 +575,14 @@ mod tests {
     /// The prompt carries the meter only when there is one, in a few characters.
     #[test]
     fn the_prompt_shows_the_meter() {
-        let mut session = Session {
+        let joined = JoinResult {
+            connection_id: "0".into(),
             conversation_id: "c".into(),
             name: "Work".into(),
-            connection_id: "0".into(),
-            persist: false,
-            exit_requested: false,
-            meter: None,
-            history_start: 0,
+            pending_interactions: Vec::new(),
+            queue_snapshot: None,
         };
+        let mut session = Session::new(&joined, false);
         assert_eq!(prompt(&session), "Work> ");
         session.meter = Some(ContextMeter {
             context_tokens: 1234,
@@ -1019,7 +604,7 @@ mod tests {
     }
 
     /// The line before a page counts earlier entries with separators, or marks the start;
-    /// only `/history` and `@conversation history` ask for it.
+    /// `/history` and `@conversation history` ask for it (`line.rs` tests the rest).
     #[test]
     fn history_lines_and_commands() {
         let counts: Vec<String> = [0, 7, 999, 1000, 24_990, 1_234_567]
@@ -1034,15 +619,7 @@ mod tests {
         assert_eq!(earlier_line(1), "… 1 earlier entry: /history to see more");
         assert_eq!(earlier_line(0), "(the conversation starts here)");
         for typed in ["/history", " @conversation  history ", "@conv history"] {
-            assert!(asks_history(typed), "{typed}");
-        }
-        for typed in [
-            "/history 5",
-            "@conversation list",
-            "history",
-            "@system history",
-        ] {
-            assert!(!asks_history(typed), "{typed}");
+            assert!(line::asks_history(typed), "{typed}");
         }
         assert!((1..=1000).contains(&screen_entries()));
     }

@@ -5,10 +5,12 @@
 //! `restore` only the archive and the target directory (nothing here reads a running server's
 //! files); and [`service`], which writes the systemd unit that runs the server.
 //!
-//! Files: `connect.rs` (the interactive prompt; `complete.rs` its Tab completion), `conversations.rs`, `run.rs`, `server.rs`,
+//! Files: `connect.rs` (the interactive prompt: `connect/line.rs` decides what a typed line
+//! means, `connect/running.rs` runs it and follows its request, `connect/asking.rs` reads
+//! forms and choices; `complete.rs` is its Tab completion), `conversations.rs`, `run.rs`, `server.rs`,
 //! `backup.rs` (one per subcommand; `backup.rs` has both archive commands), `render.rs`
-//! (terminal-safe text, messages, history, the table: shared by every subcommand, so not
-//! under `connect`), `state.rs` (`cli-state.json`, the last joined conversation). The binary
+//! (terminal-safe text, messages, replayed history, the table: shared by every subcommand, so
+//! not under `connect`), `state.rs` (`cli-state.json`, the last joined conversation). The binary
 //! parses the flags and calls [`block_on`] with one of them (or [`finish`] with the outcome
 //! of `backup` / `restore`, which run their own runtime or none).
 
@@ -29,6 +31,7 @@ pub use connect::{connect, ConnectOptions};
 pub use conversations::{conversations, ConversationsCommand};
 pub use render::{
     content_text, render_action, render_history_entry, render_message, table, terminal_safe,
+    HistoryReader,
 };
 pub use run::{run, RunKind};
 pub use server::{server_status, server_stop};

@@ -1,7 +1,8 @@
 //! How server data reads in a terminal: [`terminal_safe`] (every server-supplied string passes
 //! through it before it is printed), display content and agent messages, replayed history
-//! entries, `manage-conversation` results and the `conversations list` table. Pure functions;
-//! used by every subcommand.
+//! entries ([`HistoryReader`], which reads a replayed answer as the label chosen),
+//! `manage-conversation` results and the `conversations list` table. Pure functions (and the
+//! reader's memory of the questions it has shown); used by every subcommand.
 
 use roundtable_actors::conversation::commands;
 use serde_json::Value;
@@ -95,7 +96,95 @@ pub fn cancelled_text(reason: &str) -> String {
     }
 }
 
-/// How a replayed display-log entry reads.
+/// Reads replayed display-log entries. It remembers the interactions it has shown, so a
+/// resolved one reads as its answer (the chosen label), not as the raw response value an
+/// `interaction-resolved` entry carries. One per conversation shown (a switch starts anew).
+#[derive(Debug, Default)]
+pub struct HistoryReader {
+    /// `pending-interaction` entries seen, by interaction id: what their answers mean.
+    asked: std::collections::HashMap<String, Value>,
+}
+
+impl HistoryReader {
+    /// How one entry reads (`None`: not shown). `my_connection` tells our own requests from
+    /// other clients'.
+    pub fn entry(&mut self, entry: &Value, my_connection: &str) -> Option<String> {
+        match entry["type"].as_str()? {
+            "pending-interaction" => {
+                if let Some(id) = entry["interactionId"].as_str() {
+                    self.asked.insert(id.to_string(), entry.clone());
+                }
+                Some(question_line(entry))
+            }
+            "interaction-resolved" => {
+                let asked = entry["interactionId"]
+                    .as_str()
+                    .and_then(|id| self.asked.get(id));
+                Some(format!(
+                    "  -> {}",
+                    answer_text(asked, entry.get("response"))
+                ))
+            }
+            _ => render_history_entry(entry, my_connection),
+        }
+    }
+}
+
+/// A replayed question, form or proposed action.
+fn question_line(entry: &Value) -> String {
+    match entry["interactionType"].as_str() {
+        Some("form") => {
+            let prompts: Vec<&str> = entry["form"]["fields"]
+                .as_array()
+                .map(|f| f.iter().filter_map(|f| f["prompt"].as_str()).collect())
+                .unwrap_or_default();
+            let heading = entry["form"]["message"].as_str().unwrap_or("a form");
+            format!("? {heading}: {}", prompts.join(" / "))
+        }
+        Some("proposeAction") => {
+            let action = &entry["actionTemplates"]["templateData"][0]["data"];
+            format!(
+                "? run {} {}?",
+                action["actionName"].as_str().unwrap_or("an action"),
+                action.get("parameters").unwrap_or(&Value::Null)
+            )
+        }
+        _ => format!("? {}", entry["message"].as_str().unwrap_or("")),
+    }
+}
+
+/// What an answer was, in words: a question's chosen label, a form submitted or dismissed, a
+/// proposed action run or cancelled. `asked` is its `pending-interaction` entry when it was
+/// shown (a page further back may hold it); `response` is absent for a proposal run as is.
+fn answer_text(asked: Option<&Value>, response: Option<&Value>) -> String {
+    let kind = asked.map_or("question", |a| {
+        a["interactionType"].as_str().unwrap_or("question")
+    });
+    match (kind, response) {
+        ("form", Some(r)) if r["cancelled"] == true => "form dismissed".into(),
+        ("form", _) => "form submitted".into(),
+        ("proposeAction", None) => "run".into(),
+        ("proposeAction", Some(Value::Null)) => "cancelled".into(),
+        ("proposeAction", Some(_)) => "run (edited)".into(),
+        (_, Some(Value::Number(n))) => {
+            let label = n.as_u64().and_then(|i| {
+                asked?["choices"]
+                    .get(usize::try_from(i).ok()?)?
+                    .as_str()
+                    .map(str::to_string)
+            });
+            match label {
+                Some(label) => format!("answered {label}"),
+                None => format!("answered choice {}", n.as_u64().map_or(0, |i| i + 1)),
+            }
+        }
+        (_, Some(other)) => format!("answered {other}"),
+        (_, None) => "answered".into(),
+    }
+}
+
+/// How a replayed display-log entry reads on its own (interactions read best through a
+/// [`HistoryReader`], which knows what their answers mean).
 pub fn render_history_entry(entry: &Value, my_connection: &str) -> Option<String> {
     match entry["type"].as_str()? {
         "user-request" => {
@@ -111,26 +200,10 @@ pub fn render_history_entry(entry: &Value, my_connection: &str) -> Option<String
             ))
         }
         "append-display" | "set-display" => Some(render_message(&entry["message"])),
-        "pending-interaction" => Some(match entry["interactionType"].as_str() {
-            Some("form") => {
-                let prompts: Vec<&str> = entry["form"]["fields"]
-                    .as_array()
-                    .map(|f| f.iter().filter_map(|f| f["prompt"].as_str()).collect())
-                    .unwrap_or_default();
-                let heading = entry["form"]["message"].as_str().unwrap_or("a form");
-                format!("? {heading}: {}", prompts.join(" / "))
-            }
-            Some("proposeAction") => {
-                let action = &entry["actionTemplates"]["templateData"][0]["data"];
-                format!(
-                    "? run {} {}?",
-                    action["actionName"].as_str().unwrap_or("an action"),
-                    action.get("parameters").unwrap_or(&Value::Null)
-                )
-            }
-            _ => format!("? {}", entry["message"].as_str().unwrap_or("")),
-        }),
-        "interaction-resolved" => Some(format!("  -> answered {}", entry["response"])),
+        "pending-interaction" => Some(question_line(entry)),
+        "interaction-resolved" => {
+            Some(format!("  -> {}", answer_text(None, entry.get("response"))))
+        }
         "interaction-cancelled" => Some("  -> question cancelled".into()),
         _ => None,
     }
@@ -249,6 +322,42 @@ pub fn table(list: &[ConversationInfo], current: Option<&str>) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// A replayed answer reads as the label chosen (the entry carries only its index), a form
+    /// or a proposal as what became of it; an answer whose question is not shown reads as
+    /// the choice's number.
+    #[test]
+    fn replayed_answers_read_as_their_labels() {
+        let mut reader = HistoryReader::default();
+        let asked = json!({"type": "pending-interaction", "interactionId": "q1",
+            "interactionType": "question", "message": "Continue?", "choices": ["Yes", "No"]});
+        assert_eq!(reader.entry(&asked, "0").as_deref(), Some("? Continue?"));
+        let answered =
+            json!({"type": "interaction-resolved", "interactionId": "q1", "response": 1});
+        assert_eq!(
+            reader.entry(&answered, "0").as_deref(),
+            Some("  -> answered No")
+        );
+        let unseen = json!({"type": "interaction-resolved", "interactionId": "q0", "response": 0});
+        assert_eq!(
+            reader.entry(&unseen, "0").as_deref(),
+            Some("  -> answered choice 1")
+        );
+        let proposal = json!({"type": "pending-interaction", "interactionId": "p",
+            "interactionType": "proposeAction", "actionTemplates": {}});
+        reader.entry(&proposal, "0");
+        let run = json!({"type": "interaction-resolved", "interactionId": "p"});
+        assert_eq!(reader.entry(&run, "0").as_deref(), Some("  -> run"));
+        let form = json!({"type": "pending-interaction", "interactionId": "f",
+            "interactionType": "form", "form": {"fields": []}});
+        reader.entry(&form, "0");
+        let dismissed = json!({"type": "interaction-resolved", "interactionId": "f",
+            "response": {"answers": {}, "cancelled": true}});
+        assert_eq!(
+            reader.entry(&dismissed, "0").as_deref(),
+            Some("  -> form dismissed")
+        );
+    }
 
     #[test]
     fn renders_content_kinds() {

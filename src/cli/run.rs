@@ -3,7 +3,7 @@
 
 use super::{render_message, terminal_safe, CliError, CliResult, CLI_CONVERSATION};
 use crate::client::conversation::find_or_create_named;
-use crate::client::{CommandOutcome, Connection, Endpoint, Event};
+use crate::client::{ClientIo, CommandOutcome, Connection, Endpoint, Event};
 
 /// What `run` does with the text.
 #[derive(Debug, Clone, Copy)]
@@ -46,10 +46,12 @@ pub async fn run(
     let wait = conn.wait_command(&request_id);
     tokio::pin!(wait);
     let print_output = |event: Event| {
-        if let Event::Call { method, args, .. } = event {
-            if method == "appendDisplay" || method == "setDisplay" {
-                println!("{}", terminal_safe(&render_message(&args[0])));
-            }
+        if let Event::Call {
+            call: ClientIo::Display { message, .. },
+            ..
+        } = event
+        {
+            println!("{}", terminal_safe(&render_message(&message)));
         }
     };
     let outcome = loop {

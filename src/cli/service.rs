@@ -312,23 +312,66 @@ fn absolute(path: &Path) -> CliResult<PathBuf> {
 
 /// The name of the user running this, for `User=` of a system unit.
 fn current_user_name() -> Option<String> {
-    // SAFETY: getpwuid returns a pointer into static storage (or null); it is read at once,
-    // before any other call could reuse that storage.
-    unsafe {
-        let pw = libc::getpwuid(libc::getuid());
-        if pw.is_null() {
+    // SAFETY: getuid has no preconditions and cannot fail.
+    user_name(unsafe { libc::getuid() }, 1024)
+}
+
+/// The login name of `uid` (`None`: no such user, or not UTF-8), read with the reentrant
+/// `getpwuid_r` (`getpwuid` returns static storage another thread's call may overwrite)
+/// into a buffer of `buffer_len` bytes to start with, doubled while the entry does not fit
+/// (`ERANGE`), up to 1 MiB.
+fn user_name(uid: libc::uid_t, buffer_len: usize) -> Option<String> {
+    const MAX_BUFFER: usize = 1 << 20;
+    let mut buffer = vec![0u8; buffer_len.max(1)];
+    loop {
+        // SAFETY: `passwd` is plain data getpwuid_r fills in; `buffer` outlives every use of
+        // the pointers it writes into `passwd` (they point into `buffer`), and its length is
+        // the one passed.
+        let mut passwd: libc::passwd = unsafe { std::mem::zeroed() };
+        let mut found: *mut libc::passwd = std::ptr::null_mut();
+        let code = unsafe {
+            libc::getpwuid_r(
+                uid,
+                &mut passwd,
+                buffer.as_mut_ptr().cast(),
+                buffer.len(),
+                &mut found,
+            )
+        };
+        if code == libc::ERANGE && buffer.len() < MAX_BUFFER {
+            let doubled = buffer.len() * 2;
+            buffer.resize(doubled, 0);
+            continue;
+        }
+        if code != 0 || found.is_null() || passwd.pw_name.is_null() {
             return None;
         }
-        std::ffi::CStr::from_ptr((*pw).pw_name)
-            .to_str()
-            .ok()
-            .map(str::to_owned)
+        // SAFETY: on success `pw_name` points to a NUL-terminated string inside `buffer`.
+        let name = unsafe { std::ffi::CStr::from_ptr(passwd.pw_name) };
+        return name.to_str().ok().map(str::to_owned);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The running user's name is read whatever buffer it starts with: one byte is always too
+    /// small (`ERANGE`), and the buffer grows until the entry fits; the same name as `id -un`.
+    #[test]
+    fn user_name_grows_its_buffer() {
+        let id = std::process::Command::new("id")
+            .arg("-un")
+            .output()
+            .unwrap();
+        let expected = String::from_utf8(id.stdout).unwrap().trim().to_string();
+        // SAFETY: getuid has no preconditions.
+        let uid = unsafe { libc::getuid() };
+        assert_eq!(user_name(uid, 1).as_deref(), Some(expected.as_str()));
+        assert_eq!(current_user_name().as_deref(), Some(expected.as_str()));
+        // No user has this id: none, not an error.
+        assert_eq!(user_name(libc::uid_t::MAX - 7, 1), None);
+    }
 
     /// Paths with spaces, `%` and `$` survive systemd's parsing; the unit names the instance
     /// dir as the one writable path.

@@ -17,9 +17,9 @@ use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::http::header::AUTHORIZATION;
 use tokio_tungstenite::tungstenite::http::HeaderValue;
 
-use super::{ClientError, ClientResult, CommandOutcome, Endpoint, Event};
+use super::{ClientError, ClientIo, ClientResult, CommandOutcome, Endpoint, Event};
 
-/// Completions remembered for `submit_and_wait` (oldest dropped first).
+/// Completions remembered for [`Connection::wait_command`] (oldest dropped first).
 const COMPLETIONS_KEPT: usize = 1024;
 
 /// Completions by request id, oldest first in `order`.
@@ -69,36 +69,8 @@ impl Connection {
     /// Connects to `endpoint`, sending its token as `Authorization: Bearer` (never in the
     /// URL, where other users see it in `ps`).
     pub async fn connect_to(endpoint: &Endpoint) -> ClientResult<Connection> {
-        let url = endpoint.url.as_str();
-        let unreachable = |reason: String| ClientError::Unreachable {
-            url: endpoint.shown(),
-            reason,
-        };
-        let mut request = url
-            .into_client_request()
-            .map_err(|e| unreachable(e.to_string()))?;
-        if let Some(token) = &endpoint.token {
-            let value = HeaderValue::from_str(&format!("Bearer {token}"))
-                .map_err(|_| unreachable("the token is not a valid header value".into()))?;
-            request.headers_mut().insert(AUTHORIZATION, value);
-        }
-        let (ws, _) = tokio::time::timeout(
-            Duration::from_secs(5),
-            tokio_tungstenite::connect_async(request),
-        )
-        .await
-        .map_err(|_| unreachable("no answer within 5 s".into()))?
-        .map_err(|e| match e {
-            tokio_tungstenite::tungstenite::Error::Http(response)
-                if response.status().as_u16() == 401 =>
-            {
-                ClientError::Unauthorized {
-                    url: endpoint.shown(),
-                }
-            }
-            e => unreachable(short_error(&e.to_string())),
-        })?;
-        let (mut sink, mut stream) = ws.split();
+        let ws = handshake(endpoint).await?;
+        let (mut sink, stream) = ws.split();
         let (out_tx, mut out_rx) = mpsc::unbounded_channel::<Message>();
         let (ev_tx, ev_rx) = mpsc::unbounded_channel();
         let shared = Arc::new(Shared {
@@ -117,44 +89,12 @@ impl Connection {
             }
             let _ = sink.close().await;
         });
-        let reader_shared = shared.clone();
-        let reply_tx = out_tx.clone();
-        tokio::spawn(async move {
-            let mut close = (None, String::new());
-            while let Some(item) = stream.next().await {
-                let text = match item {
-                    Ok(Message::Text(t)) => t.to_string(),
-                    Ok(Message::Binary(b)) => String::from_utf8_lossy(&b).to_string(),
-                    Ok(Message::Close(frame)) => {
-                        if let Some(f) = frame {
-                            close = (Some(u16::from(f.code)), f.reason.to_string());
-                        }
-                        break;
-                    }
-                    Ok(_) => continue,
-                    Err(e) => {
-                        close.1 = e.to_string();
-                        break;
-                    }
-                };
-                handle_frame(&reader_shared, &text, &ev_tx, &reply_tx);
-            }
-            reader_shared.closed.store(true, Ordering::SeqCst);
-            let pending: Vec<_> = reader_shared.pending.lock().unwrap().drain().collect();
-            for (_, tx) in pending {
-                let _ = tx.send(Err(ClientError::Disconnected));
-            }
-            reader_shared.completed.notify_waiters();
-            let _ = ev_tx.send(Event::Closed {
-                code: close.0,
-                reason: close.1,
-            });
-        });
+        tokio::spawn(read_frames(stream, shared.clone(), ev_tx, out_tx.clone()));
         Ok(Connection {
             shared,
             out: out_tx,
             events: Mutex::new(Some(ev_rx)),
-            url: url.to_string(),
+            url: endpoint.url.clone(),
         })
     }
 
@@ -262,6 +202,85 @@ fn short_error(e: &str) -> String {
     }
 }
 
+/// The socket this client talks on.
+type Socket =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// Opens the WebSocket to `endpoint` (5 s timeout), with its token if any; a 401 is
+/// [`ClientError::Unauthorized`], any other failure [`ClientError::Unreachable`].
+async fn handshake(endpoint: &Endpoint) -> ClientResult<Socket> {
+    let unreachable = |reason: String| ClientError::Unreachable {
+        url: endpoint.shown(),
+        reason,
+    };
+    let mut request = endpoint
+        .url
+        .as_str()
+        .into_client_request()
+        .map_err(|e| unreachable(e.to_string()))?;
+    if let Some(token) = &endpoint.token {
+        let value = HeaderValue::from_str(&format!("Bearer {token}"))
+            .map_err(|_| unreachable("the token is not a valid header value".into()))?;
+        request.headers_mut().insert(AUTHORIZATION, value);
+    }
+    let (ws, _) = tokio::time::timeout(
+        Duration::from_secs(5),
+        tokio_tungstenite::connect_async(request),
+    )
+    .await
+    .map_err(|_| unreachable("no answer within 5 s".into()))?
+    .map_err(|e| match e {
+        tokio_tungstenite::tungstenite::Error::Http(response)
+            if response.status().as_u16() == 401 =>
+        {
+            ClientError::Unauthorized {
+                url: endpoint.shown(),
+            }
+        }
+        e => unreachable(short_error(&e.to_string())),
+    })?;
+    Ok(ws)
+}
+
+/// The reader task: every frame to [`handle_frame`] until the socket closes; then every
+/// waiting call fails, completion waiters wake, and [`Event::Closed`] is the last event.
+async fn read_frames(
+    mut stream: futures_util::stream::SplitStream<Socket>,
+    shared: Arc<Shared>,
+    events: mpsc::UnboundedSender<Event>,
+    replies: mpsc::UnboundedSender<Message>,
+) {
+    let mut close = (None, String::new());
+    while let Some(item) = stream.next().await {
+        let text = match item {
+            Ok(Message::Text(t)) => t.to_string(),
+            Ok(Message::Binary(b)) => String::from_utf8_lossy(&b).to_string(),
+            Ok(Message::Close(frame)) => {
+                if let Some(f) = frame {
+                    close = (Some(u16::from(f.code)), f.reason.to_string());
+                }
+                break;
+            }
+            Ok(_) => continue,
+            Err(e) => {
+                close.1 = e.to_string();
+                break;
+            }
+        };
+        handle_frame(&shared, &text, &events, &replies);
+    }
+    shared.closed.store(true, Ordering::SeqCst);
+    let pending: Vec<_> = shared.pending.lock().unwrap().drain().collect();
+    for (_, tx) in pending {
+        let _ = tx.send(Err(ClientError::Disconnected));
+    }
+    shared.completed.notify_waiters();
+    let _ = events.send(Event::Closed {
+        code: close.0,
+        reason: close.1,
+    });
+}
+
 /// One frame from the server: an answer, a server → client call, or an invoke this client
 /// does not host.
 fn handle_frame(
@@ -305,16 +324,22 @@ fn handle_frame(
             let Some(conversation_id) = channel.strip_prefix("clientio:") else {
                 return;
             };
-            let method = message["name"].as_str().unwrap_or_default().to_string();
-            let args = message["args"].as_array().cloned().unwrap_or_default();
+            let method = message["name"].as_str().unwrap_or_default();
+            let args = message["args"].as_array().map_or(&[][..], Vec::as_slice);
+            let call = ClientIo::decode(method, args).unwrap_or_else(|e| {
+                log::debug!("client: {method} call that does not decode: {e}");
+                ClientIo::Other {
+                    method: method.to_string(),
+                    args: args.to_vec(),
+                }
+            });
             // Queue the event before recording the completion: whoever the completion wakes
             // (the CLI's wait) drains the queued output first, so a command's last output is
             // never printed after the prompt that follows it.
-            let completion = completion_of(&method, &args);
+            let completion = completion_of(&call);
             let _ = events.send(Event::Call {
                 conversation_id: conversation_id.to_string(),
-                method,
-                args,
+                call,
             });
             if let Some((id, outcome)) = completion {
                 record_completion(shared, id, outcome);
@@ -333,34 +358,16 @@ fn handle_frame(
 }
 
 /// The request id and outcome a clientio call reports (`commandComplete`, `requestCancelled`).
-fn completion_of(method: &str, args: &[Value]) -> Option<(String, CommandOutcome)> {
-    match method {
-        "notify" if args.get(1).and_then(Value::as_str) == Some("commandComplete") => {
-            let id = match args.first() {
-                Some(Value::String(s)) => Some(s.clone()),
-                Some(v) => v["requestId"].as_str().map(str::to_string),
-                None => None,
-            };
-            id.map(|id| {
-                (
-                    id,
-                    CommandOutcome::Completed(
-                        args.get(2).map_or(Value::Null, |d| d["result"].clone()),
-                    ),
-                )
-            })
+fn completion_of(call: &ClientIo) -> Option<(String, CommandOutcome)> {
+    match call {
+        ClientIo::Notify(n) if n.event == "commandComplete" => {
+            let id = n.request_id.clone()?;
+            Some((id, CommandOutcome::Completed(n.data["result"].clone())))
         }
-        "requestCancelled" => args.first().and_then(Value::as_str).map(|id| {
-            (
-                id.to_string(),
-                CommandOutcome::Cancelled(
-                    args.get(1)
-                        .and_then(Value::as_str)
-                        .unwrap_or("")
-                        .to_string(),
-                ),
-            )
-        }),
+        ClientIo::RequestCancelled { request_id, reason } => Some((
+            request_id.clone(),
+            CommandOutcome::Cancelled(reason.clone()),
+        )),
         _ => None,
     }
 }

@@ -1,10 +1,10 @@
 //! Conversation helpers with TypeAgent's race handling (reference section 7): find-or-create
 //! by name, join with fallback, join-before-leave switching, ephemeral conversations, and
-//! `manage_conversation` for every `manage-conversation` subcommand. Shared by the CLI (typed
-//! `@conversation` commands and `takeAction` from the server) and usable by any client.
+//! `manage_conversation` for every `manage-conversation` subcommand (typed as
+//! [`ManageConversation`] in `clientio.rs`). Shared by the CLI (typed `@conversation`
+//! commands and `takeAction` from the server) and usable by any client.
 
-use serde_json::Value;
-
+pub use super::clientio::ManageConversation;
 use super::{
     ClientError, ClientResult, Connection, ContentMatch, ConversationInfo, ConversationMatch,
     JoinResult,
@@ -215,13 +215,14 @@ pub trait ManageHost {
     fn confirm(&mut self, question: &str) -> bool;
 }
 
-/// Runs one `manage-conversation` payload (`{subcommand, name?, newName?, query?}`).
+/// Runs one `manage-conversation` subcommand (decoded from its payload with
+/// [`ManageConversation::from_payload`]).
 pub async fn manage_conversation(
     conn: &Connection,
     host: &mut dyn ManageHost,
-    payload: &Value,
+    command: &ManageConversation,
 ) -> ActionResult {
-    match manage(conn, host, payload).await {
+    match manage(conn, host, command).await {
         Ok(r) => r,
         Err(e) => ActionResult::Error(e.to_string()),
     }
@@ -230,34 +231,24 @@ pub async fn manage_conversation(
 async fn manage(
     conn: &Connection,
     host: &mut dyn ManageHost,
-    payload: &Value,
+    command: &ManageConversation,
 ) -> ClientResult<ActionResult> {
-    let field = |k: &str| {
-        payload
-            .get(k)
-            .and_then(Value::as_str)
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-    };
     let current = host.current();
     let current_id = current.as_ref().map(|c| c.0.clone());
-    match payload
-        .get("subcommand")
-        .and_then(Value::as_str)
-        .unwrap_or("help")
-    {
-        "help" => Ok(ActionResult::Help),
-        "info" => Ok(match current {
+    let warn = |text: &str| Ok(ActionResult::Warning(text.into()));
+    match command {
+        ManageConversation::Help => Ok(ActionResult::Help),
+        ManageConversation::Info => Ok(match current {
             Some((conversation_id, name)) => ActionResult::Info {
                 conversation_id,
                 name,
             },
             None => ActionResult::Warning("Not in a conversation.".into()),
         }),
-        "list" => {
-            let mut conversations = conn.list_conversations(field("name")).await?;
+        ManageConversation::List(name) => {
+            let mut conversations = conn.list_conversations(name.as_deref()).await?;
             if conversations.is_empty() {
-                return Ok(ActionResult::Warning("No conversations found.".into()));
+                return warn("No conversations found.");
             }
             sort_newest_first(&mut conversations);
             Ok(ActionResult::List {
@@ -265,198 +256,207 @@ async fn manage(
                 current: current_id,
             })
         }
-        "find" => {
-            let Some(query) = field("query") else {
-                return Ok(ActionResult::Warning(
-                    "Give a query: @conversation find <text>".into(),
-                ));
-            };
-            let matches = conn.find_conversations(query, None).await?;
-            Ok(ActionResult::Matches {
-                query: query.to_string(),
-                matches,
-                current: current_id,
-            })
+        ManageConversation::Find(None) => warn("Give a query: @conversation find <text>"),
+        ManageConversation::Find(Some(query)) => Ok(ActionResult::Matches {
+            query: query.clone(),
+            matches: conn.find_conversations(query, None).await?,
+            current: current_id,
+        }),
+        ManageConversation::Search(None) => warn("Give a query: @conversation search <text>"),
+        ManageConversation::Search(Some(query)) => Ok(ActionResult::ContentMatches {
+            query: query.clone(),
+            matches: conn.search_conversation_content(query, None).await?,
+        }),
+        ManageConversation::New(name) => new_conversation(conn, host, name.as_deref()).await,
+        ManageConversation::Switch(None) => warn("Give a name: @conversation switch <name>"),
+        ManageConversation::Switch(Some(name)) => switch_named(conn, host, name).await,
+        ManageConversation::Prev => cycle(conn, host, false).await,
+        ManageConversation::Next => cycle(conn, host, true).await,
+        ManageConversation::Rename { new_name: None, .. } => {
+            warn("Give the new name: @conversation rename [name] <new name>")
         }
-        "search" => {
-            let Some(query) = field("query") else {
-                return Ok(ActionResult::Warning(
-                    "Give a query: @conversation search <text>".into(),
-                ));
-            };
-            let matches = conn.search_conversation_content(query, None).await?;
-            Ok(ActionResult::ContentMatches {
-                query: query.to_string(),
-                matches,
-            })
-        }
-        "new" => {
-            let name = field("name").map(str::to_string).unwrap_or_else(auto_name);
-            let key = normalize(&name);
-            let existing = conn
-                .list_conversations(Some(&name))
-                .await?
-                .into_iter()
-                .find(|c| normalize(&c.name) == key);
-            let (target, message) = match existing {
-                Some(c) => {
-                    let m = format!(
-                        "A conversation named \"{}\" already exists — switched to it.",
-                        c.name
-                    );
-                    (c, m)
-                }
-                None => {
-                    let c = find_or_create_named(conn, &name).await?;
-                    let m = format!("Created \"{}\" and switched to it.", c.name);
-                    (c, m)
-                }
-            };
-            switch_to(conn, host, current_id.as_deref(), target, message).await
-        }
-        "switch" => {
-            let Some(name) = field("name") else {
-                return Ok(ActionResult::Warning(
-                    "Give a name: @conversation switch <name>".into(),
-                ));
-            };
-            let key = normalize(name);
-            let all = conn.list_conversations(None).await?;
-            let target = match all.into_iter().find(|c| normalize(&c.name) == key) {
-                Some(c) => Some(c),
-                None => conn
-                    .find_conversations(name, Some(1))
-                    .await
-                    .ok()
-                    .and_then(|m| m.into_iter().next())
-                    .filter(|m| m.score >= 0.6)
-                    .map(|m| m.conversation),
-            };
-            // Last resort, as TypeAgent's `manageSwitch`: the conversation whose content
-            // matches best.
-            let target = match target {
-                Some(t) => Some(t),
-                None => conn
-                    .search_conversation_content(name, Some(1))
-                    .await
-                    .ok()
-                    .and_then(|m| m.into_iter().next())
-                    .map(|m| m.conversation),
-            };
-            let Some(target) = target else {
-                return Ok(ActionResult::Warning(format!(
-                    "No conversation named or matching \"{name}\"."
-                )));
-            };
-            if Some(&target.conversation_id) == current_id.as_ref() {
-                return Ok(ActionResult::Warning(format!(
-                    "Already in \"{}\".",
-                    target.name
-                )));
-            }
-            let message = format!("Switched to \"{}\".", target.name);
-            switch_to(conn, host, current_id.as_deref(), target, message).await
-        }
-        sub @ ("prev" | "next") => {
-            let mut all = conn.list_conversations(None).await?;
-            if all.len() < 2 {
-                return Ok(ActionResult::Warning(
-                    "There is no other conversation to switch to.".into(),
-                ));
-            }
-            sort_newest_first(&mut all);
-            let pos = current_id
-                .as_ref()
-                .and_then(|id| all.iter().position(|c| &c.conversation_id == id))
-                .unwrap_or(0);
-            let n = all.len();
-            let next = if sub == "next" {
-                (pos + 1) % n
-            } else {
-                (pos + n - 1) % n
-            };
-            let target = all.swap_remove(next);
-            let message = format!("Switched to \"{}\".", target.name);
-            switch_to(conn, host, current_id.as_deref(), target, message).await
-        }
-        "rename" => {
-            let Some(new_name) = field("newName") else {
-                return Ok(ActionResult::Warning(
-                    "Give the new name: @conversation rename [name] <new name>".into(),
-                ));
-            };
-            let all = conn.list_conversations(None).await?;
-            let target = match field("name") {
-                Some(name) => match all.iter().find(|c| normalize(&c.name) == normalize(name)) {
-                    Some(c) => c.clone(),
-                    None => {
-                        return Ok(ActionResult::Warning(format!(
-                            "No conversation named \"{name}\"."
-                        )))
-                    }
-                },
-                None => match &current {
-                    Some((id, name)) => ConversationInfo {
-                        conversation_id: id.clone(),
-                        name: name.clone(),
-                        client_count: 0,
-                        created_at: String::new(),
-                        message_count: 0,
-                    },
-                    None => return Ok(ActionResult::Warning("Not in a conversation.".into())),
-                },
-            };
-            if let Some(clash) = all.iter().find(|c| {
-                c.conversation_id != target.conversation_id
-                    && normalize(&c.name) == normalize(new_name)
-            }) {
-                return Ok(ActionResult::Error(format!(
-                    "A conversation named \"{}\" already exists. Pick a different name.",
-                    clash.name
-                )));
-            }
-            conn.rename_conversation(&target.conversation_id, new_name)
-                .await?;
-            Ok(ActionResult::Ok {
-                message: format!("Renamed \"{}\" to \"{new_name}\".", target.name),
-                switched: None,
-            })
-        }
-        "delete" => {
-            let Some(name) = field("name") else {
-                return Ok(ActionResult::Warning(
-                    "Give a name: @conversation delete <name>".into(),
-                ));
-            };
-            let all = conn.list_conversations(None).await?;
-            let Some(target) = all
-                .into_iter()
-                .find(|c| normalize(&c.name) == normalize(name))
-            else {
-                return Ok(ActionResult::Warning(format!(
-                    "No conversation named \"{name}\"."
-                )));
-            };
-            if Some(&target.conversation_id) == current_id.as_ref() {
-                return Ok(ActionResult::Warning(
-                    "You cannot delete the conversation you are in; switch to another one first."
-                        .into(),
-                ));
-            }
-            if !host.confirm(&format!("Delete conversation \"{}\"?", target.name)) {
-                return Ok(ActionResult::Cancelled(target.name));
-            }
-            match conn.delete_conversation(&target.conversation_id).await {
-                Ok(()) | Err(ClientError::ConversationNotFound(_)) => Ok(ActionResult::Ok {
-                    message: format!("Deleted \"{}\".", target.name),
-                    switched: None,
-                }),
-                Err(e) => Err(e),
-            }
-        }
-        other => Ok(ActionResult::Warning(format!(
+        ManageConversation::Rename {
+            name,
+            new_name: Some(new_name),
+        } => rename(conn, current, name.as_deref(), new_name).await,
+        ManageConversation::Delete(None) => warn("Give a name: @conversation delete <name>"),
+        ManageConversation::Delete(Some(name)) => delete(conn, host, current_id, name).await,
+        ManageConversation::Unknown(other) => Ok(ActionResult::Warning(format!(
             "Unknown subcommand \"{other}\"; try @conversation help."
         ))),
+    }
+}
+
+/// `new [name]`: switch to the conversation of that name, creating it if there is none.
+async fn new_conversation(
+    conn: &Connection,
+    host: &mut dyn ManageHost,
+    name: Option<&str>,
+) -> ClientResult<ActionResult> {
+    let name = name.map(str::to_string).unwrap_or_else(auto_name);
+    let key = normalize(&name);
+    let existing = conn
+        .list_conversations(Some(&name))
+        .await?
+        .into_iter()
+        .find(|c| normalize(&c.name) == key);
+    let (target, message) = match existing {
+        Some(c) => {
+            let m = format!(
+                "A conversation named \"{}\" already exists — switched to it.",
+                c.name
+            );
+            (c, m)
+        }
+        None => {
+            let c = find_or_create_named(conn, &name).await?;
+            let m = format!("Created \"{}\" and switched to it.", c.name);
+            (c, m)
+        }
+    };
+    let current = host.current().map(|c| c.0);
+    switch_to(conn, host, current.as_deref(), target, message).await
+}
+
+/// `switch <name>`: by exact name, else the best name match (score 0.6 or more), else, as
+/// TypeAgent's `manageSwitch`, the conversation whose content matches best.
+async fn switch_named(
+    conn: &Connection,
+    host: &mut dyn ManageHost,
+    name: &str,
+) -> ClientResult<ActionResult> {
+    let key = normalize(name);
+    let all = conn.list_conversations(None).await?;
+    let mut target = all.into_iter().find(|c| normalize(&c.name) == key);
+    if target.is_none() {
+        target = conn
+            .find_conversations(name, Some(1))
+            .await
+            .ok()
+            .and_then(|m| m.into_iter().next())
+            .filter(|m| m.score >= 0.6)
+            .map(|m| m.conversation);
+    }
+    if target.is_none() {
+        target = conn
+            .search_conversation_content(name, Some(1))
+            .await
+            .ok()
+            .and_then(|m| m.into_iter().next())
+            .map(|m| m.conversation);
+    }
+    let Some(target) = target else {
+        return Ok(ActionResult::Warning(format!(
+            "No conversation named or matching \"{name}\"."
+        )));
+    };
+    let current = host.current().map(|c| c.0);
+    if Some(&target.conversation_id) == current.as_ref() {
+        return Ok(ActionResult::Warning(format!(
+            "Already in \"{}\".",
+            target.name
+        )));
+    }
+    let message = format!("Switched to \"{}\".", target.name);
+    switch_to(conn, host, current.as_deref(), target, message).await
+}
+
+/// `prev` / `next` (`forward`): the neighbour in the newest-first list, wrapping around.
+async fn cycle(
+    conn: &Connection,
+    host: &mut dyn ManageHost,
+    forward: bool,
+) -> ClientResult<ActionResult> {
+    let mut all = conn.list_conversations(None).await?;
+    if all.len() < 2 {
+        return Ok(ActionResult::Warning(
+            "There is no other conversation to switch to.".into(),
+        ));
+    }
+    sort_newest_first(&mut all);
+    let current = host.current().map(|c| c.0);
+    let pos = current
+        .as_ref()
+        .and_then(|id| all.iter().position(|c| &c.conversation_id == id))
+        .unwrap_or(0);
+    let n = all.len();
+    let next = if forward {
+        (pos + 1) % n
+    } else {
+        (pos + n - 1) % n
+    };
+    let target = all.swap_remove(next);
+    let message = format!("Switched to \"{}\".", target.name);
+    switch_to(conn, host, current.as_deref(), target, message).await
+}
+
+/// `rename [name] <new name>`: the one named (default: `current`), unless the new name is
+/// another conversation's.
+async fn rename(
+    conn: &Connection,
+    current: Option<(String, String)>,
+    name: Option<&str>,
+    new_name: &str,
+) -> ClientResult<ActionResult> {
+    let all = conn.list_conversations(None).await?;
+    let (target_id, target_name) = match (name, current) {
+        (Some(name), _) => match all.iter().find(|c| normalize(&c.name) == normalize(name)) {
+            Some(c) => (c.conversation_id.clone(), c.name.clone()),
+            None => {
+                return Ok(ActionResult::Warning(format!(
+                    "No conversation named \"{name}\"."
+                )))
+            }
+        },
+        (None, Some(current)) => current,
+        (None, None) => return Ok(ActionResult::Warning("Not in a conversation.".into())),
+    };
+    if let Some(clash) = all
+        .iter()
+        .find(|c| c.conversation_id != target_id && normalize(&c.name) == normalize(new_name))
+    {
+        return Ok(ActionResult::Error(format!(
+            "A conversation named \"{}\" already exists. Pick a different name.",
+            clash.name
+        )));
+    }
+    conn.rename_conversation(&target_id, new_name).await?;
+    Ok(ActionResult::Ok {
+        message: format!("Renamed \"{target_name}\" to \"{new_name}\"."),
+        switched: None,
+    })
+}
+
+/// `delete <name>`: not the current one, and only once the host confirms.
+async fn delete(
+    conn: &Connection,
+    host: &mut dyn ManageHost,
+    current_id: Option<String>,
+    name: &str,
+) -> ClientResult<ActionResult> {
+    let all = conn.list_conversations(None).await?;
+    let Some(target) = all
+        .into_iter()
+        .find(|c| normalize(&c.name) == normalize(name))
+    else {
+        return Ok(ActionResult::Warning(format!(
+            "No conversation named \"{name}\"."
+        )));
+    };
+    if Some(&target.conversation_id) == current_id.as_ref() {
+        return Ok(ActionResult::Warning(
+            "You cannot delete the conversation you are in; switch to another one first.".into(),
+        ));
+    }
+    if !host.confirm(&format!("Delete conversation \"{}\"?", target.name)) {
+        return Ok(ActionResult::Cancelled(target.name));
+    }
+    match conn.delete_conversation(&target.conversation_id).await {
+        Ok(()) | Err(ClientError::ConversationNotFound(_)) => Ok(ActionResult::Ok {
+            message: format!("Deleted \"{}\".", target.name),
+            switched: None,
+        }),
+        Err(e) => Err(e),
     }
 }
 

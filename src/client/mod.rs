@@ -5,21 +5,25 @@
 //! [`Connection`] multiplexes the `agent-server`, `dispatcher:<id>` and `clientio:<id>`
 //! channels, keeps one callId counter per channel, correlates answers, and turns
 //! `invokeError` texts into [`ClientError`]s (`Conversation not found` is recognised by its
-//! prefix, as TypeAgent's clients do). Server → client calls arrive as [`Event`]s;
-//! `commandComplete` / `requestCancelled` are also recorded so [`Connection::submit_and_wait`]
-//! sees a completion that overtook the submit's answer.
+//! prefix, as TypeAgent's clients do). Server → client calls are decoded once, by the
+//! connection's reader, into [`ClientIo`] values and arrive as [`Event`]s; `commandComplete`
+//! / `requestCancelled` are also recorded so [`Connection::wait_command`] sees a completion
+//! that overtook the submit's answer.
 //!
 //! Files: `connection.rs` (the socket, its reader and writer tasks, callId correlation,
 //! completions), `rpc.rs` (one typed method per agent-server and dispatcher call),
+//! `clientio.rs` (the server → client calls and the `manage-conversation` payload, typed),
 //! `error.rs`, `types.rs` (what the server sends back). The conversation helpers of reference
 //! section 7 live in [`conversation`].
 
+pub mod clientio;
 mod connection;
 pub mod conversation;
 mod error;
 mod rpc;
 mod types;
 
+pub use clientio::ClientIo;
 pub use connection::Connection;
 pub use error::{ClientError, ClientResult};
 pub use types::{

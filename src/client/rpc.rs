@@ -6,8 +6,8 @@
 use serde_json::{json, Value};
 
 use super::{
-    ClientError, ClientResult, CommandOutcome, Connection, ContentMatch, ConversationInfo,
-    ConversationMatch, JoinResult,
+    ClientError, ClientResult, Connection, ContentMatch, ConversationInfo, ConversationMatch,
+    JoinResult,
 };
 
 impl Connection {
@@ -152,18 +152,6 @@ impl Connection {
             .as_str()
             .map(str::to_string)
             .ok_or_else(|| ClientError::Protocol(format!("submit answer without requestId: {ack}")))
-    }
-
-    /// submitCommand, then wait for its completion.
-    pub async fn submit_and_wait(
-        &self,
-        conversation_id: &str,
-        command: &str,
-    ) -> ClientResult<CommandOutcome> {
-        let request_id = self
-            .submit_command(conversation_id, command, &uuid::Uuid::new_v4().to_string())
-            .await?;
-        self.wait_command(&request_id).await
     }
 
     /// The conversation's context meter: `getStatus`'s `contextMeter` (a Roundtable

@@ -1,21 +1,22 @@
 //! What the server sends back, typed: answers of the agent-server calls
-//! ([`ConversationInfo`], [`JoinResult`], [`ConversationMatch`]), server → client calls
-//! ([`Event`]) and how a submitted command ended ([`CommandOutcome`]).
+//! ([`ConversationInfo`], [`JoinResult`], [`ConversationMatch`]), what the connection hands
+//! on ([`Event`]: a decoded server → client call, see `clientio.rs`, or the close) and how a
+//! submitted command ended ([`CommandOutcome`]).
 
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::ClientIo;
+
 /// Something the server sent that is not an answer.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Event {
-    /// A `call` on `clientio:<conversation_id>`.
+    /// A `call` on `clientio:<conversation_id>`, decoded.
     Call {
         /// The conversation.
         conversation_id: String,
-        /// Method (`appendDisplay`, `notify`, …).
-        method: String,
-        /// Arguments.
-        args: Vec<Value>,
+        /// The call (`appendDisplay`, `notify`, …) with its arguments typed.
+        call: ClientIo,
     },
     /// The socket closed (code and reason when the server sent a close frame).
     Closed {

@@ -305,6 +305,9 @@ fn interactive_prompt_in_a_pty() {
     p.send_line("/conversation switch hello from").unwrap();
     p.exp_string("Switched to \"CLI\".").unwrap();
     p.exp_string("] what is 2+3").unwrap();
+    // The replayed question reads with the answer chosen (its label), not the index.
+    p.exp_string("? Continue?").unwrap();
+    p.exp_string("  -> answered Yes\r\n").unwrap();
     p.exp_string("CLI> ").unwrap();
     p.send_control('d').unwrap();
     p.exp_eof().unwrap();
@@ -351,6 +354,60 @@ fn conversations_in_words_at_the_prompt() {
     p.exp_string("CLI> ").unwrap();
     p.send_control('d').unwrap();
     p.exp_eof().unwrap();
+}
+
+/// TypeAgent's slash commands are the `@system` commands its CLI sends for them, answered by
+/// the server (not sent to the agent as text): `/help` lists the slash commands, then the
+/// server's command list; `/session` and `/agents` are `@system session` and `@system config
+/// agents`. `/history` alone stays the prompt's own paging; an unknown `/word` is said here.
+#[test]
+fn slash_commands_are_typeagents_system_commands() {
+    let server = Server::start(&[]);
+    let home = tempfile::tempdir().unwrap();
+    let mut p = pty(server.port, home.path(), &[]);
+    p.exp_string("CLI> ").unwrap();
+    p.send_line("/help").unwrap();
+    p.exp_string("Slash commands").unwrap();
+    p.exp_string("`@conversation <sub>`: manage conversations")
+        .unwrap();
+    p.exp_string("CLI> ").unwrap();
+    p.send_line("/session").unwrap();
+    p.exp_string("**Session** (this conversation)").unwrap();
+    p.exp_string("CLI> ").unwrap();
+    p.send_line("/agents").unwrap();
+    p.exp_string("Agents and tools of this conversation")
+        .unwrap();
+    p.exp_string("CLI> ").unwrap();
+    p.send_line("/history").unwrap();
+    p.exp_string("Already at the first entry of the conversation.")
+        .unwrap();
+    p.exp_string("CLI> ").unwrap();
+    p.send_line("/nosuch thing").unwrap();
+    p.exp_string("Unknown command: /nosuch.").unwrap();
+    p.exp_string("CLI> ").unwrap();
+    p.send_control('d').unwrap();
+    p.exp_eof().unwrap();
+    // What the conversation logged: the @system commands, never a slash sent as text.
+    let mut c = server.connect();
+    let id = c.agent("listConversations", json!(["CLI"])).unwrap()[0]["conversationId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    c.join(&id);
+    let log = c
+        .invoke(&dispatcher(&id), "getDisplayHistory", json!([]))
+        .unwrap();
+    let typed: Vec<&str> = log
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["command"].as_str())
+        .collect();
+    assert_eq!(
+        typed,
+        ["@system help", "@system session", "@system config agents"],
+        "{log}"
+    );
 }
 
 /// `@system clear` clears the screen and prompts again; `@system exit` ends the CLI (the

@@ -451,6 +451,45 @@ test("create a conversation from the sidebar and get 5 for 2+3 (tool call, resul
   assert.equal(await page.locator(".msg.user .user-text").last().textContent(), "line one\nline two");
 });
 
+test("the sidebar counts this page among the clients of the conversation it has open", async (t) => {
+  const { server } = await serverFor(t);
+  // Every time the open conversation's row is drawn, what it said: the list answer and the
+  // pushed changes can predate the page's own join (the count it pushes comes later), and the
+  // row must count the page from the moment it is current.
+  const watch = () => {
+    window.__zeroCounts = [];
+    new MutationObserver(() => {
+      const li = document.querySelector("#conversation-list li.conv.current");
+      if (li && li.dataset.clients === "0") window.__zeroCounts.push(li.querySelector(".conv-meta")?.textContent);
+    }).observe(document, { subtree: true, childList: true, attributes: true, characterData: true });
+  };
+  const { page } = await openClient(t, server, { init: [watch] });
+  const clientsOf = (name) => row(page, name).getAttribute("data-clients");
+  await page.locator('#conversation-list li.conv.current[data-clients="1"]').waitFor();
+  assert.match(await row(page, "Web").locator(".conv-meta").textContent(), /^1 client · 0 messages/);
+  // Switching moves the count with the page: the new one has it, the one left does not.
+  await createFromSidebar(page, "Elsewhere");
+  await page.locator('#conversation-list li.conv.current[data-clients="1"]').waitFor();
+  await page.waitForFunction(() =>
+    [...document.querySelectorAll("#conversation-list li.conv")].some(
+      (li) => li.querySelector(".conv-name")?.textContent === "Web" && li.dataset.clients === "0",
+    ),
+  );
+  assert.equal(await clientsOf("Elsewhere"), "1");
+  // A second page in the same conversation: both count two, also after a reload (a new socket).
+  const b = await openClient(t, server, { init: [watch] });
+  await b.page.locator("#filter").fill("elsewhere");
+  await row(b.page, "Elsewhere").locator(".conv-open").click();
+  await waitReady(b.page, "Elsewhere");
+  await b.page.locator('#conversation-list li.conv.current[data-clients="2"]').waitFor();
+  await page.locator('#conversation-list li.conv.current[data-clients="2"]').waitFor();
+  await b.page.reload();
+  await waitReady(b.page, "Elsewhere");
+  await b.page.locator('#conversation-list li.conv.current[data-clients="2"]').waitFor();
+  assert.deepEqual(await page.evaluate(() => window.__zeroCounts), [], "the open conversation never showed 0 clients");
+  assert.deepEqual(await b.page.evaluate(() => window.__zeroCounts), [], "the open conversation never showed 0 clients");
+});
+
 test("the conversation header lists the MCP servers: connected with their tools, or failed", async (t) => {
   const mcp = path.join(HERE, "..", "mcp");
   const python = path.join(mcp, "venv", "bin", "python");
