@@ -16,7 +16,7 @@
 //!   <id>/requests.jsonl                             requests: acknowledged, unfinished requests
 //!   <id>/sessions/chat/                             the chat agent's history (chat_history)
 //!   <id>/sessions/chat/contextMeter.jsonl           context_meter: its last known context usage
-//! <instance-dir>/<agent>/                           agent instance storage (kept across deletes)
+//! <instance-dir>/<agent>/                           agent instance storage (`chat/system-prompt.md`; read only)
 //! <instance-dir>/.backup-<ms>-<n>/                  snapshot: a backup's hard links, while it streams
 //! <instance-dir>/.upgrade-backup-v<N>/              format: what an upgrade from version N replaced
 //! ```
