@@ -651,7 +651,7 @@ fn config_file_tables_and_desktop_json() {
 /// against the same turns without a tool call), and the server's RSS per connected stdio
 /// server (the children's own RSS is not the server's and is printed apart).
 #[test]
-#[ignore]
+#[ignore = "a measurement for BENCHMARKS.md, not a check: run it with --ignored --nocapture"]
 fn measure_mcp_call_latency_and_rss() {
     let Some(s) = servers() else { return };
     let web = EverythingHttp::start(&s);
