@@ -265,8 +265,8 @@ pub fn conversations_of(
     Ok(out)
 }
 
-/// Opens a matched phrase in what [`passages`] returns: a control character display text does
-/// not carry, so the caller can tell FTS5's marks from a `**` the text holds itself.
+/// Opens a matched phrase in what [`passages`] returns: a control character display text
+/// does not normally hold, so the caller can tell FTS5's marks from a `**` of the text itself.
 pub const MARK_OPEN: char = '\u{2}';
 /// Closes a matched phrase in what [`passages`] returns (see [`MARK_OPEN`]).
 pub const MARK_CLOSE: char = '\u{3}';
@@ -284,7 +284,8 @@ pub const MARK_CLOSE: char = '\u{3}';
 /// MATCH for them all. On `entries` itself (which could serve it: it stores its text, it is
 /// neither contentless nor external-content) each document would need a MATCH of its own,
 /// and each MATCH expands the expression's prefix terms over the whole index again
-/// (measured: 20 documents for `a*` on 60,000, 1.4 s against 2 ms this way).
+/// (measured in a debug build, 20 documents of 60,000: 1.4 s against 2 ms this way for
+/// `a*`, 4–40 ms against 1.5 ms for plain words).
 pub fn passages(
     conn: &Connection,
     expression: &str,
