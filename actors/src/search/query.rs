@@ -10,8 +10,9 @@
 //! give the whole run as a phrase that the ranking adds, so the words side by side rank above
 //! the words apart.
 //!
-//! The same terms mark the matched words in snippets ([`highlight`]), on the stored text, so
-//! no snippet needs a second FTS5 match.
+//! Snippets are not marked here: FTS5's `snippet()` marks the instances of the match itself
+//! ([`super::store::passages`]), so a word is marked exactly when the index's tokenizer
+//! matched it.
 
 /// Longest query accepted, in bytes.
 pub const MAX_QUERY_BYTES: usize = 1024;
@@ -56,19 +57,6 @@ impl Term {
             other => other.exact(),
         }
     }
-
-    /// Whether `token` (folded: lower case, no diacritics) is one this term marks in a
-    /// snippet.
-    fn marks(&self, token: &str, implicit_prefix: bool) -> bool {
-        match self {
-            Term::Word(w) => {
-                let w = fold(w);
-                token == w || (implicit_prefix && w.chars().count() >= 3 && token.starts_with(&w))
-            }
-            Term::Prefix(w) => token.starts_with(&fold(w)),
-            Term::Phrase(words) => words.iter().any(|w| fold(w) == token),
-        }
-    }
 }
 
 /// The user's text as terms, `Ok(empty)` when it holds nothing to search for.
@@ -92,8 +80,9 @@ pub fn words_phrase(terms: &[Term]) -> Option<String> {
     (words.len() >= 2).then(|| quoted(&words.join(" ")))
 }
 
-/// Splits `text` into tokens the way FTS5's `unicode61` tokenizer does (letters and digits;
-/// everything else separates), lower-cased.
+/// Splits the user's `text` at everything but letters and digits, lower-cased: pieces that
+/// hold no FTS5 syntax once quoted. FTS5 tokenizes each quoted piece again with the index's
+/// tokenizer (folding case and diacritics), which alone decides what matches.
 fn tokens(text: &str) -> Vec<String> {
     text.split(|c: char| !c.is_alphanumeric())
         .filter(|t| !t.is_empty())
@@ -140,107 +129,6 @@ fn terms(text: &str) -> Vec<Term> {
 /// `"w"` with FTS5's quote escaping (tokens never hold a quote; kept for safety).
 fn quoted(w: &str) -> String {
     format!("\"{}\"", w.replace('"', "\"\""))
-}
-
-/// Lower case without diacritics, for comparing tokens as `unicode61 remove_diacritics 2`
-/// does (for the Latin letters; a token FTS5 folds further is still found, only not marked).
-pub fn fold(token: &str) -> String {
-    token
-        .to_lowercase()
-        .chars()
-        .map(|c| match c {
-            'à'..='å' | 'ā' | 'ă' | 'ą' => 'a',
-            'ç' | 'ć' | 'ĉ' | 'ċ' | 'č' => 'c',
-            'ď' | 'đ' => 'd',
-            'è'..='ë' | 'ē' | 'ĕ' | 'ė' | 'ę' | 'ě' => 'e',
-            'ĝ' | 'ğ' | 'ġ' | 'ģ' => 'g',
-            'ĥ' | 'ħ' => 'h',
-            'ì'..='ï' | 'ĩ' | 'ī' | 'ĭ' | 'į' | 'ı' => 'i',
-            'ĵ' => 'j',
-            'ķ' => 'k',
-            'ĺ' | 'ļ' | 'ľ' | 'ŀ' | 'ł' => 'l',
-            'ñ' | 'ń' | 'ņ' | 'ň' => 'n',
-            'ò'..='ö' | 'ø' | 'ō' | 'ŏ' | 'ő' => 'o',
-            'ŕ' | 'ŗ' | 'ř' => 'r',
-            'ś' | 'ŝ' | 'ş' | 'š' => 's',
-            'ţ' | 'ť' | 'ŧ' => 't',
-            'ù'..='ü' | 'ũ' | 'ū' | 'ŭ' | 'ů' | 'ű' | 'ų' => 'u',
-            'ŵ' => 'w',
-            'ý' | 'ÿ' | 'ŷ' => 'y',
-            'ź' | 'ż' | 'ž' => 'z',
-            c => c,
-        })
-        .collect()
-}
-
-/// A passage of `text` around its first marked word, about `width` tokens, the words `terms`
-/// mark in `**…**`, `…` where it was cut; `None` when no word is marked.
-pub fn highlight(
-    text: &str,
-    terms: &[Term],
-    width: usize,
-    implicit_prefix: bool,
-) -> Option<String> {
-    // Token spans (byte ranges of alphanumeric runs) and whether each is marked.
-    let mut spans: Vec<(usize, usize, bool)> = Vec::new();
-    let mut start = None;
-    for (i, c) in text
-        .char_indices()
-        .chain(std::iter::once((text.len(), ' ')))
-    {
-        match (c.is_alphanumeric() && i < text.len(), start) {
-            (true, None) => start = Some(i),
-            (false, Some(s)) => {
-                let token = fold(&text[s..i]);
-                let marked = terms.iter().any(|t| t.marks(&token, implicit_prefix));
-                spans.push((s, i, marked));
-                start = None;
-            }
-            _ => {}
-        }
-    }
-    let first = spans.iter().position(|s| s.2)?;
-    // The window: a few tokens of context before the first mark, the rest after.
-    let before = (width / 4).min(first);
-    let from = first - before;
-    let to = (from + width).min(spans.len());
-    let (begin, end) = (
-        if from == 0 { 0 } else { spans[from].0 },
-        if to == spans.len() {
-            text.len()
-        } else {
-            spans[to - 1].1
-        },
-    );
-    let mut out = String::new();
-    if begin > 0 {
-        out.push('…');
-    }
-    let mut at = begin;
-    let mut i = from;
-    while i < to {
-        let (s, _, marked) = spans[i];
-        if !marked {
-            i += 1;
-            continue;
-        }
-        // Adjacent marked words (a phrase) share one pair of marks.
-        let mut j = i;
-        while j + 1 < to && spans[j + 1].2 && text[spans[j].1..spans[j + 1].0].trim().is_empty() {
-            j += 1;
-        }
-        out.push_str(&text[at..s]);
-        out.push_str("**");
-        out.push_str(&text[s..spans[j].1]);
-        out.push_str("**");
-        at = spans[j].1;
-        i = j + 1;
-    }
-    out.push_str(&text[at..end]);
-    if end < text.len() {
-        out.push('…');
-    }
-    Some(out.replace(['\n', '\r'], " "))
 }
 
 #[cfg(test)]
@@ -294,35 +182,5 @@ mod tests {
             Err(QueryError::TooLong(_))
         ));
         assert_eq!(terms(&"w ".repeat(100)).len(), MAX_TERMS);
-    }
-
-    #[test]
-    fn highlight_marks_folded_words_phrases_and_cuts_around_the_first() {
-        let t = parse("zurich").unwrap();
-        assert_eq!(
-            highlight("Weather in Zürich tomorrow?", &t, 12, true).as_deref(),
-            Some("Weather in **Zürich** tomorrow?")
-        );
-        let t = parse(r#""offline builtin""#).unwrap();
-        assert_eq!(
-            highlight("I am the offline builtin one", &t, 12, true).as_deref(),
-            Some("I am the **offline builtin** one")
-        );
-        let t = parse("expens").unwrap();
-        assert_eq!(
-            highlight("is it expensive", &t, 12, true).as_deref(),
-            Some("is it **expensive**")
-        );
-        assert_eq!(highlight("is it expensive", &t, 12, false), None);
-        let long = (0..40)
-            .map(|n| format!("w{n}"))
-            .collect::<Vec<_>>()
-            .join(" ");
-        let t = parse("w20").unwrap();
-        assert_eq!(
-            highlight(&long, &t, 8, true).as_deref(),
-            Some("…w18 w19 **w20** w21 w22 w23 w24 w25…")
-        );
-        assert_eq!(highlight("nothing here", &t, 8, true), None);
     }
 }

@@ -23,6 +23,10 @@ const SNIPPETS: usize = 2;
 /// broad terms only follow, newest first, among the newest [`store::BROAD_DOCS`] that pass.
 /// So no query scores a broad word's whole doclist (FTS5's BM25 counts every document of
 /// each phrase it ranks), and a query of rare words is pure BM25.
+///
+/// The snippets are FTS5's own ([`store::passages`]): one MATCH of every term's expression,
+/// as used above, over the answered conversations' best documents, so each match the index
+/// found (accent- and case-folded, prefixes, phrases) is marked.
 pub fn run_query(
     conn: &rusqlite::Connection,
     text: &str,
@@ -47,11 +51,9 @@ pub fn run_query(
     // Each term's expression, and whether it is narrow.
     let mut expressions = Vec::with_capacity(terms.len());
     let mut narrow = Vec::new();
-    let mut any_prefix_dropped = false;
     for term in &terms {
         let exact = term.exact();
         let expression = if walk(&exact)?.len() >= broad {
-            any_prefix_dropped |= exact != term.expression();
             exact
         } else {
             let full = term.expression();
@@ -113,8 +115,11 @@ pub fn run_query(
     // A conversation scores its best three documents, weighted 1, ½, ¼, so one strong passage
     // beats many weak ones but several strong ones beat one.
     struct Group {
+        /// Its weighted relevance.
         score: f64,
+        /// Its documents among the candidates (only the best three score).
         hits: usize,
+        /// Its best [`SNIPPETS`] documents, best first: where its snippets come from.
         best: Vec<i64>,
     }
     let mut groups: Vec<(String, Group)> = Vec::new();
@@ -145,32 +150,36 @@ pub fn run_query(
     }
     // Stable: among equal scores, the conversation met first (better ranked, or newer) wins.
     groups.sort_by(|a, b| b.1.score.total_cmp(&a.1.score));
-    let mut out = Vec::new();
-    for (id, g) in groups {
-        if out.len() == max {
-            break;
-        }
-        let Some(conversation) = ConversationId::parse(&id) else {
-            continue;
-        };
+    let top: Vec<(ConversationId, Group)> = groups
+        .into_iter()
+        .filter_map(|(id, g)| Some((ConversationId::parse(&id)?, g)))
+        .take(max)
+        .collect();
+    // Every document here matches some term's expression (the filter's, or a narrow one the
+    // ranking used, which is the same one): FTS5 marks their instances, in one MATCH.
+    let wanted: Vec<i64> = top
+        .iter()
+        .flat_map(|(_, g)| g.best.iter().copied())
+        .collect();
+    let passages = store::passages(conn, &expressions.join(" OR "), &wanted, SNIPPET_TOKENS)
+        .map_err(unavailable)?;
+    let mut out = Vec::with_capacity(top.len());
+    for (conversation, g) in top {
         let mut snippets = Vec::new();
         let mut seq = None;
         for rowid in g.best {
-            let Some((text, kind, doc_seq)) = store::document(conn, rowid).map_err(unavailable)?
-            else {
+            let Some((passage, kind, doc_seq)) = passages.get(&rowid) else {
                 continue;
             };
             // The best document's: where the conversation opens at the match.
-            seq.get_or_insert(doc_seq);
-            let who = if kind == DocKind::Request.code() {
+            seq.get_or_insert(*doc_seq);
+            let who = if *kind == DocKind::Request.code() {
                 "user"
             } else {
                 "agent"
             };
-            if let Some(passage) =
-                query::highlight(&text, &terms, SNIPPET_TOKENS, !any_prefix_dropped)
-            {
-                snippets.push(format!("{who}: {passage}"));
+            if let Some(marked) = snippet(passage) {
+                snippets.push(format!("{who}: {marked}"));
             }
         }
         // BM25 orders the hits, but its idf is near zero for a word in half the documents,
@@ -188,8 +197,38 @@ pub fn run_query(
     Ok(out)
 }
 
-/// Tokens of a snippet, about.
+/// Tokens of a snippet, at most.
 const SNIPPET_TOKENS: usize = 16;
+
+/// The snippet a client sees from a passage FTS5 marked ([`store::passages`]): each match in
+/// `**…**`, matches separated by whitespace only under one pair (a phrase, or words side by
+/// side, read as one), line breaks as spaces. `None` when nothing is marked.
+fn snippet(passage: &str) -> Option<String> {
+    use store::{MARK_CLOSE, MARK_OPEN};
+    if !passage.contains(MARK_OPEN) {
+        return None;
+    }
+    let mut out = String::with_capacity(passage.len() + 8);
+    let mut rest = passage;
+    while let Some(at) = rest.find(MARK_CLOSE) {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + MARK_CLOSE.len_utf8()..];
+        let gap = after.len() - after.trim_start().len();
+        match after[gap..].strip_prefix(MARK_OPEN) {
+            // The next match follows after whitespace: one pair of marks for both.
+            Some(next) => {
+                out.push_str(&after[..gap]);
+                rest = next;
+            }
+            None => {
+                out.push_str("**");
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    Some(out.replace(MARK_OPEN, "**").replace(['\n', '\r'], " "))
+}
 
 /// The relevance of a document that matched only broad terms (BM25 of a narrow match is
 /// usually well above it).

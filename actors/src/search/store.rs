@@ -5,6 +5,7 @@
 //! conversations(key, id, indexed_seq, requests)   one row per indexed conversation
 //! docs(rowid, conv, seq, kind)                     one row per document (rowids rise with time)
 //! entries(text)  FTS5, rowid = docs.rowid          unicode61, diacritics removed, prefixes 2–3
+//! temp.marks(text)  FTS5, the reader's own        same tokenizer: snippets (empty between queries)
 //! ```
 //! `indexed_seq` is the seq of the last `user-request` / `command-result` whose document is
 //! in: a scan resumes after it, and a live document at or below it is already in. The file
@@ -21,6 +22,10 @@ use crate::ids::ConversationId;
 
 /// `PRAGMA user_version` of the schema below; another value means rebuild.
 pub const FORMAT: i64 = 1;
+
+/// The tokenizer of `entries`, and of the query thread's `temp.marks` where snippets are made
+/// ([`passages`]): one definition, so a snippet marks what the index matched.
+const TOKENIZER: &str = "unicode61 remove_diacritics 2";
 
 /// The writer's connection.
 pub struct Store {
@@ -65,7 +70,7 @@ impl Store {
             )?;
             fresh = true;
         }
-        conn.execute_batch(
+        conn.execute_batch(&format!(
             "CREATE TABLE IF NOT EXISTS conversations(
                  key INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE,
                  indexed_seq INTEGER NOT NULL, requests INTEGER NOT NULL DEFAULT 0);
@@ -74,8 +79,8 @@ impl Store {
                  seq INTEGER NOT NULL, kind INTEGER NOT NULL);
              CREATE INDEX IF NOT EXISTS docs_conv ON docs(conv);
              CREATE VIRTUAL TABLE IF NOT EXISTS entries USING fts5(
-                 text, tokenize = 'unicode61 remove_diacritics 2', prefix = '2 3');",
-        )?;
+                 text, tokenize = '{TOKENIZER}', prefix = '2 3');"
+        ))?;
         conn.pragma_update(None, "user_version", FORMAT)?;
         if !fresh {
             // A cheap read of every table: a file that is not a database, or whose pages are
@@ -197,13 +202,19 @@ impl Store {
     }
 }
 
-/// Opens the index read-only for queries.
+/// Opens the index read-only for queries, with the scratch table snippets are made in,
+/// `temp.marks` ([`passages`]): the connection's own, in memory, empty between queries (a
+/// read-only connection may still write its temporary schema).
 pub fn open_reader(path: &Path) -> rusqlite::Result<Connection> {
     let conn = Connection::open_with_flags(
         path,
         OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
     )?;
     tune(&conn)?;
+    conn.execute_batch(&format!(
+        "PRAGMA temp_store = MEMORY;
+         CREATE VIRTUAL TABLE temp.marks USING fts5(text, tokenize = '{TOKENIZER}');"
+    ))?;
     Ok(conn)
 }
 
@@ -254,14 +265,67 @@ pub fn conversations_of(
     Ok(out)
 }
 
-/// The stored text and kind of one document.
-pub fn document(conn: &Connection, rowid: i64) -> rusqlite::Result<Option<(String, i64, u64)>> {
-    conn.prepare_cached(
-        "SELECT entries.text, docs.kind, docs.seq FROM entries JOIN docs ON docs.rowid = entries.rowid
-         WHERE entries.rowid = ?1",
-    )?
-    .query_row([rowid], |r| Ok((r.get(0)?, r.get(1)?, r.get::<_, i64>(2)? as u64)))
-    .optional()
+/// Opens a matched phrase in what [`passages`] returns: a control character display text
+/// does not normally hold, so the caller can tell FTS5's marks from a `**` of the text itself.
+pub const MARK_OPEN: char = '\u{2}';
+/// Closes a matched phrase in what [`passages`] returns (see [`MARK_OPEN`]).
+pub const MARK_CLOSE: char = '\u{3}';
+
+/// The best passage for `expression` of each document of `rowids` that matches it, with its
+/// kind and seq, by rowid (a document deleted meanwhile is left out).
+///
+/// A passage is FTS5's `snippet()`: the window of at most `tokens` tokens holding the most
+/// distinct matched phrases, `…` where the text was cut, every phrase instance of the match
+/// between [`MARK_OPEN`] and [`MARK_CLOSE`]. FTS5 marks the instances the match itself
+/// found, so what [`TOKENIZER`] matched (diacritics, case, prefixes) is what is marked.
+///
+/// `snippet()` runs on `temp.marks` ([`open_reader`]), a table of the same tokenizer that
+/// holds copies of these documents only inside a transaction rolled back at the end: one
+/// MATCH for them all. On `entries` itself (which could serve it: it stores its text, it is
+/// neither contentless nor external-content) each document would need a MATCH of its own,
+/// and each MATCH expands the expression's prefix terms over the whole index again
+/// (measured in a debug build, 20 documents of 60,000: 1.4 s against 2 ms this way for
+/// `a*`, 4–40 ms against 1.5 ms for plain words).
+pub fn passages(
+    conn: &Connection,
+    expression: &str,
+    rowids: &[i64],
+    tokens: usize,
+) -> rusqlite::Result<HashMap<i64, (String, i64, u64)>> {
+    let scratch = conn.unchecked_transaction()?;
+    let mut copy = conn.prepare_cached(
+        "INSERT INTO temp.marks(rowid, text) SELECT rowid, text FROM main.entries WHERE rowid = ?1",
+    )?;
+    let mut copied = std::collections::HashSet::with_capacity(rowids.len());
+    for &rowid in rowids {
+        if copied.insert(rowid) {
+            copy.execute([rowid])?;
+        }
+    }
+    let mut stmt = conn.prepare_cached(
+        "SELECT marks.rowid, snippet(marks, 0, ?2, ?3, '…', ?4), docs.kind, docs.seq
+         FROM temp.marks JOIN main.docs ON docs.rowid = marks.rowid
+         WHERE marks MATCH ?1",
+    )?;
+    let rows = stmt
+        .query_map(
+            params![
+                expression,
+                MARK_OPEN.to_string(),
+                MARK_CLOSE.to_string(),
+                tokens as i64
+            ],
+            |r| {
+                Ok((
+                    r.get(0)?,
+                    (r.get(1)?, r.get(2)?, r.get::<_, i64>(3)? as u64),
+                ))
+            },
+        )?
+        .collect::<rusqlite::Result<HashMap<_, _>>>()?;
+    drop((copy, stmt));
+    scratch.rollback()?;
+    Ok(rows)
 }
 
 /// Documents and requests indexed per conversation id text.

@@ -319,3 +319,88 @@ fn broad_words_rank_by_count_and_recency_narrow_ones_by_bm25() {
     let hits = run_query(&conn, "common rare", 10).unwrap();
     assert_eq!(hits[0].snippets, ["user: **common** and **rare** together"]);
 }
+
+/// Snippets are FTS5's: whatever the index's tokenizer matched is marked — accents and case
+/// either way, prefixes (typed or implicit), every word of several — within a window of at
+/// most [`ranking`]'s 16 tokens, `…` where it was cut, words side by side under one pair of
+/// marks, line breaks as spaces.
+#[test]
+fn snippets_mark_every_match_the_index_found() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("index.sqlite");
+    let (store, _) = store::Store::open(&path).unwrap();
+    let long = (0..40)
+        .map(|n| format!("w{n}"))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let texts = [
+        "Le Café de Flore, rue Saint-Benoît",
+        "Weather in PARIS\ntomorrow?",
+        "a terrace by the lake, an expensive view",
+        "bowl of phở near the station",
+        "the offline builtin provider answers",
+        long.as_str(),
+    ];
+    store.begin().unwrap();
+    for text in texts {
+        let doc = Doc {
+            seq: 0,
+            kind: DocKind::Request,
+            text: text.to_string(),
+        };
+        store.add(&ConversationId::new_random(), &[doc], 0).unwrap();
+    }
+    store.commit().unwrap();
+    let conn = store::open_reader(&path).unwrap();
+    let snippets = |q: &str| -> Vec<String> {
+        run_query(&conn, q, 10)
+            .unwrap()
+            .into_iter()
+            .flat_map(|h| h.snippets)
+            .collect()
+    };
+    // Diacritics: typed without them, or with them where the text has none.
+    assert_eq!(
+        snippets("cafe"),
+        ["user: Le **Café** de Flore, rue Saint-Benoît"]
+    );
+    assert_eq!(
+        snippets("benoit"),
+        ["user: Le Café de Flore, rue Saint-**Benoît**"]
+    );
+    // A letter the removed home-made table did not fold (found, but not marked, before).
+    assert_eq!(snippets("pho"), ["user: bowl of **phở** near the station"]);
+    // Case; the line break becomes a space.
+    assert_eq!(snippets("paris"), ["user: Weather in **PARIS** tomorrow?"]);
+    assert_eq!(
+        snippets("Café"),
+        ["user: Le **Café** de Flore, rue Saint-Benoît"]
+    );
+    // A typed prefix, and a bare word's implicit one.
+    assert_eq!(
+        snippets("terr*"),
+        ["user: a **terrace** by the lake, an expensive view"]
+    );
+    assert_eq!(
+        snippets("expens"),
+        ["user: a terrace by the lake, an **expensive** view"]
+    );
+    // Several words: each marked; side by side (a phrase, or bare words) under one pair.
+    assert_eq!(
+        snippets("lake terrace"),
+        ["user: a **terrace** by the **lake**, an expensive view"]
+    );
+    assert_eq!(
+        snippets("builtin offline"),
+        ["user: the **offline builtin** provider answers"]
+    );
+    assert_eq!(
+        snippets("\"offline builtin provider\""),
+        ["user: the **offline builtin provider** answers"]
+    );
+    // A long text: a window of 16 tokens around the match, cut on both sides.
+    assert_eq!(
+        snippets("w20"),
+        ["user: …w13 w14 w15 w16 w17 w18 w19 **w20** w21 w22 w23 w24 w25 w26 w27 w28…"]
+    );
+}
