@@ -12,7 +12,7 @@ use super::{
 
 /// The key names are compared by: the server's uniqueness rule itself (JavaScript `trim()`,
 /// which also strips a BOM, then lower case), so the client and the server never disagree.
-pub use roundtable_actors::registry::naming::normalize;
+pub use roundtable_actors::naming::normalize;
 
 /// `Conversation YYYY-MM-DD HH:MM` in local time (TypeAgent's `formatAutoConversationName`).
 pub fn auto_name() -> String {

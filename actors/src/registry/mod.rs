@@ -19,7 +19,7 @@
 //! - `handoff.rs`: a handoff's source found and its history read ([`ReadHandoffSource`]).
 //! - `watchers.rs`: the live conversation list (`subscribeConversations`, a Roundtable
 //!   extension): changes pushed to subscribed sockets, count updates coalesced.
-//! - [`naming`] (`crate::naming`, shared with the cluster): the name rules (length,
+//! - [`naming`](crate::naming) (below the registry, shared with the cluster): the name rules (length,
 //!   uniqueness key, `appendNumber`, find scoring).
 //! - `shared.rs` (`serve --cluster`): this node's copy of the registry shared by the cluster,
 //!   and creates / renames / deletes written there first ([`SharedStore`]).
@@ -66,9 +66,7 @@ use tokio::sync::oneshot;
 
 use crate::conversation::{Attach, Conversation, RuntimeConfig};
 use crate::metrics::Metrics;
-/// The name rules live below the registry (the cluster's name keys use them too); kept
-/// reachable here, where clients of the crate found them first.
-pub use crate::naming;
+use crate::naming;
 use crate::protocol::{ConversationInfo, RpcError, RpcResult};
 use crate::storage::journal::JournalRecord;
 use crate::storage::journal::RegistryWriter;
