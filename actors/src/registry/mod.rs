@@ -19,7 +19,7 @@
 //! - `handoff.rs`: a handoff's source found and its history read ([`ReadHandoffSource`]).
 //! - `watchers.rs`: the live conversation list (`subscribeConversations`, a Roundtable
 //!   extension): changes pushed to subscribed sockets, count updates coalesced.
-//! - [`naming`](crate::naming) (below the registry, shared with the cluster): the name rules (length,
+//! - [`naming`] (below the registry, shared with the cluster): the name rules (length,
 //!   uniqueness key, `appendNumber`, find scoring).
 //! - `shared.rs` (`serve --cluster`): this node's copy of the registry shared by the cluster,
 //!   and creates / renames / deletes written there first ([`SharedStore`]).

@@ -277,7 +277,7 @@ pub const MARK_CLOSE: char = '\u{3}';
 /// A passage is FTS5's `snippet()`: the window of at most `tokens` tokens holding the most
 /// distinct matched phrases, `…` where the text was cut, every phrase instance of the match
 /// between [`MARK_OPEN`] and [`MARK_CLOSE`]. FTS5 marks the instances the match itself
-/// found, so what [`TOKENIZER`] matched (diacritics, case, prefixes) is what is marked.
+/// found, so what `TOKENIZER` matched (diacritics, case, prefixes) is what is marked.
 ///
 /// `snippet()` runs on `temp.marks` ([`open_reader`]), a table of the same tokenizer that
 /// holds copies of these documents only inside a transaction rolled back at the end: one
