@@ -239,9 +239,11 @@ pub async fn start_shared_sync(
                     while let Some((revision, change)) = stream.next().await {
                         from = revision + 1;
                         if let Some(change) = change {
-                            if registry.try_send(SharedChange(change)).is_err()
-                                && !registry.connected()
-                            {
+                            // `send` waits for room: a change is never dropped (a `try_send`
+                            // on a busy registry's full mailbox lost it, and this node's copy
+                            // stayed without it until restart). It fails only once the
+                            // registry is gone.
+                            if registry.send(SharedChange(change)).await.is_err() {
                                 return;
                             }
                         }
@@ -268,7 +270,8 @@ async fn share_counts_from_others(
     let registry = registry.clone();
     actix::spawn(async move {
         while let Some(counts) = counts.next().await {
-            if registry.try_send(OtherNodeCounts(counts)).is_err() && !registry.connected() {
+            // Waits for room too: a dropped count stayed stale until the owner's next one.
+            if registry.send(OtherNodeCounts(counts)).await.is_err() {
                 return;
             }
         }
