@@ -13,9 +13,10 @@ use roundtable_actors::client::Ready;
 use roundtable_actors::ids::{ConversationId, ConversationRef};
 use roundtable_actors::protocol::{self, Args, RpcError, RpcResult, AGENT_SERVER_CHANNEL};
 use roundtable_actors::registry::{
-    CollisionBehavior, CreateConversation, DeleteConversation, FindConversations, JoinConversation,
-    Joined, LeaveConversation, ListConversations, PanicForTest, RenameConversation,
-    SearchConversationContent, SubscribeConversations, UnsubscribeConversations,
+    CaughtUp, CollisionBehavior, CreateConversation, DeleteConversation, FindConversations,
+    JoinConversation, Joined, LeaveConversation, ListConversations, PanicForTest,
+    RenameConversation, SearchConversationContent, SubscribeConversations,
+    UnsubscribeConversations,
 };
 use serde_json::{json, Value};
 
@@ -197,45 +198,46 @@ impl Connection {
                 self.leave(call_id, method, conversation, ctx)
             }
             AgentServerRequest::Create(msg) => {
-                let req = registry.send(msg);
+                let req = registry.send(CaughtUp(msg));
                 self.answer(ctx, ch, call_id, method, async move {
-                    let info = req.await.map_err(registry_lost)??;
+                    let info = req.await.map_err(registry_lost)???;
                     Ok(Some(serde_json::to_value(info).expect("info serializes")))
                 });
             }
             AgentServerRequest::List(msg) => {
-                let req = registry.send(msg);
+                let req = registry.send(CaughtUp(msg));
                 // Serialized straight to text: a 100,000-entry list is one big frame.
                 ctx.spawn(req.into_actor(self).map(move |res, act, _| match res {
-                    Ok(json) => act.reply_raw(&ch, call_id, &json),
+                    Ok(Ok(json)) => act.reply_raw(&ch, call_id, &json),
+                    Ok(Err(e)) => act.reply(&ch, call_id, &method, Err(e)),
                     Err(e) => act.reply(&ch, call_id, &method, Err(registry_lost(e))),
                 }));
             }
             AgentServerRequest::Rename(msg) => {
-                let req = registry.send(msg);
+                let req = registry.send(CaughtUp(msg));
                 self.answer(ctx, ch, call_id, method, async move {
-                    req.await.map_err(registry_lost)?.map(|()| None)
+                    req.await.map_err(registry_lost)??.map(|()| None)
                 });
             }
             AgentServerRequest::Delete(msg) => {
-                let req = registry.send(msg);
+                let req = registry.send(CaughtUp(msg));
                 self.answer(ctx, ch, call_id, method, async move {
-                    req.await.map_err(registry_lost)?.map(|()| None)
+                    req.await.map_err(registry_lost)??.map(|()| None)
                 });
             }
             AgentServerRequest::Find(msg) => {
-                let req = registry.send(msg);
+                let req = registry.send(CaughtUp(msg));
                 self.answer(ctx, ch, call_id, method, async move {
                     Ok(Some(
-                        serde_json::to_value(req.await.map_err(registry_lost)?)
+                        serde_json::to_value(req.await.map_err(registry_lost)??)
                             .expect("matches serialize"),
                     ))
                 });
             }
             AgentServerRequest::SearchContent(msg) => {
-                let req = registry.send(msg);
+                let req = registry.send(CaughtUp(msg));
                 self.answer(ctx, ch, call_id, method, async move {
-                    let hits = req.await.map_err(registry_lost)??;
+                    let hits = req.await.map_err(registry_lost)???;
                     Ok(Some(serde_json::to_value(hits).expect("matches serialize")))
                 });
             }
@@ -244,15 +246,16 @@ impl Connection {
             }
             AgentServerRequest::Subscribe => {
                 self.subscription = super::Subscription::Answering(Vec::new());
-                let req = registry.send(SubscribeConversations {
+                let req = registry.send(CaughtUp(SubscribeConversations {
                     socket: self.socket_id,
                     recipient: ctx.address().recipient(),
-                });
+                }));
                 ctx.spawn(req.into_actor(self).map(move |res, act, _| match res {
-                    Ok(json) => {
+                    Ok(Ok(json)) => {
                         act.reply_raw(&ch, call_id, &json);
                         act.list_answered();
                     }
+                    Ok(Err(e)) => act.reply(&ch, call_id, &method, Err(e)),
                     Err(e) => act.reply(&ch, call_id, &method, Err(registry_lost(e))),
                 }));
             }
@@ -361,7 +364,7 @@ impl Connection {
         filter: bool,
         ctx: &mut Context<Self>,
     ) -> impl std::future::Future<Output = RpcResult<Joined>> + 'static {
-        let req = self.state.registry.send(JoinConversation {
+        let req = self.state.registry.send(CaughtUp(JoinConversation {
             conversation_id: conversation,
             filter,
             already_joined: self
@@ -372,10 +375,11 @@ impl Connection {
                 .collect(),
             outbox: self.outbox.clone(),
             connection: ctx.address().recipient(),
-        });
+        }));
         async move {
             match req.await {
-                Ok(pending) => pending.await,
+                Ok(Ok(pending)) => pending.await,
+                Ok(Err(e)) => Err(e),
                 Err(e) => Err(RpcError::Internal(e.to_string())),
             }
         }

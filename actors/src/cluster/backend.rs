@@ -107,6 +107,15 @@ impl SharedStore for RegistryBackend {
         Box::pin(async move { Ok(cluster.delete_conversation(id).await?) })
     }
 
+    fn reachable(&self) -> bool {
+        self.cluster.connected()
+    }
+
+    fn revision(&self) -> BoxFuture<'static, Result<u64, SharedError>> {
+        let cluster = self.cluster.clone();
+        Box::pin(async move { Ok(cluster.registry_revision().await?) })
+    }
+
     fn record_named(
         &self,
         name: String,

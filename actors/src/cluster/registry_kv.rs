@@ -254,14 +254,22 @@ impl Cluster {
         Ok(())
     }
 
+    /// The bucket's newest revision (the last sequence of its stream).
+    pub async fn registry_revision(&self) -> Result<u64, ClusterError> {
+        // Asked of the server each time: `kv::Store::status` answers the stream info cached
+        // when the bucket was opened.
+        let mut stream = self.registry_bucket().stream.clone();
+        let info = stream
+            .info()
+            .await
+            .map_err(|e| ClusterError::new("registry status", e))?;
+        Ok(info.state.last_sequence)
+    }
+
     /// Every record now, and where the watch must start.
     pub async fn registry_snapshot(&self) -> Result<RegistrySnapshot, ClusterError> {
         let bucket = self.registry_bucket();
-        let status = bucket
-            .status()
-            .await
-            .map_err(|e| ClusterError::new("registry status", e))?;
-        let watch_from = status.info.state.last_sequence + 1;
+        let watch_from = self.registry_revision().await? + 1;
         let mut records = Vec::new();
         self.replay(
             &bucket.stream,

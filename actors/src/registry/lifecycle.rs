@@ -69,6 +69,7 @@ impl ConversationRegistry {
             stopping: false,
             watchers: Default::default(),
             ownership: Default::default(),
+            catch_up: Default::default(),
         };
         let mut swept = 0;
         reg.entries.reserve(loaded.entries.len());

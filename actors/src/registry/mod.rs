@@ -21,6 +21,8 @@
 //!   extension): changes pushed to subscribed sockets, count updates coalesced.
 //! - [`naming`] (below the registry, shared with the cluster): the name rules (length,
 //!   uniqueness key, `appendNumber`, find scoring).
+//! - `catch_up.rs` (`serve --cluster`): read-your-writes: [`CaughtUp`] requests wait until
+//!   this node's copy has applied the store's revision they arrived at.
 //! - `shared.rs` (`serve --cluster`): this node's copy of the registry shared by the cluster,
 //!   and creates / renames / deletes written there first ([`SharedStore`]).
 //! - `ownership.rs` (`serve --cluster`): the leases that decide which node runs a conversation
@@ -48,6 +50,7 @@
 
 mod backup;
 mod catalog;
+mod catch_up;
 mod handoff;
 mod lifecycle;
 mod membership;
@@ -79,6 +82,7 @@ pub use catalog::{
     CollisionBehavior, ConversationExists, CreateConversation, DeleteConversation,
     FindConversations, ListConversations, RenameConversation, SearchConversationContent,
 };
+pub use catch_up::{CaughtUp, CATCH_UP_TIMEOUT, MAX_WAITING};
 pub use lifecycle::ShutdownRegistry;
 pub use membership::{JoinConversation, JoinLease, Joined, LeaveConversation, Pending};
 pub use ownership::{Lease, OwnershipService};
@@ -253,6 +257,9 @@ pub struct ConversationRegistry {
     /// `serve --cluster`: the conversations this node holds the ownership lease of, and the
     /// joins waiting for a lease to be taken (`ownership.rs`).
     ownership: ownership::Ownership,
+    /// `serve --cluster`: requests waiting for this node's copy of the shared registry to
+    /// apply the store's revision they arrived at (read-your-writes, `catch_up.rs`).
+    catch_up: catch_up::CatchUp,
 }
 
 impl ConversationRegistry {

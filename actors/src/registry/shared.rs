@@ -148,6 +148,15 @@ pub trait SharedStore: Send + Sync + 'static {
     /// Deletes a conversation's record, its name, and its files' shared copy.
     fn delete(&self, id: ConversationId) -> BoxFuture<'static, Result<(), SharedError>>;
 
+    /// Whether the store is within reach right now (NATS connected): when it is not, reads
+    /// answer from this node's copy at once and writes are refused, instead of waiting for
+    /// a revision that cannot come.
+    fn reachable(&self) -> bool;
+
+    /// The store's newest revision now: once this node's copy has applied it, the copy
+    /// reflects every write any node has had acknowledged (read-your-writes, `catch_up.rs`).
+    fn revision(&self) -> BoxFuture<'static, Result<u64, SharedError>>;
+
     /// The record of the conversation that holds `name`, if any.
     fn record_named(
         &self,
@@ -182,15 +191,32 @@ pub trait SharedStore: Send + Sync + 'static {
 pub struct SharedSnapshot {
     /// Every record in the store.
     pub records: Vec<RegistryRecord>,
+    /// The store's revision the records are current to: requests waiting to catch up
+    /// (`catch_up.rs`) up to it go on once this is applied.
+    pub revision: u64,
 }
 
-/// One change from the store's watch.
+/// One revision from the store's watch, or a change this node made itself.
 #[derive(Message)]
 #[rtype(result = "()")]
-pub struct SharedChange(
-    /// The change.
-    pub RegistryChange,
-);
+pub struct SharedChange {
+    /// The store's revision (`None`: a change this node applies ahead of its watch); once
+    /// applied, requests waiting for it go on (`catch_up.rs`).
+    pub revision: Option<u64>,
+    /// What the revision changed (`None`: a revision that changes no conversation, such as a
+    /// name key's, which still counts as applied).
+    pub change: Option<RegistryChange>,
+}
+
+impl SharedChange {
+    /// A change this node applies ahead of its watch.
+    fn local(change: RegistryChange) -> SharedChange {
+        SharedChange {
+            revision: None,
+            change: Some(change),
+        }
+    }
+}
 
 fn unavailable(error: SharedError) -> RpcError {
     RpcError::ClusterUnavailable(error.0)
@@ -206,6 +232,7 @@ pub async fn start_shared_sync(
     let snapshot = shared.snapshot().await?;
     let empty = snapshot.records.is_empty();
     let mut from = snapshot.watch_from;
+    let revision = snapshot.watch_from.saturating_sub(1);
     log::info!(
         "cluster node {}: registry has {} conversations",
         shared.node(),
@@ -214,6 +241,7 @@ pub async fn start_shared_sync(
     registry
         .send(SharedSnapshot {
             records: snapshot.records,
+            revision,
         })
         .await
         .map_err(|e| SharedError(format!("registry actor: {e}")))?;
@@ -226,7 +254,7 @@ pub async fn start_shared_sync(
                     record.name,
                     record.conversation_id
                 );
-                registry.do_send(SharedChange(RegistryChange::Put(record)));
+                registry.do_send(SharedChange::local(RegistryChange::Put(record)));
             }
             NameClaim::Taken(_) => {} // another node made it; the watch brings it
         }
@@ -238,14 +266,18 @@ pub async fn start_shared_sync(
                 Ok(mut stream) => {
                     while let Some((revision, change)) = stream.next().await {
                         from = revision + 1;
-                        if let Some(change) = change {
-                            // `send` waits for room: a change is never dropped (a `try_send`
-                            // on a busy registry's full mailbox lost it, and this node's copy
-                            // stayed without it until restart). It fails only once the
-                            // registry is gone.
-                            if registry.send(SharedChange(change)).await.is_err() {
-                                return;
-                            }
+                        // Every revision goes to the registry, changes or not: requests wait
+                        // for the revision the store had when they arrived (`catch_up.rs`).
+                        // `send` waits for room: a change is never dropped (a `try_send` on a
+                        // busy registry's full mailbox lost it, and this node's copy stayed
+                        // without it until restart). It fails only once the registry is gone.
+                        let revision = Some(revision);
+                        if registry
+                            .send(SharedChange { revision, change })
+                            .await
+                            .is_err()
+                        {
+                            return;
                         }
                     }
                     log::warn!("cluster: registry watch ended; restarting from revision {from}");
@@ -347,6 +379,7 @@ impl Handler<SharedSnapshot> for ConversationRegistry {
         for record in &msg.records {
             self.apply_record(record);
         }
+        self.caught_up_to(msg.revision, ctx);
     }
 }
 
@@ -354,17 +387,21 @@ impl Handler<SharedChange> for ConversationRegistry {
     type Result = ();
 
     fn handle(&mut self, msg: SharedChange, ctx: &mut Self::Context) {
-        match msg.0 {
-            RegistryChange::Put(record) => self.apply_record(&record),
-            RegistryChange::Deleted(id) => {
-                // A delete made here is already in progress (`deleting`); one from another node
-                // closes this node's clients and removes what it holds.
-                if self.entries.get(&id).is_some_and(|e| !e.deleting) {
-                    log::info!("cluster: conversation {id} deleted on another node");
-                    let removal = self.delete_local(id);
-                    ctx.spawn(removal.map(|_, _, _| ()));
-                }
+        match msg.change {
+            Some(RegistryChange::Put(record)) => self.apply_record(&record),
+            // A delete made here is already in progress (`deleting`); one from another node
+            // closes this node's clients and removes what it holds.
+            Some(RegistryChange::Deleted(id))
+                if self.entries.get(&id).is_some_and(|e| !e.deleting) =>
+            {
+                log::info!("cluster: conversation {id} deleted on another node");
+                let removal = self.delete_local(id);
+                ctx.spawn(removal.map(|_, _, _| ()));
             }
+            Some(RegistryChange::Deleted(_)) | None => {}
+        }
+        if let Some(revision) = msg.revision {
+            self.caught_up_to(revision, ctx);
         }
     }
 }
@@ -457,7 +494,7 @@ impl ConversationRegistry {
             };
             let lost = |_| RpcError::Internal("the registry stopped".into());
             registry
-                .send(SharedChange(RegistryChange::Put(record)))
+                .send(SharedChange::local(RegistryChange::Put(record)))
                 .await
                 .map_err(lost)?;
             registry.send(msg).await.map_err(lost)?.await

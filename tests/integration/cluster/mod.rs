@@ -301,6 +301,53 @@ fn clients_on_two_nodes_share_one_conversation() {
     }
 }
 
+/// Read-your-writes across nodes, at full speed: 100 rounds over three nodes of "create on
+/// one node, join it by id on the next", "rename on one, list by the new name on the third",
+/// and "delete on one, join on the next" — each the very next request, with no wait between.
+/// (Before, a node answered from its copy of the registry whatever its watch had delivered
+/// so far: `Conversation not found` for a conversation another node had just created, a list
+/// without a rename, a join of a conversation deleted elsewhere.)
+#[test]
+fn every_node_reads_what_any_node_acknowledged() {
+    let Some(nats) = nats_or_skip() else { return };
+    let nodes = three_nodes(&nats);
+    let mut clients: Vec<Client> = nodes.iter().map(|n| n.connect()).collect();
+    for round in 0..100 {
+        let (i, j, k) = (round % 3, (round + 1) % 3, (round + 2) % 3);
+        let name = format!("ryw-{round:03}");
+        let info = clients[i]
+            .agent("createConversation", json!([name, null]))
+            .unwrap();
+        let id = info["conversationId"].as_str().unwrap().to_string();
+        let joined = clients[j]
+            .agent("joinConversation", json!([{"conversationId": id}]))
+            .unwrap_or_else(|e| panic!("round {round}: join on node {j} after create on {i}: {e}"));
+        assert_eq!(joined["conversationId"], id.as_str());
+        clients[j].agent("leaveConversation", json!([id])).unwrap();
+        let renamed = format!("ryw-renamed-{round:03}");
+        clients[i]
+            .agent("renameConversation", json!([id, renamed]))
+            .unwrap();
+        let listed = clients[k]
+            .agent("listConversations", json!([renamed]))
+            .unwrap();
+        assert!(
+            listed
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|c| c["conversationId"] == id.as_str() && c["name"] == renamed.as_str()),
+            "round {round}: node {k} lists {listed} after a rename on node {i}"
+        );
+        clients[k].agent("deleteConversation", json!([id])).unwrap();
+        assert_eq!(
+            clients[i].agent("joinConversation", json!([{"conversationId": id}])),
+            Err(format!("Conversation not found: {id}")),
+            "round {round}: join on node {i} after a delete on node {k}"
+        );
+    }
+}
+
 /// Deleting on node c a conversation served by a, with clients on a and b: both clients get
 /// the deletion notice and their channels close, and no node lists it.
 #[test]
