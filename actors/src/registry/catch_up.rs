@@ -95,8 +95,7 @@ pub(super) struct CatchUp {
 }
 
 /// `Handler<CaughtUp<M>>` for each request the transport sends through it (a blanket impl
-/// over every `M` sends the trait solver into a loop).
-/// `read`: the request only reads the list, so a node cut off from the store answers it from
+/// over every `M` sends the trait solver into a loop). `read`: the request only reads the list, so a node cut off from the store answers it from
 /// its copy (see the module docs).
 macro_rules! caught_up {
     ($($m:ty => $read:expr),* $(,)?) => {$(
@@ -145,11 +144,6 @@ impl ConversationRegistry {
             run_now(self, ctx);
             return Box::pin(async move { answer_rx.await.map_err(|_| lost()) });
         };
-        if !shared.reachable() && read && self.catch_up.waiting.is_empty() {
-            // Cut off: the copy is all there is (nothing waits ahead of it to keep order with).
-            run_now(self, ctx);
-            return Box::pin(async move { answer_rx.await.map_err(|_| lost()) });
-        }
         if self.catch_up.waiting.len() >= MAX_WAITING {
             return Box::pin(std::future::ready(Err(RpcError::ClusterUnavailable(
                 format!(
@@ -161,7 +155,10 @@ impl ConversationRegistry {
         let (gate_tx, gate_rx) = oneshot::channel::<Result<(), RpcError>>();
         let ticket = self.catch_up.next_ticket;
         self.catch_up.next_ticket += 1;
-        let target = if shared.reachable() {
+        // Cut off from the store: nothing to ask. The request still queues, so it keeps its
+        // order behind those already waiting; a read then runs on the copy, the rest are refused.
+        let reachable = shared.reachable();
+        let target = if reachable {
             Target::Asking
         } else {
             Target::Failed(RpcError::ClusterUnavailable(
@@ -169,7 +166,6 @@ impl ConversationRegistry {
                     .into(),
             ))
         };
-        let asking = matches!(target, Target::Asking);
         self.catch_up.waiting.push_back(Waiting {
             ticket,
             read,
@@ -183,28 +179,27 @@ impl ConversationRegistry {
                 }
             }),
         });
-        if !asking {
+        if reachable {
+            ctx.spawn(
+                shared
+                    .revision()
+                    .into_actor(self)
+                    .map(move |revision, act, ctx| {
+                        if let Some(w) =
+                            act.catch_up.waiting.iter_mut().find(|w| w.ticket == ticket)
+                        {
+                            w.target = match revision {
+                                Ok(r) => Target::Revision(r),
+                                Err(e) => Target::Failed(RpcError::ClusterUnavailable(e.0)),
+                            };
+                        }
+                        act.run_caught_up(ctx);
+                    }),
+            );
+            ctx.run_later(CATCH_UP_TIMEOUT, |act, ctx| act.run_caught_up(ctx));
+        } else {
             self.run_caught_up(ctx);
-            return Box::pin(async move {
-                gate_rx.await.map_err(|_| lost())??;
-                answer_rx.await.map_err(|_| lost())
-            });
         }
-        ctx.spawn(
-            shared
-                .revision()
-                .into_actor(self)
-                .map(move |revision, act, ctx| {
-                    if let Some(w) = act.catch_up.waiting.iter_mut().find(|w| w.ticket == ticket) {
-                        w.target = match revision {
-                            Ok(r) => Target::Revision(r),
-                            Err(e) => Target::Failed(RpcError::ClusterUnavailable(e.0)),
-                        };
-                    }
-                    act.run_caught_up(ctx);
-                }),
-        );
-        ctx.run_later(CATCH_UP_TIMEOUT, |act, ctx| act.run_caught_up(ctx));
         Box::pin(async move {
             gate_rx.await.map_err(|_| lost())??;
             answer_rx.await.map_err(|_| lost())

@@ -37,8 +37,8 @@ async fn line(
     }
 }
 
-/// `[1] a [2] b`.
-fn listed(choices: &[String]) -> String {
+/// `[1] a [2] b`: how choices are offered, in a form field and on a waiting line alike.
+pub(super) fn listed(choices: &[String]) -> String {
     choices
         .iter()
         .enumerate()

@@ -484,23 +484,13 @@ fn choice_response(choice: &Choice, i: usize) -> Value {
     }
 }
 
-/// `[1] a [2] b`.
-fn numbered(labels: &[String]) -> String {
-    labels
-        .iter()
-        .enumerate()
-        .map(|(i, c)| format!("[{}] {c}", i + 1))
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
 /// The line announcing something that waits for `/answer`.
 fn waiting_line(waiting: &Waiting) -> String {
     match waiting {
         Waiting::Question(q) => format!(
             "? {} {} (answer with /answer <n>)",
             q.message.as_deref().unwrap_or(""),
-            numbered(&q.choices)
+            asking::listed(&q.choices)
         ),
         Waiting::Form(f) => {
             let heading = f
@@ -516,7 +506,7 @@ fn waiting_line(waiting: &Waiting) -> String {
         Waiting::Choice(c) => format!(
             "? {} {} (answer with /answer <n>)",
             c.message,
-            numbered(&c.labels())
+            asking::listed(&c.labels())
         ),
     }
 }
