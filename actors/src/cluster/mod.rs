@@ -82,6 +82,14 @@ impl ClusterSettings {
     }
 }
 
+/// The servers of `--cluster`'s comma-separated list, each trimmed.
+fn server_list(url: &str) -> Vec<&str> {
+    url.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .collect()
+}
+
 /// Why the cluster could not be reached or a cluster operation failed.
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("{0}")]
@@ -223,7 +231,8 @@ impl Cluster {
                     }
                 }
             })
-            .connect(settings.url.as_str())
+            // async-nats reads a `&str` as one URL: a comma-separated list is split here.
+            .connect(server_list(&settings.url))
             .await
             .map_err(|e| {
                 ClusterError::new(&format!("cannot connect to {}", settings.shown_url()), e)
@@ -398,7 +407,17 @@ impl Cluster {
             .await
             .map_err(|e| ClusterError::new(context, e))?;
         while pending > 0 {
-            let Some(message) = messages.next().await else {
+            // A replay that stops delivering (a consumer lost while a NATS server restarts)
+            // fails instead of hanging the caller forever; the caller may try again.
+            let next = tokio::time::timeout(REQUEST_TIMEOUT, messages.next())
+                .await
+                .map_err(|_| {
+                    ClusterError(format!(
+                        "{context}: no message for {} s with {pending} still to come",
+                        REQUEST_TIMEOUT.as_secs()
+                    ))
+                })?;
+            let Some(message) = next else {
                 break;
             };
             let message = message.map_err(|e| ClusterError::new(context, e))?;

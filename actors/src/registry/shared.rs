@@ -229,7 +229,7 @@ pub async fn start_shared_sync(
     shared: Arc<dyn ClusterServices>,
     registry: Addr<ConversationRegistry>,
 ) -> Result<(), SharedError> {
-    let snapshot = shared.snapshot().await?;
+    let snapshot = snapshot_with_retries(shared.as_ref()).await?;
     let empty = snapshot.records.is_empty();
     let mut from = snapshot.watch_from;
     let revision = snapshot.watch_from.saturating_sub(1);
@@ -292,6 +292,32 @@ pub async fn start_shared_sync(
     });
     Ok(())
 }
+
+/// The shared store's snapshot, tried up to [`SNAPSHOT_ATTEMPTS`] times: a replay can fail
+/// while a NATS server of the cluster restarts, and a node that gives up at start serves
+/// no one.
+async fn snapshot_with_retries(
+    shared: &dyn ClusterServices,
+) -> Result<RegistrySnapshot, SharedError> {
+    let mut attempt = 1;
+    loop {
+        match shared.snapshot().await {
+            Ok(snapshot) => return Ok(snapshot),
+            Err(e) if attempt < SNAPSHOT_ATTEMPTS => {
+                log::warn!(
+                    "cluster node {}: reading the registry failed ({e}); attempt {} of {SNAPSHOT_ATTEMPTS}",
+                    shared.node(),
+                    attempt + 1
+                );
+                attempt += 1;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// How many times a starting node reads the shared registry before it gives up.
+const SNAPSHOT_ATTEMPTS: u32 = 5;
 
 /// Applies the counts other nodes' conversations share, for the server's life.
 async fn share_counts_from_others(
