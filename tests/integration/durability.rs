@@ -130,6 +130,60 @@ fn unfinished_requests_are_closed_after_a_crash() {
     }
 }
 
+/// A crash between a request's journal `started` record and its `user-request` entry (the
+/// display log ends just before it, as a kill -9 between the two writes leaves it, or as a
+/// node that takes the conversation over from the log stream finds it): after the restart
+/// the history holds its `user-request` once, with the failed result. The nemesis found the
+/// opposite order of those two writes duplicating the `user-request` after a failover.
+#[test]
+fn a_crash_between_started_and_its_user_request_loses_and_doubles_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start_in(dir.path(), &[]);
+    let (mut c, id) = server.joined("cut short");
+    let running = Client::request_id(&c.submit(&id, "ask me privately are you there?"));
+    c.expect_call(&clientio(&id), "requestChoice");
+    server.kill();
+    // Cut the display log just before the running request's user-request.
+    let log_path = dir
+        .path()
+        .join("conversations")
+        .join(&id)
+        .join("displayLog.jsonl");
+    let text = std::fs::read_to_string(&log_path).unwrap();
+    let cut = text
+        .lines()
+        .position(|l| l.contains("\"user-request\"") && l.contains(&running))
+        .expect("the running request's user-request is on disk");
+    let kept: String = text.lines().take(cut).map(|l| format!("{l}\n")).collect();
+    std::fs::write(&log_path, kept).unwrap();
+    let journal = std::fs::read_to_string(
+        dir.path()
+            .join("conversations")
+            .join(&id)
+            .join("requests.jsonl"),
+    )
+    .unwrap();
+    assert!(journal.contains("\"started\""), "{journal}");
+
+    let server = Server::start_in(dir.path(), &[]);
+    let mut c = server.connect();
+    c.join(&id);
+    let history = history(&mut c, &id);
+    assert_eq!(
+        entries_of(&history, "user-request", &running).len(),
+        1,
+        "{history:?}"
+    );
+    let results = entries_of(&history, "command-result", &running);
+    assert_eq!(results.len(), 1, "{history:?}");
+    assert_eq!(results[0]["error"], STOPPED);
+    let seqs: Vec<u64> = history.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+    assert!(
+        seqs.windows(2).all(|w| w[0] + 1 == w[1]),
+        "seqs not contiguous: {seqs:?}"
+    );
+}
+
 /// Issue finding 2, made deterministic with the slow-writer seam: a delete that arrives while
 /// the writer still holds the conversation's appends answers only after they are done, and
 /// nothing recreates the directory afterwards.

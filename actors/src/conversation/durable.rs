@@ -289,14 +289,19 @@ impl Conversation {
         let mut closed = 0;
         for request in &open {
             let a = &request.accepted;
+            // A `started` is journalled just before its `user-request`: the crash may have
+            // come between the two.
+            let mut logged = false;
             if let Some(seq) = request.started_seq {
-                if self.log_has_result(seq, &a.request_id) {
+                let (user_request, result) = self.logged_since(seq, &a.request_id);
+                if result {
                     continue;
                 }
+                logged = user_request;
             }
             closed += 1;
             let id = request_id_obj(a.connection_id, &a.request_id, &a.client_request_id);
-            if request.started_seq.is_none() {
+            if !logged {
                 self.log_entry(
                     json!({"type": "user-request", "requestId": id, "command": a.command}),
                 );
@@ -336,16 +341,23 @@ impl Conversation {
         });
     }
 
-    /// Whether the display log holds a `command-result` for `request_id` at or after `seq`.
-    fn log_has_result(&self, seq: u64, request_id: &RequestId) -> bool {
-        let Ok(log) = &self.log else { return false };
-        display_log::read_range(log.path(), seq, log.next_seq())
+    /// Whether the display log holds, from `seq` on, `request_id`'s `user-request` (at
+    /// `seq`) and its `command-result`.
+    fn logged_since(&self, seq: u64, request_id: &RequestId) -> (bool, bool) {
+        let Ok(log) = &self.log else {
+            return (false, false);
+        };
+        let entries: Vec<Value> = display_log::read_range(log.path(), seq, log.next_seq())
             .unwrap_or_default()
             .iter()
             .filter_map(|e| serde_json::from_str::<Value>(e).ok())
-            .any(|e| {
-                e["type"] == "command-result" && e["requestId"]["requestId"] == request_id.as_str()
-            })
+            .collect();
+        let is = |e: &Value, kind: &str| {
+            e["type"] == kind && e["requestId"]["requestId"] == request_id.as_str()
+        };
+        let user_request = entries.first().is_some_and(|e| is(e, "user-request"));
+        let result = entries.iter().any(|e| is(e, "command-result"));
+        (user_request, result)
     }
 
     /// Stops writing and hands the files to the writer to close (`delete`: retire the whole

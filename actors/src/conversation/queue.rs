@@ -493,14 +493,19 @@ impl Conversation {
             request.request_id,
             request.trace_id
         );
-        if let Some(seq) = self.log_entry(
-            json!({"type": "user-request", "requestId": request.id_obj(), "command": request.text}),
-        ) {
+        // The journal's `started` goes before the `user-request` it names: whatever prefix of
+        // the writes survives a crash (or reaches another node through the log stream), a
+        // `user-request` on disk always has its `started`, so recovery never writes a second
+        // one (the nemesis found that duplicate after a kill -9 between the two).
+        if let Ok(log) = &self.log {
             self.journal(Record::Started {
                 request_id: request.request_id.clone(),
-                seq,
+                seq: log.next_seq(),
             });
         }
+        self.log_entry(
+            json!({"type": "user-request", "requestId": request.id_obj(), "command": request.text}),
+        );
         self.broadcast(
             "setUserRequest",
             json!([request.id_obj(), request.text]),
