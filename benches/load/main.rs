@@ -55,7 +55,8 @@ const MAX_COMMAND_CHARS: usize = 10_000;
     name = "load",
     about = "Roundtable load harness: cargo bench --bench load -- <scenario> [options]",
     after_help = "Scenarios: fanout, rooms, churn, registry, history, slow, startup, crash, \
-                  search, cluster, all (comma-separated lists work too). See BENCHMARKS.md."
+                  search, cluster, all (comma-separated lists work too); nemesis (the cluster \
+                  under faults, only when named). See BENCHMARKS.md."
 )]
 struct Args {
     /// Scenario to run: fanout, rooms, churn, registry, history, slow, startup, crash, search,
@@ -170,10 +171,14 @@ fn run(args: Args) -> Result<ExitCode, String> {
             .split(',')
             .map(|s| {
                 ALL.iter()
+                    .chain(scenarios::NAMED_ONLY.iter())
                     .find(|a| **a == s.trim())
                     .copied()
                     .ok_or_else(|| {
-                        format!("unknown scenario {s:?}; one of {} or all", ALL.join(", "))
+                        format!(
+                            "unknown scenario {s:?}; one of {}, nemesis or all",
+                            ALL.join(", ")
+                        )
                     })
             })
             .collect::<Result<_, _>>()?
@@ -349,6 +354,7 @@ async fn run_scenario(ctx: &Ctx, name: &str) -> Result<ScenarioReport, String> {
         "search" => scenarios::search::run(ctx).await,
         "crash" => scenarios::crash::run(ctx).await,
         "cluster" => scenarios::cluster::run(ctx).await,
+        "nemesis" => scenarios::nemesis::run(ctx).await,
         other => Err(format!("unknown scenario {other}")),
     }?;
     report.param("quick", ctx.quick);

@@ -15,6 +15,9 @@
 
 pub mod mcp;
 pub mod nats;
+pub mod nats_cluster;
+pub mod nemesis;
 pub mod protocol;
+pub mod proxy;
 pub mod server;
 pub mod skip;

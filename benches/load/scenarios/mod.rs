@@ -10,6 +10,7 @@ pub mod cluster;
 pub mod crash;
 pub mod fanout;
 pub mod history;
+pub mod nemesis;
 pub mod registry;
 pub mod rooms;
 pub mod search;
@@ -27,6 +28,9 @@ pub const ALL: [&str; 10] = [
     "fanout", "rooms", "churn", "registry", "history", "slow", "startup", "crash", "search",
     "cluster",
 ];
+
+/// Scenarios run only when named (minutes long, no baseline): the cluster under faults.
+pub const NAMED_ONLY: [&str; 1] = ["nemesis"];
 
 /// Sizes of every scenario (defaults are the issue's; `--quick` shrinks them to seconds).
 #[derive(Debug, Clone)]
