@@ -6,6 +6,7 @@
 
 mod failover;
 mod nemesis;
+mod replicas;
 
 use std::sync::{Arc, Barrier};
 
