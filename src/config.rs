@@ -212,6 +212,11 @@ pub struct ServeArgs {
     /// wait before another node takes them over (the first node of a cluster sets it).
     #[arg(long, default_value_t = 6.0, hide = true)]
     pub(crate) lease_time: f64,
+    /// JetStream replicas (1 to 5) of every bucket and of the log stream this node creates;
+    /// more than 1 needs a clustered NATS. An existing one with another count is updated
+    /// where JetStream allows it.
+    #[arg(long, env = "ROUNDTABLE_CLUSTER_REPLICAS", default_value_t = 1)]
+    pub(crate) cluster_replicas: usize,
     /// A directory requests may work in (repeatable): a request's workingDirectory must lie
     /// within one, else it works in --working-directory-default. Default: any directory.
     #[arg(long = "working-directory-root")]
@@ -254,6 +259,14 @@ pub enum ConfigError {
     /// `--cluster` / `--node-name` cannot be used (the text says why).
     #[error("{0}")]
     Cluster(String),
+    /// A flag's value is out of range or unusable (the text says why).
+    #[error("--{flag} {message}")]
+    Invalid {
+        /// The flag, without its dashes.
+        flag: &'static str,
+        /// What is wrong.
+        message: String,
+    },
     /// `--working-directory-root` names no existing directory (the text says so).
     #[error("--{0}")]
     WorkingDirectory(String),
@@ -288,7 +301,9 @@ impl ConfigError {
     /// that set it.
     pub fn flag(&self) -> Option<&'static str> {
         match self {
-            ConfigError::NotSeconds { flag } | ConfigError::NotPositive { flag } => Some(flag),
+            ConfigError::NotSeconds { flag }
+            | ConfigError::NotPositive { flag }
+            | ConfigError::Invalid { flag, .. } => Some(flag),
             ConfigError::TokenFile { .. } => Some("token-file"),
             ConfigError::EmptyToken => Some("token"),
             ConfigError::Cluster(_) => Some("cluster"),
@@ -351,7 +366,22 @@ fn cluster_settings(
         url,
         node_name,
         lease_time: roundtable_actors::cluster::lease::DEFAULT_LEASE_TIME,
+        replicas: 1,
     }))
+}
+
+/// `--cluster-replicas`: 1 to [`MAX_REPLICAS`](roundtable_actors::cluster::MAX_REPLICAS)
+/// (JetStream's own limit).
+fn replicas(n: usize) -> Result<usize, ConfigError> {
+    let max = roundtable_actors::cluster::MAX_REPLICAS;
+    if (1..=max).contains(&n) {
+        Ok(n)
+    } else {
+        Err(ConfigError::Invalid {
+            flag: "cluster-replicas",
+            message: format!("must be 1 to {max} (JetStream replicas), not {n}"),
+        })
+    }
 }
 
 /// The server's current directory (the default working directory of requests, as
@@ -424,6 +454,7 @@ impl TryFrom<ServeArgs> for ServerConfig {
         config.cluster = cluster_settings(args.cluster, args.node_name)?;
         if let Some(cluster) = &mut config.cluster {
             cluster.lease_time = positive_seconds("lease-time", args.lease_time)?;
+            cluster.replicas = replicas(args.cluster_replicas)?;
         }
         Ok(config)
     }
@@ -545,6 +576,26 @@ mod tests {
         );
         let err = config(&["--token= "]).unwrap_err();
         assert!(matches!(err, ConfigError::EmptyToken));
+    }
+
+    #[test]
+    fn cluster_replicas_are_one_to_five() {
+        let url = "--cluster=nats://127.0.0.1:4222";
+        let settings = |flags: &[&str]| config(flags).map(|c| c.cluster.unwrap().replicas);
+        assert_eq!(settings(&[url, "--node-name=a"]).unwrap(), 1);
+        assert_eq!(
+            settings(&[url, "--node-name=a", "--cluster-replicas=3"]).unwrap(),
+            3
+        );
+        for bad in ["0", "6"] {
+            let err = settings(&[url, "--node-name=a", &format!("--cluster-replicas={bad}")])
+                .unwrap_err();
+            assert_eq!(
+                err.to_string(),
+                format!("--cluster-replicas must be 1 to 5 (JetStream replicas), not {bad}")
+            );
+            assert_eq!(err.flag(), Some("cluster-replicas"));
+        }
     }
 
     #[test]

@@ -163,6 +163,7 @@ settings! {
     "cluster" => cluster: String = Some, "Join a cluster through this NATS server (nats://HOST:PORT).";
     "node-name" => node_name: String = Some, "This node's name in the cluster (default: the host name).";
     "lease-time" => lease_time: f64 = same, "Seconds a cluster ownership lease lasts without renewal.";
+    "cluster-replicas" => cluster_replicas: usize = same, "JetStream replicas (1 to 5) of the cluster's buckets and log stream.";
     "working-directory-root" => working_directory_roots: Vec<PathBuf> = same, "Directories requests may work in (default: any directory).";
     "working-directory-default" => working_directory_default: PathBuf = Some, "Where a request works when it names no allowed directory (default: the server's current directory).";
 }

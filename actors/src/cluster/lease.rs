@@ -39,6 +39,7 @@ pub enum Acquired {
 pub(super) async fn open_bucket(
     js: &jetstream::Context,
     lease_time: Duration,
+    replicas: usize,
 ) -> Result<kv::Store, ClusterError> {
     super::open_or_create_bucket(
         js,
@@ -46,6 +47,7 @@ pub(super) async fn open_bucket(
         "Roundtable conversation ownership leases",
         lease_time,
         jetstream::stream::StorageType::File,
+        replicas,
     )
     .await
 }

@@ -422,20 +422,33 @@ async fn send(
 }
 
 impl Cluster {
-    /// Opens (or creates) the log stream.
+    /// Opens (or creates) the log stream with `replicas` replicas (an existing one with
+    /// another count is brought to it where JetStream allows).
     pub(super) async fn open_log_stream(
         js: &jetstream::Context,
+        replicas: usize,
     ) -> Result<stream::Stream, ClusterError> {
+        if let Ok(stream) = js.get_stream(LOG_STREAM).await {
+            let config = stream.cached_info().config.clone();
+            super::ensure_replicas(js, &format!("stream {LOG_STREAM}"), config, replicas).await;
+            return Ok(stream);
+        }
+        log::info!("cluster: creating the stream {LOG_STREAM} with {replicas} replica(s)");
         js.get_or_create_stream(stream::Config {
             name: LOG_STREAM.into(),
             description: Some("Roundtable conversation files".into()),
             subjects: vec!["rt.log.>".into()],
             storage: stream::StorageType::File,
-            num_replicas: 1,
+            num_replicas: replicas,
             ..Default::default()
         })
         .await
-        .map_err(|e| ClusterError::new("cannot open the log stream", e))
+        .map_err(|e| {
+            ClusterError::new(
+                &format!("cannot create the stream {LOG_STREAM} with {replicas} replicas"),
+                e,
+            )
+        })
     }
 
     /// Rebuilds `dir` (a conversation's directory) from its records in the stream: the files

@@ -43,6 +43,9 @@ pub use backend::RegistryBackend;
 /// `Cluster unavailable` (a registry change is a few KV operations).
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// Most JetStream replicas of a stream (JetStream's own limit).
+pub const MAX_REPLICAS: usize = 5;
+
 /// What `--cluster` and `--node-name` asked for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClusterSettings {
@@ -54,6 +57,10 @@ pub struct ClusterSettings {
     /// How long an ownership lease lasts without renewal (`--lease-time`; failover takes about
     /// this long).
     pub lease_time: Duration,
+    /// JetStream replicas of every bucket and of the log stream this node creates
+    /// (`--cluster-replicas`, 1..=[`MAX_REPLICAS`]); an existing one with another count is
+    /// updated to it where JetStream allows.
+    pub replicas: usize,
 }
 
 impl ClusterSettings {
@@ -229,10 +236,11 @@ impl Cluster {
                 ClusterError::new(&format!("cannot connect to {}", settings.shown_url()), e)
             })?;
         let js = jetstream::new(client.clone());
-        let registry = registry_kv::open_bucket(&js).await?;
-        let log_stream = Cluster::open_log_stream(&js).await?;
-        let owners = lease::open_bucket(&js, settings.lease_time).await?;
-        let nodes = search::open_bucket(&js, settings.lease_time).await?;
+        let replicas = settings.replicas;
+        let registry = registry_kv::open_bucket(&js, replicas).await?;
+        let log_stream = Cluster::open_log_stream(&js, replicas).await?;
+        let owners = lease::open_bucket(&js, settings.lease_time, replicas).await?;
+        let nodes = search::open_bucket(&js, settings.lease_time, replicas).await?;
         let cluster = Cluster {
             inner: Arc::new(Inner {
                 settings,
@@ -339,33 +347,75 @@ impl Cluster {
 
 /// Opens the KV bucket `bucket`, creating it when the cluster has none yet (another node may
 /// create it between the two calls: then it is opened). Every Roundtable bucket keeps one
-/// value per key and one replica (docs/cluster.md says how to pre-create R3 ones);
-/// `max_age` zero keeps values until deleted.
+/// value per key, with `replicas` JetStream replicas (`--cluster-replicas`: an existing bucket
+/// with another count is brought to it, see [`ensure_replicas`]); `max_age` zero keeps values
+/// until deleted.
 async fn open_or_create_bucket(
     js: &jetstream::Context,
     bucket: &str,
     description: &str,
     max_age: Duration,
     storage: jetstream::stream::StorageType,
+    replicas: usize,
 ) -> Result<jetstream::kv::Store, ClusterError> {
     if let Ok(store) = js.get_key_value(bucket).await {
+        let config = store.stream.cached_info().config.clone();
+        ensure_replicas(js, &format!("bucket {bucket}"), config, replicas).await;
         return Ok(store);
     }
-    log::info!("cluster: creating the {bucket} bucket");
+    log::info!("cluster: creating the bucket {bucket} with {replicas} replica(s)");
     let config = jetstream::kv::Config {
         bucket: bucket.into(),
         description: description.into(),
         history: 1,
         max_age,
         storage,
-        num_replicas: 1,
+        num_replicas: replicas,
         ..Default::default()
     };
     match js.create_key_value(config).await {
         Ok(store) => Ok(store),
         Err(create_error) => js.get_key_value(bucket).await.map_err(|_| {
-            ClusterError::new(&format!("cannot create the {bucket} bucket"), create_error)
+            ClusterError::new(
+                &format!("cannot create the bucket {bucket} with {replicas} replicas"),
+                create_error,
+            )
         }),
+    }
+}
+
+/// Brings an existing stream (a bucket's, or the log stream; `what` names it in the log) to
+/// `replicas` replicas when it has another count: JetStream moves a stream between replica
+/// counts on a clustered server; where it refuses (a single server asked for more than one),
+/// the node logs a warning and goes on with the stream as it is.
+async fn ensure_replicas(
+    js: &jetstream::Context,
+    what: &str,
+    mut config: jetstream::stream::Config,
+    replicas: usize,
+) {
+    // JetStream reports 0 for a stream created without a count: that is one replica.
+    let current = config.num_replicas.max(1);
+    if current == replicas {
+        return;
+    }
+    config.num_replicas = replicas;
+    match js.update_stream(&config).await {
+        // A single server answers the update but keeps one replica.
+        Ok(info) if info.config.num_replicas.max(1) != replicas => log::warn!(
+            "cluster: the {what} has {current} replica(s), not the {replicas} of \
+             --cluster-replicas: JetStream kept {} on update; going on with it",
+            info.config.num_replicas.max(1)
+        ),
+        Ok(_) => log::info!(
+            "cluster: the {what} had {current} replica(s); updated to {replicas} \
+             (--cluster-replicas)"
+        ),
+        Err(e) => log::warn!(
+            "cluster: the {what} has {current} replica(s), not the {replicas} of \
+             --cluster-replicas, and cannot be updated ({}); going on with {current}",
+            crate::redact::redact_url_credentials(&e.to_string())
+        ),
     }
 }
 

@@ -32,13 +32,17 @@ pub const STALE_NAME_CLAIM: Duration = Duration::from_secs(10);
 const CAS_ATTEMPTS: usize = 8;
 
 /// Opens the bucket, creating it on the first node of a new cluster.
-pub(super) async fn open_bucket(js: &jetstream::Context) -> Result<kv::Store, ClusterError> {
+pub(super) async fn open_bucket(
+    js: &jetstream::Context,
+    replicas: usize,
+) -> Result<kv::Store, ClusterError> {
     super::open_or_create_bucket(
         js,
         REGISTRY_BUCKET,
         "Roundtable conversation registry",
         Duration::ZERO,
         jetstream::stream::StorageType::File,
+        replicas,
     )
     .await
 }

@@ -55,6 +55,7 @@ struct SearchAnswer {
 pub(super) async fn open_bucket(
     js: &jetstream::Context,
     lease_time: Duration,
+    replicas: usize,
 ) -> Result<kv::Store, ClusterError> {
     super::open_or_create_bucket(
         js,
@@ -62,6 +63,7 @@ pub(super) async fn open_bucket(
         "Roundtable nodes alive",
         lease_time,
         jetstream::stream::StorageType::Memory,
+        replicas,
     )
     .await
 }

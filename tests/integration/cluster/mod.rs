@@ -5,6 +5,7 @@
 //! search and backup from any node. `failover.rs`: conversations moving between nodes.
 
 mod failover;
+mod replicas;
 
 use std::sync::{Arc, Barrier};
 
