@@ -13,7 +13,7 @@ use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use roundtable_actors::cluster::ClusterSettings;
+use roundtable_actors::cluster::{ClusterSettings, Names};
 use roundtable_actors::conversation::WorkingDirectoryPolicy;
 use roundtable_actors::outbox::{OutboxLimits, ServerBudget, DEFAULT_SERVER_QUEUED_BYTES};
 
@@ -217,6 +217,11 @@ pub struct ServeArgs {
     /// where JetStream allows it.
     #[arg(long, env = "ROUNDTABLE_CLUSTER_REPLICAS", default_value_t = 1)]
     pub(crate) cluster_replicas: usize,
+    /// The cluster's name (letters, digits, '-', '_'; 1 to 32; case-insensitive): it prefixes
+    /// every NATS subject, bucket and stream, so clusters with different names share one NATS
+    /// account without seeing each other. Default: rt (the names of clusters before the flag).
+    #[arg(long, env = "ROUNDTABLE_CLUSTER_NAME", default_value = roundtable_actors::cluster::names::DEFAULT_CLUSTER_NAME)]
+    pub(crate) cluster_name: String,
     /// A directory requests may work in (repeatable): a request's workingDirectory must lie
     /// within one, else it works in --working-directory-default. Default: any directory.
     #[arg(long = "working-directory-root")]
@@ -367,6 +372,7 @@ fn cluster_settings(
         node_name,
         lease_time: roundtable_actors::cluster::lease::DEFAULT_LEASE_TIME,
         replicas: 1,
+        names: Default::default(),
     }))
 }
 
@@ -455,6 +461,11 @@ impl TryFrom<ServeArgs> for ServerConfig {
         if let Some(cluster) = &mut config.cluster {
             cluster.lease_time = positive_seconds("lease-time", args.lease_time)?;
             cluster.replicas = replicas(args.cluster_replicas)?;
+            cluster.names =
+                Names::new(&args.cluster_name).map_err(|message| ConfigError::Invalid {
+                    flag: "cluster-name",
+                    message: format!("{:?} {message}", args.cluster_name),
+                })?;
         }
         Ok(config)
     }
@@ -596,6 +607,25 @@ mod tests {
             );
             assert_eq!(err.flag(), Some("cluster-replicas"));
         }
+    }
+
+    #[test]
+    fn cluster_names_are_checked() {
+        let url = "--cluster=nats://127.0.0.1:4222";
+        let names = |flags: &[&str]| config(flags).map(|c| c.cluster.unwrap().names);
+        assert_eq!(names(&[url, "--node-name=a"]).unwrap(), Names::default());
+        assert_eq!(
+            names(&[url, "--node-name=a", "--cluster-name=One"])
+                .unwrap()
+                .registry_bucket(),
+            "one_registry"
+        );
+        let err = names(&[url, "--node-name=a", "--cluster-name=a.b"]).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "--cluster-name \"a.b\" may contain only letters, digits, '-' and '_'"
+        );
+        assert_eq!(err.flag(), Some("cluster-name"));
     }
 
     #[test]

@@ -164,6 +164,7 @@ settings! {
     "node-name" => node_name: String = Some, "This node's name in the cluster (default: the host name).";
     "lease-time" => lease_time: f64 = same, "Seconds a cluster ownership lease lasts without renewal.";
     "cluster-replicas" => cluster_replicas: usize = same, "JetStream replicas (1 to 5) of the cluster's buckets and log stream.";
+    "cluster-name" => cluster_name: String = same, "The cluster's name: prefixes its NATS subjects, buckets and stream (default rt).";
     "working-directory-root" => working_directory_roots: Vec<PathBuf> = same, "Directories requests may work in (default: any directory).";
     "working-directory-default" => working_directory_default: PathBuf = Some, "Where a request works when it names no allowed directory (default: the server's current directory).";
 }

@@ -4,7 +4,8 @@
 //! ([`log_stream`], stream `RT_LOG`), the node list and cross-node search ([`search`],
 //! `rt_nodes`, `rt.search`); and the node's cluster state for `/health` and `/metrics`. The
 //! design as built is `docs/cluster.md`; the relays between nodes live in the transport
-//! (`src/transport/relay/`).
+//! (`src/transport/relay/`). Those are the names of the default cluster name `rt`; every
+//! bucket, stream and subject comes from [`names::Names`] (`--cluster-name`).
 //!
 //! Dependency direction: this module sits above the storage and the registry and implements
 //! the traits they define; they never name it. The log writer's
@@ -26,6 +27,7 @@
 mod backend;
 pub mod lease;
 pub mod log_stream;
+pub mod names;
 pub mod registry_kv;
 pub mod search;
 
@@ -38,6 +40,7 @@ use async_nats::jetstream;
 use futures_util::StreamExt;
 
 pub use backend::RegistryBackend;
+pub use names::Names;
 
 /// How long one NATS or JetStream request may take before the change it belongs to fails with
 /// `Cluster unavailable` (a registry change is a few KV operations).
@@ -61,6 +64,9 @@ pub struct ClusterSettings {
     /// (`--cluster-replicas`, 1..=[`MAX_REPLICAS`]); an existing one with another count is
     /// updated to it where JetStream allows.
     pub replicas: usize,
+    /// The buckets, stream and subjects of this cluster (`--cluster-name`): clusters with
+    /// different names share a NATS account without seeing each other.
+    pub names: Names,
 }
 
 impl ClusterSettings {
@@ -159,15 +165,15 @@ struct Inner {
     settings: ClusterSettings,
     /// The NATS connection (reconnects by itself).
     client: async_nats::Client,
-    /// The registry bucket `rt_registry`.
+    /// The registry bucket (`rt_registry` by default).
     registry: jetstream::kv::Store,
     /// JetStream, for the log stream's publishes.
     js: jetstream::Context,
-    /// The log stream `RT_LOG`.
+    /// The log stream (`RT_LOG` by default).
     log_stream: jetstream::stream::Stream,
-    /// The ownership leases `rt_owners`.
+    /// The ownership leases (`rt_owners` by default).
     owners: jetstream::kv::Store,
-    /// The nodes alive `rt_nodes`.
+    /// The nodes alive (`rt_nodes` by default).
     nodes: jetstream::kv::Store,
     /// Counters (shared with the connection's event callback).
     stats: Arc<ClusterStats>,
@@ -177,6 +183,8 @@ struct Inner {
 #[derive(Debug, Clone, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ClusterStatus {
+    /// The cluster's name (`--cluster-name`).
+    pub cluster: String,
     /// This node's name.
     pub node: String,
     /// `connected`, `connecting` or `disconnected`.
@@ -236,11 +244,11 @@ impl Cluster {
                 ClusterError::new(&format!("cannot connect to {}", settings.shown_url()), e)
             })?;
         let js = jetstream::new(client.clone());
-        let replicas = settings.replicas;
-        let registry = registry_kv::open_bucket(&js, replicas).await?;
-        let log_stream = Cluster::open_log_stream(&js, replicas).await?;
-        let owners = lease::open_bucket(&js, settings.lease_time, replicas).await?;
-        let nodes = search::open_bucket(&js, settings.lease_time, replicas).await?;
+        let (names, replicas) = (&settings.names, settings.replicas);
+        let registry = registry_kv::open_bucket(&js, names, replicas).await?;
+        let log_stream = Cluster::open_log_stream(&js, names, replicas).await?;
+        let owners = lease::open_bucket(&js, names, settings.lease_time, replicas).await?;
+        let nodes = search::open_bucket(&js, names, settings.lease_time, replicas).await?;
         let cluster = Cluster {
             inner: Arc::new(Inner {
                 settings,
@@ -264,6 +272,11 @@ impl Cluster {
     /// This node's name.
     pub fn node(&self) -> &str {
         &self.inner.settings.node_name
+    }
+
+    /// The cluster's buckets, stream and subjects.
+    pub fn names(&self) -> &Names {
+        &self.inner.settings.names
     }
 
     /// Whether NATS is connected right now.
@@ -325,6 +338,7 @@ impl Cluster {
     pub fn status(&self) -> ClusterStatus {
         let stats = &self.inner.stats;
         ClusterStatus {
+            cluster: self.names().cluster().to_string(),
             node: self.node().to_string(),
             nats: match self.inner.client.connection_state() {
                 State::Connected => "connected",
