@@ -4,6 +4,7 @@
 //! (turns, interactions, client agents), delete across nodes, losing and regaining NATS,
 //! search and backup from any node. `failover.rs`: conversations moving between nodes.
 
+mod auth;
 mod failover;
 mod isolation;
 mod replicas;
