@@ -487,7 +487,7 @@ fn cluster_auth(
         (Some(user), Some(file)) => {
             auth.user_password = Some((user, read_secret_file("cluster-password-file", &file)?))
         }
-        (Some(user), None) => match env_password {
+        (Some(user), None) => match env_password.clone() {
             Some(password) => auth.user_password = Some((user, password)),
             None => {
                 return Err(ConfigError::Invalid {
@@ -527,9 +527,11 @@ fn cluster_auth(
                     .into(),
             ));
         }
-        match in_url {
-            (user, Some(password)) => auth.user_password = Some((user, password)),
-            (token, None) => auth.token = Some(token),
+        match (in_url, env_password) {
+            ((user, Some(password)), _) => auth.user_password = Some((user, password)),
+            // `nats://user@host` with the password in the environment (not in the URL).
+            ((user, None), Some(password)) => auth.user_password = Some((user, password)),
+            ((token, None), None) => auth.token = Some(token),
         }
     }
     if ways.iter().filter(|w| **w).count() > 1 {
@@ -568,7 +570,8 @@ fn cluster_auth(
 }
 
 /// The credentials in the `--cluster` server list (`nats://user:pass@host`, or
-/// `nats://token@host`), percent-decoded: `(user, Some(password))` or `(token, None)`.
+/// `nats://token@host`, or `nats://user@host` with `$ROUNDTABLE_CLUSTER_PASSWORD`),
+/// percent-decoded: `(user, Some(password))` or `(user or token, None)`.
 /// async-nats does not read them from the URL itself. Servers that name different ones are
 /// refused (one node logs in one way).
 fn url_credentials(list: &str) -> Result<Option<(String, Option<String>)>, ConfigError> {
@@ -928,6 +931,12 @@ mod tests {
             Some("tok".into())
         );
         assert!(url_auth("nats://a@h:1,nats://b@h:2").is_err());
+        assert_eq!(
+            cluster_auth(ClusterAuthArgs::default(), Some("nats://rt@h:1"), env)
+                .unwrap()
+                .user_password,
+            Some(("rt".into(), "from-env".into()))
+        );
         assert!(cluster_auth(user(Some(file.clone())), Some("nats://t@h:1"), no_env).is_err());
         // One way to log in; a certificate with its key; nothing without --cluster.
         let token_too = ClusterAuthArgs {

@@ -74,8 +74,8 @@ fn assert_not_shown(node: &Server, secret: &str) {
 }
 
 /// User and password: from `--cluster-password-file` on one node, from
-/// `$ROUNDTABLE_CLUSTER_PASSWORD` on another, in the URL on a third; all share a
-/// conversation. A wrong password stops the node with NATS' reason; no password shows.
+/// `$ROUNDTABLE_CLUSTER_PASSWORD` on another, in the URL on a third (and the user in the URL
+/// with the password in the environment on a fourth); they share conversations. A wrong password stops the node with NATS' reason; no password shows.
 #[test]
 fn user_and_password_from_a_file_the_environment_or_the_url() {
     let password = "s3cret-Pa55word";
@@ -111,6 +111,13 @@ fn user_and_password_from_a_file_the_environment_or_the_url() {
     let c = Server::start(&["--cluster", &in_url, "--node-name", "c"]);
     two_nodes_share_a_conversation(&a, &b, "secured");
     two_nodes_share_a_conversation(&b, &c, "secured again");
+    // The user in the URL, the password in the environment.
+    let user_url = url.replace("nats://", "nats://rt@");
+    let g = Server::start_env(
+        &["--cluster", &user_url, "--node-name", "g"],
+        &[("ROUNDTABLE_CLUSTER_PASSWORD", password)],
+    );
+    assert_not_shown(&g, password);
     for node in [&a, &b, &c] {
         assert_not_shown(node, password);
     }
