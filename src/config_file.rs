@@ -164,6 +164,14 @@ settings! {
     "node-name" => node_name: String = Some, "This node's name in the cluster (default: the host name).";
     "lease-time" => lease_time: f64 = same, "Seconds a cluster ownership lease lasts without renewal.";
     "cluster-replicas" => cluster_replicas: usize = same, "JetStream replicas (1 to 5) of the cluster's buckets and log stream.";
+    "cluster-name" => cluster_name: String = same, "The cluster's name: prefixes its NATS subjects, buckets and stream (default rt).";
+    "cluster-user" => cluster_user: String = Some, "The NATS user of the cluster (its password from cluster-password-file or $ROUNDTABLE_CLUSTER_PASSWORD).";
+    "cluster-password-file" => cluster_password_file: PathBuf = Some, "A file whose first line is the password of cluster-user.";
+    "cluster-token-file" => cluster_token_file: PathBuf = Some, "A file whose first line is the cluster's NATS token (or $ROUNDTABLE_CLUSTER_TOKEN).";
+    "cluster-creds" => cluster_creds: PathBuf = Some, "A NATS .creds file (user JWT and nkey seed) for the cluster.";
+    "cluster-tls-ca" => cluster_tls_ca: PathBuf = Some, "PEM certificates that sign the NATS server's TLS certificate.";
+    "cluster-tls-cert" => cluster_tls_cert: PathBuf = Some, "This node's TLS client certificate (PEM) for NATS.";
+    "cluster-tls-key" => cluster_tls_key: PathBuf = Some, "The private key (PEM) of cluster-tls-cert.";
     "working-directory-root" => working_directory_roots: Vec<PathBuf> = same, "Directories requests may work in (default: any directory).";
     "working-directory-default" => working_directory_default: PathBuf = Some, "Where a request works when it names no allowed directory (default: the server's current directory).";
 }

@@ -15,6 +15,7 @@
 
 pub mod mcp;
 pub mod nats;
+pub mod nats_auth;
 pub mod nats_cluster;
 pub mod nemesis;
 pub mod protocol;

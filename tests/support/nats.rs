@@ -17,6 +17,8 @@ pub struct NatsServer {
     store: PathBuf,
     /// Everything it logged.
     log: Arc<Mutex<String>>,
+    /// A config file (`-c`) with settings the flags lack (authorization, TLS, operator).
+    config: Option<PathBuf>,
     _temp: tempfile::TempDir,
 }
 
@@ -41,6 +43,26 @@ impl NatsServer {
             port: 0,
             store,
             log: Arc::default(),
+            config: None,
+            _temp: temp,
+        };
+        server.spawn(None);
+        server
+    }
+
+    /// Like [`NatsServer::start`], with `config` as its config file (`nats_auth.rs` writes
+    /// authorization, TLS and operator settings).
+    pub fn start_with_config(config: &str) -> NatsServer {
+        let temp = tempfile::tempdir().expect("temp dir");
+        let store = temp.path().join("jetstream");
+        let file = temp.path().join("nats.conf");
+        std::fs::write(&file, config).expect("nats config written");
+        let mut server = NatsServer {
+            child: None,
+            port: 0,
+            store,
+            log: Arc::default(),
+            config: Some(file),
             _temp: temp,
         };
         server.spawn(None);
@@ -74,7 +96,11 @@ impl NatsServer {
 
     fn spawn(&mut self, port: Option<u16>) {
         let port_arg = port.map_or("-1".to_string(), |p| p.to_string());
-        let mut child = Command::new("nats-server")
+        let mut command = Command::new("nats-server");
+        if let Some(config) = &self.config {
+            command.arg("-c").arg(config);
+        }
+        let mut child = command
             .args(["-js", "-a", "127.0.0.1", "-p", &port_arg, "-sd"])
             .arg(&self.store)
             .stdout(Stdio::null())

@@ -20,8 +20,9 @@ const LISTENING: &str = "listening on ws://127.0.0.1:";
 const EXIT_POLL: Duration = Duration::from_millis(10);
 
 /// `<bin> serve --port 0 --host 127.0.0.1 --instance-dir <dir> <extra…>`, with the environment
-/// variables that would override those flags (or turn on a token, a provider, a config file
-/// or the systemd protocol) removed, so the developer's shell cannot change what is under test.
+/// variables that would override those flags (or turn on a token, a provider, a config file,
+/// cluster settings and credentials or the systemd protocol) removed, so the developer's shell
+/// cannot change what is under test.
 pub fn serve_command(bin: &Path, instance_dir: &Path, extra: &[&str]) -> Command {
     let mut cmd = Command::new(bin);
     cmd.args([
@@ -38,6 +39,12 @@ pub fn serve_command(bin: &Path, instance_dir: &Path, extra: &[&str]) -> Command
     .env_remove("ROUNDTABLE_PORT")
     .env_remove("ROUNDTABLE_PROVIDER")
     .env_remove("ROUNDTABLE_CONFIG")
+    .env_remove("ROUNDTABLE_CLUSTER_NAME")
+    .env_remove("ROUNDTABLE_CLUSTER_REPLICAS")
+    .env_remove("ROUNDTABLE_CLUSTER_USER")
+    .env_remove("ROUNDTABLE_CLUSTER_PASSWORD")
+    .env_remove("ROUNDTABLE_CLUSTER_TOKEN")
+    .env_remove("ROUNDTABLE_CLUSTER_CREDS")
     .env_remove("NOTIFY_SOCKET")
     .env_remove("WATCHDOG_USEC")
     .env_remove("JOURNAL_STREAM");

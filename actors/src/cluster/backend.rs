@@ -28,10 +28,6 @@ use crate::registry::{
 };
 use crate::search::ContentHit;
 
-/// Subject on which owners share the counts of their conversations (core NATS: a lost
-/// update is only a stale count until the next one).
-const COUNTS_SUBJECT: &str = "rt.counts";
-
 impl From<ClusterError> for SharedError {
     fn from(e: ClusterError) -> SharedError {
         SharedError(e.0)
@@ -143,7 +139,7 @@ impl SharedStore for RegistryBackend {
             for payload in payloads {
                 if let Err(e) = cluster
                     .client()
-                    .publish(COUNTS_SUBJECT, payload.into())
+                    .publish(cluster.names().counts_subject(), payload.into())
                     .await
                 {
                     log::debug!("cluster: counts not shared: {e}");
@@ -157,11 +153,12 @@ impl SharedStore for RegistryBackend {
     ) -> BoxFuture<'static, Result<BoxStream<'static, SharedCounts>, SharedError>> {
         let cluster = self.cluster.clone();
         Box::pin(async move {
+            let subject = cluster.names().counts_subject();
             let counts = cluster
                 .client()
-                .subscribe(COUNTS_SUBJECT)
+                .subscribe(subject.clone())
                 .await
-                .map_err(|e| SharedError(format!("subscribe to {COUNTS_SUBJECT}: {e}")))?;
+                .map_err(|e| SharedError(format!("subscribe to {subject}: {e}")))?;
             let me = cluster.node().to_string();
             let others = counts.filter_map(move |message| {
                 let counts = match serde_json::from_slice::<CountsMessage>(&message.payload) {

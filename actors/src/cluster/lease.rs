@@ -19,8 +19,6 @@ use bytes::Bytes;
 use super::{Cluster, ClusterError};
 use crate::ids::ConversationId;
 
-/// The bucket's name.
-pub const OWNERS_BUCKET: &str = "rt_owners";
 /// Lease time when `--lease-time` does not say (the bucket keeps the value of the node that
 /// created it).
 pub const DEFAULT_LEASE_TIME: Duration = Duration::from_secs(6);
@@ -38,12 +36,13 @@ pub enum Acquired {
 /// Opens (or creates) the owners bucket with `lease_time` as its `max_age`.
 pub(super) async fn open_bucket(
     js: &jetstream::Context,
+    names: &super::Names,
     lease_time: Duration,
     replicas: usize,
 ) -> Result<kv::Store, ClusterError> {
     super::open_or_create_bucket(
         js,
-        OWNERS_BUCKET,
+        &names.owners_bucket(),
         "Roundtable conversation ownership leases",
         lease_time,
         jetstream::stream::StorageType::File,

@@ -1,6 +1,7 @@
 //! Conversation files in a JetStream stream (docs/cluster.md "Durability"): every append to
 //! and every replacement of a conversation's files (display log, request journal, chat history)
-//! is also published to stream `RT_LOG`, subject `rt.log.<id>`, and a write barrier
+//! is also published to stream `RT_LOG`, subject `rt.log.<id>` (the names of the default
+//! cluster name: [`Names`](super::Names)), and a write barrier
 //! ([`LogWriter::sync`](crate::storage::log_writer::LogWriter::sync)) resolves only once
 //! JetStream has stored everything queued before it for those conversations. So an
 //! acknowledged turn survives the node and its disk: the node that takes a conversation over
@@ -43,14 +44,6 @@ use futures_util::future::BoxFuture;
 use super::{Cluster, ClusterError};
 use crate::ids::ConversationId;
 use crate::storage::replication::{FileOp, Replicator};
-
-/// The stream's name.
-pub const LOG_STREAM: &str = "RT_LOG";
-
-/// Subject of a conversation's records.
-pub fn log_subject(id: ConversationId) -> String {
-    format!("rt.log.{id}")
-}
 
 /// The `Rt-Op` header of a record that does `op` to its file.
 fn op_header(op: FileOp) -> &'static str {
@@ -328,7 +321,10 @@ async fn publish(
     let js = cluster.jetstream().clone();
     let max = (cluster.client().server_info().max_payload.max(8192)) - 4096;
     let mut waiting: HashMap<ConversationId, std::collections::VecDeque<Record>> = HashMap::new();
-    let start = |record: &Record| send(js.clone(), replicator.clone(), max, record.clone());
+    let start = |record: &Record| {
+        let subject = cluster.names().log_subject(record.conversation);
+        send(js.clone(), replicator.clone(), max, subject, record.clone())
+    };
     let mut in_flight = FuturesUnordered::new();
     let mut open = true;
     loop {
@@ -359,12 +355,14 @@ async fn publish(
     }
 }
 
-/// Publishes one record (its parts in order, each fenced on the previous sequence) and waits
-/// for JetStream's acknowledgement; a conversation with a gap publishes nothing more.
+/// Publishes one record (its parts in order, each fenced on the previous sequence) to
+/// `subject`, its conversation's, and waits for JetStream's acknowledgement; a conversation
+/// with a gap publishes nothing more.
 async fn send(
     js: jetstream::Context,
     replicator: LogReplicator,
     max: usize,
+    subject: String,
     record: Record,
 ) -> (ConversationId, u64, Result<Option<u64>, String>) {
     let Record {
@@ -387,7 +385,6 @@ async fn send(
             .collect()
     };
     let count = parts.len();
-    let subject = log_subject(id);
     for (k, part) in parts.into_iter().enumerate() {
         let mut headers = HeaderMap::new();
         headers.insert("Rt-File", file.as_str());
@@ -426,18 +423,20 @@ impl Cluster {
     /// another count is brought to it where JetStream allows).
     pub(super) async fn open_log_stream(
         js: &jetstream::Context,
+        names: &super::Names,
         replicas: usize,
     ) -> Result<stream::Stream, ClusterError> {
-        if let Ok(stream) = js.get_stream(LOG_STREAM).await {
+        let name = names.log_stream();
+        if let Ok(stream) = js.get_stream(&name).await {
             let config = stream.cached_info().config.clone();
-            super::ensure_replicas(js, &format!("stream {LOG_STREAM}"), config, replicas).await;
+            super::ensure_replicas(js, &format!("stream {name}"), config, replicas).await;
             return Ok(stream);
         }
-        log::info!("cluster: creating the stream {LOG_STREAM} with {replicas} replica(s)");
+        log::info!("cluster: creating the stream {name} with {replicas} replica(s)");
         js.get_or_create_stream(stream::Config {
-            name: LOG_STREAM.into(),
+            name: name.clone(),
             description: Some("Roundtable conversation files".into()),
-            subjects: vec!["rt.log.>".into()],
+            subjects: vec![names.log_subjects()],
             storage: stream::StorageType::File,
             num_replicas: replicas,
             ..Default::default()
@@ -445,7 +444,7 @@ impl Cluster {
         .await
         .map_err(|e| {
             ClusterError::new(
-                &format!("cannot create the stream {LOG_STREAM} with {replicas} replicas"),
+                &format!("cannot create the stream {name} with {replicas} replicas"),
                 e,
             )
         })
@@ -465,7 +464,7 @@ impl Cluster {
         let mut last_sequence = 0;
         self.replay(
             self.log_stream(),
-            log_subject(id),
+            self.names().log_subject(id),
             jetstream::consumer::DeliverPolicy::All,
             &context,
             |message| {
@@ -524,7 +523,7 @@ impl Cluster {
     pub async fn last_log_sequence(&self, id: ConversationId) -> Result<u64, ClusterError> {
         match self
             .log_stream()
-            .get_last_raw_message_by_subject(&log_subject(id))
+            .get_last_raw_message_by_subject(&self.names().log_subject(id))
             .await
         {
             Ok(message) => Ok(message.sequence),
@@ -540,7 +539,7 @@ impl Cluster {
     pub async fn purge_conversation(&self, id: ConversationId) -> Result<(), ClusterError> {
         self.log_stream()
             .purge()
-            .filter(log_subject(id))
+            .filter(self.names().log_subject(id))
             .await
             .map(|_| ())
             .map_err(|e| ClusterError::new(&format!("purging {id} from the log stream"), e))

@@ -4,7 +4,8 @@
 //! ([`log_stream`], stream `RT_LOG`), the node list and cross-node search ([`search`],
 //! `rt_nodes`, `rt.search`); and the node's cluster state for `/health` and `/metrics`. The
 //! design as built is `docs/cluster.md`; the relays between nodes live in the transport
-//! (`src/transport/relay/`).
+//! (`src/transport/relay/`). Those are the names of the default cluster name `rt`; every
+//! bucket, stream and subject comes from [`names::Names`] (`--cluster-name`).
 //!
 //! Dependency direction: this module sits above the storage and the registry and implements
 //! the traits they define; they never name it. The log writer's
@@ -26,9 +27,11 @@
 mod backend;
 pub mod lease;
 pub mod log_stream;
+pub mod names;
 pub mod registry_kv;
 pub mod search;
 
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -38,6 +41,7 @@ use async_nats::jetstream;
 use futures_util::StreamExt;
 
 pub use backend::RegistryBackend;
+pub use names::Names;
 
 /// How long one NATS or JetStream request may take before the change it belongs to fails with
 /// `Cluster unavailable` (a registry change is a few KV operations).
@@ -61,6 +65,73 @@ pub struct ClusterSettings {
     /// (`--cluster-replicas`, 1..=[`MAX_REPLICAS`]); an existing one with another count is
     /// updated to it where JetStream allows.
     pub replicas: usize,
+    /// The buckets, stream and subjects of this cluster (`--cluster-name`): clusters with
+    /// different names share a NATS account without seeing each other.
+    pub names: Names,
+    /// How the node authenticates to NATS and checks its TLS certificate (`--cluster-user`,
+    /// `--cluster-creds`, `--cluster-tls-ca`, …); credentials in the URL work as well.
+    pub auth: ClusterAuth,
+}
+
+/// How a node proves itself to NATS, and which certificates it trusts: at most one of user
+/// and password, token, `.creds` file (the flags refuse more). Its `Debug` hides the secrets.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct ClusterAuth {
+    /// `--cluster-user` with its password (from `--cluster-password-file` or
+    /// `$ROUNDTABLE_CLUSTER_PASSWORD`, never a flag's value).
+    pub user_password: Option<(String, String)>,
+    /// The token from `--cluster-token-file` or `$ROUNDTABLE_CLUSTER_TOKEN`.
+    pub token: Option<String>,
+    /// `--cluster-creds`: a NATS `.creds` file (user JWT and nkey seed), read at connect.
+    pub creds: Option<PathBuf>,
+    /// `--cluster-tls-ca`: PEM certificates to trust for the server's (besides the system's).
+    pub tls_ca: Option<PathBuf>,
+    /// `--cluster-tls-cert` and `--cluster-tls-key`: the client certificate (PEM) and its key.
+    pub tls_client: Option<(PathBuf, PathBuf)>,
+}
+
+impl std::fmt::Debug for ClusterAuth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClusterAuth")
+            .field("user", &self.user_password.as_ref().map(|(user, _)| user))
+            .field("password", &self.user_password.as_ref().map(|_| "***"))
+            .field("token", &self.token.as_ref().map(|_| "***"))
+            .field("creds", &self.creds)
+            .field("tls_ca", &self.tls_ca)
+            .field("tls_client", &self.tls_client)
+            .finish()
+    }
+}
+
+impl ClusterAuth {
+    /// `options` with these credentials and certificates. Reads the `.creds` file (its
+    /// errors name the flag and the path).
+    async fn apply(
+        &self,
+        mut options: async_nats::ConnectOptions,
+    ) -> Result<async_nats::ConnectOptions, ClusterError> {
+        if let Some((user, password)) = &self.user_password {
+            options = options.user_and_password(user.clone(), password.clone());
+        }
+        if let Some(token) = &self.token {
+            options = options.token(token.clone());
+        }
+        if let Some(path) = &self.creds {
+            options = options.credentials_file(path).await.map_err(|e| {
+                ClusterError(format!(
+                    "--cluster-creds {}: not a usable NATS credentials file: {e}",
+                    path.display()
+                ))
+            })?;
+        }
+        if let Some(ca) = &self.tls_ca {
+            options = options.add_root_certificates(ca.clone());
+        }
+        if let Some((cert, key)) = &self.tls_client {
+            options = options.add_client_certificate(cert.clone(), key.clone());
+        }
+        Ok(options)
+    }
 }
 
 impl ClusterSettings {
@@ -167,15 +238,15 @@ struct Inner {
     settings: ClusterSettings,
     /// The NATS connection (reconnects by itself).
     client: async_nats::Client,
-    /// The registry bucket `rt_registry`.
+    /// The registry bucket (`rt_registry` by default).
     registry: jetstream::kv::Store,
     /// JetStream, for the log stream's publishes.
     js: jetstream::Context,
-    /// The log stream `RT_LOG`.
+    /// The log stream (`RT_LOG` by default).
     log_stream: jetstream::stream::Stream,
-    /// The ownership leases `rt_owners`.
+    /// The ownership leases (`rt_owners` by default).
     owners: jetstream::kv::Store,
-    /// The nodes alive `rt_nodes`.
+    /// The nodes alive (`rt_nodes` by default).
     nodes: jetstream::kv::Store,
     /// Counters (shared with the connection's event callback).
     stats: Arc<ClusterStats>,
@@ -185,6 +256,8 @@ struct Inner {
 #[derive(Debug, Clone, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ClusterStatus {
+    /// The cluster's name (`--cluster-name`).
+    pub cluster: String,
     /// This node's name.
     pub node: String,
     /// `connected`, `connecting` or `disconnected`.
@@ -218,7 +291,11 @@ impl Cluster {
         let stats = Arc::new(ClusterStats::default());
         let events = stats.clone();
         let node = settings.node_name.clone();
-        let client = async_nats::ConnectOptions::new()
+        let options = settings
+            .auth
+            .apply(async_nats::ConnectOptions::new())
+            .await?;
+        let client = options
             .name(format!("roundtable:{}", settings.node_name))
             .connection_timeout(REQUEST_TIMEOUT)
             .request_timeout(Some(REQUEST_TIMEOUT))
@@ -242,14 +319,17 @@ impl Cluster {
             .connect(server_list(&settings.url))
             .await
             .map_err(|e| {
-                ClusterError::new(&format!("cannot connect to {}", settings.shown_url()), e)
+                ClusterError::new(
+                    &format!("cannot connect to {}", settings.shown_url()),
+                    connect_error_text(&e.to_string()),
+                )
             })?;
         let js = jetstream::new(client.clone());
-        let replicas = settings.replicas;
-        let registry = registry_kv::open_bucket(&js, replicas).await?;
-        let log_stream = Cluster::open_log_stream(&js, replicas).await?;
-        let owners = lease::open_bucket(&js, settings.lease_time, replicas).await?;
-        let nodes = search::open_bucket(&js, settings.lease_time, replicas).await?;
+        let (names, replicas) = (&settings.names, settings.replicas);
+        let registry = registry_kv::open_bucket(&js, names, replicas).await?;
+        let log_stream = Cluster::open_log_stream(&js, names, replicas).await?;
+        let owners = lease::open_bucket(&js, names, settings.lease_time, replicas).await?;
+        let nodes = search::open_bucket(&js, names, settings.lease_time, replicas).await?;
         let cluster = Cluster {
             inner: Arc::new(Inner {
                 settings,
@@ -273,6 +353,11 @@ impl Cluster {
     /// This node's name.
     pub fn node(&self) -> &str {
         &self.inner.settings.node_name
+    }
+
+    /// The cluster's buckets, stream and subjects.
+    pub fn names(&self) -> &Names {
+        &self.inner.settings.names
     }
 
     /// Whether NATS is connected right now.
@@ -334,6 +419,7 @@ impl Cluster {
     pub fn status(&self) -> ClusterStatus {
         let stats = &self.inner.stats;
         ClusterStatus {
+            cluster: self.names().cluster().to_string(),
             node: self.node().to_string(),
             nats: match self.inner.client.connection_state() {
                 State::Connected => "connected",
@@ -428,6 +514,28 @@ async fn ensure_replicas(
     }
 }
 
+/// async-nats' connect error, said once and with a hint where the cause is a usual mistake:
+/// `authorization violation: nats: authorization violation` becomes `authorization
+/// violation`; a certificate the node does not trust, a client certificate the server
+/// wants, a `tls://` URL to a server without TLS get a word on the flag to look at.
+fn connect_error_text(text: &str) -> String {
+    let text = match text.split_once(": nats: ") {
+        Some((kind, detail)) if kind.eq_ignore_ascii_case(detail) => kind.to_string(),
+        _ => text.to_string(),
+    };
+    let hint = if text.contains("UnknownIssuer") || text.contains("invalid peer certificate") {
+        " (the server's certificate is not signed by a trusted CA: --cluster-tls-ca)"
+    } else if text.contains("BadCertificate") || text.contains("CertificateRequired") {
+        " (the server wants a client certificate it trusts: --cluster-tls-cert and \
+         --cluster-tls-key)"
+    } else if text.contains("InvalidContentType") {
+        " (the server does not speak TLS: a tls:// URL requires it)"
+    } else {
+        ""
+    };
+    format!("{text}{hint}")
+}
+
 impl Cluster {
     /// Reads, in order, every message of `stream` under `filter` that is there when the read
     /// starts (`policy`: all of them, or the last per subject) through an ordered consumer,
@@ -497,5 +605,39 @@ impl std::fmt::Debug for Cluster {
         f.debug_struct("Cluster")
             .field("node", &self.node())
             .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn connect_errors_are_said_once_with_a_hint() {
+        assert_eq!(
+            connect_error_text("authorization violation: nats: authorization violation"),
+            "authorization violation"
+        );
+        assert_eq!(
+            connect_error_text("IO error: invalid peer certificate: UnknownIssuer"),
+            "IO error: invalid peer certificate: UnknownIssuer (the server's certificate is not \
+             signed by a trusted CA: --cluster-tls-ca)"
+        );
+        assert_eq!(connect_error_text("timed out"), "timed out");
+    }
+
+    #[test]
+    fn the_auth_debug_hides_secrets() {
+        let auth = ClusterAuth {
+            user_password: Some(("rt".into(), "pa55word".into())),
+            token: Some("t0ken".into()),
+            ..Default::default()
+        };
+        let shown = format!("{auth:?}");
+        assert!(shown.contains("\"rt\""), "{shown}");
+        assert!(
+            !shown.contains("pa55word") && !shown.contains("t0ken"),
+            "{shown}"
+        );
     }
 }

@@ -23,8 +23,6 @@ use crate::ids::ConversationId;
 use crate::naming;
 use crate::registry::{NameClaim, RegistryChange, RegistryRecord, RegistrySnapshot};
 
-/// The bucket's name.
-pub const REGISTRY_BUCKET: &str = "rt_registry";
 /// A name key whose conversation record is missing is taken over after this long (a create
 /// writes the record a round trip after the name key; only a crash leaves it missing longer).
 pub const STALE_NAME_CLAIM: Duration = Duration::from_secs(10);
@@ -34,11 +32,12 @@ const CAS_ATTEMPTS: usize = 8;
 /// Opens the bucket, creating it on the first node of a new cluster.
 pub(super) async fn open_bucket(
     js: &jetstream::Context,
+    names: &super::Names,
     replicas: usize,
 ) -> Result<kv::Store, ClusterError> {
     super::open_or_create_bucket(
         js,
-        REGISTRY_BUCKET,
+        &names.registry_bucket(),
         "Roundtable conversation registry",
         Duration::ZERO,
         jetstream::stream::StorageType::File,

@@ -24,10 +24,6 @@ use serde::{Deserialize, Serialize};
 use super::{Cluster, ClusterError};
 use crate::search::{ContentHit, SearchIndex};
 
-/// Subject of search requests (every node subscribes).
-const SEARCH_SUBJECT: &str = "rt.search";
-/// The bucket of live nodes.
-pub const NODES_BUCKET: &str = "rt_nodes";
 /// How long a search waits for the other nodes' answers at most.
 pub const SEARCH_WAIT: Duration = Duration::from_millis(500);
 
@@ -54,12 +50,13 @@ struct SearchAnswer {
 /// Opens (or creates) the bucket of live nodes.
 pub(super) async fn open_bucket(
     js: &jetstream::Context,
+    names: &super::Names,
     lease_time: Duration,
     replicas: usize,
 ) -> Result<kv::Store, ClusterError> {
     super::open_or_create_bucket(
         js,
-        NODES_BUCKET,
+        &names.nodes_bucket(),
         "Roundtable nodes alive",
         lease_time,
         jetstream::stream::StorageType::Memory,
@@ -119,7 +116,7 @@ impl Cluster {
 
     /// For the server's life: answers other nodes' searches from `search`.
     pub async fn serve_search(self, search: SearchIndex) {
-        let mut requests = match self.client().subscribe(SEARCH_SUBJECT).await {
+        let mut requests = match self.client().subscribe(self.names().search_subject()).await {
             Ok(s) => s,
             Err(e) => {
                 log::error!("cluster node {}: cannot serve searches: {e}", self.node());
@@ -176,7 +173,7 @@ impl Cluster {
         let body = serde_json::to_vec(&request).expect("a request serializes");
         if self
             .client()
-            .publish_with_reply(SEARCH_SUBJECT, inbox, body.into())
+            .publish_with_reply(self.names().search_subject(), inbox, body.into())
             .await
             .is_err()
         {

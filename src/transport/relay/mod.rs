@@ -9,7 +9,8 @@
 //! unchanged (callIds included: the virtual connection serves this one client, so its
 //! channels and callIds are the client's own).
 //!
-//! Subjects (`<relay>` is a UUID per cross-node join):
+//! Subjects (`<relay>` is a UUID per cross-node join; `rt` is the cluster name, see
+//! [`Names`](roundtable_actors::cluster::Names)):
 //! - `rt.node.<A>.relay.open` (request-reply): B asks A for a virtual connection.
 //! - `rt.node.<A>.relay.<relay>.in`: B → A, the client's frames for that conversation.
 //! - `rt.node.<B>.relay.<relay>.out`: A → B, the virtual connection's frames.
@@ -52,7 +53,7 @@ use roundtable_actors::protocol::{self, RpcError, AGENT_SERVER_CHANNEL};
 use serde::Deserialize;
 
 pub use serving::serve_relays;
-use wire::{batch_frames, in_subject, open_subject, out_subject, Chunks, OpenRelay, Publisher};
+use wire::{batch_frames, Chunks, OpenRelay, Publisher};
 use wire::{BATCH, END, PING, PONG, TEXT};
 
 use super::Connection;
@@ -268,15 +269,16 @@ impl Connection {
         };
         let client = cluster.client().clone();
         let target = node.clone();
-        let relay_for_sub = relay.clone();
+        let out_subject = cluster.names().relay_out(&me, &relay);
+        let open_subject = cluster.names().relay_open(&target);
         let opening = async move {
             let subscription = client
-                .subscribe(out_subject(&me, &relay_for_sub))
+                .subscribe(out_subject)
                 .await
                 .map_err(|e| (format!("subscribe: {e}"), false))?;
             let body = serde_json::to_vec(&request).expect("serializes");
             let answer = client
-                .request(open_subject(&target), body.into())
+                .request(open_subject, body.into())
                 .await
                 .map_err(|e| {
                     // Gone (killed, or stopping): its lease lapses soon and a join can wait.
@@ -339,7 +341,7 @@ impl Connection {
             if let Some(call_id) = call_id {
                 act.join_deadlines.remove(&call_id);
             }
-            let publisher = Publisher::start(&cluster, in_subject(&node, &relay));
+            let publisher = Publisher::start(&cluster, cluster.names().relay_in(&node, &relay));
             if act.closing || act.remote.contains_key(&id) || act.joined.contains_key(&id) {
                 publisher.end();
                 return fail(act, RpcError::ChannelExists(protocol::clientio_channel(id)));

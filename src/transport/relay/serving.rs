@@ -13,10 +13,7 @@ use roundtable_actors::cluster::Cluster;
 use roundtable_actors::outbox::{outbox, OutboxReceiver, Outgoing};
 use tokio::sync::oneshot;
 
-use super::wire::{
-    flush, in_subject, open_subject, out_subject, Chunks, OpenRelay, Publisher, BATCH_FRAMES, END,
-    PING, PONG, TEXT,
-};
+use super::wire::{flush, Chunks, OpenRelay, Publisher, BATCH_FRAMES, END, PING, PONG, TEXT};
 use crate::server::AppState;
 use crate::transport::Connection;
 
@@ -25,7 +22,7 @@ use crate::transport::Connection;
 pub async fn serve_relays(state: Arc<AppState>, cluster: Cluster) {
     let client = cluster.client().clone();
     let me = cluster.node().to_string();
-    let mut requests = match client.subscribe(open_subject(&me)).await {
+    let mut requests = match client.subscribe(cluster.names().relay_open(&me)).await {
         Ok(s) => s,
         Err(e) => {
             log::error!("cluster node {me}: cannot serve relays: {e}");
@@ -63,11 +60,11 @@ async fn open_virtual(
 ) -> Result<(), String> {
     let client = cluster.client().clone();
     let inbound = client
-        .subscribe(in_subject(cluster.node(), &open.relay))
+        .subscribe(cluster.names().relay_in(cluster.node(), &open.relay))
         .await
         .map_err(|e| format!("subscribe: {e}"))?;
     let (tx, rx) = outbox(state.config.outbox.clone());
-    let publisher = Publisher::start(cluster, out_subject(&open.from, &open.relay));
+    let publisher = Publisher::start(cluster, cluster.names().relay_out(&open.from, &open.relay));
     let (done_tx, done_rx) = oneshot::channel::<()>();
     actix::spawn(drain(rx, publisher, cluster.lease_time() / 3, done_tx));
     let mut chunks = Chunks::default();

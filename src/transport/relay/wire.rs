@@ -1,5 +1,5 @@
-//! The wire format of a relay (see the parent module's doc for the subjects and kinds): the
-//! subjects, the one-byte kinds, the [`Publisher`] that keeps one direction in order and
+//! The wire format of a relay (see the parent module's doc for the subjects and kinds; the
+//! subjects themselves come from the cluster's [`Names`](roundtable_actors::cluster::Names)): the one-byte kinds, the [`Publisher`] that keeps one direction in order and
 //! splits what exceeds NATS' `max_payload`, [`Chunks`] that joins it again, and the batching of
 //! several text frames into one message. Used by both sides: the socket's relay (`mod.rs`) and
 //! the virtual connection (`serving.rs`).
@@ -29,18 +29,6 @@ pub(super) const CHUNK: u8 = b'C';
 pub(super) const PING: u8 = b'P';
 pub(super) const PONG: u8 = b'O';
 pub(super) const END: u8 = b'X';
-
-pub(super) fn open_subject(node: &str) -> String {
-    format!("rt.node.{node}.relay.open")
-}
-
-pub(super) fn in_subject(node: &str, relay: &str) -> String {
-    format!("rt.node.{node}.relay.{relay}.in")
-}
-
-pub(super) fn out_subject(node: &str, relay: &str) -> String {
-    format!("rt.node.{node}.relay.{relay}.out")
-}
 
 /// B's request for a virtual connection.
 #[derive(Serialize, Deserialize)]

@@ -4,7 +4,9 @@
 //! (turns, interactions, client agents), delete across nodes, losing and regaining NATS,
 //! search and backup from any node. `failover.rs`: conversations moving between nodes.
 
+mod auth;
 mod failover;
+mod isolation;
 mod nemesis;
 mod replicas;
 
@@ -94,6 +96,7 @@ fn nodes_share_one_list_and_one_set_of_names() {
         assert_eq!(status, 200, "{body}");
         let health: Value = serde_json::from_str(&body).unwrap();
         assert_eq!(health["cluster"]["node"], name);
+        assert_eq!(health["cluster"]["cluster"], "rt");
         assert_eq!(health["cluster"]["nats"], "connected");
         let (_, metrics) = node.http_get("/metrics");
         assert!(
