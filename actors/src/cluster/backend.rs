@@ -287,7 +287,9 @@ impl RegistryBackend {
             }
         }
         let (records, last) = self.cluster.restore_conversation(id, dir).await?;
-        log::info!("conversation {id}: owned by this node; {records} log records restored");
+        log::info!(
+            "conversation {id}: owned by this node; {records} log records restored (through stream sequence {last})"
+        );
         Ok(last)
     }
 }

@@ -539,15 +539,22 @@ fn connect_error_text(text: &str) -> String {
 impl Cluster {
     /// Reads, in order, every message of `stream` under `filter` that is there when the read
     /// starts (`policy`: all of them, or the last per subject) through an ordered consumer,
-    /// handing each to `each`. `context` names the read in errors.
+    /// handing each to `each`. `context` names the read in errors. `until`: the stream
+    /// sequence the read must reach (the last message under `filter` when it started); a read
+    /// that ends or stalls short of it fails instead of answering a prefix.
     async fn replay(
         &self,
         stream: &jetstream::stream::Stream,
         filter: String,
         policy: jetstream::consumer::DeliverPolicy,
+        until: Option<u64>,
         context: &str,
         mut each: impl FnMut(&jetstream::Message),
     ) -> Result<(), ClusterError> {
+        // What is read is counted against what the consumer said was there: under the
+        // nemesis (a NATS server restarting) two nodes replaying the same subject up to the
+        // same sequence got different numbers of records, and a takeover went on from the
+        // shorter copy.
         let consumer = stream
             .create_consumer(jetstream::consumer::push::OrderedConfig {
                 deliver_subject: self.client().new_inbox(),
@@ -559,12 +566,15 @@ impl Cluster {
             })
             .await
             .map_err(|e| ClusterError::new(context, e))?;
-        let mut pending = consumer.cached_info().num_pending;
+        let expected = consumer.cached_info().num_pending;
+        let mut pending = expected;
         let mut messages = consumer
             .messages()
             .await
             .map_err(|e| ClusterError::new(context, e))?;
-        while pending > 0 {
+        let mut reached = 0;
+        let mut delivered: u64 = 0;
+        while pending > 0 || until.is_some_and(|u| reached < u) {
             // A replay that stops delivering (a consumer lost while a NATS server restarts)
             // fails instead of hanging the caller forever; the caller may try again.
             let next = tokio::time::timeout(REQUEST_TIMEOUT, messages.next())
@@ -579,8 +589,18 @@ impl Cluster {
                 break;
             };
             let message = message.map_err(|e| ClusterError::new(context, e))?;
-            pending = message.info().map_or(0, |i| i.pending);
+            let info = message.info().map_err(|e| ClusterError::new(context, e))?;
+            pending = info.pending;
+            reached = info.stream_sequence;
+            delivered += 1;
             each(&message);
+        }
+        if until.is_some_and(|u| reached < u) || delivered < expected {
+            return Err(ClusterError(format!(
+                "{context}: the read stopped short (stream sequence {reached} of {}, {delivered} \
+                 of {expected} messages)",
+                until.unwrap_or(reached)
+            )));
         }
         Ok(())
     }

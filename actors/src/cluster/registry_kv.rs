@@ -249,11 +249,14 @@ impl Cluster {
         if let Some((record, _)) = current {
             self.release_name(&record.name, id).await?;
         }
-        // Its files go with it (the record is already gone: a failure here leaves only
-        // unreachable records, which a later purge or the stream's limits remove).
-        if let Err(e) = self.purge_conversation(id).await {
-            log::error!("{e}");
-        }
+        // Its files go with it, in the background (the record is already gone, so nothing
+        // can reach them; a failure leaves only unreachable records).
+        let cluster = self.clone();
+        tokio::spawn(async move {
+            if let Err(e) = cluster.purge_conversation(id).await {
+                log::error!("{e}");
+            }
+        });
         Ok(())
     }
 
@@ -273,11 +276,16 @@ impl Cluster {
     pub async fn registry_snapshot(&self) -> Result<RegistrySnapshot, ClusterError> {
         let bucket = self.registry_bucket();
         let watch_from = self.registry_revision().await? + 1;
+        log::debug!(
+            "cluster: registry snapshot up to revision {}",
+            watch_from - 1
+        );
         let mut records = Vec::new();
         self.replay(
             &bucket.stream,
             format!("{}conv.>", bucket.prefix),
             jetstream::consumer::DeliverPolicy::LastPerSubject,
+            None,
             "registry snapshot",
             |message| {
                 let deleted = message

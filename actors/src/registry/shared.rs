@@ -229,6 +229,10 @@ pub async fn start_shared_sync(
     shared: Arc<dyn ClusterServices>,
     registry: Addr<ConversationRegistry>,
 ) -> Result<(), SharedError> {
+    log::debug!(
+        "cluster node {}: reading the shared registry",
+        shared.node()
+    );
     let snapshot = snapshot_with_retries(shared.as_ref()).await?;
     let empty = snapshot.records.is_empty();
     let mut from = snapshot.watch_from;
@@ -237,6 +241,10 @@ pub async fn start_shared_sync(
         "cluster node {}: registry has {} conversations",
         shared.node(),
         snapshot.records.len()
+    );
+    log::debug!(
+        "cluster node {}: handing the snapshot to the registry",
+        shared.node()
     );
     registry
         .send(SharedSnapshot {
@@ -264,7 +272,9 @@ pub async fn start_shared_sync(
         loop {
             match shared.watch(from).await {
                 Ok(mut stream) => {
-                    while let Some((revision, change)) = stream.next().await {
+                    while let Some((revision, change)) =
+                        next_or_stuck(shared.as_ref(), &mut stream, from).await
+                    {
                         from = revision + 1;
                         // Every revision goes to the registry, changes or not: requests wait
                         // for the revision the store had when they arrived (`catch_up.rs`).
@@ -301,7 +311,17 @@ async fn snapshot_with_retries(
 ) -> Result<RegistrySnapshot, SharedError> {
     let mut attempt = 1;
     loop {
-        match shared.snapshot().await {
+        // A whole attempt is bounded too: a replay whose consumer stops delivering must not
+        // keep the node from ever listening.
+        let attempt_result = tokio::time::timeout(SNAPSHOT_ATTEMPT_TIME, shared.snapshot())
+            .await
+            .unwrap_or_else(|_| {
+                Err(SharedError(format!(
+                    "no snapshot within {} s",
+                    SNAPSHOT_ATTEMPT_TIME.as_secs()
+                )))
+            });
+        match attempt_result {
             Ok(snapshot) => return Ok(snapshot),
             Err(e) if attempt < SNAPSHOT_ATTEMPTS => {
                 log::warn!(
@@ -316,8 +336,45 @@ async fn snapshot_with_retries(
     }
 }
 
+/// How long one attempt at the snapshot may take.
+const SNAPSHOT_ATTEMPT_TIME: Duration = Duration::from_secs(20);
+
 /// How many times a starting node reads the shared registry before it gives up.
 const SNAPSHOT_ATTEMPTS: u32 = 5;
+
+/// How long the watch may deliver nothing before this node asks the store whether it has
+/// missed something.
+const WATCH_QUIET: Duration = Duration::from_secs(2);
+
+/// The watch's next change; `None` when it ended, or when it stays quiet for [`WATCH_QUIET`]
+/// while the store holds revisions from `from` on (the watch is stuck: a consumer that
+/// async-nats neither delivers from nor reports lost, seen by the nemesis after a NATS server
+/// restart, left a node's copy behind for good). The caller then watches again from `from`.
+async fn next_or_stuck(
+    shared: &dyn ClusterServices,
+    stream: &mut ChangeStream,
+    from: u64,
+) -> Option<(u64, Option<RegistryChange>)> {
+    loop {
+        match tokio::time::timeout(WATCH_QUIET, stream.next()).await {
+            Ok(next) => return next,
+            Err(_) => match shared.revision().await {
+                Ok(newest) if newest >= from => {
+                    log::warn!(
+                        "cluster node {}: registry watch delivered nothing for {} s while the store is at revision {newest} (this node has applied {}); watching again",
+                        shared.node(),
+                        WATCH_QUIET.as_secs(),
+                        from.saturating_sub(1)
+                    );
+                    return None;
+                }
+                // Nothing missed (or the store out of reach: the watch resumes by itself
+                // once it is back, and this is asked again).
+                _ => {}
+            },
+        }
+    }
+}
 
 /// Applies the counts other nodes' conversations share, for the server's life.
 async fn share_counts_from_others(
