@@ -27,7 +27,7 @@ fn nothing_acknowledged_is_lost_under_faults() {
         conversations: 3,
         lease_seconds: 2.0,
         pace: Duration::from_millis(40),
-        node_args: vec![],
+        node_args: vec!["--cluster-replicas".into(), "3".into()],
         on_fault: Some(Box::new(|n, total, what| {
             eprintln!("nemesis fault {n}/{total}: {what}")
         })),

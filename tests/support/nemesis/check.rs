@@ -129,8 +129,10 @@ pub fn check(
         // Every reader joins before any reads, so that a join's own traces (if any) are in
         // every history read.
         for (wire, node) in wires.iter_mut().zip(nodes) {
-            wire.agent("joinConversation", join_args(id), deadline)
-                .map_err(|e| format!("node {} joins {id}: {e:?}", node.name))?;
+            until_available(wire, deadline, |w| {
+                w.agent("joinConversation", join_args(id), deadline)
+            })
+            .map_err(|e| format!("node {} joins {id}: {e:?}", node.name))?;
         }
         let mut histories = Vec::new();
         for (wire, node) in wires.iter_mut().zip(nodes) {
@@ -151,11 +153,48 @@ pub fn check(
                 ));
             }
         }
+        if let Some(dir) = std::env::var_os("ROUNDTABLE_NEMESIS_LOGS") {
+            let dir = std::path::PathBuf::from(dir);
+            let _ = std::fs::create_dir_all(&dir);
+            let lines: Vec<String> = histories[0].iter().map(Value::to_string).collect();
+            let _ = std::fs::write(
+                dir.join(format!("history-{k}-{id}.jsonl")),
+                lines.join("\n"),
+            );
+            let acked: Vec<String> = turns
+                .iter()
+                .filter(|t| t.conversation == k)
+                .map(|t| format!("{} {}", t.request_id, t.text))
+                .collect();
+            let _ = std::fs::write(dir.join(format!("acked-{k}.txt")), acked.join("\n"));
+        }
         check_turns(&mut report, k, &histories[0], &turns, &seen);
     }
     check_registry(&mut report, &mut wires, nodes, shared, deadline)?;
     stalls(&mut report, shared, faults);
     Ok(report)
+}
+
+/// `call` once the node answers it: a node whose copy of the list is still catching up after
+/// the last fault answers `Cluster unavailable` meanwhile (retried until `deadline`, each
+/// refusal is retried: after the node's own 10 s catch-up bound, or 200 ms after one that
+/// came at once).
+fn until_available(
+    wire: &mut Wire,
+    deadline: Instant,
+    mut call: impl FnMut(&mut Wire) -> Result<Value, super::wire::Failure>,
+) -> Result<Value, super::wire::Failure> {
+    loop {
+        match call(wire) {
+            Err(super::wire::Failure::Refused(e))
+                if e.starts_with("Cluster unavailable") && Instant::now() < deadline =>
+            {
+                // A refusal that came at once (NATS not reachable yet): ask again shortly.
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            other => return other,
+        }
+    }
 }
 
 /// Lost, duplicated and out-of-order turns of conversation `k`.
@@ -239,9 +278,10 @@ fn check_registry(
     // each has caught up (a list waits for that).
     let mut lists = Vec::new();
     for (wire, node) in wires.iter_mut().zip(nodes) {
-        let list = wire
-            .agent("listConversations", json!([null]), deadline)
-            .map_err(|e| format!("node {} lists: {e:?}", node.name))?;
+        let list = until_available(wire, deadline, |w| {
+            w.agent("listConversations", json!([null]), deadline)
+        })
+        .map_err(|e| format!("node {} lists: {e:?}", node.name))?;
         let entries: Vec<(String, String)> = list
             .as_array()
             .cloned()

@@ -12,6 +12,8 @@
 //! Shared by the CI-sized test (`tests/integration/cluster/nemesis.rs`) and the load harness's
 //! `nemesis` scenario, which differ only in [`Config`]. Files: this one runs the nodes and the
 //! faults, `workers.rs` the clients, `check.rs` the checker, `wire.rs` the clients' socket.
+//! Set `ROUNDTABLE_NEMESIS_LOGS=<dir>` to keep every node's log there after a run
+//! (`node-<name>.log`, each of its processes in turn).
 
 mod check;
 pub mod wire;
@@ -118,6 +120,8 @@ pub(crate) struct Node {
     proxies: Vec<CutProxy>,
     /// Whether it is stopped (`SIGSTOP`).
     stopped: AtomicBool,
+    /// What its earlier processes logged (for `ROUNDTABLE_NEMESIS_LOGS`).
+    past_logs: Mutex<String>,
 }
 
 /// How long a killed node or NATS server may take to come back, and every conversation to
@@ -138,6 +142,7 @@ pub fn run(config: Config) -> Result<Report, String> {
                 port: AtomicU16::new(0),
                 proxies: nats.ports().into_iter().map(CutProxy::start).collect(),
                 stopped: AtomicBool::new(false),
+                past_logs: Mutex::default(),
             })
             .collect(),
     );
@@ -166,10 +171,19 @@ pub fn run(config: Config) -> Result<Report, String> {
         let _ = handle.join();
     }
     let report = outcome.and_then(|()| check::check(&nodes, &shared, &ids, &faults));
+    let keep_logs = std::env::var_os("ROUNDTABLE_NEMESIS_LOGS").map(PathBuf::from);
     for node in nodes.iter() {
         resume(node);
-        if let Some(mut server) = node.server.lock().unwrap().take() {
-            server.kill();
+        kill_node(node);
+        if let Some(dir) = &keep_logs {
+            let _ = std::fs::create_dir_all(dir);
+            let log = node.past_logs.lock().unwrap();
+            let _ = std::fs::write(dir.join(format!("node-{}.log", node.name)), &*log);
+        }
+    }
+    if let Some(dir) = &keep_logs {
+        for i in 0..3 {
+            let _ = std::fs::write(dir.join(format!("nats-n{i}.log")), nats.log(i));
         }
     }
     drop(nats);
@@ -213,6 +227,9 @@ fn kill_node(node: &Node) {
     node.port.store(0, Ordering::SeqCst);
     if let Some(mut server) = node.server.lock().unwrap().take() {
         server.kill();
+        let mut past = node.past_logs.lock().unwrap();
+        past.push_str(&server.log());
+        past.push_str("\n--- killed ---\n");
     }
 }
 

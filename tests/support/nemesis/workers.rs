@@ -234,11 +234,19 @@ fn turn_worker(node: &Node, shared: &Shared, k: usize, id: &str, pace: Duration,
                 request_id,
                 at: Instant::now(),
             }),
-            Ok(None) | Err(Failure::Refused(_)) => {
-                // Refused (queue full, cluster unavailable, not joined after a move): a new
-                // socket and join make sure the next one is not refused for being stale.
-                wire = None;
+            // Not joined (the conversation moved and closed this socket's channels): join
+            // again on the same socket, as a client would.
+            Err(Failure::Refused(e)) if e.contains("Not joined") => {
+                let deadline = Instant::now() + patience;
+                if w.agent("joinConversation", join_args(id), deadline)
+                    .is_err()
+                {
+                    wire = None;
+                }
             }
+            // Refused for now (cluster unavailable, storage error, queue full): the socket
+            // stays joined (a relayed client is rejoined for it); the next request tries again.
+            Ok(None) | Err(Failure::Refused(_)) => {}
             Err(Failure::Closed(_) | Failure::Timeout) => wire = None,
         }
     }
