@@ -142,13 +142,17 @@ fn a_crash_between_started_and_its_user_request_loses_and_doubles_nothing() {
     let (mut c, id) = server.joined("cut short");
     let running = Client::request_id(&c.submit(&id, "ask me privately are you there?"));
     c.expect_call(&clientio(&id), "requestChoice");
-    server.kill();
-    // Cut the display log just before the running request's user-request.
+    // The user-request is written behind the choice: wait until the writer has it on disk.
     let log_path = dir
         .path()
         .join("conversations")
         .join(&id)
         .join("displayLog.jsonl");
+    eventually("the user-request to be on disk", || {
+        std::fs::read_to_string(&log_path).is_ok_and(|t| t.contains(&running))
+    });
+    server.kill();
+    // Cut the display log just before the running request's user-request.
     let text = std::fs::read_to_string(&log_path).unwrap();
     let cut = text
         .lines()
@@ -182,6 +186,71 @@ fn a_crash_between_started_and_its_user_request_loses_and_doubles_nothing() {
         seqs.windows(2).all(|w| w[0] + 1 == w[1]),
         "seqs not contiguous: {seqs:?}"
     );
+}
+
+/// Recovery is idempotent: a conversation recovered once and taken over again before the
+/// recovery's journal `closed` records reached disk (or the log stream) is recovered again
+/// without a second `user-request` or result. The nemesis found the queued request's
+/// `user-request` twice after two takeovers in a row.
+#[test]
+fn a_second_recovery_writes_nothing_twice() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start_in(dir.path(), &[]);
+    let (mut c, id) = server.joined("recovered twice");
+    let running = Client::request_id(&c.submit(&id, "ask me privately are you there?"));
+    c.expect_call(&clientio(&id), "requestChoice");
+    let queued = Client::request_id(&c.submit(&id, "what is 2 + 3"));
+    server.kill();
+    // First recovery: wait until it is in the history, then crash again.
+    let server = Server::start_in(dir.path(), &[]);
+    let mut c = server.connect();
+    c.join(&id);
+    assert_eq!(
+        entries_of(&history(&mut c, &id), "command-result", &queued).len(),
+        1
+    );
+    let log_path = dir
+        .path()
+        .join("conversations")
+        .join(&id)
+        .join("displayLog.jsonl");
+    eventually("the first recovery to be on disk", || {
+        std::fs::read_to_string(&log_path).is_ok_and(|t| {
+            t.lines()
+                .any(|l| l.contains("\"command-result\"") && l.contains(&queued))
+        })
+    });
+    server.kill();
+    // As if its `closed` records had not made it: drop them from the journal.
+    let journal_path = dir
+        .path()
+        .join("conversations")
+        .join(&id)
+        .join("requests.jsonl");
+    let journal = std::fs::read_to_string(&journal_path).unwrap();
+    let kept: String = journal
+        .lines()
+        .filter(|l| !l.contains("\"closed\""))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(&journal_path, kept).unwrap();
+
+    let server = Server::start_in(dir.path(), &[]);
+    let mut c = server.connect();
+    c.join(&id);
+    let history = history(&mut c, &id);
+    for rid in [&running, &queued] {
+        assert_eq!(
+            entries_of(&history, "user-request", rid).len(),
+            1,
+            "{rid} in {history:?}"
+        );
+        assert_eq!(
+            entries_of(&history, "command-result", rid).len(),
+            1,
+            "{rid} in {history:?}"
+        );
+    }
 }
 
 /// Issue finding 2, made deterministic with the slow-writer seam: a delete that arrives while

@@ -302,6 +302,17 @@ impl Conversation {
             closed += 1;
             let id = request_id_obj(a.connection_id, &a.request_id, &a.client_request_id);
             if !logged {
+                // As a request that starts: `started` first, so that a second recovery (the
+                // conversation taken over again before this one's `closed` reached the log
+                // stream, which the nemesis did) finds this user-request and its result
+                // instead of writing them twice.
+                if let Ok(log) = &self.log {
+                    let seq = log.next_seq();
+                    self.journal(Record::Started {
+                        request_id: a.request_id.clone(),
+                        seq,
+                    });
+                }
                 self.log_entry(
                     json!({"type": "user-request", "requestId": id, "command": a.command}),
                 );
