@@ -211,7 +211,9 @@ fn start_node(config: &Config, node: &Node) -> Result<(), String> {
     let child = ChildServer::spawn(
         cmd,
         &format!("node {}", node.name),
-        Duration::from_secs(60),
+        // A restarted node reads the registry before it listens: up to five bounded attempts
+        // while the NATS cluster settles after a fault.
+        Duration::from_secs(150),
         Stderr {
             keep: Some(20_000),
             echo: std::env::var_os("ROUNDTABLE_TEST_LOG").is_some(),
