@@ -131,11 +131,13 @@ impl Encoder {
 
     /// The id of `piece`, defined in `body` first unless B has it already.
     fn piece(&mut self, body: &mut Vec<u8>, piece: &Arc<str>) -> u32 {
-        if let Some((_, id)) = self
-            .recent
-            .iter()
-            .rev()
-            .find(|(p, _)| Arc::ptr_eq(p, piece))
+        // A piece is referenced only while the (at most two) definitions of the same frame
+        // cannot take its place in B's ring.
+        let next = self.next_id;
+        if let Some((_, id)) =
+            self.recent.iter().rev().find(|(p, id)| {
+                Arc::ptr_eq(p, piece) && next.wrapping_sub(*id) <= (PIECES - 2) as u32
+            })
         {
             return *id;
         }
@@ -367,6 +369,26 @@ mod tests {
         encoder.take_counts();
         let seen = read(&mut decoder, &body);
         assert_eq!(seen.last().unwrap(), &(1, "<p>9<t1>".to_string()));
+        // The prefix, the oldest piece B has, is defined again with a new tail rather than
+        // referenced (the tail's definition takes its place in B's ring).
+        let mut body = Vec::new();
+        for k in 0..PIECES - 2 {
+            let other: Arc<str> = format!("<y{k}>").into();
+            let frame = Outgoing::Spliced {
+                prefix: other.clone(),
+                number: 1,
+                tail: other,
+            };
+            encoder.frame(&mut body, 1, &frame);
+        }
+        let frame = Outgoing::Spliced {
+            prefix: prefix.clone(),
+            number: 3,
+            tail: "<t2>".into(),
+        };
+        encoder.frame(&mut body, 2, &frame);
+        let seen = read(&mut decoder, &body);
+        assert_eq!(seen.last().unwrap(), &(2, "<p>3<t2>".to_string()));
         // A large call goes whole.
         let big: Arc<str> = "y".repeat(MAX_PIECE + 1).into();
         let mut body = Vec::new();
