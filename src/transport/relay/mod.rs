@@ -25,10 +25,11 @@
 //! B: entries for its relays — frames, shared pieces, a relay's ping, a relay's end), `C` a
 //! chunk of a message too large for one NATS message (the rest follows, ending with its own
 //! kind), `P` a ping (A's heartbeat on a link), `O` B's pong, `X` the end of a relay (B's
-//! socket closed or left). One task per direction keeps frames in order: per relay B → A, per
-//! link A → B. Their queues are bounded ([`wire::RELAY_QUEUE_FRAMES`]): past it the relay that
-//! could not queue ends, as a slow consumer would; a socket on B that cannot take its frames
-//! ends its own relay, not the link. Liveness: A's virtual connection pings every
+//! socket closed or left). One task per direction keeps frames in order: per relay B → A (its
+//! queue bounded, [`wire::RELAY_QUEUE_FRAMES`]: past it the socket is closed), per link A → B
+//! (it reads the virtual connections' bounded outboxes itself: one that fills up while the
+//! link waits for NATS is closed as a slow consumer, its relay ends, the others go on); a
+//! socket on B that cannot take its frames ends its own relay, not the link. Liveness: A's virtual connection pings every
 //! `--ping-interval` and drops a relay that does not answer (B died); A's link sends a
 //! heartbeat whenever it has been quiet for a third of the lease time, and B ends every relay
 //! of a link that hears nothing for a whole lease time (A died). A link ends with its last

@@ -1,5 +1,5 @@
 //! A's side of relays: answers `rt.node.<A>.relay.open` and runs one virtual connection per
-//! cross-node join, an ordinary `Connection` fed from NATS whose outbox is drained into the
+//! cross-node join, an ordinary `Connection` fed from NATS whose outbox is read by the
 //! relay's link (`link_out.rs`: one per node B and conversation), which publishes it.
 
 use std::sync::Arc;
@@ -9,11 +9,11 @@ use actix_http::ws::{Message, ProtocolError};
 use bytes::Bytes;
 use futures_util::StreamExt;
 use roundtable_actors::cluster::Cluster;
-use roundtable_actors::outbox::{outbox, OutboxReceiver, Outgoing};
-use tokio::sync::{mpsc, oneshot};
+use roundtable_actors::outbox::outbox;
+use tokio::sync::oneshot;
 
-use super::link_out::Item;
-use super::wire::{in_subject, open_subject, Chunks, OpenRelay, BATCH_FRAMES, END, PONG, TEXT};
+use super::link_out::Attach;
+use super::wire::{in_subject, open_subject, Chunks, OpenRelay, END, PONG, TEXT};
 use crate::server::AppState;
 use crate::transport::Connection;
 
@@ -65,12 +65,17 @@ async fn open_virtual(
         .await
         .map_err(|e| format!("subscribe: {e}"))?;
     let (tx, rx) = outbox(state.config.outbox.clone());
-    let link = state
-        .relay_links
-        .out
-        .attach(cluster, &open.from, &open.link);
     let (done_tx, done_rx) = oneshot::channel::<()>();
-    actix::spawn(drain(rx, open.slot, link, done_tx));
+    state.relay_links.out.attach(
+        cluster,
+        &open.from,
+        &open.link,
+        Attach {
+            slot: open.slot,
+            outbox: rx,
+            done: done_tx,
+        },
+    )?;
     let mut chunks = Chunks::default();
     let frames = inbound
         .take_until(done_rx)
@@ -101,44 +106,4 @@ async fn open_virtual(
         connection
     });
     Ok(())
-}
-
-/// A's side: drains the virtual connection's outbox into its link, in order; ends the relay
-/// when the link cannot take more (a slow consumer, as a full socket would be).
-async fn drain(
-    mut rx: OutboxReceiver,
-    slot: u32,
-    link: mpsc::Sender<Item>,
-    done: oneshot::Sender<()>,
-) {
-    while let Some(first) = rx.next().await {
-        // Every frame queued now goes in one item (a turn's fan-out comes in bursts).
-        let mut frames = Vec::new();
-        let mut next = Some(first);
-        let mut stop = false;
-        while let Some(frame) = next.take() {
-            match frame {
-                Outgoing::Close(_) => {
-                    stop = true;
-                    break;
-                }
-                Outgoing::Pong(_) | Outgoing::Binary(_) => {}
-                frame => frames.push(frame),
-            }
-            if frames.len() >= BATCH_FRAMES {
-                break;
-            }
-            next = rx.try_next_with_budget().map(|(frame, _)| frame);
-        }
-        if !frames.is_empty() && link.try_send(Item::Frames { slot, frames }).is_err() {
-            log::warn!("cluster relay: queue toward the other node full; ending the relay");
-            break;
-        }
-        if stop {
-            break;
-        }
-    }
-    rx.close();
-    let _ = link.send(Item::End { slot }).await;
-    let _ = done.send(());
 }

@@ -23,8 +23,6 @@ pub(super) const CHUNK_MARGIN: usize = 1024;
 pub(super) const TEXT: u8 = b'T';
 /// A link message (A → B): entries for the relays of one link (`link_wire.rs`).
 pub(super) const LINK: u8 = b'L';
-/// Frames one relay hands its link at once at most (one outbox read).
-pub(super) const BATCH_FRAMES: usize = 256;
 pub(super) const CHUNK: u8 = b'C';
 pub(super) const PING: u8 = b'P';
 pub(super) const PONG: u8 = b'O';
