@@ -78,6 +78,8 @@ pub struct AppState {
     pub inbound: Arc<InboundBudget>,
     /// `serve --cluster`: the NATS connection, for `/health` and `/metrics`.
     pub cluster: Option<Cluster>,
+    /// `serve --cluster`: the relay links toward other nodes and from them.
+    pub relay_links: crate::transport::RelayLinks,
 }
 
 /// Bytes all connections together may hold in messages being reassembled from fragments;
@@ -188,6 +190,7 @@ pub async fn serve(config: ServerConfig) -> Result<restart::Stopped, StartError>
         log_writer: started.log_writer.clone(),
         inbound: InboundBudget::new(INBOUND_REASSEMBLY_BUDGET),
         cluster,
+        relay_links: Default::default(),
     });
     let mut server = actix_server::Server::build()
         .workers(cores)

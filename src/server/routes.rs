@@ -285,7 +285,7 @@ pub async fn metrics_text(req: HttpRequest, state: Data<AppState>) -> HttpRespon
 /// The cluster's metrics (`serve --cluster` only; a single node prints none of them).
 fn cluster_metrics(out: &mut String, status: &roundtable_actors::cluster::ClusterStatus) {
     let node = status.node.replace('\\', "\\\\").replace('"', "\\\"");
-    let rows: [(&str, &str, &str, u64); 10] = [
+    let rows: [(&str, &str, &str, u64); 12] = [
         (
             "roundtable_cluster_nats_connected",
             "gauge",
@@ -321,6 +321,18 @@ fn cluster_metrics(out: &mut String, status: &roundtable_actors::cluster::Cluste
             "counter",
             "Frames relayed between this node and others for clients of conversations served elsewhere.",
             status.relayed_frames,
+        ),
+        (
+            "roundtable_cluster_relayed_copies_total",
+            "counter",
+            "Copies of frame bytes sent toward clients on other nodes (a call to many clients of one node is one).",
+            status.relayed_copies,
+        ),
+        (
+            "roundtable_cluster_relay_link_messages_total",
+            "counter",
+            "NATS messages published on relay links toward other nodes.",
+            status.relay_link_messages,
         ),
         (
             "roundtable_cluster_nodes",

@@ -73,7 +73,7 @@ mod relay;
 mod upgrade;
 mod writer;
 
-pub use relay::serve_relays;
+pub use relay::{serve_relays, RelayLinks};
 pub use upgrade::{upgrade_service, RawUpgrade};
 
 /// Accepts the upgrade and leaves in the request's [`RawUpgrade`] slot what starts a

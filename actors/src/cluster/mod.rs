@@ -194,8 +194,17 @@ pub struct ClusterStats {
     pub watch_events: AtomicU64,
     /// Times the NATS connection was lost.
     pub disconnects: AtomicU64,
-    /// Frames relayed between this node and others for cross-node joins (both directions).
+    /// Frames relayed between this node and others for cross-node joins (both directions),
+    /// one per relayed client: a call this node relays to five clients on another node counts
+    /// five.
     pub relayed_frames: AtomicU64,
+    /// Copies of frame bytes this node sent toward other nodes' relayed clients: a call that
+    /// five clients on one node get is one copy (their relays share one link), a frame for
+    /// one client (a reply) is one.
+    pub relayed_copies: AtomicU64,
+    /// NATS messages this node published on relay links (each carries what its relays had
+    /// queued at once).
+    pub relay_link_messages: AtomicU64,
     /// Conversations whose ownership lease this node holds.
     pub owned: AtomicU64,
     /// Lease renewals that succeeded.
@@ -272,8 +281,12 @@ pub struct ClusterStatus {
     pub watch_events: u64,
     /// Connection losses since start.
     pub disconnects: u64,
-    /// Frames relayed for cross-node joins.
+    /// Frames relayed for cross-node joins (one per relayed client).
     pub relayed_frames: u64,
+    /// Copies of frame bytes sent toward relayed clients (one per call and node).
+    pub relayed_copies: u64,
+    /// NATS messages published on relay links.
+    pub relay_link_messages: u64,
     /// Conversations owned (leases held).
     pub owned: u64,
     /// Lease renewals.
@@ -432,6 +445,8 @@ impl Cluster {
             watch_events: stats.watch_events.load(Ordering::Relaxed),
             disconnects: stats.disconnects.load(Ordering::Relaxed),
             relayed_frames: stats.relayed_frames.load(Ordering::Relaxed),
+            relayed_copies: stats.relayed_copies.load(Ordering::Relaxed),
+            relay_link_messages: stats.relay_link_messages.load(Ordering::Relaxed),
             owned: stats.owned.load(Ordering::Relaxed),
             lease_renewals: stats.lease_renewals.load(Ordering::Relaxed),
             leases_lost: stats.leases_lost.load(Ordering::Relaxed),

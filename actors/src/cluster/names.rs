@@ -114,9 +114,10 @@ impl Names {
         format!("{}.node.{node}.relay.{relay}.in", self.prefix)
     }
 
-    /// A relay's frames back to `node`, the client's (`rt.node.<node>.relay.<relay>.out`).
-    pub fn relay_out(&self, node: &str, relay: &str) -> String {
-        format!("{}.node.{node}.relay.{relay}.out", self.prefix)
+    /// The frames of every relay of one link back to `node`, the clients' node
+    /// (`rt.node.<node>.link.<link>.out`: relays are per node and conversation).
+    pub fn relay_link(&self, node: &str, link: &str) -> String {
+        format!("{}.node.{node}.link.{link}.out", self.prefix)
     }
 }
 
@@ -139,7 +140,7 @@ mod tests {
         assert_eq!(names.counts_subject(), "rt.counts");
         assert_eq!(names.relay_open("a"), "rt.node.a.relay.open");
         assert_eq!(names.relay_in("a", "r"), "rt.node.a.relay.r.in");
-        assert_eq!(names.relay_out("b", "r"), "rt.node.b.relay.r.out");
+        assert_eq!(names.relay_link("b", "l"), "rt.node.b.link.l.out");
     }
 
     /// Another name prefixes everything; case does not make another cluster.

@@ -4,7 +4,9 @@
 //!   same N clients spread over the three nodes (two thirds of them relayed through NATS to
 //!   the owner's virtual connections), the submitter on a relayed node. Same measurement as
 //!   `fanout` (window 1, then `window` turns in flight), same run, so the ratio spread / one
-//!   node is the cost of the relay.
+//!   node is the cost of the relay. CPU: every node process's user + system time over the
+//!   loaded phase per delivered frame, one node against spread, and from the two the CPU of
+//!   one relayed delivery against a local one (spread, a third of the deliveries are local).
 //! - Failover: a client on node b joined to a conversation node a owns; `kill -9` of a; the
 //!   time until b has taken the conversation over (its log says it rejoined the client), and
 //!   the first turn after it. Reports the lease time it ran with.
@@ -65,6 +67,25 @@ pub async fn run(ctx: &Ctx) -> Result<ScenarioReport, String> {
         report.figures.push(Figure::new(
             "spread_vs_one_node_delivered",
             b / a.max(1e-9),
+            "x",
+        ));
+    }
+    // Spread, a third of the deliveries are local (on a, the owner) and two thirds relayed:
+    // what is left of the spread CPU per delivery after the local third, per relayed one.
+    let cpu = |figures: &[Figure]| {
+        figures
+            .iter()
+            .find(|f| f.name == "cpu_us_per_delivery")
+            .map(|f| f.value)
+    };
+    if let (Some(local), Some(spread)) = (cpu(&one), cpu(&spread)) {
+        let relayed = (spread - local / 3.0) / (2.0 / 3.0);
+        report
+            .figures
+            .push(Figure::new("relayed_cpu_us_per_delivery", relayed, "us"));
+        report.figures.push(Figure::new(
+            "relayed_vs_local_cpu_per_delivery",
+            relayed / local.max(1e-9),
             "x",
         ));
     }
@@ -175,7 +196,7 @@ async fn fanout(
     let audience = members.len() as u32;
     let submitters = [members[0].cmds.clone()];
     let deadline = ctx.deadline();
-    let (unloaded, (), loaded) = fleet::unloaded_then_loaded(
+    let (unloaded, cpu_before, loaded) = fleet::unloaded_then_loaded(
         &stats,
         &mut done,
         &submitters,
@@ -183,9 +204,12 @@ async fn fanout(
         audience,
         deadline,
         &format!("cluster {label}"),
-        || (),
+        || nodes_cpu_seconds(nodes),
     )
     .await;
+    let cpu = nodes_cpu_seconds(nodes)
+        .zip(cpu_before)
+        .map(|(after, before)| after - before);
     let delivery = stats.delivery.lock().expect("histogram lock").clone();
     fleet::stop_all(members).await;
     owner.close().await;
@@ -211,12 +235,27 @@ async fn fanout(
         Figure::new("turns_per_s", loaded.completed as f64 / secs, "turn/s"),
         Figure::new("join_all_s", join_s, "s"),
     ];
+    if let Some(cpu) = cpu {
+        figures.push(Figure::new(
+            "cpu_us_per_delivery",
+            cpu * 1e6 / loaded.frames.max(1) as f64,
+            "us",
+        ));
+    }
     figures.extend(report::percentiles(
         "last_delivery_unloaded",
         &unloaded.turn_latency,
     ));
     figures.extend(report::percentiles("delivery_loaded", &delivery));
     Ok((figures, notes))
+}
+
+/// CPU time (user + system) every node has used so far, together, in seconds.
+fn nodes_cpu_seconds(nodes: &[Node]) -> Option<f64> {
+    nodes
+        .iter()
+        .map(|n| crate::server::cpu_seconds(n.process.pid()))
+        .sum()
 }
 
 /// Kill -9 of an owner with a client joined through another node: seconds until that node

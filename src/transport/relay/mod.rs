@@ -9,21 +9,31 @@
 //! unchanged (callIds included: the virtual connection serves this one client, so its
 //! channels and callIds are the client's own).
 //!
-//! Subjects (`<relay>` is a UUID per cross-node join; `rt` is the cluster name, see
-//! [`Names`](roundtable_actors::cluster::Names)):
-//! - `rt.node.<A>.relay.open` (request-reply): B asks A for a virtual connection.
-//! - `rt.node.<A>.relay.<relay>.in`: B → A, the client's frames for that conversation.
-//! - `rt.node.<B>.relay.<relay>.out`: A → B, the virtual connection's frames.
+//! Relays per node and conversation: all the relays between one node B and one conversation
+//! served by A share one *link* (A → B), so a call A's conversation fans out to many clients
+//! on B crosses NATS once: its shared bytes once, then a small reference per client, each
+//! client's frames in the order its virtual connection queued them (`link_wire.rs`).
 //!
-//! Each message starts with one kind byte: `T` a text frame, `B` several (what A's outbox held
-//! at once: each a 4-byte length and the frame), `C` a chunk of a message too large for one
-//! NATS message (the rest follows, ending with its own kind), `P` a ping from A's
-//! heartbeat, `O` B's pong, `X` the end (B's socket closed or left; A's connection closed).
-//! One publisher task per direction keeps frames in order; its queue is bounded
-//! ([`wire::RELAY_QUEUE_FRAMES`]): past it the relay ends as a slow consumer would. Liveness: A's
-//! virtual connection pings every `--ping-interval` and drops a relay that does not answer (B
-//! died); A's side sends a heartbeat whenever it has been quiet for a third of the lease time,
-//! and B ends a relay that hears nothing for a whole lease time (A died).
+//! Subjects (`<relay>` is a UUID per cross-node join, `<link>` a UUID B picks per serving node
+//! and conversation):
+//! - `rt.node.<A>.relay.open` (request-reply): B asks A for a virtual connection, naming the
+//!   link and the relay's number (*slot*) in it.
+//! - `rt.node.<A>.relay.<relay>.in`: B → A, the client's frames for that conversation.
+//! - `rt.node.<B>.link.<link>.out`: A → B, the frames of every virtual connection of the link.
+//!
+//! Each message starts with one kind byte: `T` a text frame (B → A), `L` a link message (A →
+//! B: entries for its relays — frames, shared pieces, a relay's ping, a relay's end), `C` a
+//! chunk of a message too large for one NATS message (the rest follows, ending with its own
+//! kind), `P` a ping (A's heartbeat on a link), `O` B's pong, `X` the end of a relay (B's
+//! socket closed or left). One task per direction keeps frames in order: per relay B → A (its
+//! queue bounded, [`wire::RELAY_QUEUE_FRAMES`]: past it the socket is closed), per link A → B
+//! (it reads the virtual connections' bounded outboxes itself: one that fills up while the
+//! link waits for NATS is closed as a slow consumer, its relay ends, the others go on); a
+//! socket on B that cannot take its frames ends its own relay, not the link. Liveness: A's virtual connection pings every
+//! `--ping-interval` and drops a relay that does not answer (B died); A's link sends a
+//! heartbeat whenever it has been quiet for a third of the lease time, and B ends every relay
+//! of a link that hears nothing for a whole lease time (A died). A link ends with its last
+//! relay.
 //!
 //! Failover: when a relay ends without the client leaving (A died, or lost the conversation's
 //! lease), B joins the conversation again on the client's behalf, without a join answer: it
@@ -31,10 +41,15 @@
 //! (rebuilt from the log stream) or relays to whichever node did. The client keeps its socket
 //! and channels and reads what it missed with `getDisplayHistory(afterSeq)`.
 //!
-//! Files: this one is B's side (the socket's relays, transparent rejoins, what B does with A's
-//! frames); `serving.rs` is A's side (virtual connections); `wire.rs` the message format both
-//! use (subjects, kinds, ordered publishing, chunks, batches).
+//! Files: this one is B's side of a relay (the socket's relays, transparent rejoins);
+//! `link_in.rs` B's side of links (A's frames into the sockets); `serving.rs` A's side
+//! (virtual connections); `link_out.rs` A's side of links; `wire.rs` the message format
+//! (subjects, kinds, ordered publishing, chunks); `link_wire.rs` the entries of a link
+//! message.
 
+mod link_in;
+mod link_out;
+mod link_wire;
 mod serving;
 mod wire;
 
@@ -43,21 +58,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use actix::prelude::*;
-use bytes::Bytes;
-use futures_util::StreamExt;
 use roundtable_actors::client::Ready;
 use roundtable_actors::ids::{ConversationId, ConversationRef};
-use roundtable_actors::metrics::Metrics;
-use roundtable_actors::outbox::{Outbox, PushError};
 use roundtable_actors::protocol::{self, RpcError, AGENT_SERVER_CHANNEL};
-use serde::Deserialize;
 
+use link_in::Delivery;
 pub use serving::serve_relays;
-use wire::{batch_frames, Chunks, OpenRelay, Publisher};
-use wire::{BATCH, END, PING, PONG, TEXT};
+use wire::{OpenRelay, Publisher};
 
 use super::Connection;
-use crate::server::AppState;
 
 /// One cross-node join held by a socket on this node (B's side).
 pub(super) struct RemoteJoin {
@@ -75,6 +84,15 @@ pub(super) struct RemoteJoin {
     /// receiving task, which removes what the serving node answers; at most
     /// [`protocol::MAX_IN_FLIGHT`].
     pub(super) unanswered: Unanswered,
+}
+
+/// This node's relay links, both sides (in the server's state).
+#[derive(Default)]
+pub struct RelayLinks {
+    /// A's side: the links this node's virtual connections publish on.
+    out: Arc<link_out::OutLinks>,
+    /// B's side: the links this node's relayed sockets receive on.
+    inbound: Arc<link_in::InLinks>,
 }
 
 /// Invokes relayed and not answered yet, by (channel, callId), with their method.
@@ -263,19 +281,43 @@ impl Connection {
         };
         let relay = uuid::Uuid::new_v4().to_string();
         let me = cluster.node().to_string();
+        let join_call_id = call_id.unwrap_or(REJOIN_CALL_ID);
+        let unanswered = Unanswered::default();
+        if let Some(call_id) = call_id {
+            unanswered.lock().unwrap_or_else(|e| e.into_inner()).insert(
+                (AGENT_SERVER_CHANNEL.to_string(), call_id),
+                "joinConversation".into(),
+            );
+        }
+        // The relay's route on its link is there before A is asked, so that nothing A sends
+        // is missed.
+        let publisher = Publisher::start(&cluster, cluster.names().relay_in(&node, &relay));
+        let links = self.state.relay_links.inbound.clone();
+        let delivery = Delivery {
+            socket: self.outbox.clone(),
+            state: self.state.clone(),
+            join_call_id,
+            silent_join: call_id.is_none(),
+            join_pending: true,
+            unanswered: unanswered.clone(),
+        };
+        let (link, slot, ended) = links.route(&node, id, delivery, publisher.clone());
         let request = OpenRelay {
             relay: relay.clone(),
-            from: me.clone(),
+            from: me,
+            link: link.id.clone(),
+            slot,
         };
         let client = cluster.client().clone();
         let target = node.clone();
-        let out_subject = cluster.names().relay_out(&me, &relay);
+        let opening_link = link.clone();
+        let opening_links = links.clone();
         let open_subject = cluster.names().relay_open(&target);
         let opening = async move {
-            let subscription = client
-                .subscribe(out_subject)
+            opening_link
+                .subscribe(&opening_links, &cluster)
                 .await
-                .map_err(|e| (format!("subscribe: {e}"), false))?;
+                .map_err(|e| (e, false))?;
             let body = serde_json::to_vec(&request).expect("serializes");
             let answer = client
                 .request(open_subject, body.into())
@@ -298,7 +340,7 @@ impl Connection {
                     false,
                 ));
             }
-            Ok(subscription)
+            Ok(())
         };
         let fail = move |act: &mut Connection, error: RpcError| match call_id {
             Some(call_id) => act.reply(
@@ -313,48 +355,42 @@ impl Connection {
             ),
         };
         ctx.spawn(opening.into_actor(self).map(move |opened, act, ctx| {
-            let subscription = match opened {
-                Ok(s) => s,
-                Err((e, gone)) => {
-                    // A client's join waits for the conversation's new owner (the lease
-                    // time, at most three of it) instead of failing during a failover.
-                    if let (Some(call_id), true) = (call_id, gone) {
-                        let budget = act.rejoin_budget();
-                        let deadline = *act
-                            .join_deadlines
-                            .entry(call_id)
-                            .or_insert_with(|| std::time::Instant::now() + budget);
-                        if std::time::Instant::now() < deadline {
-                            let conversation = Some(ConversationRef::parse(id.to_string()));
-                            ctx.run_later(REJOIN_RETRY, move |act, ctx| {
-                                act.join(call_id, conversation, filter, ctx)
-                            });
-                            return;
-                        }
+            if let Err((e, gone)) = opened {
+                link.drop_route(&links, slot);
+                // A client's join waits for the conversation's new owner (the lease
+                // time, at most three of it) instead of failing during a failover.
+                if let (Some(call_id), true) = (call_id, gone) {
+                    let budget = act.rejoin_budget();
+                    let deadline = *act
+                        .join_deadlines
+                        .entry(call_id)
+                        .or_insert_with(|| std::time::Instant::now() + budget);
+                    if std::time::Instant::now() < deadline {
+                        let conversation = Some(ConversationRef::parse(id.to_string()));
+                        ctx.run_later(REJOIN_RETRY, move |act, ctx| {
+                            act.join(call_id, conversation, filter, ctx)
+                        });
+                        return;
                     }
-                    if let Some(call_id) = call_id {
-                        act.join_deadlines.remove(&call_id);
-                    }
-                    return fail(act, RpcError::ClusterUnavailable(e));
                 }
-            };
+                if let Some(call_id) = call_id {
+                    act.join_deadlines.remove(&call_id);
+                }
+                return fail(act, RpcError::ClusterUnavailable(e));
+            }
             if let Some(call_id) = call_id {
                 act.join_deadlines.remove(&call_id);
             }
-            let publisher = Publisher::start(&cluster, cluster.names().relay_in(&node, &relay));
             if act.closing || act.remote.contains_key(&id) || act.joined.contains_key(&id) {
+                link.drop_route(&links, slot);
                 publisher.end();
                 return fail(act, RpcError::ChannelExists(protocol::clientio_channel(id)));
             }
-            let join_call_id = match call_id {
-                Some(call_id) => {
-                    // From here the other node answers this callId.
-                    act.in_flight
-                        .remove(&(AGENT_SERVER_CHANNEL.to_string(), call_id));
-                    call_id
-                }
-                None => REJOIN_CALL_ID,
-            };
+            if let Some(call_id) = call_id {
+                // From here the other node answers this callId.
+                act.in_flight
+                    .remove(&(AGENT_SERVER_CHANNEL.to_string(), call_id));
+            }
             let join = protocol::invoke_frame(
                 AGENT_SERVER_CHANNEL,
                 join_call_id,
@@ -363,39 +399,24 @@ impl Connection {
             );
             publisher.text(join);
             log::info!(
-                "socket {}: joining conversation {id} on node {node} (relay {relay})",
-                act.socket_id
+                "socket {}: joining conversation {id} on node {node} (relay {relay}, link {} \
+                 slot {slot})",
+                act.socket_id,
+                link.id
             );
             let relay_id = relay.clone();
-            let unanswered = Unanswered::default();
-            if let Some(call_id) = call_id {
-                unanswered.lock().unwrap_or_else(|e| e.into_inner()).insert(
-                    (AGENT_SERVER_CHANNEL.to_string(), call_id),
-                    "joinConversation".into(),
-                );
-            }
+            let ending = publisher.clone();
             ctx.spawn(
-                receive(
-                    subscription,
-                    Delivery {
-                        socket: act.outbox.clone(),
-                        state: act.state.clone(),
-                        join_call_id,
-                        silent_join: call_id.is_none(),
-                        join_pending: true,
-                        unanswered: unanswered.clone(),
-                    },
-                    publisher.clone(),
-                    cluster.lease_time(),
-                )
-                .into_actor(act)
-                .map(move |rejoin, _, ctx| {
-                    ctx.notify(RemoteGone {
-                        conversation_id: id,
-                        relay: relay_id,
-                        rejoin,
-                    })
-                }),
+                async move { ended.await.unwrap_or(true) }
+                    .into_actor(act)
+                    .map(move |rejoin, _, ctx| {
+                        ending.end();
+                        ctx.notify(RemoteGone {
+                            conversation_id: id,
+                            relay: relay_id,
+                            rejoin,
+                        })
+                    }),
             );
             act.remote.insert(
                 id,
@@ -451,151 +472,9 @@ impl Connection {
 /// Pause between attempts of a transparent rejoin.
 const REJOIN_RETRY: Duration = Duration::from_millis(300);
 
-/// B's side of one relay: copies A's frames into the socket's outbox, answers heartbeats, ends
-/// on A's end, on silence for `silence` (A died: its heartbeat comes every third of it), or when
-/// the socket cannot take more. The answer to `join_call_id` is held back when `silent_join`.
-/// Answers whether the client should be rejoined elsewhere.
-async fn receive(
-    mut subscription: async_nats::Subscriber,
-    mut delivery: Delivery,
-    publisher: Publisher,
-    silence: Duration,
-) -> bool {
-    let mut chunks = Chunks::default();
-    let rejoin = 'relay: loop {
-        let message = match tokio::time::timeout(silence, subscription.next()).await {
-            Ok(Some(m)) => m,
-            Ok(None) => break true,
-            Err(_) => {
-                log::warn!("cluster relay: the serving node went silent for {silence:?}");
-                break true;
-            }
-        };
-        let Some((kind, body)) = chunks.take(&message.payload) else {
-            continue;
-        };
-        match kind {
-            TEXT => {
-                if let Some(rejoin) = delivery.text(body) {
-                    break rejoin;
-                }
-            }
-            BATCH => {
-                for frame in batch_frames(&body) {
-                    if let Some(rejoin) = delivery.text(frame.to_vec()) {
-                        break 'relay rejoin;
-                    }
-                }
-            }
-            PING => {
-                publisher.send(PONG, Bytes::new());
-            }
-            END => break true,
-            _ => {}
-        }
-    };
-    publisher.end();
-    rejoin
-}
-
-/// Where B's side of a relay puts the frames it receives.
-struct Delivery {
-    /// The real socket's outbox (bounded: a full one closes the socket as a slow consumer).
-    socket: Outbox,
-    /// For the frame counters.
-    state: Arc<AppState>,
-    /// The callId of the relayed join, whose answer decides whether the relay goes on.
-    join_call_id: u64,
-    /// The join is a transparent rejoin: its answer is not the client's.
-    silent_join: bool,
-    /// The answer to the relayed join has not come yet.
-    join_pending: bool,
-    /// The client's invokes not answered yet; answers passing through are taken out.
-    unanswered: Unanswered,
-}
-
-impl Delivery {
-    /// One text frame from the serving node into the socket's outbox; `Some(rejoin)` ends the
-    /// relay (the join was refused, or the socket cannot take more).
-    fn text(&mut self, body: Vec<u8>) -> Option<bool> {
-        let text = String::from_utf8(body).ok()?;
-        if let Some(answer) = Answer::read(&text) {
-            let on_agent_server = answer.name == AGENT_SERVER_CHANNEL;
-            let call_id = answer.message.call_id;
-            if on_agent_server && (REREGISTER_CALL_IDS..REJOIN_CALL_ID).contains(&call_id) {
-                // A registration a rejoin sent on the client's behalf: not the client's answer.
-                return None;
-            }
-            self.unanswered
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .remove(&(answer.name, call_id));
-            if self.join_pending && on_agent_server && call_id == self.join_call_id {
-                self.join_pending = false;
-                let failed = answer.message.kind == "invokeError";
-                if failed {
-                    log::info!("cluster relay: join refused by the serving node: {text}");
-                }
-                if !self.silent_join {
-                    let _ = self.socket.push(text);
-                }
-                return failed.then_some(false);
-            }
-        }
-        match self.socket.push(text) {
-            Ok(()) => {
-                Metrics::inc(&self.state.metrics.frames_out);
-                None
-            }
-            Err(PushError::Full) => {
-                Metrics::inc(&self.state.metrics.slow_client_closes);
-                self.socket.abort(
-                    roundtable_actors::client::SLOW_CONSUMER_CLOSE_CODE,
-                    roundtable_actors::client::SLOW_CONSUMER_REASON,
-                );
-                Some(false)
-            }
-            Err(_) => Some(false),
-        }
-    }
-}
-
-/// The envelope of an answer frame (`invokeResult` / `invokeError`) passing through a relay:
-/// what B needs to route it (the rest of the frame, a result of any size, is skipped).
-#[derive(Deserialize)]
-struct Answer {
-    /// The channel.
-    name: String,
-    /// Its type and callId.
-    message: AnswerMessage,
-}
-
-/// The part of an answer's `message` a relay reads.
-#[derive(Deserialize)]
-struct AnswerMessage {
-    /// `invokeResult` or `invokeError`.
-    #[serde(rename = "type")]
-    kind: String,
-    /// The invoke it answers.
-    #[serde(rename = "callId")]
-    call_id: u64,
-}
-
-impl Answer {
-    /// `text` read once when it is an answer; any other frame is only scanned for the two
-    /// type names.
-    fn read(text: &str) -> Option<Answer> {
-        if !text.contains("\"invokeResult\"") && !text.contains("\"invokeError\"") {
-            return None;
-        }
-        serde_json::from_str::<Answer>(text)
-            .ok()
-            .filter(|a| a.message.kind == "invokeResult" || a.message.kind == "invokeError")
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use super::link_in::Answer;
     use super::*;
 
     /// Answers are read (any result size is skipped); frames that only mention an answer type,

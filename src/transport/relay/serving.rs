@@ -1,19 +1,19 @@
 //! A's side of relays: answers `rt.node.<A>.relay.open` and runs one virtual connection per
-//! cross-node join, an ordinary `Connection` fed from NATS whose outbox is drained to NATS
-//! (batched, with heartbeats while quiet).
+//! cross-node join, an ordinary `Connection` fed from NATS whose outbox is read by the
+//! relay's link (`link_out.rs`: one per node B and conversation), which publishes it.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use actix::prelude::*;
 use actix_http::ws::{Message, ProtocolError};
 use bytes::Bytes;
 use futures_util::StreamExt;
 use roundtable_actors::cluster::Cluster;
-use roundtable_actors::outbox::{outbox, OutboxReceiver, Outgoing};
+use roundtable_actors::outbox::outbox;
 use tokio::sync::oneshot;
 
-use super::wire::{flush, Chunks, OpenRelay, Publisher, BATCH_FRAMES, END, PING, PONG, TEXT};
+use super::link_out::Attach;
+use super::wire::{Chunks, OpenRelay, END, PONG, TEXT};
 use crate::server::AppState;
 use crate::transport::Connection;
 
@@ -36,6 +36,7 @@ pub async fn serve_relays(state: Arc<AppState>, cluster: Cluster) {
         let answer = match serde_json::from_slice::<OpenRelay>(&request.payload) {
             Ok(open)
                 if uuid::Uuid::parse_str(&open.relay).is_ok()
+                    && uuid::Uuid::parse_str(&open.link).is_ok()
                     && roundtable_actors::cluster::ClusterSettings::validate_node_name(
                         &open.from,
                     )
@@ -64,9 +65,17 @@ async fn open_virtual(
         .await
         .map_err(|e| format!("subscribe: {e}"))?;
     let (tx, rx) = outbox(state.config.outbox.clone());
-    let publisher = Publisher::start(cluster, cluster.names().relay_out(&open.from, &open.relay));
     let (done_tx, done_rx) = oneshot::channel::<()>();
-    actix::spawn(drain(rx, publisher, cluster.lease_time() / 3, done_tx));
+    state.relay_links.out.attach(
+        cluster,
+        &open.from,
+        &open.link,
+        Attach {
+            slot: open.slot,
+            outbox: rx,
+            done: done_tx,
+        },
+    )?;
     let mut chunks = Chunks::default();
     let frames = inbound
         .take_until(done_rx)
@@ -86,68 +95,15 @@ async fn open_virtual(
         .map(|frame: Result<Message, ProtocolError>| frame);
     let connection = Connection::new(state.clone(), tx, false, true);
     log::info!(
-        "cluster: virtual connection for node {} (relay {})",
+        "cluster: virtual connection for node {} (relay {}, link {} slot {})",
         open.from,
-        open.relay
+        open.relay,
+        open.link,
+        open.slot
     );
     Connection::create(move |ctx| {
         ctx.add_stream(frames);
         connection
     });
     Ok(())
-}
-
-/// A's side: drains the virtual connection's outbox to NATS, in order.
-async fn drain(
-    mut rx: OutboxReceiver,
-    publisher: Publisher,
-    heartbeat: Duration,
-    done: oneshot::Sender<()>,
-) {
-    'relay: loop {
-        let first = match tokio::time::timeout(heartbeat, rx.next()).await {
-            Ok(Some(frame)) => frame,
-            Ok(None) => break,
-            Err(_) => {
-                // Quiet: tell the other node this one is alive.
-                if !publisher.send(PING, Bytes::new()) {
-                    break;
-                }
-                continue;
-            }
-        };
-        // Every text frame queued now goes in one message (a turn's fan-out comes in bursts).
-        let mut texts: Vec<String> = Vec::new();
-        let mut next = Some(first);
-        let mut stop = false;
-        while let Some(frame) = next.take() {
-            match frame {
-                Outgoing::Ping(_) => {
-                    if !flush(&publisher, &mut texts) || !publisher.send(PING, Bytes::new()) {
-                        break 'relay;
-                    }
-                }
-                Outgoing::Close(_) => {
-                    stop = true;
-                    break;
-                }
-                Outgoing::Pong(_) | Outgoing::Binary(_) => {}
-                text => texts.extend(text.to_text()),
-            }
-            if texts.len() >= BATCH_FRAMES {
-                break;
-            }
-            next = rx.try_next_with_budget().map(|(frame, _)| frame);
-        }
-        if !flush(&publisher, &mut texts) {
-            log::warn!("cluster relay: queue toward the other node full; ending the relay");
-            break;
-        }
-        if stop {
-            break;
-        }
-    }
-    rx.close();
-    publisher.end();
-    let _ = done.send(());
 }

@@ -1,8 +1,9 @@
-//! The wire format of a relay (see the parent module's doc for the subjects and kinds; the
-//! subjects themselves come from the cluster's [`Names`](roundtable_actors::cluster::Names)): the one-byte kinds, the [`Publisher`] that keeps one direction in order and
-//! splits what exceeds NATS' `max_payload`, [`Chunks`] that joins it again, and the batching of
-//! several text frames into one message. Used by both sides: the socket's relay (`mod.rs`) and
-//! the virtual connection (`serving.rs`).
+//! The wire format of relays (see the parent module's doc for the subjects and kinds; the
+//! subjects themselves come from the cluster's [`Names`](roundtable_actors::cluster::Names)):
+//! the one-byte kinds of a message, [`publish`] that splits what exceeds NATS'
+//! `max_payload`, the [`Publisher`] that keeps a client's direction (B → A) in order, and
+//! [`Chunks`] that joins a split message again. The entries inside a link's messages (A → B)
+//! are `link_wire.rs`'s.
 
 use std::sync::atomic::Ordering;
 
@@ -21,10 +22,8 @@ pub const RELAY_QUEUE_FRAMES: usize = 4096;
 pub(super) const CHUNK_MARGIN: usize = 1024;
 
 pub(super) const TEXT: u8 = b'T';
-/// Several text frames in one message (see [`batch_frames`]).
-pub(super) const BATCH: u8 = b'B';
-/// Text frames one [`BATCH`] carries at most.
-pub(super) const BATCH_FRAMES: usize = 256;
+/// A link message (A → B): entries for the relays of one link (`link_wire.rs`).
+pub(super) const LINK: u8 = b'L';
 pub(super) const CHUNK: u8 = b'C';
 pub(super) const PING: u8 = b'P';
 pub(super) const PONG: u8 = b'O';
@@ -33,10 +32,42 @@ pub(super) const END: u8 = b'X';
 /// B's request for a virtual connection.
 #[derive(Serialize, Deserialize)]
 pub(super) struct OpenRelay {
-    /// The relay's id (a UUID, part of its subjects).
+    /// The relay's id (a UUID, part of its `.in` subject).
     pub(super) relay: String,
-    /// The asking node (where the `.out` subject lives).
+    /// The asking node (where the link's subject lives).
     pub(super) from: String,
+    /// The link the relay's frames travel on (a UUID B chose for the conversation and A).
+    pub(super) link: String,
+    /// The relay's number within its link.
+    pub(super) slot: u32,
+}
+
+/// Largest part of a message one NATS message carries (the server's `max_payload` less
+/// [`CHUNK_MARGIN`]).
+pub(super) fn max_piece(client: &async_nats::Client) -> usize {
+    client.server_info().max_payload.max(4 * CHUNK_MARGIN) - CHUNK_MARGIN
+}
+
+/// Publishes one message of `kind` to `subject`, split into [`CHUNK`]s past `max` bytes.
+pub(super) async fn publish(
+    client: &async_nats::Client,
+    subject: &str,
+    max: usize,
+    kind: u8,
+    body: Bytes,
+) -> Result<(), async_nats::PublishError> {
+    let mut rest = body;
+    loop {
+        let last = rest.len() <= max;
+        let piece = rest.split_to(rest.len().min(max));
+        let mut payload = Vec::with_capacity(piece.len() + 1);
+        payload.push(if last { kind } else { CHUNK });
+        payload.extend_from_slice(&piece);
+        client.publish(subject.to_string(), payload.into()).await?;
+        if last {
+            return Ok(());
+        }
+    }
 }
 
 /// The sending half of one relay direction: a bounded queue drained in order by one task.
@@ -54,24 +85,15 @@ impl Publisher {
         let client = cluster.client().clone();
         let stats = cluster.clone();
         actix::spawn(async move {
-            let max = (client.server_info().max_payload.max(4 * CHUNK_MARGIN)) - CHUNK_MARGIN;
+            let max = max_piece(&client);
             while let Some((kind, body)) = rx.recv().await {
-                let mut rest = body;
-                loop {
-                    let last = rest.len() <= max;
-                    let piece = rest.split_to(rest.len().min(max));
-                    let mut payload = Vec::with_capacity(piece.len() + 1);
-                    payload.push(if last { kind } else { CHUNK });
-                    payload.extend_from_slice(&piece);
-                    if let Err(e) = client.publish(subject.clone(), payload.into()).await {
-                        log::warn!("cluster relay {subject}: publish failed: {e}");
-                        return;
-                    }
-                    if last {
-                        break;
-                    }
+                if let Err(e) = publish(&client, &subject, max, kind, body).await {
+                    log::warn!("cluster relay {subject}: publish failed: {e}");
+                    return;
                 }
-                stats.stats().relayed_frames.fetch_add(1, Ordering::Relaxed);
+                if kind == TEXT {
+                    stats.stats().relayed_frames.fetch_add(1, Ordering::Relaxed);
+                }
                 if kind == END {
                     return;
                 }
@@ -141,64 +163,19 @@ impl Chunks {
     }
 }
 
-/// The frames of a [`BATCH`] message: each a big-endian `u32` length, then its bytes.
-pub(super) fn batch_frames(body: &[u8]) -> impl Iterator<Item = &[u8]> {
-    let mut rest = body;
-    std::iter::from_fn(move || {
-        let (len, tail) = rest.split_first_chunk::<4>()?;
-        let len = u32::from_be_bytes(*len) as usize;
-        let frame = tail.get(..len)?;
-        rest = &tail[len..];
-        Some(frame)
-    })
-}
-
-/// Appends one frame to a [`BATCH`] body.
-pub(super) fn push_batch_frame(body: &mut Vec<u8>, frame: &str) {
-    body.extend_from_slice(&(frame.len() as u32).to_be_bytes());
-    body.extend_from_slice(frame.as_bytes());
-}
-
-/// Queues `texts` as one message (a [`TEXT`] for one frame, a [`BATCH`] for several); false
-/// when the queue toward the other node is full.
-pub(super) fn flush(publisher: &Publisher, texts: &mut Vec<String>) -> bool {
-    match texts.len() {
-        0 => true,
-        1 => publisher.text(texts.pop().expect("one")),
-        _ => {
-            let mut body = Vec::with_capacity(texts.iter().map(|t| t.len() + 4).sum());
-            for text in texts.drain(..) {
-                push_batch_frame(&mut body, &text);
-            }
-            publisher.send(BATCH, body)
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// A batch read back frame by frame, through the chunking a large message gets; a
-    /// truncated batch yields its whole frames and stops.
+    /// A message split the way [`publish`] splits one past `max_payload` is joined whole.
     #[test]
-    fn batches_and_chunks_round_trip() {
-        let frames = ["{\"a\":1}", "", "{\"b\":\"ü\"}"];
-        let mut body = Vec::new();
-        for f in frames {
-            push_batch_frame(&mut body, f);
-        }
-        let read: Vec<&[u8]> = batch_frames(&body).collect();
-        assert_eq!(read, frames.map(str::as_bytes));
-        // Split the way the publisher splits a message past max_payload.
+    fn chunks_round_trip() {
+        let body = b"{\"a\":1}{\"b\":\"\xc3\xbc\"}".to_vec();
         let (first, rest) = body.split_at(5);
         let mut chunks = Chunks::default();
         assert_eq!(chunks.take(&[&[CHUNK][..], first].concat()), None);
-        let (kind, whole) = chunks.take(&[&[BATCH][..], rest].concat()).unwrap();
-        assert_eq!((kind, whole.as_slice()), (BATCH, body.as_slice()));
-        // A cut batch: the whole frames before the cut only.
-        let cut = &body[..body.len() - 2];
-        assert_eq!(batch_frames(cut).count(), 2);
+        let (kind, whole) = chunks.take(&[&[LINK][..], rest].concat()).unwrap();
+        assert_eq!((kind, whole.as_slice()), (LINK, body.as_slice()));
         assert_eq!(chunks.take(&[]), None);
     }
 

@@ -2,12 +2,14 @@
 //! loopback and three real Roundtable nodes: one list and one set of names for every node,
 //! the 50-way create race across nodes, a conversation shared by clients on different nodes
 //! (turns, interactions, client agents), delete across nodes, losing and regaining NATS,
-//! search and backup from any node. `failover.rs`: conversations moving between nodes.
+//! search and backup from any node. `failover.rs`: conversations moving between nodes;
+//! `relay_links.rs`: relayed clients of one node share one link.
 
 mod auth;
 mod failover;
 mod isolation;
 mod nemesis;
+mod relay_links;
 mod replicas;
 
 use std::sync::{Arc, Barrier};
