@@ -115,6 +115,25 @@ pub fn check(
         ..Report::default()
     };
     let deadline = Instant::now() + READS;
+    // A node resumed or healed by the last fault may still be reconnecting to NATS, and then
+    // answers lists from its copy at once, possibly stale (as documented): the reads wait
+    // until every node says NATS is connected.
+    for node in nodes {
+        let port = node.port.load(Ordering::SeqCst);
+        let connected = || {
+            crate::support::server::http_get(port, "/health", Duration::from_secs(5))
+                .ok()
+                .and_then(|(_, body)| serde_json::from_str::<Value>(&body).ok())
+                .is_some_and(|health| health["cluster"]["nats"] == "connected")
+        };
+        while !connected() {
+            if Instant::now() > deadline {
+                return Err(format!("node {} never reconnected to NATS", node.name));
+            }
+            // The connection's state has no event to wait on from outside the process.
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
     let mut wires = nodes
         .iter()
         .map(|n| {
