@@ -356,8 +356,7 @@ fn cluster_settings(
             None => Ok(None),
         };
     };
-    for server in url.split(',') {
-        let server = server.trim();
+    for server in roundtable_actors::cluster::server_list(&url) {
         let rest = server
             .strip_prefix("nats://")
             .or_else(|| server.strip_prefix("tls://"))
@@ -576,8 +575,7 @@ fn cluster_auth(
 /// refused (one node logs in one way).
 fn url_credentials(list: &str) -> Result<Option<(String, Option<String>)>, ConfigError> {
     let mut found: Option<(String, Option<String>)> = None;
-    for server in list.split(',') {
-        let server = server.trim();
+    for server in roundtable_actors::cluster::server_list(list) {
         let rest = server.split_once("://").map_or(server, |(_, rest)| rest);
         let authority = rest.split('/').next().unwrap_or("");
         let Some((userinfo, _)) = authority.rsplit_once('@') else {

@@ -160,12 +160,10 @@ impl ClusterSettings {
     }
 }
 
-/// The servers of `--cluster`'s comma-separated list, each trimmed.
-fn server_list(url: &str) -> Vec<&str> {
-    url.split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .collect()
+/// The servers of `--cluster`'s comma-separated list, each trimmed: what the config checks
+/// item by item (an empty item is refused there) and what the node connects to.
+pub fn server_list(url: &str) -> impl Iterator<Item = &str> {
+    url.split(',').map(str::trim)
 }
 
 /// Why the cluster could not be reached or a cluster operation failed.
@@ -329,7 +327,7 @@ impl Cluster {
                 }
             })
             // async-nats reads a `&str` as one URL: a comma-separated list is split here.
-            .connect(server_list(&settings.url))
+            .connect(server_list(&settings.url).collect::<Vec<_>>())
             .await
             .map_err(|e| {
                 ClusterError::new(
