@@ -87,19 +87,31 @@ fn acknowledged_turns_survive_kill_9() {
     );
 }
 
-/// A request acknowledged but never finished (running, and queued behind it) is not forgotten
-/// by a crash: after the restart each has a failed `command-result` and an error line, once.
-#[test]
-fn unfinished_requests_are_closed_after_a_crash() {
-    let dir = tempfile::tempdir().unwrap();
-    let server = Server::start_in(dir.path(), &[]);
-    let (mut c, id) = server.joined("unfinished");
+/// A crash with one request running (blocked on a private choice) and one queued behind it,
+/// both acknowledged: the conversation's id and the two requestIds.
+fn crash_with_running_and_queued(dir: &std::path::Path, name: &str) -> (String, String, String) {
+    let server = Server::start_in(dir, &[]);
+    let (mut c, id) = server.joined(name);
     let running = Client::request_id(&c.submit(&id, "ask me privately are you there?"));
     c.expect_call(&clientio(&id), "requestChoice");
     let queued_ack = c.submit(&id, "what is 2 + 3");
     assert_eq!(queued_ack["entry"]["state"], "queued");
     let queued = Client::request_id(&queued_ack);
     server.kill();
+    (id, running, queued)
+}
+
+/// The display log of conversation `id` in instance directory `dir`.
+fn display_log_path(dir: &std::path::Path, id: &str) -> std::path::PathBuf {
+    dir.join("conversations").join(id).join("displayLog.jsonl")
+}
+
+/// A request acknowledged but never finished (running, and queued behind it) is not forgotten
+/// by a crash: after the restart each has a failed `command-result` and an error line, once.
+#[test]
+fn unfinished_requests_are_closed_after_a_crash() {
+    let dir = tempfile::tempdir().unwrap();
+    let (id, running, queued) = crash_with_running_and_queued(dir.path(), "unfinished");
 
     for restart in 0..2 {
         let server = Server::start_in(dir.path(), &[]);
@@ -143,11 +155,7 @@ fn a_crash_between_started_and_its_user_request_loses_and_doubles_nothing() {
     let running = Client::request_id(&c.submit(&id, "ask me privately are you there?"));
     c.expect_call(&clientio(&id), "requestChoice");
     // The user-request is written behind the choice: wait until the writer has it on disk.
-    let log_path = dir
-        .path()
-        .join("conversations")
-        .join(&id)
-        .join("displayLog.jsonl");
+    let log_path = display_log_path(dir.path(), &id);
     eventually("the user-request to be on disk", || {
         std::fs::read_to_string(&log_path).is_ok_and(|t| t.contains(&running))
     });
@@ -195,12 +203,7 @@ fn a_crash_between_started_and_its_user_request_loses_and_doubles_nothing() {
 #[test]
 fn a_second_recovery_writes_nothing_twice() {
     let dir = tempfile::tempdir().unwrap();
-    let server = Server::start_in(dir.path(), &[]);
-    let (mut c, id) = server.joined("recovered twice");
-    let running = Client::request_id(&c.submit(&id, "ask me privately are you there?"));
-    c.expect_call(&clientio(&id), "requestChoice");
-    let queued = Client::request_id(&c.submit(&id, "what is 2 + 3"));
-    server.kill();
+    let (id, running, queued) = crash_with_running_and_queued(dir.path(), "recovered twice");
     // First recovery: wait until it is in the history, then crash again.
     let server = Server::start_in(dir.path(), &[]);
     let mut c = server.connect();
@@ -209,11 +212,7 @@ fn a_second_recovery_writes_nothing_twice() {
         entries_of(&history(&mut c, &id), "command-result", &queued).len(),
         1
     );
-    let log_path = dir
-        .path()
-        .join("conversations")
-        .join(&id)
-        .join("displayLog.jsonl");
+    let log_path = display_log_path(dir.path(), &id);
     eventually("the first recovery to be on disk", || {
         std::fs::read_to_string(&log_path).is_ok_and(|t| {
             t.lines()
