@@ -212,6 +212,10 @@ pub struct ServeArgs {
     /// wait before another node takes them over (the first node of a cluster sets it).
     #[arg(long, default_value_t = 6.0, hide = true)]
     pub(crate) lease_time: f64,
+    /// Seconds between checks of this node's copy of the conversation list against the
+    /// cluster's registry bucket (each repairs what the bucket's watch did not deliver).
+    #[arg(long, default_value_t = 30.0, hide = true)]
+    pub(crate) reconcile_time: f64,
     /// JetStream replicas (1 to 5) of every bucket and of the log stream this node creates;
     /// more than 1 needs a clustered NATS. An existing one with another count is updated
     /// where JetStream allows it.
@@ -393,6 +397,7 @@ fn cluster_settings(
         url,
         node_name,
         lease_time: roundtable_actors::cluster::lease::DEFAULT_LEASE_TIME,
+        reconcile_time: roundtable_actors::registry::DEFAULT_RECONCILE_TIME,
         replicas: 1,
         names: Default::default(),
         auth: Default::default(),
@@ -716,6 +721,7 @@ impl TryFrom<ServeArgs> for ServerConfig {
         if let Some(cluster) = &mut config.cluster {
             cluster.auth = auth;
             cluster.lease_time = positive_seconds("lease-time", args.lease_time)?;
+            cluster.reconcile_time = positive_seconds("reconcile-time", args.reconcile_time)?;
             cluster.replicas = replicas(args.cluster_replicas)?;
             cluster.names =
                 Names::new(&args.cluster_name).map_err(|message| ConfigError::Invalid {

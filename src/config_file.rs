@@ -163,6 +163,7 @@ settings! {
     "cluster" => cluster: String = Some, "Join a cluster through this NATS server (nats://HOST:PORT).";
     "node-name" => node_name: String = Some, "This node's name in the cluster (default: the host name).";
     "lease-time" => lease_time: f64 = same, "Seconds a cluster ownership lease lasts without renewal.";
+    "reconcile-time" => reconcile_time: f64 = same, "Seconds between checks of a node's copy of the conversation list against the cluster's registry.";
     "cluster-replicas" => cluster_replicas: usize = same, "JetStream replicas (1 to 5) of the cluster's buckets and log stream.";
     "cluster-name" => cluster_name: String = same, "The cluster's name: prefixes its NATS subjects, buckets and stream (default rt).";
     "cluster-user" => cluster_user: String = Some, "The NATS user of the cluster (its password from cluster-password-file or $ROUNDTABLE_CLUSTER_PASSWORD).";

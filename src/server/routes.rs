@@ -285,7 +285,7 @@ pub async fn metrics_text(req: HttpRequest, state: Data<AppState>) -> HttpRespon
 /// The cluster's metrics (`serve --cluster` only; a single node prints none of them).
 fn cluster_metrics(out: &mut String, status: &roundtable_actors::cluster::ClusterStatus) {
     let node = status.node.replace('\\', "\\\\").replace('"', "\\\"");
-    let rows: [(&str, &str, &str, u64); 12] = [
+    let rows: [(&str, &str, &str, u64); 14] = [
         (
             "roundtable_cluster_nats_connected",
             "gauge",
@@ -309,6 +309,18 @@ fn cluster_metrics(out: &mut String, status: &roundtable_actors::cluster::Cluste
             "counter",
             "Registry changes received from the KV watch (this node's own included).",
             status.watch_events,
+        ),
+        (
+            "roundtable_cluster_registry_reconciles_total",
+            "counter",
+            "Checks of this node's copy of the conversation list against the whole registry bucket.",
+            status.registry_reconciles,
+        ),
+        (
+            "roundtable_cluster_registry_repairs_total",
+            "counter",
+            "Changes those checks made to the copy (each one the KV watch had not delivered).",
+            status.registry_repairs,
         ),
         (
             "roundtable_cluster_disconnects_total",

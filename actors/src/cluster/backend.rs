@@ -23,8 +23,8 @@ use super::log_stream::LogReplicator;
 use super::{Cluster, ClusterError};
 use crate::ids::ConversationId;
 use crate::registry::{
-    ChangeStream, Lease, NameClaim, OwnershipService, RegistryRecord, RegistrySnapshot,
-    SharedCounts, SharedError, SharedStore,
+    ChangeStream, Lease, OwnershipService, RegistryRecord, RegistrySnapshot, SharedCounts,
+    SharedError, SharedStore, Written,
 };
 use crate::search::ContentHit;
 
@@ -84,7 +84,7 @@ impl SharedStore for RegistryBackend {
         Box::pin(async move { Ok(cluster.watch_registry(from).await?.boxed()) })
     }
 
-    fn create(&self, record: RegistryRecord) -> BoxFuture<'static, Result<NameClaim, SharedError>> {
+    fn create(&self, record: RegistryRecord) -> BoxFuture<'static, Result<Written, SharedError>> {
         let cluster = self.cluster.clone();
         Box::pin(async move { Ok(cluster.create_conversation(&record).await?) })
     }
@@ -93,7 +93,7 @@ impl SharedStore for RegistryBackend {
         &self,
         id: ConversationId,
         name: String,
-    ) -> BoxFuture<'static, Result<Option<NameClaim>, SharedError>> {
+    ) -> BoxFuture<'static, Result<Option<Written>, SharedError>> {
         let cluster = self.cluster.clone();
         Box::pin(async move { Ok(cluster.rename_conversation(id, &name).await?) })
     }
@@ -105,6 +105,22 @@ impl SharedStore for RegistryBackend {
 
     fn reachable(&self) -> bool {
         self.cluster.connected()
+    }
+
+    fn reconcile_time(&self) -> std::time::Duration {
+        self.cluster.inner.settings.reconcile_time
+    }
+
+    fn count_reconcile(&self, checks: usize, repairs: usize) {
+        self.cluster.stats().count_reconcile(checks, repairs);
+    }
+
+    fn leader_record(
+        &self,
+        id: ConversationId,
+    ) -> BoxFuture<'static, Result<Option<(RegistryRecord, u64)>, SharedError>> {
+        let cluster = self.cluster.clone();
+        Box::pin(async move { Ok(cluster.leader_record(id).await?) })
     }
 
     fn revision(&self) -> BoxFuture<'static, Result<u64, SharedError>> {

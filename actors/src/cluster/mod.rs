@@ -61,6 +61,9 @@ pub struct ClusterSettings {
     /// How long an ownership lease lasts without renewal (`--lease-time`; failover takes about
     /// this long).
     pub lease_time: Duration,
+    /// How often the node checks its copy of the conversation list against the registry
+    /// bucket and repairs what its watch missed (`--reconcile-time`, `registry/reconcile.rs`).
+    pub reconcile_time: Duration,
     /// JetStream replicas of every bucket and of the log stream this node creates
     /// (`--cluster-replicas`, 1..=[`MAX_REPLICAS`]); an existing one with another count is
     /// updated to it where JetStream allows.
@@ -190,6 +193,10 @@ pub struct ClusterStats {
     pub registry_conflicts: AtomicU64,
     /// Changes this node learnt from the bucket's watch (its own included).
     pub watch_events: AtomicU64,
+    /// Times this node checked its copy of the list against the whole bucket.
+    pub registry_reconciles: AtomicU64,
+    /// Changes those checks made to the copy: each one a change the watch had not delivered.
+    pub registry_repairs: AtomicU64,
     /// Times the NATS connection was lost.
     pub disconnects: AtomicU64,
     /// Frames relayed between this node and others for cross-node joins (both directions),
@@ -222,6 +229,12 @@ impl ClusterStats {
     }
     fn count_watch_event(&self) {
         self.watch_events.fetch_add(1, Ordering::Relaxed);
+    }
+    fn count_reconcile(&self, checks: usize, repairs: usize) {
+        self.registry_reconciles
+            .fetch_add(checks as u64, Ordering::Relaxed);
+        self.registry_repairs
+            .fetch_add(repairs as u64, Ordering::Relaxed);
     }
     pub(crate) fn set_owned(&self, n: usize) {
         self.owned.store(n as u64, Ordering::Relaxed);
@@ -277,6 +290,10 @@ pub struct ClusterStatus {
     pub registry_conflicts: u64,
     /// Changes received from the watch.
     pub watch_events: u64,
+    /// Checks of the copy against the whole bucket.
+    pub registry_reconciles: u64,
+    /// Changes those checks made (each one the watch had missed).
+    pub registry_repairs: u64,
     /// Connection losses since start.
     pub disconnects: u64,
     /// Frames relayed for cross-node joins (one per relayed client).
@@ -441,6 +458,8 @@ impl Cluster {
             registry_writes: stats.registry_writes.load(Ordering::Relaxed),
             registry_conflicts: stats.registry_conflicts.load(Ordering::Relaxed),
             watch_events: stats.watch_events.load(Ordering::Relaxed),
+            registry_reconciles: stats.registry_reconciles.load(Ordering::Relaxed),
+            registry_repairs: stats.registry_repairs.load(Ordering::Relaxed),
             disconnects: stats.disconnects.load(Ordering::Relaxed),
             relayed_frames: stats.relayed_frames.load(Ordering::Relaxed),
             relayed_copies: stats.relayed_copies.load(Ordering::Relaxed),

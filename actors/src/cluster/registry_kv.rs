@@ -21,13 +21,22 @@ use futures_util::StreamExt;
 use super::{Cluster, ClusterError};
 use crate::ids::ConversationId;
 use crate::naming;
-use crate::registry::{NameClaim, RegistryChange, RegistryRecord, RegistrySnapshot};
+use crate::registry::{RegistryChange, RegistryRecord, RegistrySnapshot, Written};
 
 /// A name key whose conversation record is missing is taken over after this long (a create
 /// writes the record a round trip after the name key; only a crash leaves it missing longer).
 pub const STALE_NAME_CLAIM: Duration = Duration::from_secs(10);
 /// Compare-and-set retries of one rename before it answers `Cluster unavailable`.
 const CAS_ATTEMPTS: usize = 8;
+
+/// What a name claim found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NameClaim {
+    /// The name now names this conversation.
+    Claimed,
+    /// Another conversation has the name: its name as stored (for the protocol's error).
+    Taken(String),
+}
 
 /// Opens the bucket, creating it on the first node of a new cluster.
 pub(super) async fn open_bucket(
@@ -161,51 +170,53 @@ impl Cluster {
         Ok(())
     }
 
-    /// Creates a conversation: claims its name, then writes its record. Answers `Taken` with
-    /// the holder's name when another conversation has it.
+    /// Creates a conversation: claims its name, then writes its record (`Stored` with its
+    /// revision). Answers `Taken` with the holder's name when another conversation has it.
     pub async fn create_conversation(
         &self,
         record: &RegistryRecord,
-    ) -> Result<NameClaim, ClusterError> {
+    ) -> Result<Written, ClusterError> {
         self.require_connected()?;
         let claim = self
             .claim_name(&record.name, record.conversation_id)
             .await?;
-        if claim != NameClaim::Claimed {
-            return Ok(claim);
+        if let NameClaim::Taken(holder) = claim {
+            return Ok(Written::Taken(holder));
         }
         let value = Bytes::from(serde_json::to_vec(record).expect("a record serializes"));
-        if let Err(e) = self
+        let revision = match self
             .registry_bucket()
             .create(conv_key(record.conversation_id), value)
             .await
         {
-            let _ = self
-                .release_name(&record.name, record.conversation_id)
-                .await;
-            return Err(ClusterError::new("registry create", e));
-        }
+            Ok(revision) => revision,
+            Err(e) => {
+                let _ = self
+                    .release_name(&record.name, record.conversation_id)
+                    .await;
+                return Err(ClusterError::new("registry create", e));
+            }
+        };
         self.stats().count_write();
-        Ok(NameClaim::Claimed)
+        Ok(Written::Stored(revision))
     }
 
     /// Renames a conversation: claims the new name (unless only its case or spacing changes),
     /// rewrites the record with a compare-and-set, releases the old name. `Ok(None)` when the
-    /// record is gone (deleted on another node).
+    /// record is gone (deleted on another node); `Stored` carries the record's new revision.
     pub async fn rename_conversation(
         &self,
         id: ConversationId,
         new_name: &str,
-    ) -> Result<Option<NameClaim>, ClusterError> {
+    ) -> Result<Option<Written>, ClusterError> {
         self.require_connected()?;
         let Some((current, _)) = self.record(id).await? else {
             return Ok(None);
         };
         let same_key = name_key(&current.name) == name_key(new_name);
         if !same_key {
-            let claim = self.claim_name(new_name, id).await?;
-            if claim != NameClaim::Claimed {
-                return Ok(Some(claim));
+            if let NameClaim::Taken(holder) = self.claim_name(new_name, id).await? {
+                return Ok(Some(Written::Taken(holder)));
             }
         }
         for _ in 0..CAS_ATTEMPTS {
@@ -222,12 +233,12 @@ impl Cluster {
                 .update(conv_key(id), value, revision)
                 .await
             {
-                Ok(_) => {
+                Ok(revision) => {
                     self.stats().count_write();
                     if name_key(&old_name) != name_key(new_name) {
                         self.release_name(&old_name, id).await?;
                     }
-                    return Ok(Some(NameClaim::Claimed));
+                    return Ok(Some(Written::Stored(revision)));
                 }
                 Err(_) => self.stats().count_conflict(),
             }
@@ -260,6 +271,43 @@ impl Cluster {
         Ok(())
     }
 
+    /// `id`'s live record and its revision, as the bucket stream's leader answers (`None`:
+    /// no record, or deleted). A check of a node's copy asks this before it changes anything
+    /// its snapshot alone would: the snapshot's consumer may have read a replica that was
+    /// behind, or one that held writes the cluster then dropped (`registry/reconcile.rs`).
+    pub async fn leader_record(
+        &self,
+        id: ConversationId,
+    ) -> Result<Option<(RegistryRecord, u64)>, ClusterError> {
+        let bucket = self.registry_bucket();
+        let subject = format!("{}{}", bucket.prefix, conv_key(id));
+        let raw = match bucket
+            .stream
+            .get_last_raw_message_by_subject(&subject)
+            .await
+        {
+            Ok(raw) => raw,
+            Err(e) if e.kind() == jetstream::stream::LastRawMessageErrorKind::NoMessageFound => {
+                return Ok(None)
+            }
+            Err(e) => return Err(ClusterError::new("registry record read", e)),
+        };
+        let revision = raw.sequence;
+        let message = async_nats::Message::try_from(raw)
+            .map_err(|e| ClusterError::new("registry record read", e))?;
+        let deleted = message
+            .headers
+            .as_ref()
+            .and_then(|h| h.get("KV-Operation"))
+            .is_some_and(|op| op.as_str() == "DEL" || op.as_str() == "PURGE");
+        if deleted || message.payload.is_empty() {
+            return Ok(None);
+        }
+        let record = serde_json::from_slice(&message.payload)
+            .map_err(|e| ClusterError::new(&format!("registry record of {id}"), e))?;
+        Ok(Some((record, revision)))
+    }
+
     /// The bucket's newest revision (the last sequence of its stream).
     pub async fn registry_revision(&self) -> Result<u64, ClusterError> {
         // Asked of the server each time: `kv::Store::status` answers the stream info cached
@@ -272,7 +320,9 @@ impl Cluster {
         Ok(info.state.last_sequence)
     }
 
-    /// Every record now, and where the watch must start.
+    /// Every record now with its revision, the deleted conversations whose delete markers the
+    /// bucket keeps, and where the watch must start (the newest revision before the read: the
+    /// read itself may show later ones too).
     pub async fn registry_snapshot(&self) -> Result<RegistrySnapshot, ClusterError> {
         let bucket = self.registry_bucket();
         let watch_from = self.registry_revision().await? + 1;
@@ -280,24 +330,44 @@ impl Cluster {
             "cluster: registry snapshot up to revision {}",
             watch_from - 1
         );
+        let conv_prefix = format!("{}conv.", bucket.prefix);
         let mut records = Vec::new();
+        let mut deleted = Vec::new();
         self.replay(
             &bucket.stream,
-            format!("{}conv.>", bucket.prefix),
+            format!("{conv_prefix}>"),
             jetstream::consumer::DeliverPolicy::LastPerSubject,
             None,
             "registry snapshot",
             |message| {
-                let deleted = message
+                let Some(id) = message
+                    .subject
+                    .as_str()
+                    .strip_prefix(conv_prefix.as_str())
+                    .and_then(ConversationId::parse)
+                else {
+                    log::error!(
+                        "cluster: registry record under {} has no id",
+                        message.subject
+                    );
+                    return;
+                };
+                let Ok(info) = message.info() else {
+                    // `replay` read the same info before handing the message over.
+                    return;
+                };
+                let revision = info.stream_sequence;
+                let is_delete = message
                     .headers
                     .as_ref()
                     .and_then(|h| h.get("KV-Operation"))
                     .is_some_and(|op| op.as_str() == "DEL" || op.as_str() == "PURGE");
-                if deleted || message.payload.is_empty() {
+                if is_delete || message.payload.is_empty() {
+                    deleted.push((id, revision));
                     return;
                 }
                 match serde_json::from_slice::<RegistryRecord>(&message.payload) {
-                    Ok(record) => records.push(record),
+                    Ok(record) => records.push((record, revision)),
                     Err(e) => log::error!(
                         "cluster: unreadable registry record on {}: {e}",
                         message.subject
@@ -308,6 +378,7 @@ impl Cluster {
         .await?;
         Ok(RegistrySnapshot {
             records,
+            deleted,
             watch_from,
         })
     }
@@ -335,7 +406,10 @@ impl Cluster {
                     .and_then(ConversationId::parse)
                     .and_then(|id| match entry.operation {
                         kv::Operation::Put => match serde_json::from_slice(&entry.value) {
-                            Ok(record) => Some(RegistryChange::Put(record)),
+                            Ok(record) => Some(RegistryChange::Put {
+                                record,
+                                revision: entry.revision,
+                            }),
                             Err(e) => {
                                 log::error!(
                                     "cluster: unreadable registry record {}: {e}",
@@ -345,7 +419,10 @@ impl Cluster {
                             }
                         },
                         kv::Operation::Delete | kv::Operation::Purge => {
-                            Some(RegistryChange::Deleted(id))
+                            Some(RegistryChange::Deleted {
+                                id,
+                                revision: entry.revision,
+                            })
                         }
                     });
                 std::future::ready(Some((entry.revision, change)))

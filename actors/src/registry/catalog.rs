@@ -371,7 +371,12 @@ impl Handler<DeleteConversation> for ConversationRegistry {
         Box::pin(cluster.delete(id).into_actor(self).then(
             move |res, act, _| -> ResponseActFuture<Self, RpcResult<()>> {
                 match res {
-                    Ok(()) => act.delete_local(id),
+                    Ok(()) => {
+                        // Its revision is not known here; the next check of the copy that
+                        // shows the delete lets this go.
+                        act.shared_copy.tombstone(id, 0);
+                        act.delete_local(id)
+                    }
                     Err(e) => {
                         if let Some(entry) = act.entries.get_mut(&id) {
                             entry.deleting = false;

@@ -208,6 +208,13 @@ impl ConversationRegistry {
 }
 
 impl ConversationRegistry {
+    /// The store is at `revision`, below what the copy had applied: the watch delivered
+    /// revisions the store does not have (`reconcile.rs`). Requests arriving from now on wait
+    /// for the watch from there.
+    pub(super) fn rewind_catch_up(&mut self, revision: u64) {
+        self.catch_up.applied = self.catch_up.applied.min(revision);
+    }
+
     /// This node's copy has applied the store's `revision`: the requests waiting for it run.
     pub(super) fn caught_up_to(&mut self, revision: u64, ctx: &mut Context<Self>) {
         self.catch_up.applied = self.catch_up.applied.max(revision);

@@ -70,6 +70,7 @@ impl ConversationRegistry {
             watchers: Default::default(),
             ownership: Default::default(),
             catch_up: Default::default(),
+            shared_copy: Default::default(),
         };
         let mut swept = 0;
         reg.entries.reserve(loaded.entries.len());

@@ -55,6 +55,7 @@ mod handoff;
 mod lifecycle;
 mod membership;
 mod ownership;
+mod reconcile;
 mod shared;
 mod watchers;
 
@@ -86,9 +87,10 @@ pub use catch_up::{CaughtUp, CATCH_UP_TIMEOUT, MAX_WAITING};
 pub use lifecycle::ShutdownRegistry;
 pub use membership::{JoinConversation, JoinLease, Joined, LeaveConversation, Pending};
 pub use ownership::{Lease, OwnershipService};
+pub use reconcile::{SharedSnapshot, DEFAULT_RECONCILE_TIME};
 pub use shared::{
-    start_shared_sync, ChangeStream, NameClaim, RegistryChange, RegistryRecord, RegistrySnapshot,
-    SharedChange, SharedCounts, SharedError, SharedSnapshot, SharedStore,
+    start_shared_sync, ChangeStream, RegistryChange, RegistryRecord, RegistrySnapshot,
+    SharedChange, SharedCounts, SharedError, SharedStore, Written,
 };
 pub use watchers::{
     ChangeKind, ConversationsChanged, SubscribeConversations, UnsubscribeConversations,
@@ -175,6 +177,11 @@ struct Entry {
     /// A delete is in progress: the entry stays (its name stays taken) until the delete is
     /// durable, but joins, renames and lists no longer see it.
     deleting: bool,
+    /// In a cluster: the shared store's revision of the record this copy holds, so an older
+    /// revision (a late watch delivery, a snapshot read before a rename) never undoes a newer
+    /// one (`shared.rs`, `reconcile.rs`). 0: not known (loaded from this node's file, or a
+    /// single node).
+    revision: u64,
 }
 
 impl Entry {
@@ -260,6 +267,9 @@ pub struct ConversationRegistry {
     /// `serve --cluster`: requests waiting for this node's copy of the shared registry to
     /// apply the store's revision they arrived at (read-your-writes, `catch_up.rs`).
     catch_up: catch_up::CatchUp,
+    /// `serve --cluster`: the deletes this copy applied that a snapshot may not show yet, so
+    /// that a snapshot read before them does not bring them back (`reconcile.rs`).
+    shared_copy: reconcile::SharedCopy,
 }
 
 impl ConversationRegistry {
@@ -304,6 +314,7 @@ impl ConversationRegistry {
                 client_count: None,
                 message_count,
                 deleting: false,
+                revision: 0,
             }),
         );
     }

@@ -8,10 +8,12 @@
 //!   here); only once it has stored them does the local copy change and the client get its
 //!   answer, so an acknowledged change is durable cluster-wide and a node cut off from the
 //!   store answers `Cluster unavailable` instead of diverging.
-//! - [`start_shared_sync`] replaces the local copy with the store's contents at start
-//!   ([`SharedSnapshot`]) and then applies every change any node makes ([`SharedChange`]),
-//!   own changes included (applying is idempotent), so `conversationsChanged` reaches the
-//!   subscribers of every node.
+//! - [`start_shared_sync`] brings the local copy to the store's contents at start
+//!   ([`SharedSnapshot`]), then applies every change any node makes ([`SharedChange`]), own
+//!   changes included (applying is idempotent, and a record's revision keeps an older change
+//!   from undoing a newer one), so `conversationsChanged` reaches the subscribers of every
+//!   node. It also starts the checks of the copy against fresh snapshots (`reconcile.rs`),
+//!   which repair what the watch missed.
 //! - Lists follow creation time (then id) on every node, so all nodes list in one order.
 //! - Counts: owners share their conversations' client and message counts through the store
 //!   (`share_counts_soon`); the other nodes put them in their copy.
@@ -22,8 +24,8 @@
 //! [`RegistryConfig::cluster`](super::RegistryConfig::cluster). Which node runs a conversation
 //! (leases) is `ownership.rs`.
 
-use std::collections::HashSet;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -33,6 +35,7 @@ use futures_util::stream::BoxStream;
 use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
 
+use super::reconcile::{self, SharedSnapshot, WatchState};
 use super::{ClusterServices, ConversationRegistry, LoadState};
 use crate::ids::ConversationId;
 use crate::naming;
@@ -76,22 +79,39 @@ impl RegistryRecord {
     }
 }
 
-/// A change seen through the store's watch.
+/// A change seen through the store's watch (or made by this node), with the store's revision
+/// of it: the copy never lets an older revision undo a newer one it already holds.
 #[derive(Debug, Clone)]
 pub enum RegistryChange {
     /// A conversation was created or renamed.
-    Put(RegistryRecord),
+    Put {
+        /// The record as stored.
+        record: RegistryRecord,
+        /// The store's revision of this record (0: not known, which only ever adds a
+        /// conversation the copy lacks).
+        revision: u64,
+    },
     /// A conversation was deleted.
-    Deleted(ConversationId),
+    Deleted {
+        /// The conversation.
+        id: ConversationId,
+        /// The store's revision of the delete (0: not known).
+        revision: u64,
+    },
 }
 
-/// Every record in the store, and the revision to watch from so that nothing written after
-/// the snapshot is missed (changes already in it may come again: applying them is idempotent).
-#[derive(Debug)]
+/// Every record in the store, the deleted conversations whose markers it keeps, and the
+/// revision to watch from so that nothing written after the snapshot is missed (changes
+/// already in it may come again: applying them is idempotent). Taken at start and by every
+/// check of the copy (`reconcile.rs`).
+#[derive(Debug, Default)]
 pub struct RegistrySnapshot {
-    /// The records, in no particular order.
-    pub records: Vec<RegistryRecord>,
-    /// First revision the watch must deliver.
+    /// The records with their revisions, in no particular order.
+    pub records: Vec<(RegistryRecord, u64)>,
+    /// Deleted conversations with the revisions of their deletes.
+    pub deleted: Vec<(ConversationId, u64)>,
+    /// First revision the watch must deliver: the store's newest revision before the read,
+    /// plus one. Everything up to `watch_from - 1` is in the snapshot.
     pub watch_from: u64,
 }
 
@@ -99,11 +119,11 @@ pub struct RegistrySnapshot {
 /// (`None`: a revision that changes no conversation, such as a name key's).
 pub type ChangeStream = BoxStream<'static, (u64, Option<RegistryChange>)>;
 
-/// What a create's (or a rename's) name claim found.
+/// What a create or a rename did in the store.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum NameClaim {
-    /// The name now names this conversation.
-    Claimed,
+pub enum Written {
+    /// The record is stored, at this revision.
+    Stored(u64),
     /// Another conversation has the name: its name as stored (for the protocol's error).
     Taken(String),
 }
@@ -133,9 +153,10 @@ pub trait SharedStore: Send + Sync + 'static {
     /// from the last revision it saw.
     fn watch(&self, from: u64) -> BoxFuture<'static, Result<ChangeStream, SharedError>>;
 
-    /// Creates a conversation: claims its name, then writes its record. `Taken` (with the
-    /// holder's name) when another conversation has the name.
-    fn create(&self, record: RegistryRecord) -> BoxFuture<'static, Result<NameClaim, SharedError>>;
+    /// Creates a conversation: claims its name, then writes its record (`Stored` with the
+    /// record's revision). `Taken` (with the holder's name) when another conversation has the
+    /// name.
+    fn create(&self, record: RegistryRecord) -> BoxFuture<'static, Result<Written, SharedError>>;
 
     /// Renames a conversation (claims the new name, rewrites the record, releases the old
     /// name). `Ok(None)` when its record is gone (deleted on another node).
@@ -143,7 +164,7 @@ pub trait SharedStore: Send + Sync + 'static {
         &self,
         id: ConversationId,
         name: String,
-    ) -> BoxFuture<'static, Result<Option<NameClaim>, SharedError>>;
+    ) -> BoxFuture<'static, Result<Option<Written>, SharedError>>;
 
     /// Deletes a conversation's record, its name, and its files' shared copy.
     fn delete(&self, id: ConversationId) -> BoxFuture<'static, Result<(), SharedError>>;
@@ -152,6 +173,20 @@ pub trait SharedStore: Send + Sync + 'static {
     /// answer from this node's copy at once and writes are refused, instead of waiting for
     /// a revision that cannot come.
     fn reachable(&self) -> bool;
+
+    /// How often this node checks its copy against a fresh snapshot (`reconcile.rs`).
+    fn reconcile_time(&self) -> Duration;
+
+    /// Counts checks of the copy and the repairs they made (for `/health` and `/metrics`).
+    fn count_reconcile(&self, checks: usize, repairs: usize);
+
+    /// `id`'s live record and its revision as the store's leader answers (`None`: none, or
+    /// deleted): a check of the copy asks before it changes what its snapshot alone says
+    /// (`reconcile.rs`).
+    fn leader_record(
+        &self,
+        id: ConversationId,
+    ) -> BoxFuture<'static, Result<Option<(RegistryRecord, u64)>, SharedError>>;
 
     /// The store's newest revision now: once this node's copy has applied it, the copy
     /// reflects every write any node has had acknowledged (read-your-writes, `catch_up.rs`).
@@ -183,17 +218,6 @@ pub trait SharedStore: Send + Sync + 'static {
         id: ConversationId,
         dir: PathBuf,
     ) -> BoxFuture<'static, Result<(), SharedError>>;
-}
-
-/// The store's contents at start: the local copy becomes exactly this.
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct SharedSnapshot {
-    /// Every record in the store.
-    pub records: Vec<RegistryRecord>,
-    /// The store's revision the records are current to: requests waiting to catch up
-    /// (`catch_up.rs`) up to it go on once this is applied.
-    pub revision: u64,
 }
 
 /// One revision from the store's watch, or a change this node made itself.
@@ -236,7 +260,6 @@ pub async fn start_shared_sync(
     let snapshot = snapshot_with_retries(shared.as_ref()).await?;
     let empty = snapshot.records.is_empty();
     let mut from = snapshot.watch_from;
-    let revision = snapshot.watch_from.saturating_sub(1);
     log::info!(
         "cluster node {}: registry has {} conversations",
         shared.node(),
@@ -248,32 +271,46 @@ pub async fn start_shared_sync(
     );
     registry
         .send(SharedSnapshot {
-            records: snapshot.records,
-            revision,
+            snapshot,
+            start: true,
+            watch_at: 0,
         })
         .await
         .map_err(|e| SharedError(format!("registry actor: {e}")))?;
     if empty {
         let record = default_record();
         match shared.create(record.clone()).await? {
-            NameClaim::Claimed => {
+            Written::Stored(revision) => {
                 log::info!(
                     "cluster: created conversation {:?} ({})",
                     record.name,
                     record.conversation_id
                 );
-                registry.do_send(SharedChange::local(RegistryChange::Put(record)));
+                registry.do_send(SharedChange::local(RegistryChange::Put {
+                    record,
+                    revision,
+                }));
             }
-            NameClaim::Taken(_) => {} // another node made it; the watch brings it
+            Written::Taken(_) => {} // another node made it; the watch brings it
         }
     }
     share_counts_from_others(shared.as_ref(), &registry).await?;
+    // The watch tells the checks of the copy how far it got and when it had to start again
+    // (whatever went wrong may have cost it changes); a check may send it back (`reconcile.rs`).
+    let watch = Arc::new(WatchState::default());
+    // The copy is current to the snapshot's revision: the watch starts from there.
+    watch.applied.store(from - 1, Ordering::SeqCst);
+    actix::spawn(reconcile::check_the_copy(
+        shared.clone(),
+        registry.clone(),
+        watch.clone(),
+    ));
     actix::spawn(async move {
         loop {
             match shared.watch(from).await {
                 Ok(mut stream) => {
                     while let Some((revision, change)) =
-                        next_or_stuck(shared.as_ref(), &mut stream, from).await
+                        next_or_stuck(shared.as_ref(), &mut stream, from, &watch.rewind).await
                     {
                         from = revision + 1;
                         // Every revision goes to the registry, changes or not: requests wait
@@ -289,11 +326,23 @@ pub async fn start_shared_sync(
                         {
                             return;
                         }
+                        watch.applied.fetch_max(from - 1, Ordering::SeqCst);
+                        if watch.rewind.load(Ordering::SeqCst) != 0 {
+                            break;
+                        }
+                    }
+                    let rewind = watch.rewind.swap(0, Ordering::SeqCst);
+                    if rewind != 0 {
+                        // A check found the store behind what this watch delivered.
+                        from = rewind;
+                        watch.applied.store(rewind - 1, Ordering::SeqCst);
+                        continue;
                     }
                     log::warn!("cluster: registry watch ended; restarting from revision {from}");
                 }
                 Err(e) => log::warn!("cluster: registry watch: {e}; retrying"),
             }
+            watch.restarted.store(true, Ordering::SeqCst);
             if !registry.connected() {
                 return;
             }
@@ -306,7 +355,7 @@ pub async fn start_shared_sync(
 /// The shared store's snapshot, tried up to [`SNAPSHOT_ATTEMPTS`] times: a replay can fail
 /// while a NATS server of the cluster restarts, and a node that gives up at start serves
 /// no one.
-async fn snapshot_with_retries(
+pub(super) async fn snapshot_with_retries(
     shared: &dyn ClusterServices,
 ) -> Result<RegistrySnapshot, SharedError> {
     let mut attempt = 1;
@@ -337,7 +386,7 @@ async fn snapshot_with_retries(
 }
 
 /// How long one attempt at the snapshot may take.
-const SNAPSHOT_ATTEMPT_TIME: Duration = Duration::from_secs(20);
+pub(super) const SNAPSHOT_ATTEMPT_TIME: Duration = Duration::from_secs(20);
 
 /// How many times a starting node reads the shared registry before it gives up.
 const SNAPSHOT_ATTEMPTS: u32 = 5;
@@ -354,10 +403,13 @@ async fn next_or_stuck(
     shared: &dyn ClusterServices,
     stream: &mut ChangeStream,
     from: u64,
+    rewind: &AtomicU64,
 ) -> Option<(u64, Option<RegistryChange>)> {
     loop {
         match tokio::time::timeout(WATCH_QUIET, stream.next()).await {
             Ok(next) => return next,
+            // A check asked for a rewind: the caller starts again from there.
+            Err(_) if rewind.load(Ordering::SeqCst) != 0 => return None,
             Err(_) => match shared.revision().await {
                 Ok(newest) if newest >= from => {
                     log::warn!(
@@ -433,55 +485,25 @@ fn default_record() -> RegistryRecord {
     }
 }
 
-impl Handler<SharedSnapshot> for ConversationRegistry {
-    type Result = ();
-
-    fn handle(&mut self, msg: SharedSnapshot, ctx: &mut Self::Context) {
-        let present: HashSet<ConversationId> =
-            msg.records.iter().map(|r| r.conversation_id).collect();
-        let gone: Vec<ConversationId> = self
-            .entries
-            .keys()
-            .filter(|id| !present.contains(id))
-            .copied()
-            .collect();
-        for id in gone {
-            log::info!("cluster: conversation {id} was deleted while this node was away");
-            let removal = self.delete_local(id);
-            ctx.spawn(removal.map(|_, _, _| ()));
-        }
-        // Every node lists in creation-time order: re-key the entries loaded from the file.
-        self.order.clear();
-        let ids: Vec<ConversationId> = self.entries.keys().copied().collect();
-        for id in ids {
-            let created_at = self.entries[&id].created_at.to_string();
-            let key = self.cluster_order_key(id, &created_at);
-            self.entries.get_mut(&id).expect("listed").order = key;
-            self.order.insert(key, id);
-        }
-        for record in &msg.records {
-            self.apply_record(record);
-        }
-        self.caught_up_to(msg.revision, ctx);
-    }
-}
-
 impl Handler<SharedChange> for ConversationRegistry {
     type Result = ();
 
     fn handle(&mut self, msg: SharedChange, ctx: &mut Self::Context) {
         match msg.change {
-            Some(RegistryChange::Put(record)) => self.apply_record(&record),
-            // A delete made here is already in progress (`deleting`); one from another node
-            // closes this node's clients and removes what it holds.
-            Some(RegistryChange::Deleted(id))
-                if self.entries.get(&id).is_some_and(|e| !e.deleting) =>
-            {
-                log::info!("cluster: conversation {id} deleted on another node");
-                let removal = self.delete_local(id);
-                ctx.spawn(removal.map(|_, _, _| ()));
+            Some(RegistryChange::Put { record, revision }) => {
+                self.apply_record(&record, revision);
             }
-            Some(RegistryChange::Deleted(_)) | None => {}
+            Some(RegistryChange::Deleted { id, revision }) => {
+                self.shared_copy.tombstone(id, revision);
+                // A delete made here is already in progress (`deleting`); one from another
+                // node closes this node's clients and removes what it holds.
+                if self.entries.get(&id).is_some_and(|e| !e.deleting) {
+                    log::info!("cluster: conversation {id} deleted on another node");
+                    let removal = self.delete_local(id);
+                    ctx.spawn(removal.map(|_, _, _| ()));
+                }
+            }
+            None => {}
         }
         if let Some(revision) = msg.revision {
             self.caught_up_to(revision, ctx);
@@ -508,34 +530,63 @@ impl ConversationRegistry {
         key
     }
 
-    /// Makes the local copy agree with `record`: adds it, or renames it. Journals the change in
-    /// the local file (the node's copy survives a restart) and tells subscribers.
-    pub(super) fn apply_record(&mut self, record: &RegistryRecord) {
+    /// Makes the local copy agree with `record`, stored at `revision`: adds it, or renames it,
+    /// unless the copy holds a newer revision of it, it was deleted, or (`revision` 0, not
+    /// known) it is already there. Whether the copy changed.
+    pub(super) fn apply_record(&mut self, record: &RegistryRecord, revision: u64) -> bool {
         let id = record.conversation_id;
-        match self.entries.get_mut(&id) {
+        if self.shared_copy.is_deleted(id) {
+            return false;
+        }
+        match self.entries.get(&id) {
+            None => {}
+            Some(entry) if entry.deleting || revision == 0 || revision <= entry.revision => {
+                return false
+            }
+            Some(_) => {}
+        }
+        self.put_record(record, revision)
+    }
+
+    /// Makes the local copy hold `record` at `revision`, whatever revision it held (a check of
+    /// the copy, on the store's leader's word: `reconcile.rs`); an entry being deleted here is
+    /// left to its delete. Journals the change in the local file (the node's copy survives a
+    /// restart) and tells subscribers. Whether the copy changed.
+    pub(super) fn put_record(&mut self, record: &RegistryRecord, revision: u64) -> bool {
+        let id = record.conversation_id;
+        let changed = match self.entries.get_mut(&id) {
             None => {
                 let stored = record.to_stored();
                 self.journal_copy(JournalRecord::Put {
                     entry: stored.clone(),
                 });
                 self.insert_entry(id, &stored);
+                self.entries.get_mut(&id).expect("inserted").revision = revision;
                 self.publish(ChangeKind::Created, id);
+                true
             }
-            Some(entry) if entry.deleting || *entry.name == *record.name => {}
+            Some(entry) if entry.deleting => false,
+            Some(entry) if *entry.name == *record.name => {
+                entry.revision = revision;
+                false
+            }
             Some(entry) => {
+                entry.revision = revision;
                 let old = std::mem::replace(&mut entry.name, record.name.as_str().into());
                 let stored = entry.stored(id);
                 self.unindex_name(&id, &old);
                 self.index_name(id, &record.name);
                 self.journal_copy(JournalRecord::Put { entry: stored });
                 log::info!(
-                    "cluster: conversation {id} renamed from {old:?} to {:?}",
+                    "cluster: conversation {id} renamed from {old:?} to {:?} (revision {revision})",
                     record.name
                 );
                 self.publish(ChangeKind::Renamed, id);
+                true
             }
-        }
+        };
         self.maybe_fold();
+        changed
     }
 
     /// Writes a change of the local copy to the node's registry file. The change is already
@@ -562,22 +613,29 @@ impl ConversationRegistry {
         let registry = ctx.address();
         Box::pin(async move {
             let record = default_record();
-            let record = match cluster.create(record.clone()).await.map_err(unavailable)? {
-                NameClaim::Claimed => record,
-                NameClaim::Taken(_) => cluster
-                    .record_named(super::DEFAULT_CONVERSATION_NAME.to_string())
-                    .await
-                    .map_err(unavailable)?
-                    .ok_or_else(|| {
-                        RpcError::ClusterUnavailable(
-                            "the default conversation is being created on another node; retry"
-                                .into(),
-                        )
-                    })?,
-            };
+            let (record, revision) =
+                match cluster.create(record.clone()).await.map_err(unavailable)? {
+                    Written::Stored(revision) => (record, revision),
+                    // Its revision is not known here: the copy only adds it, if it lacks it.
+                    Written::Taken(_) => cluster
+                        .record_named(super::DEFAULT_CONVERSATION_NAME.to_string())
+                        .await
+                        .map_err(unavailable)?
+                        .map(|record| (record, 0))
+                        .ok_or_else(|| {
+                            RpcError::ClusterUnavailable(
+                                "the default conversation is being created on another node; \
+                                 retry"
+                                    .into(),
+                            )
+                        })?,
+                };
             let lost = |_| RpcError::Internal("the registry stopped".into());
             registry
-                .send(SharedChange::local(RegistryChange::Put(record)))
+                .send(SharedChange::local(RegistryChange::Put {
+                    record,
+                    revision,
+                }))
                 .await
                 .map_err(lost)?;
             registry.send(msg).await.map_err(lost)?.await
@@ -610,8 +668,8 @@ impl ConversationRegistry {
                     created_at: created_at.clone(),
                 };
                 match cluster.create(record.clone()).await.map_err(unavailable)? {
-                    NameClaim::Claimed => return Ok(record),
-                    NameClaim::Taken(holder) if append_number => {
+                    Written::Stored(revision) => return Ok((record, revision)),
+                    Written::Taken(holder) if append_number => {
                         taken.push(holder);
                         candidate = naming::append_number(
                             &requested,
@@ -619,7 +677,7 @@ impl ConversationRegistry {
                         );
                         naming::validate_length(&candidate)?;
                     }
-                    NameClaim::Taken(holder) => return Err(RpcError::NameExists(holder)),
+                    Written::Taken(holder) => return Err(RpcError::NameExists(holder)),
                 }
             }
             Err(RpcError::ClusterUnavailable(format!(
@@ -627,8 +685,8 @@ impl ConversationRegistry {
             )))
         };
         Box::pin(work.into_actor(self).map(move |res, act, _| {
-            let record = res?;
-            act.apply_record(&record);
+            let (record, revision) = res?;
+            act.apply_record(&record, revision);
             let entry = act
                 .entries
                 .get(&id)
@@ -656,12 +714,12 @@ impl ConversationRegistry {
                 .map_err(unavailable)?
             {
                 None => Err(RpcError::ConversationNotFound(id.to_string())),
-                Some(NameClaim::Taken(holder)) => Err(RpcError::NameExists(holder)),
-                Some(NameClaim::Claimed) => Ok(name),
+                Some(Written::Taken(holder)) => Err(RpcError::NameExists(holder)),
+                Some(Written::Stored(revision)) => Ok((name, revision)),
             }
         };
         Box::pin(work.into_actor(self).map(move |res, act, _| {
-            let name = res?;
+            let (name, revision) = res?;
             let Some(entry) = act.entries.get(&id) else {
                 return Err(RpcError::ConversationNotFound(id.to_string()));
             };
@@ -670,7 +728,7 @@ impl ConversationRegistry {
                 name,
                 created_at: entry.created_at.to_string(),
             };
-            act.apply_record(&record);
+            act.apply_record(&record, revision);
             Ok(())
         }))
     }

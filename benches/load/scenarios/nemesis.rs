@@ -79,6 +79,7 @@ pub async fn run(ctx: &Ctx) -> Result<ScenarioReport, String> {
             outcome.deletes_resurrected,
             "deletes",
         ),
+        count("copies_repaired", outcome.copy_repairs as usize, "changes"),
     ]);
     for (kind, n, unrecovered, stall) in &outcome.faults {
         let key = match kind {

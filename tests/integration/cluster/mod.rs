@@ -9,6 +9,7 @@ mod auth;
 mod failover;
 mod isolation;
 mod nemesis;
+mod reconcile;
 mod relay_links;
 mod replicas;
 

@@ -32,6 +32,11 @@ pub struct Report {
     pub registry_acknowledged: usize,
     /// Acknowledged creates or renames not in the final list as acknowledged.
     pub registry_lost: usize,
+    /// Changes the nodes' checks of their copies made (`registryRepairs`, all nodes): each
+    /// one a change that node's watch had not delivered, so its lists lacked it until then.
+    /// Not a loss (the list is read after a check), but a window in which read-your-writes
+    /// did not hold on that node.
+    pub copy_repairs: u64,
     /// Per kind: faults injected, faults not recovered within the deadline, the longest time
     /// any conversation went without an acknowledged turn under one of them.
     pub faults: Vec<(FaultKind, usize, usize, Duration)>,
@@ -56,7 +61,7 @@ impl Report {
     /// The report as lines of text: the loss columns, then one line per kind of fault.
     pub fn summary(&self) -> String {
         let mut out = format!(
-            "turns acknowledged {}, lost {}, duplicated {}; order mismatches {}; registry changes acknowledged {}, lost {}; names held twice {}; deletes resurrected {}\n",
+            "turns acknowledged {}, lost {}, duplicated {}; order mismatches {}; registry changes acknowledged {}, lost {}; names held twice {}; deletes resurrected {}; copies repaired {}\n",
             self.turns_acknowledged,
             self.turns_lost,
             self.turns_duplicated,
@@ -64,7 +69,8 @@ impl Report {
             self.registry_acknowledged,
             self.registry_lost,
             self.names_held_twice,
-            self.deletes_resurrected
+            self.deletes_resurrected,
+            self.copy_repairs
         );
         for (kind, n, unrecovered, stall) in &self.faults {
             out.push_str(&format!(
@@ -118,19 +124,36 @@ pub fn check(
     // A node resumed or healed by the last fault may still be reconnecting to NATS, and then
     // answers lists from its copy at once, possibly stale (as documented): the reads wait
     // until every node says NATS is connected.
-    for node in nodes {
+    let health = |node: &Node| {
         let port = node.port.load(Ordering::SeqCst);
-        let connected = || {
-            crate::support::server::http_get(port, "/health", Duration::from_secs(5))
-                .ok()
-                .and_then(|(_, body)| serde_json::from_str::<Value>(&body).ok())
-                .is_some_and(|health| health["cluster"]["nats"] == "connected")
-        };
-        while !connected() {
+        crate::support::server::http_get(port, "/health", Duration::from_secs(5))
+            .ok()
+            .and_then(|(_, body)| serde_json::from_str::<Value>(&body).ok())
+            .map(|health| health["cluster"].clone())
+            .unwrap_or_default()
+    };
+    let mut checks_before = Vec::new();
+    for node in nodes {
+        while health(node)["nats"] != "connected" {
             if Instant::now() > deadline {
                 return Err(format!("node {} never reconnected to NATS", node.name));
             }
             // The connection's state has no event to wait on from outside the process.
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        checks_before.push(health(node)["registryReconciles"].as_u64().unwrap_or(0));
+    }
+    // The lists are compared once every node has checked its copy against the bucket after
+    // the last fault (`registry/reconcile.rs`): the watch alone has been seen to miss a
+    // change; what the checks had to repair is counted.
+    for (node, before) in nodes.iter().zip(checks_before) {
+        while health(node)["registryReconciles"].as_u64().unwrap_or(0) <= before {
+            if Instant::now() > deadline {
+                return Err(format!(
+                    "node {} never checked its copy of the list",
+                    node.name
+                ));
+            }
             std::thread::sleep(Duration::from_millis(200));
         }
     }
@@ -190,6 +213,11 @@ pub fn check(
         check_turns(&mut report, k, &histories[0], &turns, &seen);
     }
     check_registry(&mut report, &mut wires, nodes, shared, deadline)?;
+    // Counted by each node's current process (a node killed during the run lost its count).
+    report.copy_repairs = nodes
+        .iter()
+        .map(|node| health(node)["registryRepairs"].as_u64().unwrap_or(0))
+        .sum();
     stalls(&mut report, shared, faults);
     Ok(report)
 }

@@ -201,6 +201,10 @@ fn start_node(config: &Config, node: &Node) -> Result<(), String> {
         &node.name,
         "--lease-time",
         &lease,
+        // Checks of each node's copy of the list (`registry/reconcile.rs`) come more often
+        // than the default 30 s, so the final check waits less for one.
+        "--reconcile-time",
+        "10",
     ]
     .into_iter()
     .map(str::to_string)

@@ -1,0 +1,662 @@
+//! Checks of a cluster node's copy of the conversation list against the shared store
+//! (docs/cluster.md, "Checks of the copy"). The watch (`shared.rs`) keeps the copy current
+//! change by change, but under faults it has been seen to pass changes over: in nemesis runs
+//! on NATS 2.9.10, right after a NATS server restart, a watch delivered revisions the bucket's
+//! stream then did not have (writes a replica held and the cluster dropped), went on from
+//! past them, and so never delivered the real changes that took those revisions; a node then
+//! listed conversations fewer than the others, or an old name, for good. So a node does not
+//! rely on the watch alone. At start, every `--reconcile-time` (30 s), within a second after
+//! its watch had to start again and after NATS reconnects, it reads a fresh snapshot of the
+//! store (the revision it is current to, then the last value of every key) and compares:
+//!
+//! - a change newer than anything the watch delivered (the watch lags) is applied as the
+//!   snapshot has it, as the watch would have;
+//! - any other difference (a record the copy lacks or names otherwise, a delete it has not
+//!   applied, a conversation the snapshot lacks) is one the watch passed over, or one the
+//!   snapshot alone cannot prove (its consumer may read a replica that is behind): the
+//!   stream's leader is asked for that conversation's record, and the copy is made to agree
+//!   with the answer (a repair: logged as a warning and counted);
+//! - a snapshot current to a revision older than what the watch delivered means the watch
+//!   delivered revisions the stream does not have: every conversation the copy holds at such
+//!   a revision is asked of the leader too, and the watch starts again from the snapshot's
+//!   revision (and read-your-writes waits for it from there);
+//! - nothing newer than the snapshot is undone, and the deletes this copy applied are
+//!   remembered ([`SharedCopy`]) until a snapshot shows them.
+//!
+//! Checks and repairs are counted (`/health`'s `registryReconciles`, `registryRepairs`). Once
+//! a check is applied, the copy is current to the snapshot's revision, so the reads waiting
+//! for it go on (`catch_up.rs`).
+//!
+//! Who talks to it: `shared.rs` sends the start snapshot and spawns [`check_the_copy`]; the
+//! watch flags its restarts and takes rewinds from here; the watch and the catalog record
+//! deletes in [`SharedCopy`].
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use actix::prelude::*;
+
+use super::shared::{RegistryRecord, RegistrySnapshot, SNAPSHOT_ATTEMPT_TIME};
+use super::{ClusterServices, ConversationRegistry};
+use crate::ids::ConversationId;
+
+/// How often a node checks its copy against a fresh snapshot when nothing else asks for it
+/// (`--reconcile-time`).
+pub const DEFAULT_RECONCILE_TIME: Duration = Duration::from_secs(30);
+
+/// How often [`check_the_copy`] looks whether a check is due (a reconnect, a restarted watch).
+const LOOK_EVERY: Duration = Duration::from_secs(1);
+
+/// Conversations one check asks the store's leader about, at most (one request each); the
+/// rest wait for the next check, which then comes within [`LOOK_EVERY`].
+pub const MAX_CONFIRMATIONS: usize = 1024;
+
+/// Deletes remembered at most until a snapshot shows them (past it a new one is not kept,
+/// and logged: a snapshot read before that delete could then bring the conversation back
+/// until the next check). Every delete needs the store, and every check (at least each
+/// [`DEFAULT_RECONCILE_TIME`] while the store answers) lets go of those it shows, so this
+/// is only reached by more deletes than this between two checks.
+pub const MAX_REMEMBERED_DELETES: usize = 65_536;
+
+/// A snapshot of the store for the registry to make its copy agree with. Answers the revision
+/// the watch must start again from when the snapshot shows it delivered revisions the store
+/// does not have.
+#[derive(Message)]
+#[rtype(result = "Option<u64>")]
+pub struct SharedSnapshot {
+    /// The store's records and delete markers, and the revision they are current to.
+    pub snapshot: RegistrySnapshot,
+    /// The first one, at start: the copy loaded from this node's file is brought to it
+    /// (re-ordered by creation time, its removals logged as deletes made while the node was
+    /// away, nothing counted as a repair).
+    pub start: bool,
+    /// The newest revision the watch had delivered (and the registry applied) before the
+    /// snapshot's revision was read: a difference at or below it is one the watch passed
+    /// over, one above it only ahead of a lagging watch; a snapshot current to less means the
+    /// watch delivered revisions the store does not have.
+    pub watch_at: u64,
+}
+
+/// The deletes this node's copy applied that a snapshot may not show yet.
+#[derive(Default)]
+pub(super) struct SharedCopy {
+    /// Deleted conversation → the store's revision of its delete (0: not known).
+    deleted: HashMap<ConversationId, u64>,
+    /// The bound was hit and logged (once per crossing).
+    full_logged: bool,
+}
+
+impl SharedCopy {
+    /// Remembers that `id` was deleted at `revision` (0: not known).
+    pub(super) fn tombstone(&mut self, id: ConversationId, revision: u64) {
+        if let Some(known) = self.deleted.get_mut(&id) {
+            *known = (*known).max(revision);
+            return;
+        }
+        if self.deleted.len() >= MAX_REMEMBERED_DELETES {
+            if !self.full_logged {
+                log::warn!(
+                    "cluster: {MAX_REMEMBERED_DELETES} deletes not yet confirmed by a check of \
+                     this node's copy; further ones are not remembered until the next check"
+                );
+                self.full_logged = true;
+            }
+            return;
+        }
+        self.deleted.insert(id, revision);
+    }
+
+    /// Whether this copy deleted `id` (ids are never reused: nothing brings it back, but the
+    /// store's leader).
+    pub(super) fn is_deleted(&self, id: ConversationId) -> bool {
+        self.deleted.contains_key(&id)
+    }
+
+    /// Lets go of the deletes `snapshot` shows, or whose revision it covers.
+    fn forget_shown(&mut self, snapshot: &RegistrySnapshot) {
+        for (id, _) in &snapshot.deleted {
+            self.deleted.remove(id);
+        }
+        let covered = snapshot.watch_from.saturating_sub(1);
+        self.deleted
+            .retain(|_, revision| *revision == 0 || *revision > covered);
+        self.full_logged = false;
+    }
+}
+
+/// One conversation as the copy holds it, for [`plan`].
+#[derive(Debug, Clone, Copy)]
+struct Held<'a> {
+    /// The store's revision of the record the copy holds (0: not known).
+    revision: u64,
+    /// A delete of it is under way here (left to that delete).
+    deleting: bool,
+    /// Its name here.
+    name: &'a str,
+}
+
+/// What a check does, decided from the snapshot and the copy alone.
+#[derive(Debug, Default, PartialEq)]
+struct Plan {
+    /// Records to apply as the snapshot has them (newer than the watch got to, or at start).
+    apply: Vec<(RegistryRecord, u64)>,
+    /// Conversations to remove as the snapshot shows them deleted (same).
+    remove: Vec<ConversationId>,
+    /// Entries whose name agrees and whose revision is only older here: (id, revision).
+    bump: Vec<(ConversationId, u64)>,
+    /// Conversations to ask the store's leader about before changing anything.
+    confirm: Vec<ConversationId>,
+    /// Those of `confirm` the copy may remove when the leader has no record of them: the
+    /// snapshot shows them deleted or lacks them, below its revision. Never one the snapshot
+    /// holds, nor one the watch brought past a snapshot behind it: removing a conversation
+    /// closes its clients, so it takes two sources that agree (right after a NATS server
+    /// restart, one answered from a server that was behind).
+    removable: Vec<ConversationId>,
+    /// The snapshot is older than what the watch delivered: the watch went past the store.
+    behind_watch: bool,
+}
+
+/// Compares `snapshot` with the copy (see the module docs). `deleted_here`: the copy's
+/// remembered deletes; `watch_at`: the newest revision the watch delivered.
+fn plan(
+    copy: &HashMap<ConversationId, Held<'_>>,
+    deleted_here: impl Fn(ConversationId) -> bool,
+    snapshot: &RegistrySnapshot,
+    watch_at: u64,
+    start: bool,
+) -> Plan {
+    let covered = snapshot.watch_from.saturating_sub(1);
+    let behind_watch = !start && covered < watch_at;
+    let mut plan = Plan {
+        behind_watch,
+        ..Plan::default()
+    };
+    let mut confirm: HashSet<ConversationId> = HashSet::new();
+    let mut removable: HashSet<ConversationId> = HashSet::new();
+    // A change above everything the watch delivered is one it has not reached yet.
+    let ahead_of_watch = |revision: u64| start || (!behind_watch && revision > watch_at);
+    let mut in_snapshot: HashSet<ConversationId> = HashSet::new();
+    for (record, revision) in &snapshot.records {
+        let id = record.conversation_id;
+        in_snapshot.insert(id);
+        match copy.get(&id) {
+            Some(held) if held.deleting => {}
+            Some(held) if held.name == record.name => {
+                if *revision > held.revision {
+                    plan.bump.push((id, *revision));
+                }
+            }
+            _ if deleted_here(id) => {
+                confirm.insert(id);
+            }
+            // Written after the snapshot's revision (here, or delivered by the watch).
+            Some(held) if !behind_watch && held.revision > covered => {}
+            _ if ahead_of_watch(*revision) => plan.apply.push((record.clone(), *revision)),
+            _ => {
+                confirm.insert(id);
+            }
+        }
+    }
+    for (id, at) in &snapshot.deleted {
+        in_snapshot.insert(*id);
+        match copy.get(id) {
+            Some(held) if !held.deleting => {
+                if ahead_of_watch(*at) && held.revision < *at {
+                    plan.remove.push(*id);
+                } else {
+                    confirm.insert(*id);
+                    removable.insert(*id);
+                }
+            }
+            _ => {}
+        }
+    }
+    for (id, held) in copy {
+        if held.deleting {
+            continue;
+        }
+        let absent = !in_snapshot.contains(id) && held.revision <= covered;
+        // Behind the watch: what it delivered past the snapshot may not exist.
+        let past_the_store = behind_watch && held.revision > covered;
+        if absent {
+            removable.insert(*id);
+        }
+        if absent || past_the_store {
+            confirm.insert(*id);
+        }
+    }
+    plan.confirm = confirm.into_iter().collect();
+    plan.confirm.sort();
+    plan.removable = removable.into_iter().collect();
+    plan.removable.sort();
+    plan
+}
+
+impl Handler<SharedSnapshot> for ConversationRegistry {
+    type Result = Option<u64>;
+
+    fn handle(&mut self, msg: SharedSnapshot, ctx: &mut Self::Context) -> Option<u64> {
+        let SharedSnapshot {
+            snapshot,
+            start,
+            watch_at,
+        } = msg;
+        let covered = snapshot.watch_from.saturating_sub(1);
+        let node = self
+            .config
+            .cluster
+            .as_ref()
+            .map(|c| c.node().to_string())
+            .unwrap_or_default();
+        if start {
+            // Every node lists in creation-time order: re-key the entries loaded from the file.
+            self.order.clear();
+            let ids: Vec<ConversationId> = self.entries.keys().copied().collect();
+            for id in ids {
+                let created_at = self.entries[&id].created_at.to_string();
+                let key = self.cluster_order_key(id, &created_at);
+                self.entries.get_mut(&id).expect("listed").order = key;
+                self.order.insert(key, id);
+            }
+        }
+        let copy: HashMap<ConversationId, Held<'_>> = self
+            .entries
+            .iter()
+            .map(|(id, e)| {
+                let held = Held {
+                    revision: e.revision,
+                    deleting: e.deleting,
+                    name: &e.name,
+                };
+                (*id, held)
+            })
+            .collect();
+        let mut plan = plan(
+            &copy,
+            |id| self.shared_copy.is_deleted(id),
+            &snapshot,
+            watch_at,
+            start,
+        );
+        drop(copy);
+        let rewind = plan.behind_watch.then(|| {
+            log::warn!(
+                "cluster node {node}: registry check: the store is at revision {covered}, but \
+                 the watch delivered up to {watch_at} (revisions the store does not have); \
+                 watching again from {}",
+                covered + 1
+            );
+            self.rewind_catch_up(covered);
+            covered + 1
+        });
+        for (id, revision) in plan.bump.drain(..) {
+            if let Some(entry) = self.entries.get_mut(&id) {
+                entry.revision = entry.revision.max(revision);
+            }
+        }
+        for (record, revision) in plan.apply.drain(..) {
+            self.apply_record(&record, revision);
+        }
+        for id in plan.remove.drain(..) {
+            if start {
+                log::info!("cluster: conversation {id} was deleted while this node was away");
+            }
+            let removal = self.delete_local(id);
+            ctx.spawn(removal.map(|_, _, _| ()));
+        }
+        if plan.confirm.is_empty() {
+            self.checked(&snapshot, 0, start, ctx);
+        } else {
+            let removable = plan.removable.into_iter().collect();
+            self.confirm_with_leader(plan.confirm, removable, snapshot, start, ctx);
+        }
+        rewind
+    }
+}
+
+impl ConversationRegistry {
+    /// A check is applied: counted, its deletes let go, the reads waiting for its revision go.
+    fn checked(
+        &mut self,
+        snapshot: &RegistrySnapshot,
+        repairs: usize,
+        start: bool,
+        ctx: &mut Context<Self>,
+    ) {
+        let covered = snapshot.watch_from.saturating_sub(1);
+        self.shared_copy.forget_shown(snapshot);
+        if let (false, Some(cluster)) = (start, &self.config.cluster) {
+            cluster.count_reconcile(1, repairs);
+            log::debug!(
+                "cluster node {}: registry check at revision {covered}: {repairs} repairs",
+                cluster.node()
+            );
+        }
+        self.caught_up_to(covered, ctx);
+    }
+
+    /// Asks the store's leader for each of `ids` and makes the copy agree with its answers
+    /// (an entry that changed here meanwhile is left to the next check; one the leader has no
+    /// record of is removed only if it is `removable`), then finishes the check.
+    fn confirm_with_leader(
+        &mut self,
+        mut ids: Vec<ConversationId>,
+        removable: HashSet<ConversationId>,
+        snapshot: RegistrySnapshot,
+        start: bool,
+        ctx: &mut Context<Self>,
+    ) {
+        let Some(cluster) = self.config.cluster.clone() else {
+            return;
+        };
+        if ids.len() > MAX_CONFIRMATIONS {
+            log::info!(
+                "cluster node {}: registry check: {} differences, {MAX_CONFIRMATIONS} asked now",
+                cluster.node(),
+                ids.len()
+            );
+            ids.truncate(MAX_CONFIRMATIONS);
+        }
+        // What each entry was when asked: an answer about a changed entry is not applied.
+        let asked: Vec<(ConversationId, Option<u64>)> = ids
+            .iter()
+            .map(|id| (*id, self.entries.get(id).map(|e| e.revision)))
+            .collect();
+        let leader = cluster.clone();
+        let answers = async move {
+            let mut answers = Vec::with_capacity(ids.len());
+            for id in ids {
+                answers.push((id, leader.leader_record(id).await));
+            }
+            answers
+        };
+        ctx.spawn(answers.into_actor(self).map(move |answers, act, ctx| {
+            let node = cluster.node().to_string();
+            let mut repairs = 0;
+            for ((id, answer), (_, held)) in answers.into_iter().zip(asked) {
+                if act.entries.get(&id).map(|e| e.revision) != held
+                    || act.entries.get(&id).is_some_and(|e| e.deleting)
+                {
+                    continue;
+                }
+                match answer {
+                    Err(e) => log::warn!(
+                        "cluster node {node}: registry check: conversation {id}: {e}; left to \
+                         the next check"
+                    ),
+                    Ok(Some((record, revision))) => {
+                        let before = act.entries.get(&id).map(|e| e.name.to_string());
+                        act.shared_copy.deleted.remove(&id);
+                        if act.put_record(&record, revision) {
+                            repairs += 1;
+                            let was = match before {
+                                None => "was missing here".to_string(),
+                                Some(old) => format!("was named {old:?} here"),
+                            };
+                            log::warn!(
+                                "cluster node {node}: registry check: conversation {id} {was}; \
+                                 the store has {:?} at revision {revision}: repaired",
+                                record.name
+                            );
+                        }
+                    }
+                    Ok(None) if held.is_some() && !removable.contains(&id) => log::info!(
+                        "cluster node {node}: registry check: the store's leader has no record \
+                         of conversation {id}, but the snapshot does not say it is gone; kept"
+                    ),
+                    Ok(None) if held.is_some() => {
+                        repairs += 1;
+                        if start {
+                            log::info!(
+                                "cluster: conversation {id} was deleted while this node was away"
+                            );
+                        } else {
+                            log::warn!(
+                                "cluster node {node}: registry check: conversation {id} is not \
+                                 in the store, but this node had it: removed here"
+                            );
+                        }
+                        act.shared_copy.tombstone(id, 0);
+                        let removal = act.delete_local(id);
+                        ctx.spawn(removal.map(|_, _, _| ()));
+                    }
+                    Ok(None) => {}
+                }
+            }
+            act.checked(&snapshot, repairs, start, ctx);
+        }));
+    }
+}
+
+/// What the registry watch (`shared.rs`) and the checks of the copy tell each other.
+#[derive(Default)]
+pub(super) struct WatchState {
+    /// The newest revision the watch delivered and the registry applied.
+    pub(super) applied: AtomicU64,
+    /// Set by the watch when it had to start again (a check is due).
+    pub(super) restarted: AtomicBool,
+    /// Set by a check: the watch starts again from this revision (0: no rewind).
+    pub(super) rewind: AtomicU64,
+}
+
+/// Checks this node's copy against a fresh snapshot for the server's life: every
+/// [`SharedStore::reconcile_time`](super::SharedStore::reconcile_time), and soon after the
+/// watch started again (`watch.restarted`) or NATS came back. A check that fails (the store
+/// out of reach, a replay cut short) is tried again a second later. A check that finds the
+/// watch went past the store sets `watch.rewind` to the revision it must start again from.
+pub(super) async fn check_the_copy(
+    shared: Arc<dyn ClusterServices>,
+    registry: Addr<ConversationRegistry>,
+    watch: Arc<WatchState>,
+) {
+    let every = shared.reconcile_time();
+    let mut last = Instant::now();
+    let mut was_reachable = true;
+    let mut due = false;
+    loop {
+        tokio::time::sleep(LOOK_EVERY.min(every)).await;
+        if !registry.connected() {
+            return;
+        }
+        let reachable = shared.reachable();
+        // The watch may have lost changes while NATS was away, however it resumed.
+        due |= reachable && !was_reachable;
+        was_reachable = reachable;
+        due |= watch.restarted.swap(false, Ordering::SeqCst);
+        due |= last.elapsed() >= every;
+        if !due || !reachable {
+            continue;
+        }
+        let watch_at = watch.applied.load(Ordering::SeqCst);
+        let snapshot = tokio::time::timeout(SNAPSHOT_ATTEMPT_TIME, shared.snapshot()).await;
+        match snapshot {
+            Ok(Ok(snapshot)) => {
+                let check = SharedSnapshot {
+                    snapshot,
+                    start: false,
+                    watch_at,
+                };
+                match registry.send(check).await {
+                    Ok(watch_from) => {
+                        if let Some(from) = watch_from {
+                            watch.rewind.store(from, Ordering::SeqCst);
+                        }
+                        due = false;
+                        last = Instant::now();
+                    }
+                    Err(_) => return,
+                }
+            }
+            Ok(Err(e)) => log::warn!(
+                "cluster node {}: checking the copy of the registry: {e}; trying again",
+                shared.node()
+            ),
+            Err(_) => log::warn!(
+                "cluster node {}: checking the copy of the registry: no snapshot within {} s; \
+                 trying again",
+                shared.node(),
+                SNAPSHOT_ATTEMPT_TIME.as_secs()
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(n: u8) -> ConversationId {
+        ConversationId::parse(&format!("{n:08x}-0000-4000-8000-000000000000")).expect("a uuid")
+    }
+
+    fn record(n: u8, name: &str) -> RegistryRecord {
+        RegistryRecord {
+            conversation_id: id(n),
+            name: name.into(),
+            created_at: "2026-12-04T00:00:00Z".into(),
+        }
+    }
+
+    /// A snapshot current to revision 100: 1 "one" at 40, 2 deleted at 60, 3 "three" at 95.
+    fn snapshot() -> RegistrySnapshot {
+        RegistrySnapshot {
+            records: vec![(record(1, "one"), 40), (record(3, "three"), 95)],
+            deleted: vec![(id(2), 60)],
+            watch_from: 101,
+        }
+    }
+
+    fn held(revision: u64, name: &str) -> Held<'_> {
+        Held {
+            revision,
+            deleting: false,
+            name,
+        }
+    }
+
+    fn plan_for(copy: &[(u8, Held<'_>)], watch_at: u64, start: bool) -> Plan {
+        let copy: HashMap<ConversationId, Held<'_>> =
+            copy.iter().map(|(n, h)| (id(*n), *h)).collect();
+        plan(&copy, |i| i == id(9), &snapshot(), watch_at, start)
+    }
+
+    #[test]
+    fn what_the_watch_passed_over_is_asked_of_the_leader() {
+        // The watch got to 100: 3 missing, 2 still here and 1 under an old name are
+        // differences it passed over.
+        let plan = plan_for(&[(1, held(30, "uno")), (2, held(20, "two"))], 100, false);
+        assert_eq!(plan.confirm, {
+            let mut ids = vec![id(1), id(2), id(3)];
+            ids.sort();
+            ids
+        });
+        assert!(plan.apply.is_empty() && plan.remove.is_empty());
+        // Only 2, which the snapshot shows deleted, may go on the leader's word.
+        assert_eq!(plan.removable, vec![id(2)]);
+    }
+
+    #[test]
+    fn what_a_lagging_watch_has_not_reached_is_applied_at_once() {
+        // The watch got to 50 only: 2's delete (60) and 3 (95) are ahead of it.
+        let plan = plan_for(&[(1, held(40, "one")), (2, held(20, "two"))], 50, false);
+        assert_eq!(plan.apply, vec![(record(3, "three"), 95)]);
+        assert_eq!(plan.remove, vec![id(2)]);
+        assert!(plan.confirm.is_empty());
+    }
+
+    #[test]
+    fn newer_writes_and_deletes_under_way_are_left_alone() {
+        let deleting = Held {
+            deleting: true,
+            ..held(10, "one")
+        };
+        // 3 renamed here at 120, after the snapshot; 1 being deleted; 4 created at 130.
+        let plan = plan_for(
+            &[
+                (1, deleting),
+                (3, held(120, "trois")),
+                (4, held(130, "four")),
+            ],
+            100,
+            false,
+        );
+        assert_eq!(plan, Plan::default());
+    }
+
+    #[test]
+    fn absent_from_the_snapshot_is_asked_unless_newer() {
+        // 5 at 90 is covered but absent; 6 was never confirmed (0, from the file); 7 is newer.
+        let plan = plan_for(
+            &[
+                (1, held(40, "one")),
+                (3, held(95, "three")),
+                (5, held(90, "five")),
+                (6, held(0, "six")),
+                (7, held(120, "seven")),
+            ],
+            100,
+            false,
+        );
+        assert_eq!(plan.confirm, vec![id(5), id(6)]);
+        assert_eq!(plan.removable, vec![id(5), id(6)]);
+    }
+
+    #[test]
+    fn a_snapshot_older_than_the_watch_puts_what_the_watch_brought_past_it_in_doubt() {
+        // The watch delivered up to 140, the store is at 100: 8 (held at 130) may not exist.
+        let plan = plan_for(
+            &[
+                (1, held(40, "one")),
+                (3, held(95, "three")),
+                (8, held(130, "eight")),
+            ],
+            140,
+            false,
+        );
+        assert!(plan.behind_watch);
+        assert_eq!(plan.confirm, vec![id(8)]);
+        assert!(
+            plan.removable.is_empty(),
+            "asked, but never removed on one word"
+        );
+    }
+
+    #[test]
+    fn a_record_deleted_here_comes_back_only_on_the_leaders_word() {
+        // 9 was deleted here; a snapshot (read before that delete) still has it, ahead of
+        // the watch: the leader decides, not the snapshot.
+        let snapshot = RegistrySnapshot {
+            records: vec![(record(9, "nine"), 80)],
+            watch_from: 101,
+            ..RegistrySnapshot::default()
+        };
+        let decided = plan(&HashMap::new(), |i| i == id(9), &snapshot, 10, false);
+        assert_eq!(decided.confirm, vec![id(9)]);
+        assert!(decided.apply.is_empty());
+        assert!(decided.removable.is_empty());
+    }
+
+    #[test]
+    fn at_start_the_snapshot_is_applied_and_only_absence_is_asked() {
+        let plan = plan_for(&[(2, held(0, "two")), (6, held(0, "six"))], 0, true);
+        assert_eq!(plan.apply.len(), 2);
+        assert_eq!(plan.remove, vec![id(2)]);
+        assert_eq!(plan.confirm, vec![id(6)]);
+    }
+
+    #[test]
+    fn remembered_deletes_go_once_a_snapshot_shows_or_covers_them() {
+        let mut copy = SharedCopy::default();
+        copy.tombstone(id(2), 0); // shown as deleted by the snapshot
+        copy.tombstone(id(7), 80); // covered by revision 100
+        copy.tombstone(id(8), 150); // newer than the snapshot
+        copy.tombstone(id(9), 0); // not known and not shown
+        copy.forget_shown(&snapshot());
+        assert!(!copy.is_deleted(id(2)));
+        assert!(!copy.is_deleted(id(7)));
+        assert!(copy.is_deleted(id(8)));
+        assert!(copy.is_deleted(id(9)));
+    }
+}

@@ -1,0 +1,81 @@
+//! A node's copy of the conversation list is checked against the registry bucket
+//! (`actors/src/registry/reconcile.rs`): what the bucket's watch never delivers still reaches
+//! the copy. A record purged from the bucket's stream makes no watch event at all, so it
+//! stands in for a change the watch missed.
+
+use serde_json::json;
+
+use super::{answer, nats_or_skip};
+use crate::harness::*;
+
+/// The ids a node lists.
+fn listed_ids(node: &Server) -> Vec<String> {
+    node.connect()
+        .agent("listConversations", json!([null]))
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["conversationId"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn a_record_gone_from_the_bucket_without_a_watch_event_leaves_the_copy() {
+    let Some(nats) = nats_or_skip() else {
+        return;
+    };
+    let a = Server::start(&[
+        "--cluster",
+        &nats.url(),
+        "--node-name",
+        "a",
+        "--reconcile-time",
+        "1",
+    ]);
+    let (mut client, kept) = a.joined("kept");
+    let gone = client.agent("createConversation", json!(["gone"])).unwrap()["conversationId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(listed_ids(&a).contains(&gone));
+    let repairs = || {
+        let (_, body) = a.http_get("/health");
+        let health: serde_json::Value = serde_json::from_str(&body).unwrap();
+        (
+            health["cluster"]["registryReconciles"].as_u64().unwrap(),
+            health["cluster"]["registryRepairs"].as_u64().unwrap(),
+        )
+    };
+    assert_eq!(repairs().1, 0, "nothing to repair yet");
+    // The record leaves the bucket's stream behind the node's back: a purge of its subject
+    // writes no marker, so the watch has nothing to deliver.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let nats = async_nats::connect(nats.url()).await.unwrap();
+        let js = async_nats::jetstream::new(nats);
+        let stream = js.get_stream("KV_rt_registry").await.unwrap();
+        let purged = stream
+            .purge()
+            .filter(format!("$KV.rt_registry.conv.{gone}"))
+            .await
+            .unwrap();
+        assert_eq!(purged.purged, 1);
+    });
+    eventually("a's next check to drop the purged conversation", || {
+        !listed_ids(&a).contains(&gone)
+    });
+    let (checks, repaired) = repairs();
+    assert!(checks >= 1, "{checks} checks");
+    assert_eq!(repaired, 1, "one repair: the purged record");
+    // The rest of the list and the clients are untouched.
+    assert!(listed_ids(&a).contains(&kept));
+    let refused = client
+        .agent("joinConversation", json!([{"conversationId": gone}]))
+        .unwrap_err();
+    assert!(refused.contains("Conversation not found"), "{refused}");
+    assert_eq!(answer(&client.run_turn(&kept, "what is 1+1")), "2");
+}
