@@ -55,6 +55,16 @@ pub(super) async fn open_bucket(
     .await
 }
 
+/// Whether a message of the bucket's stream is a delete (or purge) marker, not a value.
+fn is_delete_marker(message: &async_nats::Message) -> bool {
+    let operation = message
+        .headers
+        .as_ref()
+        .and_then(|h| h.get("KV-Operation"))
+        .map(|op| op.as_str().to_string());
+    matches!(operation.as_deref(), Some("DEL" | "PURGE")) || message.payload.is_empty()
+}
+
 fn conv_key(id: ConversationId) -> String {
     format!("conv.{id}")
 }
@@ -295,12 +305,7 @@ impl Cluster {
         let revision = raw.sequence;
         let message = async_nats::Message::try_from(raw)
             .map_err(|e| ClusterError::new("registry record read", e))?;
-        let deleted = message
-            .headers
-            .as_ref()
-            .and_then(|h| h.get("KV-Operation"))
-            .is_some_and(|op| op.as_str() == "DEL" || op.as_str() == "PURGE");
-        if deleted || message.payload.is_empty() {
+        if is_delete_marker(&message) {
             return Ok(None);
         }
         let record = serde_json::from_slice(&message.payload)
@@ -357,12 +362,7 @@ impl Cluster {
                     return;
                 };
                 let revision = info.stream_sequence;
-                let is_delete = message
-                    .headers
-                    .as_ref()
-                    .and_then(|h| h.get("KV-Operation"))
-                    .is_some_and(|op| op.as_str() == "DEL" || op.as_str() == "PURGE");
-                if is_delete || message.payload.is_empty() {
+                if is_delete_marker(message) {
                     deleted.push((id, revision));
                     return;
                 }
