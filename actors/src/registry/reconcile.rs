@@ -368,7 +368,14 @@ impl ConversationRegistry {
         let answers = async move {
             let mut answers = Vec::with_capacity(ids.len());
             for id in ids {
-                answers.push((id, leader.leader_record(id).await));
+                let answer = leader.leader_record(id).await;
+                let failed = answer.is_err();
+                answers.push((id, answer));
+                // The store out of reach: the rest wait for the next check instead of each
+                // waiting for its own time-out.
+                if failed {
+                    break;
+                }
             }
             answers
         };
