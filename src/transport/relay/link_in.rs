@@ -240,6 +240,10 @@ async fn run(
 
 /// Where one relay puts the frames it receives (B's side).
 pub(super) struct Delivery {
+    /// The relayed conversation (for the log).
+    pub(super) conversation: ConversationId,
+    /// The node serving it (for the log).
+    pub(super) node: String,
     /// The real socket's outbox (bounded: a full one closes the socket as a slow consumer).
     pub(super) socket: Outbox,
     /// For the frame counters.
@@ -274,6 +278,12 @@ impl Delivery {
                 let failed = answer.message.kind == "invokeError";
                 if failed {
                     log::info!("cluster relay: join refused by the serving node: {text}");
+                } else if self.silent_join {
+                    log::info!(
+                        "cluster relay: joined conversation {} again through node {}",
+                        self.conversation,
+                        self.node
+                    );
                 }
                 if !self.silent_join {
                     let _ = self.socket.push(text);

@@ -60,7 +60,7 @@ use std::time::Duration;
 use actix::prelude::*;
 use roundtable_actors::client::Ready;
 use roundtable_actors::ids::{ConversationId, ConversationRef};
-use roundtable_actors::protocol::{self, RpcError, AGENT_SERVER_CHANNEL};
+use roundtable_actors::protocol::{self, RpcError, AGENT_SERVER_CHANNEL, MAX_SAFE_INTEGER};
 
 use link_in::Delivery;
 pub use serving::serve_relays;
@@ -107,9 +107,12 @@ pub(super) struct RelayedAgent {
     pub(super) registration: super::client_agents::ClientAgentRequest,
 }
 
-/// First callId of the registrations a transparent rejoin sends on the client's behalf (above
-/// every callId a client may use, `MAX_SAFE_INTEGER`): their answers are not the client's.
-const REREGISTER_CALL_IDS: u64 = 1 << 60;
+/// First callId of the registrations a transparent rejoin sends on the client's behalf: their
+/// answers are not the client's. The relay's own calls take the top 2^20 callIds agent-rpc
+/// allows (up to `MAX_SAFE_INTEGER`); the serving node drops any callId above that as
+/// malformed, which silently dropped every rejoin through a relay while these were 2^60 and
+/// `u64::MAX`. Clients count their callIds up from 0 and never reach this range.
+const REREGISTER_CALL_IDS: u64 = MAX_SAFE_INTEGER - (1 << 20);
 
 /// What a transparent rejoin keeps between its attempts.
 struct Rejoin {
@@ -125,7 +128,7 @@ struct Rejoin {
 
 /// callId of the join a relay sends on its own (a transparent rejoin after the serving node
 /// died or lost the conversation): its answer is not the client's and is not forwarded.
-const REJOIN_CALL_ID: u64 = u64::MAX;
+const REJOIN_CALL_ID: u64 = MAX_SAFE_INTEGER;
 
 /// A relay ended: the other node closed it (leave, delete, lost lease), went silent (died), or
 /// the socket could not take more.
@@ -294,6 +297,8 @@ impl Connection {
         let publisher = Publisher::start(&cluster, cluster.names().relay_in(&node, &relay));
         let links = self.state.relay_links.inbound.clone();
         let delivery = Delivery {
+            conversation: id,
+            node: node.clone(),
             socket: self.outbox.clone(),
             state: self.state.clone(),
             join_call_id,

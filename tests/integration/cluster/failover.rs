@@ -170,6 +170,63 @@ fn kill_9_of_the_owner_loses_no_acknowledged_turn() {
     );
 }
 
+/// `kill -9` of the owner while clients on two other nodes are joined to its conversation
+/// through relays: one of those nodes takes the conversation over, and the other's client
+/// follows it there through a new relay, without joining again. Before, the join that relay
+/// sent on the client's behalf carried a callId above `Number.MAX_SAFE_INTEGER`, which the
+/// new owner dropped as malformed: the client sat joined to nothing.
+#[test]
+fn relayed_clients_on_two_nodes_follow_the_conversation_when_its_owner_dies() {
+    let Some(nats) = nats_or_skip() else { return };
+    let url = nats.url();
+    let start =
+        |node: &str| Server::start(&["--cluster", &url, "--node-name", node, "--lease-time", "2"]);
+    let a = start("a");
+    let b = start("b");
+    let c = start("c");
+    let (mut on_a, id) = a.joined("followed");
+    assert_eq!(answer(&on_a.run_turn(&id, "what is 1+1")), "2");
+    let mut relayed = Vec::new();
+    for node in [&b, &c] {
+        eventually("the node to know the conversation", || {
+            node.connect().names().contains(&"followed".to_string())
+        });
+        let mut client = node.connect();
+        client.join(&id);
+        relayed.push(client);
+    }
+    a.kill();
+    let owned = |node: &Server, name: &str| {
+        node.metric(&format!(
+            "roundtable_cluster_owned_conversations{{node=\"{name}\"}}"
+        ))
+    };
+    eventually("b or c to own the conversation", || {
+        owned(&b, "b") + owned(&c, "c") == 1.0
+    });
+    let (on_c, on_b) = (relayed.pop().unwrap(), relayed.pop().unwrap());
+    let (owner, mut on_owner, follower, mut on_follower) = if owned(&b, "b") == 1.0 {
+        ("b", on_b, &c, on_c)
+    } else {
+        ("c", on_c, &b, on_b)
+    };
+    follower.wait_log(&format!(
+        "joined conversation {id} again through node {owner}"
+    ));
+    // The follower goes on without joining again, and the owner's client sees its turn.
+    assert_eq!(answer(&on_follower.run_turn(&id, "what is 2+3")), "5");
+    assert!(
+        history(&mut on_owner, &id)
+            .iter()
+            .any(|e| e["command"] == "what is 2+3"),
+        "the follower's turn is in the owner's history"
+    );
+    assert_eq!(answer(&on_owner.run_turn(&id, "what is 4+4")), "8");
+    assert!(history(&mut on_follower, &id)
+        .iter()
+        .any(|e| e["command"] == "what is 4+4"));
+}
+
 /// Fencing: once another writer has appended to a conversation's subject in the log stream
 /// (what a second owner would do after this node lost the lease without noticing), this
 /// node's next write is refused by JetStream and the submit is answered with a storage error
