@@ -79,3 +79,55 @@ fn a_record_gone_from_the_bucket_without_a_watch_event_leaves_the_copy() {
     assert!(refused.contains("Conversation not found"), "{refused}");
     assert_eq!(answer(&client.run_turn(&kept, "what is 1+1")), "2");
 }
+
+/// Many conversations gone at once is what a NATS server still catching up answers, not what
+/// a watch misses: a check removes none of them, and says so (under the nemesis a node once
+/// removed 966 conversations this way, all back a minute later).
+#[test]
+fn a_check_removes_nothing_when_many_conversations_look_gone_at_once() {
+    let Some(nats) = nats_or_skip() else {
+        return;
+    };
+    let a = Server::start(&[
+        "--cluster",
+        &nats.url(),
+        "--node-name",
+        "a",
+        "--reconcile-time",
+        "1",
+    ]);
+    let mut client = a.connect();
+    let ids: Vec<String> = (0..10)
+        .map(|i| {
+            client
+                .agent("createConversation", json!([format!("many-{i}")]))
+                .unwrap()["conversationId"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let nats = async_nats::connect(nats.url()).await.unwrap();
+        let js = async_nats::jetstream::new(nats);
+        let stream = js.get_stream("KV_rt_registry").await.unwrap();
+        for id in &ids {
+            let purged = stream
+                .purge()
+                .filter(format!("$KV.rt_registry.conv.{id}"))
+                .await
+                .unwrap();
+            assert_eq!(purged.purged, 1);
+        }
+    });
+    a.wait_log("the store answered without 10 conversations this node has");
+    let listed = listed_ids(&a);
+    assert!(
+        ids.iter().all(|id| listed.contains(id)),
+        "nothing removed: {listed:?}"
+    );
+}
