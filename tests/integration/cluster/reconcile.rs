@@ -7,6 +7,41 @@ use serde_json::json;
 
 use super::{answer, nats_or_skip};
 use crate::harness::*;
+use crate::support::nats::NatsServer;
+
+/// Node `a` of a cluster on `nats`, checking its copy every second.
+fn checking_node(nats: &NatsServer) -> Server {
+    Server::start(&[
+        "--cluster",
+        &nats.url(),
+        "--node-name",
+        "a",
+        "--reconcile-time",
+        "1",
+    ])
+}
+
+/// Purges the records of `ids` from the bucket's stream behind the nodes' backs: a purge of a
+/// subject writes no marker, so no watch has anything to deliver.
+fn purge_records(nats: &NatsServer, ids: &[String]) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let nats = async_nats::connect(nats.url()).await.unwrap();
+        let js = async_nats::jetstream::new(nats);
+        let stream = js.get_stream("KV_rt_registry").await.unwrap();
+        for id in ids {
+            let purged = stream
+                .purge()
+                .filter(format!("$KV.rt_registry.conv.{id}"))
+                .await
+                .unwrap();
+            assert_eq!(purged.purged, 1);
+        }
+    });
+}
 
 /// The ids a node lists.
 fn listed_ids(node: &Server) -> Vec<String> {
@@ -25,14 +60,7 @@ fn a_record_gone_from_the_bucket_without_a_watch_event_leaves_the_copy() {
     let Some(nats) = nats_or_skip() else {
         return;
     };
-    let a = Server::start(&[
-        "--cluster",
-        &nats.url(),
-        "--node-name",
-        "a",
-        "--reconcile-time",
-        "1",
-    ]);
+    let a = checking_node(&nats);
     let (mut client, kept) = a.joined("kept");
     let gone = client.agent("createConversation", json!(["gone"])).unwrap()["conversationId"]
         .as_str()
@@ -48,23 +76,7 @@ fn a_record_gone_from_the_bucket_without_a_watch_event_leaves_the_copy() {
         )
     };
     assert_eq!(repairs().1, 0, "nothing to repair yet");
-    // The record leaves the bucket's stream behind the node's back: a purge of its subject
-    // writes no marker, so the watch has nothing to deliver.
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async {
-        let nats = async_nats::connect(nats.url()).await.unwrap();
-        let js = async_nats::jetstream::new(nats);
-        let stream = js.get_stream("KV_rt_registry").await.unwrap();
-        let purged = stream
-            .purge()
-            .filter(format!("$KV.rt_registry.conv.{gone}"))
-            .await
-            .unwrap();
-        assert_eq!(purged.purged, 1);
-    });
+    purge_records(&nats, std::slice::from_ref(&gone));
     eventually("a's next check to drop the purged conversation", || {
         !listed_ids(&a).contains(&gone)
     });
@@ -88,14 +100,7 @@ fn a_check_removes_nothing_when_many_conversations_look_gone_at_once() {
     let Some(nats) = nats_or_skip() else {
         return;
     };
-    let a = Server::start(&[
-        "--cluster",
-        &nats.url(),
-        "--node-name",
-        "a",
-        "--reconcile-time",
-        "1",
-    ]);
+    let a = checking_node(&nats);
     let mut client = a.connect();
     let ids: Vec<String> = (0..10)
         .map(|i| {
@@ -107,23 +112,7 @@ fn a_check_removes_nothing_when_many_conversations_look_gone_at_once() {
                 .to_string()
         })
         .collect();
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async {
-        let nats = async_nats::connect(nats.url()).await.unwrap();
-        let js = async_nats::jetstream::new(nats);
-        let stream = js.get_stream("KV_rt_registry").await.unwrap();
-        for id in &ids {
-            let purged = stream
-                .purge()
-                .filter(format!("$KV.rt_registry.conv.{id}"))
-                .await
-                .unwrap();
-            assert_eq!(purged.purged, 1);
-        }
-    });
+    purge_records(&nats, &ids);
     a.wait_log("the store answered without 10 conversations this node has");
     let listed = listed_ids(&a);
     assert!(
