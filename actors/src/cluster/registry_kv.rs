@@ -57,12 +57,12 @@ pub(super) async fn open_bucket(
 
 /// Whether a message of the bucket's stream is a delete (or purge) marker, not a value.
 fn is_delete_marker(message: &async_nats::Message) -> bool {
-    let operation = message
-        .headers
-        .as_ref()
-        .and_then(|h| h.get("KV-Operation"))
-        .map(|op| op.as_str().to_string());
-    matches!(operation.as_deref(), Some("DEL" | "PURGE")) || message.payload.is_empty()
+    message.payload.is_empty()
+        || message
+            .headers
+            .as_ref()
+            .and_then(|h| h.get("KV-Operation"))
+            .is_some_and(|op| matches!(op.as_str(), "DEL" | "PURGE"))
 }
 
 fn conv_key(id: ConversationId) -> String {

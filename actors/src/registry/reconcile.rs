@@ -38,7 +38,7 @@ use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 
-use super::shared::{RegistryRecord, RegistrySnapshot, SNAPSHOT_ATTEMPT_TIME};
+use super::shared::{bounded_snapshot, RegistryRecord, RegistrySnapshot};
 use super::{ClusterServices, ConversationRegistry};
 use crate::ids::ConversationId;
 
@@ -508,9 +508,8 @@ pub(super) async fn check_the_copy(
             continue;
         }
         let watch_at = watch.applied.load(Ordering::SeqCst);
-        let snapshot = tokio::time::timeout(SNAPSHOT_ATTEMPT_TIME, shared.snapshot()).await;
-        match snapshot {
-            Ok(Ok(snapshot)) => {
+        match bounded_snapshot(shared.as_ref()).await {
+            Ok(snapshot) => {
                 let check = SharedSnapshot {
                     snapshot,
                     start: false,
@@ -527,15 +526,9 @@ pub(super) async fn check_the_copy(
                     Err(_) => return,
                 }
             }
-            Ok(Err(e)) => log::warn!(
+            Err(e) => log::warn!(
                 "cluster node {}: checking the copy of the registry: {e}; trying again",
                 shared.node()
-            ),
-            Err(_) => log::warn!(
-                "cluster node {}: checking the copy of the registry: no snapshot within {} s; \
-                 trying again",
-                shared.node(),
-                SNAPSHOT_ATTEMPT_TIME.as_secs()
             ),
         }
     }

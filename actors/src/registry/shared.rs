@@ -355,22 +355,12 @@ pub async fn start_shared_sync(
 /// The shared store's snapshot, tried up to [`SNAPSHOT_ATTEMPTS`] times: a replay can fail
 /// while a NATS server of the cluster restarts, and a node that gives up at start serves
 /// no one.
-pub(super) async fn snapshot_with_retries(
+async fn snapshot_with_retries(
     shared: &dyn ClusterServices,
 ) -> Result<RegistrySnapshot, SharedError> {
     let mut attempt = 1;
     loop {
-        // A whole attempt is bounded too: a replay whose consumer stops delivering must not
-        // keep the node from ever listening.
-        let attempt_result = tokio::time::timeout(SNAPSHOT_ATTEMPT_TIME, shared.snapshot())
-            .await
-            .unwrap_or_else(|_| {
-                Err(SharedError(format!(
-                    "no snapshot within {} s",
-                    SNAPSHOT_ATTEMPT_TIME.as_secs()
-                )))
-            });
-        match attempt_result {
+        match bounded_snapshot(shared).await {
             Ok(snapshot) => return Ok(snapshot),
             Err(e) if attempt < SNAPSHOT_ATTEMPTS => {
                 log::warn!(
@@ -386,7 +376,23 @@ pub(super) async fn snapshot_with_retries(
 }
 
 /// How long one attempt at the snapshot may take.
-pub(super) const SNAPSHOT_ATTEMPT_TIME: Duration = Duration::from_secs(20);
+const SNAPSHOT_ATTEMPT_TIME: Duration = Duration::from_secs(20);
+
+/// One attempt at the store's snapshot, bounded by [`SNAPSHOT_ATTEMPT_TIME`]: a replay whose
+/// consumer stops delivering must not keep the node from ever listening, nor a check of the
+/// copy from ever ending (`reconcile.rs`).
+pub(super) async fn bounded_snapshot(
+    shared: &dyn ClusterServices,
+) -> Result<RegistrySnapshot, SharedError> {
+    tokio::time::timeout(SNAPSHOT_ATTEMPT_TIME, shared.snapshot())
+        .await
+        .unwrap_or_else(|_| {
+            Err(SharedError(format!(
+                "no snapshot within {} s",
+                SNAPSHOT_ATTEMPT_TIME.as_secs()
+            )))
+        })
+}
 
 /// How many times a starting node reads the shared registry before it gives up.
 const SNAPSHOT_ATTEMPTS: u32 = 5;
