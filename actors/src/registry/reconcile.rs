@@ -15,7 +15,9 @@
 //!   applied, a conversation the snapshot lacks) is one the watch passed over, or one the
 //!   snapshot alone cannot prove (its consumer may read a replica that is behind): the
 //!   stream's leader is asked for that conversation's record, and the copy is made to agree
-//!   with the answer (a repair: logged as a warning and counted);
+//!   with the answer (a repair: logged as a warning and counted); a removal needs the snapshot
+//!   to agree with the leader, at most [`MAX_REMOVALS_PER_CHECK`] at once, and, without a
+//!   delete marker, an absence that lasts ([`absence_proof_gap`]);
 //! - a snapshot current to a revision older than what the watch delivered means the watch
 //!   delivered revisions the stream does not have: every conversation the copy holds at such
 //!   a revision is asked of the leader too, and the watch starts again from the snapshot's
@@ -57,6 +59,16 @@ pub const MAX_CONFIRMATIONS: usize = 1024;
 /// copy, if more): past it the check removes none (see [`ConversationRegistry::confirm_with_leader`]).
 pub const MAX_REMOVALS_PER_CHECK: usize = 8;
 
+/// How long a conversation must stay gone from the store without a delete marker, from the
+/// first check that found it so to a later one, before a check removes it: two reconcile
+/// times. A delete writes a marker; an absence without one is a purge of the stream, or what
+/// a NATS server still catching up answers (seen under the nemesis: conversations missing
+/// from both the snapshot and the leader's answer, back a minute later), and removing a
+/// conversation closes its clients.
+pub fn absence_proof_gap(reconcile_time: Duration) -> Duration {
+    reconcile_time * 2
+}
+
 /// Deletes remembered at most until a snapshot shows them (past it a new one is not kept,
 /// and logged: a snapshot read before that delete could then bring the conversation back
 /// until the next check). Every delete needs the store, and every check (at least each
@@ -90,6 +102,11 @@ pub(super) struct SharedCopy {
     deleted: HashMap<ConversationId, u64>,
     /// The bound was hit and logged (once per crossing).
     full_logged: bool,
+    /// Conversations the last check found gone from the store without a delete marker
+    /// (the snapshot lacks them, the leader has no record), by when that was first seen: one
+    /// is removed only when a check at least [`absence_proof_gap`] later still finds it so.
+    /// Each check keeps only its own finds, which are at most its removal bound.
+    absent_since: HashMap<ConversationId, Instant>,
 }
 
 impl SharedCopy {
@@ -116,6 +133,28 @@ impl SharedCopy {
     /// store's leader).
     pub(super) fn is_deleted(&self, id: ConversationId) -> bool {
         self.deleted.contains_key(&id)
+    }
+
+    /// Notes the conversations a check found gone without a delete marker (forgetting any
+    /// earlier find it did not repeat), and answers those found so since at least `gap` ago.
+    fn long_absent(
+        &mut self,
+        found: &[ConversationId],
+        now: Instant,
+        gap: Duration,
+    ) -> HashSet<ConversationId> {
+        let mut long = HashSet::new();
+        let mut still = HashMap::with_capacity(found.len());
+        for id in found {
+            let since = self.absent_since.get(id).copied().unwrap_or(now);
+            if now.duration_since(since) >= gap {
+                long.insert(*id);
+            } else {
+                still.insert(*id, since);
+            }
+        }
+        self.absent_since = still;
+        long
     }
 
     /// Lets go of the deletes `snapshot` shows, or whose revision it covers.
@@ -384,6 +423,15 @@ impl ConversationRegistry {
             }
             answers
         };
+        // Conversations the snapshot shows deleted (a marker): gone for sure once the leader
+        // agrees; any other absence must last (see `absence_proof_gap`).
+        let marked: HashSet<ConversationId> = snapshot
+            .deleted
+            .iter()
+            .map(|(id, _)| *id)
+            .filter(|id| removable.contains(id))
+            .collect();
+        let gap = absence_proof_gap(cluster.reconcile_time());
         ctx.spawn(answers.into_actor(self).map(move |answers, act, ctx| {
             let node = cluster.node().to_string();
             let mut repairs = 0;
@@ -394,7 +442,7 @@ impl ConversationRegistry {
             // Many conversations gone at once is what a NATS server that is still catching up
             // answers (seen under the nemesis: 966 at once, all back a minute later), not what
             // a watch misses: then nothing is removed.
-            let removals = answers
+            let candidates: Vec<ConversationId> = answers
                 .iter()
                 .zip(&asked)
                 .filter(|((id, answer), (_, held))| {
@@ -403,9 +451,20 @@ impl ConversationRegistry {
                         && removable.contains(id)
                         && unchanged(act, id, held)
                 })
-                .count();
+                .map(|((id, _), _)| *id)
+                .collect();
+            let removals = candidates.len();
             let removal_bound = MAX_REMOVALS_PER_CHECK.max(act.entries.len() / 100);
             let hold_removals = removals > removal_bound;
+            let unmarked: Vec<ConversationId> = if hold_removals {
+                Vec::new()
+            } else {
+                candidates
+                    .into_iter()
+                    .filter(|id| !marked.contains(id))
+                    .collect()
+            };
+            let long_absent = act.shared_copy.long_absent(&unmarked, Instant::now(), gap);
             if hold_removals {
                 log::warn!(
                     "cluster node {node}: registry check: the store answered without {removals} \
@@ -443,6 +502,17 @@ impl ConversationRegistry {
                         "cluster node {node}: registry check: the store's leader has no record \
                          of conversation {id}, but the snapshot does not say it is gone; kept"
                     )
+                    }
+                    Ok(None)
+                        if held.is_some()
+                            && !marked.contains(&id)
+                            && !long_absent.contains(&id) =>
+                    {
+                        log::info!(
+                            "cluster node {node}: registry check: conversation {id} is not in \
+                             the store and has no delete marker; removed if a check {gap:?} \
+                             from the first such find still finds it gone"
+                        )
                     }
                     Ok(None) if held.is_some() => {
                         repairs += 1;
@@ -689,5 +759,23 @@ mod tests {
         assert!(!copy.is_deleted(id(7)));
         assert!(copy.is_deleted(id(8)));
         assert!(copy.is_deleted(id(9)));
+    }
+
+    /// An absence without a delete marker counts only when a check at least the gap after the
+    /// first find still sees it; a check that does not repeat a find forgets it.
+    #[test]
+    fn an_absence_without_a_marker_must_last() {
+        let mut copy = SharedCopy::default();
+        let gap = Duration::from_secs(20);
+        let t0 = Instant::now();
+        assert!(copy.long_absent(&[id(1), id(2)], t0, gap).is_empty());
+        let t1 = t0 + Duration::from_secs(10);
+        assert!(copy.long_absent(&[id(1), id(2)], t1, gap).is_empty());
+        // 2 is back at the third check: its earlier finds are forgotten.
+        let t2 = t0 + gap;
+        assert_eq!(copy.long_absent(&[id(1)], t2, gap), HashSet::from([id(1)]));
+        let t3 = t2 + Duration::from_secs(1);
+        assert!(copy.long_absent(&[id(2)], t3, gap).is_empty());
+        assert!(copy.long_absent(&[id(2)], t3 + gap, gap).contains(&id(2)));
     }
 }

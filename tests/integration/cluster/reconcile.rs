@@ -77,9 +77,23 @@ fn a_record_gone_from_the_bucket_without_a_watch_event_leaves_the_copy() {
     };
     assert_eq!(repairs().1, 0, "nothing to repair yet");
     purge_records(&nats, std::slice::from_ref(&gone));
-    eventually("a's next check to drop the purged conversation", || {
+    eventually("a's checks to drop the purged conversation", || {
         !listed_ids(&a).contains(&gone)
     });
+    // A purge writes no delete marker: the first check that found it gone kept it, and only
+    // a check two reconcile times later removed it.
+    let log = a.log();
+    let kept_at = log
+        .find(&format!(
+            "conversation {gone} is not in the store and has no delete marker"
+        ))
+        .expect("the first find kept it");
+    let removed_at = log
+        .find(&format!(
+            "conversation {gone} is not in the store, but this node had it: removed here"
+        ))
+        .expect("removed");
+    assert!(kept_at < removed_at);
     let (checks, repaired) = repairs();
     assert!(checks >= 1, "{checks} checks");
     assert_eq!(repaired, 1, "one repair: the purged record");
