@@ -104,12 +104,18 @@ pub struct ClientLost {
 }
 
 /// Sent to the socket's connection when a conversation it joined goes away under it (deleted,
-/// or the client was dropped), so the connection forgets its channels.
+/// moved to another cluster node, or the client was dropped), so the connection forgets its
+/// channels.
 #[derive(Message, Debug, Clone)]
 #[rtype(result = "()")]
 pub struct ConversationGone {
     /// The conversation.
     pub conversation_id: ConversationId,
+    /// `Some` when this node lost the conversation to another node (`serve --cluster`): the
+    /// connection joins it again on the client's behalf, and only if that fails tells the
+    /// client with the moved notice. It holds the callId that notice takes on `clientio:<id>`
+    /// (the next one the conversation would have used for this client).
+    pub moved: Option<u64>,
 }
 
 /// What became of a frame handed to a [`ClientOutput`].
@@ -156,6 +162,12 @@ impl ClientOutput {
             held: Vec::new(),
             metrics,
         }
+    }
+
+    /// The callId this client's next call will take (a moved conversation hands it to the
+    /// connection, whose notice, if it has to send one, goes on with it).
+    pub fn next_call_id(&self) -> u64 {
+        self.next_call_id
     }
 
     /// Frames `call` with this client's next callId and queues it (or holds it until ready).
@@ -287,13 +299,15 @@ pub struct ClientReady {
     pub connection_id: ConnectionId,
 }
 
-/// Stop this client (leave, socket close, delete, shutdown). With `notify_connection` the
-/// socket's connection is told the conversation is gone (delete).
+/// Stop this client (leave, socket close, delete, move, shutdown). With `notify_connection`
+/// the socket's connection is told the conversation is gone (delete, move).
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct StopClient {
     /// Tell the connection to drop its channels for this conversation.
     pub notify_connection: bool,
+    /// The conversation moved to another node: [`ConversationGone::moved`].
+    pub moved: Option<u64>,
 }
 
 impl Handler<StopClient> for Client {
@@ -303,6 +317,7 @@ impl Handler<StopClient> for Client {
         if msg.notify_connection {
             self.connection.do_send(ConversationGone {
                 conversation_id: self.conversation_id,
+                moved: msg.moved,
             });
         }
         ctx.stop();
@@ -334,6 +349,7 @@ impl Handler<GiveUp> for Client {
         });
         self.connection.do_send(ConversationGone {
             conversation_id: self.conversation_id,
+            moved: None,
         });
         ctx.stop();
     }

@@ -21,6 +21,7 @@ use roundtable_actors::registry::{
 use serde_json::{json, Value};
 
 use super::client_agents::ClientAgentRequest;
+use super::relay::JoinFor;
 use super::{Connection, JoinedConversation};
 use macros::MacroRequest;
 
@@ -345,13 +346,14 @@ impl Connection {
 
     /// Keeps a join the registry made (a transparent rejoin, `relay/`); the caller marks
     /// its client ready.
-    pub(super) fn adopt(&mut self, joined: Joined) {
+    pub(super) fn adopt(&mut self, joined: Joined, filter: bool) {
         self.joined.insert(
             joined.conversation_id,
             JoinedConversation {
                 connection_id: joined.connection_id,
                 conversation: joined.conversation,
                 lease: joined.lease,
+                filter,
             },
         );
     }
@@ -402,7 +404,7 @@ impl Connection {
             match joined {
                 Err(RpcError::OnOtherNode { id, node }) if !act.relay => {
                     match ConversationId::parse(&id) {
-                        Some(id) => act.join_remote(Some(call_id), id, node, filter, ctx),
+                        Some(id) => act.join_remote(JoinFor::Client(call_id), id, node, filter, ctx),
                         None => act.reply(ch, call_id, m, Err(RpcError::ConversationNotFound(id))),
                     }
                 }
@@ -434,6 +436,7 @@ impl Connection {
                             connection_id,
                             conversation,
                             lease,
+                            filter,
                         },
                     );
                     // The result is queued before the client may send anything on clientio.

@@ -45,7 +45,9 @@
 //! conversation's clients. They count against the socket's `MAX_IN_FLIGHT` like any invoke.
 
 use actix::prelude::*;
+use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
+use std::rc::Rc;
 
 use roundtable_actors::agent::client_agent::{
     agent_context_id, initialize_args, parse_registration, CallError, Lifecycle, SessionContext,
@@ -70,12 +72,15 @@ use tokio::sync::oneshot;
 use super::Connection;
 
 /// What runs once a sequence of lifecycle invokes ended ([`Connection::run_lifecycle`]).
-type AfterLifecycle = Box<dyn FnOnce(&mut Connection, &mut Context<Connection>)>;
+pub(super) type AfterLifecycle = Box<dyn FnOnce(&mut Connection, &mut Context<Connection>)>;
 
 /// A client agent this socket hosts.
 pub(super) struct HostedAgent {
     /// The conversation it is registered in.
     conversation_id: ConversationId,
+    /// The registration as the client sent it: when the conversation moves to another node,
+    /// the connection registers it again there on the client's behalf.
+    registration: ClientAgentRequest,
     /// This registration's token (notices and calls for another one are refused).
     token: u64,
     /// False while the conversation decides; the channel exists only once it is true.
@@ -315,13 +320,14 @@ impl Connection {
             Ok(ok) => ok,
             Err(e) => return self.reply(ch, call_id, m, Err(e)),
         };
-        let name = request.name;
+        let name = request.name.clone();
         let token = self.next_agent_token;
         self.next_agent_token += 1;
         self.agents.insert(
             name.clone(),
             HostedAgent {
                 conversation_id,
+                registration: request,
                 token,
                 registered: false,
                 next_call_id: 0,
@@ -697,6 +703,54 @@ impl Connection {
             .collect();
         for name in names {
             self.retire_hosted_agent(&name, None, ctx);
+        }
+    }
+
+    /// The registrations of this socket's agents in `conversation_id` that are not already
+    /// going, as the client sent them.
+    pub(super) fn registrations_in(
+        &self,
+        conversation_id: ConversationId,
+    ) -> Vec<ClientAgentRequest> {
+        self.agents
+            .values()
+            .filter(|h| h.conversation_id == conversation_id && !h.closing)
+            .map(|h| h.registration.clone())
+            .collect()
+    }
+
+    /// The conversation moved to another node: this socket's agents there go as for
+    /// [`drop_agents_of`](Self::drop_agents_of) (their teardown runs), and `then` runs once
+    /// the last one has gone, so that registering them again cannot meet their names still
+    /// taken.
+    pub(super) fn retire_agents_then(
+        &mut self,
+        conversation_id: ConversationId,
+        then: AfterLifecycle,
+        ctx: &mut Context<Self>,
+    ) {
+        let names: Vec<String> = self
+            .agents
+            .iter()
+            .filter(|(_, h)| h.conversation_id == conversation_id)
+            .map(|(n, _)| n.clone())
+            .collect();
+        if names.is_empty() {
+            return then(self, ctx);
+        }
+        let remaining = Rc::new(Cell::new(names.len()));
+        let then = Rc::new(RefCell::new(Some(then)));
+        for name in names {
+            let (remaining, then) = (remaining.clone(), then.clone());
+            let one_gone: AfterLifecycle = Box::new(move |act, ctx| {
+                remaining.set(remaining.get() - 1);
+                if remaining.get() == 0 {
+                    if let Some(then) = then.borrow_mut().take() {
+                        then(act, ctx);
+                    }
+                }
+            });
+            self.retire_hosted_agent(&name, Some(one_gone), ctx);
         }
     }
 

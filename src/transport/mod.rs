@@ -114,6 +114,8 @@ struct JoinedConversation {
     conversation: Addr<Conversation>,
     /// Leaves on drop.
     lease: JoinLease,
+    /// The join's `filter` option (a rejoin after the conversation moved asks for the same).
+    filter: bool,
 }
 
 /// One WebSocket.
@@ -269,9 +271,10 @@ impl Connection {
         if channel == AGENT_SERVER_CHANNEL && !self.join_deadlines.is_empty() {
             self.join_deadlines.remove(&call_id);
         }
-        if call_id > protocol::MAX_SAFE_INTEGER {
-            // The server's own invoke (a transparent rejoin re-registering a client agent):
-            // the client never sent it, so it gets no answer.
+        if !self.relay && channel == AGENT_SERVER_CHANNEL && relay::on_clients_behalf(call_id) {
+            // This node's own invoke (a transparent rejoin re-registering a client agent):
+            // the client never sent it, so it gets no answer. (A virtual connection answers
+            // them: the client's node reads those answers and keeps them from the client.)
             if let Err(e) = result {
                 log::info!(
                     "socket {}: {method} on the client's behalf failed: {e}",
@@ -596,20 +599,17 @@ impl Connection {
                 args,
                 trace,
             });
-            ctx.spawn(req.into_actor(self).map(move |res, act, _| {
-                // The conversation stopped under this join (deleted): as `not_joined` answers.
-                let res = res.unwrap_or_else(|_| {
-                    let id = &channel[DISPATCHER_PREFIX.len()..];
-                    if method == "getStatus" {
-                        Ok(DispatcherReply::Value(Some(deleted_status(id))))
-                    } else {
-                        Err(RpcError::ConversationNotFound(id.to_string()))
-                    }
-                });
+            ctx.spawn(req.into_actor(self).map(move |res, act, ctx| {
                 match res {
-                    Ok(DispatcherReply::Raw(json)) => act.reply_raw(&channel, call_id, &json),
-                    Ok(DispatcherReply::Value(v)) => act.reply(&channel, call_id, &method, Ok(v)),
-                    Err(e) => act.reply(&channel, call_id, &method, Err(e)),
+                    Ok(Ok(DispatcherReply::Raw(json))) => act.reply_raw(&channel, call_id, &json),
+                    Ok(Ok(DispatcherReply::Value(v))) => {
+                        act.reply(&channel, call_id, &method, Ok(v))
+                    }
+                    Ok(Err(e)) => act.reply(&channel, call_id, &method, Err(e)),
+                    // The conversation stopped under this join: deleted (`Conversation not
+                    // found`), or moved to another node (`Not joined` until the connection
+                    // has joined it again there), as `not_joined` answers.
+                    Err(_) => act.not_joined(channel, call_id, method, ctx),
                 }
             }));
         } else if self.hosts_channel(&channel) {
@@ -759,12 +759,21 @@ impl Handler<ConversationGone> for Connection {
     fn handle(&mut self, msg: ConversationGone, ctx: &mut Self::Context) {
         if let Some(joined) = self.joined.remove(&msg.conversation_id) {
             joined.lease.disarm();
-            self.drop_agents_of(msg.conversation_id, ctx);
-            log::info!(
-                "socket {}: conversation {} is gone; its channels are closed",
-                self.socket_id,
-                msg.conversation_id
-            );
+            // A virtual connection does not follow: its relay ends, and the client's own node
+            // joins again for it.
+            match msg.moved.filter(|_| !self.relay && !self.closing) {
+                Some(next_call_id) => {
+                    self.follow_moved(msg.conversation_id, joined.filter, next_call_id, ctx)
+                }
+                None => {
+                    self.drop_agents_of(msg.conversation_id, ctx);
+                    log::info!(
+                        "socket {}: conversation {} is gone; its channels are closed",
+                        self.socket_id,
+                        msg.conversation_id
+                    );
+                }
+            }
         }
         self.end_idle_relay();
     }

@@ -16,8 +16,8 @@ use tokio::sync::oneshot;
 
 use super::queue::{request_id_obj, STOPPED_BEFORE_FINISHING};
 use super::routing::{Audience, DisplayMode};
-use super::Conversation;
 use super::ConversationEvent;
+use super::{Conversation, ShutdownReason};
 use crate::client::{OutboundCall, StopClient};
 use crate::ids::RequestId;
 use crate::metrics::Metrics;
@@ -63,8 +63,10 @@ pub(super) struct ReleaseCursor {
 pub(super) struct PendingStop {
     /// Answered when everything is closed and sent.
     reply: oneshot::Sender<()>,
-    /// Clients are told their conversation went away (delete).
+    /// Clients are told their conversation went away (delete, move).
     notify_connection: bool,
+    /// The conversation moved to another node: connections join it again there.
+    moved: bool,
     /// The writer has closed (or retired) the files.
     files_closed: bool,
 }
@@ -371,17 +373,20 @@ impl Conversation {
         (user_request, result)
     }
 
-    /// Stops writing and hands the files to the writer to close (`delete`: retire the whole
+    /// Stops writing and hands the files to the writer to close (deleted: retire the whole
     /// directory); the [`Shutdown`](super::Shutdown) is answered on `reply` once they are
-    /// closed and every held call has gone out. `close_channels`: the clients' connections are
-    /// told to drop their channels for this conversation (delete, moved).
+    /// closed and every held call has gone out. Deleted or moved: the clients' connections are
+    /// told to drop their channels for this conversation (moved: and to join it again on the
+    /// node that took it over). Evicted has no clients; at server stop the sockets close
+    /// anyway.
     pub(super) fn close_files(
         &mut self,
-        delete: bool,
-        close_channels: bool,
+        reason: ShutdownReason,
         reply: oneshot::Sender<()>,
         ctx: &mut Context<Self>,
     ) {
+        let delete = reason == ShutdownReason::Deleted;
+        let moved = reason == ShutdownReason::Moved;
         // Nothing is written after this point: the writer closes (or, for a delete, retires)
         // the files after every write queued so far, and only then does the actor answer.
         self.writes_closed = true;
@@ -401,7 +406,8 @@ impl Conversation {
         };
         self.pending_stop = Some(PendingStop {
             reply,
-            notify_connection: close_channels,
+            notify_connection: delete || moved,
+            moved,
             files_closed: false,
         });
         ctx.spawn(
@@ -433,6 +439,7 @@ impl Conversation {
         for (_, slot) in std::mem::take(&mut self.clients) {
             slot.addr.do_send(StopClient {
                 notify_connection: stop.notify_connection,
+                moved: stop.moved.then(|| slot.output.next_call_id()),
             });
         }
         let _ = stop.reply.send(());

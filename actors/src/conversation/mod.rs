@@ -166,8 +166,9 @@ pub enum ShutdownReason {
     /// The server is stopping.
     ServerStopping,
     /// `serve --cluster`: this node lost the conversation's ownership lease; another node
-    /// serves it from now on (its clients are told, [`MOVED_NOTICE`], and their channels
-    /// close; they can join again).
+    /// serves it from now on. Its clients' channels close here and their connections join it
+    /// again wherever it is served now; a client is told ([`MOVED_NOTICE`]) only when that
+    /// fails.
     Moved,
 }
 
@@ -409,7 +410,10 @@ impl Conversation {
             return false;
         };
         self.drop_client_agents(connection_id);
-        slot.addr.do_send(StopClient { notify_connection });
+        slot.addr.do_send(StopClient {
+            notify_connection,
+            moved: None,
+        });
         true
     }
 
@@ -696,7 +700,9 @@ impl Handler<Shutdown> for Conversation {
                 self.handoff_interrupted_by_delete();
                 self.announce_deleted();
             }
-            ShutdownReason::Moved => self.announce_moved(),
+            // No notice: each client's connection joins the conversation again on the node
+            // that took it over, and tells the client only if that fails.
+            ShutdownReason::Moved => {}
             ShutdownReason::Evicted if !self.clients.is_empty() => {
                 log::error!(
                     "conversation {}: evicted with {} clients (registry bug)",
@@ -718,15 +724,6 @@ impl Handler<Shutdown> for Conversation {
             self.setup.id,
             msg.reason
         );
-        // Clients of a deleted or moved conversation have nothing left here: their
-        // connections drop the channels. (Evicted has no clients; at server stop the sockets
-        // close anyway.)
-        let close_channels = matches!(msg.reason, ShutdownReason::Deleted | ShutdownReason::Moved);
-        self.close_files(
-            msg.reason == ShutdownReason::Deleted,
-            close_channels,
-            msg.reply,
-            ctx,
-        );
+        self.close_files(msg.reason, msg.reply, ctx);
     }
 }

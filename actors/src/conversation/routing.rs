@@ -116,23 +116,35 @@ impl Conversation {
         NOTICE.clone()
     }
 
-    /// Tells every client that this node no longer runs the conversation (its channels close
-    /// next, as for a delete, but nothing is deleted: no `conversationDeleted`).
-    pub(super) fn announce_moved(&mut self) {
+    /// The notice a client gets when its node lost the conversation to another node and its
+    /// connection could not join it again there (its channels are closed by then, as for a
+    /// delete, but nothing is deleted: no `conversationDeleted`). Sent by the transport, on
+    /// `clientio:<id>`; built once per process.
+    pub fn moved_notice() -> Arc<OutboundCall> {
         static NOTICE: LazyLock<Arc<OutboundCall>> =
             LazyLock::new(|| Conversation::system_notice(MOVED_NOTICE));
-        self.emit(NOTICE.clone(), &Audience::Everyone);
+        NOTICE.clone()
     }
 
     /// Tells every client that the conversation was deleted under it (notice, then
     /// `conversationDeleted`).
     pub(super) fn announce_deleted(&mut self) {
-        self.emit(Self::system_notice(DELETED_NOTICE), &Audience::Everyone);
-        let notice = OutboundCall::new(
-            "notify",
-            &json!([null, "conversationDeleted", {"conversationId": self.setup.id}, "agent-server"]),
-        );
-        self.emit(notice, &Audience::Everyone);
+        for notice in Self::deleted_notices(self.setup.id) {
+            self.emit(notice, &Audience::Everyone);
+        }
+    }
+
+    /// What a client of a deleted conversation is told on `clientio:<id>`, in order: the
+    /// delete notice, then `conversationDeleted`. The transport sends them too, to a client
+    /// whose conversation moved off its node and was deleted before it could follow.
+    pub fn deleted_notices(id: ConversationId) -> [Arc<OutboundCall>; 2] {
+        [
+            Self::system_notice(DELETED_NOTICE),
+            OutboundCall::new(
+                "notify",
+                &json!([null, "conversationDeleted", {"conversationId": id}, "agent-server"]),
+            ),
+        ]
     }
 
     /// Hands a call to the clients in `audience`, now or, behind an unconfirmed write barrier,

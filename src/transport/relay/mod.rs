@@ -59,6 +59,7 @@ use std::time::Duration;
 
 use actix::prelude::*;
 use roundtable_actors::client::Ready;
+use roundtable_actors::conversation::Conversation;
 use roundtable_actors::ids::{ConversationId, ConversationRef};
 use roundtable_actors::protocol::{self, RpcError, AGENT_SERVER_CHANNEL, MAX_SAFE_INTEGER};
 
@@ -84,6 +85,33 @@ pub(super) struct RemoteJoin {
     /// receiving task, which removes what the serving node answers; at most
     /// [`protocol::MAX_IN_FLIGHT`].
     pub(super) unanswered: Unanswered,
+    /// `Some` for a relay a transparent rejoin opened: if the serving node refuses its join,
+    /// the client is told as [`Connection::rejoin_failed`] says.
+    pub(super) rejoined: Option<RejoinAfter>,
+}
+
+/// Who a cross-node join is for.
+pub(super) enum JoinFor {
+    /// The client's own `joinConversation`, this callId: the serving node's answer is the
+    /// client's.
+    Client(u64),
+    /// A transparent rejoin on the client's behalf: the answer is not forwarded.
+    Rejoin(RejoinAfter),
+}
+
+/// Why a socket joins a conversation again on its client's behalf, which decides what the
+/// client is told if that fails.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum RejoinAfter {
+    /// This node lost the conversation to another node; the client's channels here closed
+    /// without a word, and `next_call_id` is the callId its notice takes on `clientio:<id>`.
+    Moved {
+        /// The next callId the conversation would have used for this client.
+        next_call_id: u64,
+    },
+    /// The relay to the node serving it ended: that node died or lost the conversation, or
+    /// the conversation was deleted there (then that node told the client already).
+    RelayEnded,
 }
 
 /// This node's relay links, both sides (in the server's state).
@@ -114,6 +142,12 @@ pub(super) struct RelayedAgent {
 /// `u64::MAX`. Clients count their callIds up from 0 and never reach this range.
 const REREGISTER_CALL_IDS: u64 = MAX_SAFE_INTEGER - (1 << 20);
 
+/// Whether `call_id` on `agent-server` is one of the calls this node makes on a client's
+/// behalf (a rejoin's join and registrations): their answers are not the client's.
+pub(super) fn on_clients_behalf(call_id: u64) -> bool {
+    call_id >= REREGISTER_CALL_IDS
+}
+
 /// What a transparent rejoin keeps between its attempts.
 struct Rejoin {
     /// The join's `filter` option.
@@ -124,6 +158,8 @@ struct Rejoin {
     deadline: std::time::Instant,
     /// The client agents to register again once joined.
     agents: Vec<super::client_agents::ClientAgentRequest>,
+    /// Why: what the client is told if the rejoin fails.
+    after: RejoinAfter,
 }
 
 /// callId of the join a relay sends on its own (a transparent rejoin after the serving node
@@ -193,8 +229,17 @@ impl Handler<RemoteGone> for Connection {
                 previous: remote.node,
                 deadline: std::time::Instant::now() + self.rejoin_budget(),
                 agents,
+                after: RejoinAfter::RelayEnded,
             };
             self.rejoin(msg.conversation_id, rejoin, ctx);
+        } else if let Some(after) = remote.rejoined.filter(|_| !self.closing) {
+            // The new owner refused the join a rejoin sent (or the socket could not take
+            // its frames: then nothing more reaches it anyway).
+            let error = RpcError::ClusterUnavailable(format!(
+                "node {} refused the join on the client's behalf",
+                remote.node
+            ));
+            self.rejoin_failed(msg.conversation_id, after, &error);
         } else {
             log::info!(
                 "socket {}: relay to conversation {} ended",
@@ -240,7 +285,7 @@ impl Connection {
                         joined.connection_id
                     );
                     let client = joined.client.clone();
-                    act.adopt(joined);
+                    act.adopt(joined, rejoin.filter);
                     client.do_send(Ready);
                     for (k, mut agent) in rejoin.agents.into_iter().enumerate() {
                         agent.conversation = Some(ConversationRef::parse(id.to_string()));
@@ -258,22 +303,90 @@ impl Connection {
                 }
                 Err(RpcError::OnOtherNode { node, .. }) => {
                     act.pending_reregistrations.insert(id, rejoin.agents);
-                    act.join_remote(None, id, node, rejoin.filter, ctx);
+                    let join = JoinFor::Rejoin(rejoin.after);
+                    act.join_remote(join, id, node, rejoin.filter, ctx);
                 }
-                Err(e) => log::info!(
-                    "socket {}: conversation {id} not rejoined: {e}",
-                    act.socket_id
-                ),
+                Err(e) => act.rejoin_failed(id, rejoin.after, &e),
             }
         }));
     }
 
+    /// This node lost conversation `id` to another node (`next_call_id`: the client's next
+    /// callId on `clientio:<id>`): its channels here are closed. The connection joins it again
+    /// on the client's behalf, wherever it is served now, once this socket's client agents
+    /// there have gone (their teardown ran); they are registered again behind the join. The
+    /// client keeps its channels and callIds, sees nothing but the new owner's join notices,
+    /// and reads what it missed with `getDisplayHistory(afterSeq)`.
+    pub(super) fn follow_moved(
+        &mut self,
+        id: ConversationId,
+        filter: bool,
+        next_call_id: u64,
+        ctx: &mut Context<Self>,
+    ) {
+        let Some(cluster) = self.state.cluster.clone() else {
+            return self.drop_agents_of(id, ctx); // only a cluster moves conversations
+        };
+        log::info!(
+            "socket {}: conversation {id} moved off this node; joining it again",
+            self.socket_id
+        );
+        let deadline = std::time::Instant::now() + self.rejoin_budget();
+        let previous = cluster.node().to_string();
+        let after = RejoinAfter::Moved { next_call_id };
+        let agents = self.registrations_in(id);
+        let then: super::client_agents::AfterLifecycle = Box::new(move |act, ctx| {
+            let rejoin = Rejoin {
+                filter,
+                previous,
+                deadline,
+                agents,
+                after,
+            };
+            act.rejoin(id, rejoin, ctx);
+        });
+        self.retire_agents_then(id, then, ctx);
+    }
+
+    /// A rejoin on the client's behalf failed: the client is told, with the notice and the
+    /// channel close a delete sends (its channels are closed already). Moved off this node:
+    /// the moved notice, or, when the conversation no longer exists, the delete notice and
+    /// `conversationDeleted`. A relay that ended: the moved notice, but nothing when the
+    /// conversation no longer exists (its node told the client when it was deleted there).
+    pub(super) fn rejoin_failed(
+        &mut self,
+        id: ConversationId,
+        after: RejoinAfter,
+        error: &RpcError,
+    ) {
+        log::info!(
+            "socket {}: conversation {id} not rejoined: {error}; the client is told",
+            self.socket_id
+        );
+        let gone = matches!(error, RpcError::ConversationNotFound(_));
+        let (notices, call_id) = match after {
+            RejoinAfter::RelayEnded if gone => return,
+            RejoinAfter::Moved { next_call_id } if gone => {
+                (Conversation::deleted_notices(id).to_vec(), next_call_id)
+            }
+            RejoinAfter::Moved { next_call_id } => {
+                (vec![Conversation::moved_notice()], next_call_id)
+            }
+            // The serving node kept this client's callIds; clients ignore a call's callId.
+            RejoinAfter::RelayEnded => (vec![Conversation::moved_notice()], 0),
+        };
+        let prefix = protocol::call_prefix(&protocol::clientio_channel(id));
+        for (k, notice) in notices.iter().enumerate() {
+            self.send(notice.frame(&prefix, call_id + k as u64));
+        }
+    }
+
     /// The registry answered that `id` is served by `node`: ask that node for a virtual
-    /// connection, then send it the join. `call_id` is the client's join (its answer comes
-    /// back as is); `None` for a transparent rejoin, whose answer is not forwarded.
+    /// connection, then send it the join: the client's own (its answer comes back as is), or
+    /// a transparent rejoin's, whose answer is not forwarded.
     pub(super) fn join_remote(
         &mut self,
-        call_id: Option<u64>,
+        join: JoinFor,
         id: ConversationId,
         node: String,
         filter: bool,
@@ -281,6 +394,10 @@ impl Connection {
     ) {
         let Some(cluster) = self.state.cluster.clone() else {
             return;
+        };
+        let (call_id, rejoined) = match join {
+            JoinFor::Client(call_id) => (Some(call_id), None),
+            JoinFor::Rejoin(after) => (None, Some(after)),
         };
         let relay = uuid::Uuid::new_v4().to_string();
         let me = cluster.node().to_string();
@@ -354,10 +471,10 @@ impl Connection {
                 "joinConversation",
                 Err(error),
             ),
-            None => log::warn!(
-                "socket {}: conversation {id} not rejoined: {error}",
-                act.socket_id
-            ),
+            None => {
+                let after = rejoined.unwrap_or(RejoinAfter::RelayEnded);
+                act.rejoin_failed(id, after, &error);
+            }
         };
         ctx.spawn(opening.into_actor(self).map(move |opened, act, ctx| {
             if let Err((e, gone)) = opened {
@@ -431,6 +548,7 @@ impl Connection {
                     filter,
                     publisher,
                     unanswered,
+                    rejoined,
                 },
             );
             // A transparent rejoin registers the client's agents again, behind its join.
@@ -446,8 +564,8 @@ impl Connection {
     /// Sends `method(args)`, the client's invoke `call_id` on `agent-server`, through the
     /// relay of conversation `id`: the serving node's virtual connection answers it with the
     /// client's callId, and until it does the invoke counts as unanswered (answered `Cluster
-    /// unavailable` if the relay ends first; the server's own invokes, above
-    /// `MAX_SAFE_INTEGER`, are not counted). False when `id` is not relayed.
+    /// unavailable` if the relay ends first; the calls this node makes on the client's behalf,
+    /// [`on_clients_behalf`], are not counted). False when `id` is not relayed.
     pub(super) fn relay_invoke(
         &mut self,
         id: ConversationId,
@@ -460,7 +578,7 @@ impl Connection {
         };
         let ch = AGENT_SERVER_CHANNEL;
         self.in_flight.remove(&(ch.to_string(), call_id));
-        if call_id <= protocol::MAX_SAFE_INTEGER {
+        if !on_clients_behalf(call_id) {
             remote
                 .unanswered
                 .lock()

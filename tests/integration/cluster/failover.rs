@@ -231,14 +231,25 @@ fn relayed_clients_on_two_nodes_follow_the_conversation_when_its_owner_dies() {
 /// (what a second owner would do after this node lost the lease without noticing), this
 /// node's next write is refused by JetStream and the submit is answered with a storage error
 /// instead of an acknowledgement: two owners never interleave silently. The node then gives
-/// the conversation up, and the next join rebuilds it from the stream.
+/// the conversation up, and its client follows it without a word: the connection joins it
+/// again on the client's behalf (here on the same node, which rebuilds it from the stream)
+/// and registers its client agent there again. The client goes on without joining again and
+/// never sees the moved notice.
 #[test]
-fn a_write_after_another_owner_wrote_is_refused() {
+fn a_write_after_another_owner_wrote_is_refused_and_the_client_follows() {
+    use crate::client_agents::registration;
     let Some(nats) = nats_or_skip() else {
         return;
     };
     let a = Server::start(&["--cluster", &nats.url(), "--node-name", "a"]);
     let (mut client, id) = a.joined("fenced");
+    assert_eq!(
+        client.agent(
+            "registerClientAgent",
+            registration("androidDevice", Some(&id))
+        ),
+        Ok(Value::Null)
+    );
     assert_eq!(answer(&client.run_turn(&id, "what is 1+1")), "2");
     // Another writer appends to the conversation's subject behind a's back.
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -257,13 +268,31 @@ fn a_write_after_another_owner_wrote_is_refused() {
             .await
             .unwrap();
     });
-    let refused = client
-        .invoke(
-            &dispatcher(&id),
-            "submitCommand",
-            json!(["what is 2+2", null, null, "fenced-1", null]),
-        )
-        .unwrap();
+    let moved_notice = |f: &Value| {
+        f["message"]["name"] == "appendDisplay"
+            && f["message"]["args"][0]["message"]["content"]
+                == "[This conversation moved to another server node. Join it again to continue.]"
+    };
+    let refused = client.expect_none_before("the moved notice", moved_notice, |client| {
+        let refused = client
+            .invoke(
+                &dispatcher(&id),
+                "submitCommand",
+                json!(["what is 2+2", null, null, "fenced-1", null]),
+            )
+            .unwrap();
+        // a gives the conversation up at once (its files differ from the stream now); the
+        // connection joins it again (the lease is free) and registers the agent again.
+        a.wait_log(&format!(
+            "conversation {id} moved off this node; joining it again"
+        ));
+        a.wait_log(&format!("rejoined conversation {id} on this node"));
+        // The client goes on without joining again: its turn runs on the rebuilt
+        // conversation, the other writer's record included. A moved notice, had one been
+        // sent, would have been queued before this turn's frames.
+        assert_eq!(answer(&client.run_turn(&id, "what is 2+2")), "4");
+        refused
+    });
     assert_eq!(refused["ok"], false, "{refused}");
     assert_eq!(refused["error"], "storage_error", "{refused}");
     let message = refused["message"].as_str().unwrap();
@@ -271,9 +300,100 @@ fn a_write_after_another_owner_wrote_is_refused() {
         message.starts_with("cluster log stream: ") && message.contains("wrong last sequence"),
         "{refused}"
     );
-    // a gives the conversation up at once (its files differ from the stream now): the client
-    // is told, its channels close, the lease is free, and the next join rebuilds it from the
-    // stream, the other writer's record included, and goes on.
+    assert!(a
+        .dir
+        .join("conversations")
+        .join(&id)
+        .join("interloper.txt")
+        .exists());
+    let entries = history(&mut client, &id);
+    assert!(
+        entries.iter().any(|e| e["command"] == "what is 1+1"),
+        "{entries:?}"
+    );
+    // The client agent was registered again in the rebuilt conversation.
+    assert_eq!(
+        client
+            .agent(
+                "registerClientAgent",
+                registration("androidDevice", Some(&id))
+            )
+            .unwrap_err(),
+        format!("Client agent 'androidDevice' is already registered on conversation '{id}'")
+    );
+}
+
+/// An owner stopped (`SIGSTOP`) past its lease loses its conversation to the node whose
+/// relayed client took it over; once it runs again it finds its lease gone, and its own
+/// client follows the conversation to the new owner through a relay, without joining again
+/// and without a notice.
+#[test]
+fn the_clients_of_an_owner_that_lost_its_lease_follow_the_conversation() {
+    let Some(nats) = nats_or_skip() else { return };
+    let url = nats.url();
+    let start =
+        |node: &str| Server::start(&["--cluster", &url, "--node-name", node, "--lease-time", "1"]);
+    let a = start("a");
+    let b = start("b");
+    let (mut on_a, id) = a.joined("paused");
+    assert_eq!(answer(&on_a.run_turn(&id, "what is 1+2")), "3");
+    eventually("b to know the conversation", || {
+        b.connect().names().contains(&"paused".to_string())
+    });
+    let mut on_b = b.connect();
+    on_b.join(&id);
+    // SAFETY: signals a child process this test started and still owns.
+    assert_eq!(unsafe { libc::kill(a.pid() as i32, libc::SIGSTOP) }, 0);
+    // b's relay hears nothing from a: its client joins again, and b takes the conversation
+    // over once a's lease has lapsed.
+    b.wait_log(&format!("rejoined conversation {id} on this node"));
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::kill(a.pid() as i32, libc::SIGCONT) }, 0);
+    let moved_notice = |f: &Value| {
+        f["message"]["name"] == "appendDisplay"
+            && f["message"]["args"][0]["message"]["content"]
+                == "[This conversation moved to another server node. Join it again to continue.]"
+    };
+    on_a.expect_none_before("the moved notice", moved_notice, |on_a| {
+        a.wait_log(&format!(
+            "conversation {id} moved off this node; joining it again"
+        ));
+        a.wait_log(&format!("joined conversation {id} again through node b"));
+        assert_eq!(answer(&on_a.run_turn(&id, "what is 2+2")), "4");
+    });
+    assert!(
+        history(&mut on_b, &id)
+            .iter()
+            .any(|e| e["command"] == "what is 2+2"),
+        "a's client's turn ran on b"
+    );
+    assert_eq!(
+        b.metric("roundtable_cluster_owned_conversations{node=\"b\"}"),
+        1.0
+    );
+}
+
+/// When the client cannot follow its conversation (the node lost it because NATS went away,
+/// and no node can take it over before the rejoin gives up), it is told as a delete tells it:
+/// the moved notice, and its channels are closed. Once NATS is back, joining again works.
+#[test]
+fn a_client_that_cannot_follow_a_lost_conversation_is_told() {
+    let Some(mut nats) = nats_or_skip() else {
+        return;
+    };
+    let a = Server::start(&[
+        "--cluster",
+        &nats.url(),
+        "--node-name",
+        "a",
+        "--lease-time",
+        "1",
+    ]);
+    let (mut client, id) = a.joined("stranded");
+    assert_eq!(answer(&client.run_turn(&id, "what is 3+3")), "6");
+    nats.stop();
+    // The lease cannot be renewed, the node gives the conversation up, the rejoin fails for
+    // three lease times, then the notice comes.
     loop {
         let shown = client.expect_call(&clientio(&id), "appendDisplay");
         if shown[0]["message"]["content"]
@@ -282,31 +402,21 @@ fn a_write_after_another_owner_wrote_is_refused() {
             break;
         }
     }
-    eventually("a to give the conversation up", || {
-        a.metric("roundtable_cluster_owned_conversations{node=\"a\"}") == 0.0
-    });
-    // The connection logs once it has dropped the channels: from then on a leave is refused
-    // (before, the conversation's client was gone and the channels stayed, joined to nothing).
-    a.wait_log(&format!(
-        "conversation {id} is gone; its channels are closed"
-    ));
+    assert!(a.log().contains(&format!(
+        "conversation {id} moved off this node; joining it again"
+    )));
+    a.wait_log(&format!("conversation {id} not rejoined: "));
     assert_eq!(
         client.agent("leaveConversation", json!([id])).unwrap_err(),
         format!("Not joined to conversation: {id}")
     );
-    client.join(&id);
-    assert!(a
-        .dir
-        .join("conversations")
-        .join(&id)
-        .join("interloper.txt")
-        .exists());
-    assert_eq!(answer(&client.run_turn(&id, "what is 2+2")), "4");
-    let entries = history(&mut client, &id);
-    assert!(
-        entries.iter().any(|e| e["command"] == "what is 1+1"),
-        "{entries:?}"
-    );
+    nats.restart();
+    eventually("the conversation to be joinable again", || {
+        client
+            .agent("joinConversation", json!([{"conversationId": id}]))
+            .is_ok()
+    });
+    assert_eq!(answer(&client.run_turn(&id, "what is 4+3")), "7");
 }
 
 /// A client that joins while the conversation's owner is dead and its lease has not lapsed

@@ -234,14 +234,16 @@ fn turn_worker(node: &Node, shared: &Shared, k: usize, id: &str, pace: Duration,
                 request_id,
                 at: Instant::now(),
             }),
-            // Not joined (the conversation moved and closed this socket's channels): join
-            // again on the same socket, as a client would.
+            // Not joined (the conversation is moving, or moved and the socket could not
+            // follow it): join again on the same socket, as a client would. "Already joined"
+            // or "Channel ... already exists": the socket followed it meanwhile.
             Err(Failure::Refused(e)) if e.contains("Not joined") => {
                 let deadline = Instant::now() + patience;
-                if w.agent("joinConversation", join_args(id), deadline)
-                    .is_err()
-                {
-                    wire = None;
+                match w.agent("joinConversation", join_args(id), deadline) {
+                    Ok(_) => {}
+                    Err(Failure::Refused(e))
+                        if e.contains("Already joined") || e.contains("already exists") => {}
+                    Err(_) => wire = None,
                 }
             }
             // Refused for now (cluster unavailable, storage error, queue full): the socket
