@@ -140,9 +140,6 @@ pub struct Connection {
     /// `agent:<name>` frames go through that conversation's relay. At most
     /// `MAX_AGENTS_PER_CONNECTION` together with `agents`.
     remote_agents: HashMap<String, relay::RelayedAgent>,
-    /// Client agents a transparent rejoin registers again once its relay is open, by
-    /// conversation (at most one entry per relayed conversation).
-    pending_reregistrations: HashMap<ConversationId, Vec<client_agents::ClientAgentRequest>>,
     /// Client joins waiting for a conversation's new owner (the node that served it does not
     /// answer): until when they retry, by callId (at most `MAX_IN_FLIGHT`, one per invoke).
     join_deadlines: HashMap<u64, std::time::Instant>,
@@ -187,7 +184,6 @@ impl Connection {
             joined: HashMap::new(),
             remote: HashMap::new(),
             remote_agents: HashMap::new(),
-            pending_reregistrations: HashMap::new(),
             join_deadlines: HashMap::new(),
             in_flight: HashSet::new(),
             fragments: Reassembler::with_budget(max, inbound),

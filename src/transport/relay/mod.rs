@@ -85,9 +85,10 @@ pub(super) struct RemoteJoin {
     /// receiving task, which removes what the serving node answers; at most
     /// [`protocol::MAX_IN_FLIGHT`].
     pub(super) unanswered: Unanswered,
-    /// `Some` for a relay a transparent rejoin opened: if the serving node refuses its join,
-    /// the client is told as [`Connection::rejoin_failed`] says.
-    pub(super) rejoined: Option<RejoinAfter>,
+    /// `Some` for a relay a transparent rejoin opened (until when it may retry, and why it
+    /// rejoined): if the serving node refuses its join, the rejoin tries again until then,
+    /// and then the client is told as [`Connection::rejoin_failed`] says.
+    pub(super) rejoined: Option<(std::time::Instant, RejoinAfter)>,
 }
 
 /// Who a cross-node join is for.
@@ -96,7 +97,7 @@ pub(super) enum JoinFor {
     /// client's.
     Client(u64),
     /// A transparent rejoin on the client's behalf: the answer is not forwarded.
-    Rejoin(RejoinAfter),
+    Rejoin(Rejoin),
 }
 
 /// Why a socket joins a conversation again on its client's behalf, which decides what the
@@ -149,7 +150,7 @@ pub(super) fn on_clients_behalf(call_id: u64) -> bool {
 }
 
 /// What a transparent rejoin keeps between its attempts.
-struct Rejoin {
+pub(super) struct Rejoin {
     /// The join's `filter` option.
     filter: bool,
     /// The node that served the conversation until the relay ended.
@@ -232,14 +233,27 @@ impl Handler<RemoteGone> for Connection {
                 after: RejoinAfter::RelayEnded,
             };
             self.rejoin(msg.conversation_id, rejoin, ctx);
-        } else if let Some(after) = remote.rejoined.filter(|_| !self.closing) {
-            // The new owner refused the join a rejoin sent (or the socket could not take
-            // its frames: then nothing more reaches it anyway).
-            let error = RpcError::ClusterUnavailable(format!(
-                "node {} refused the join on the client's behalf",
-                remote.node
-            ));
-            self.rejoin_failed(msg.conversation_id, after, &error);
+        } else if let Some((deadline, after)) = remote.rejoined.filter(|_| !self.closing) {
+            // The node the rejoin went to refused its join (it could not take the
+            // conversation over yet, or it moved on): try again until the deadline. (Or the
+            // socket could not take its frames: then nothing more reaches it anyway.)
+            if std::time::Instant::now() < deadline && !self.outbox.is_closed() {
+                let rejoin = Rejoin {
+                    filter: remote.filter,
+                    previous: remote.node,
+                    deadline,
+                    agents,
+                    after,
+                };
+                let id = msg.conversation_id;
+                ctx.run_later(REJOIN_RETRY, move |act, ctx| act.rejoin(id, rejoin, ctx));
+            } else {
+                let error = RpcError::ClusterUnavailable(format!(
+                    "node {} refused the join on the client's behalf",
+                    remote.node
+                ));
+                self.rejoin_failed(msg.conversation_id, after, &error);
+            }
         } else {
             log::info!(
                 "socket {}: relay to conversation {} ended",
@@ -302,9 +316,8 @@ impl Connection {
                     ctx.run_later(REJOIN_RETRY, move |act, ctx| act.rejoin(id, rejoin, ctx));
                 }
                 Err(RpcError::OnOtherNode { node, .. }) => {
-                    act.pending_reregistrations.insert(id, rejoin.agents);
-                    let join = JoinFor::Rejoin(rejoin.after);
-                    act.join_remote(join, id, node, rejoin.filter, ctx);
+                    let filter = rejoin.filter;
+                    act.join_remote(JoinFor::Rejoin(rejoin), id, node, filter, ctx);
                 }
                 Err(e) => act.rejoin_failed(id, rejoin.after, &e),
             }
@@ -359,6 +372,15 @@ impl Connection {
         after: RejoinAfter,
         error: &RpcError,
     ) {
+        if self.joined.contains_key(&id) || self.remote.contains_key(&id) {
+            // The client joined it again itself meanwhile: nothing to tell.
+            log::info!(
+                "socket {}: conversation {id} not rejoined on the client's behalf ({error}); \
+                 the client joined it itself",
+                self.socket_id
+            );
+            return;
+        }
         log::info!(
             "socket {}: conversation {id} not rejoined: {error}; the client is told",
             self.socket_id
@@ -395,10 +417,11 @@ impl Connection {
         let Some(cluster) = self.state.cluster.clone() else {
             return;
         };
-        let (call_id, rejoined) = match join {
+        let (call_id, mut rejoin) = match join {
             JoinFor::Client(call_id) => (Some(call_id), None),
-            JoinFor::Rejoin(after) => (None, Some(after)),
+            JoinFor::Rejoin(rejoin) => (None, Some(rejoin)),
         };
+        let rejoined = rejoin.as_ref().map(|r| (r.deadline, r.after));
         let relay = uuid::Uuid::new_v4().to_string();
         let me = cluster.node().to_string();
         let join_call_id = call_id.unwrap_or(REJOIN_CALL_ID);
@@ -472,7 +495,7 @@ impl Connection {
                 Err(error),
             ),
             None => {
-                let after = rejoined.unwrap_or(RejoinAfter::RelayEnded);
+                let after = rejoined.map_or(RejoinAfter::RelayEnded, |(_, after)| after);
                 act.rejoin_failed(id, after, &error);
             }
         };
@@ -492,6 +515,13 @@ impl Connection {
                         ctx.run_later(REJOIN_RETRY, move |act, ctx| {
                             act.join(call_id, conversation, filter, ctx)
                         });
+                        return;
+                    }
+                }
+                // A rejoin waits for it as long too (its own deadline).
+                if let Some(rejoin) = rejoin.take() {
+                    if gone && std::time::Instant::now() < rejoin.deadline {
+                        ctx.run_later(REJOIN_RETRY, move |act, ctx| act.rejoin(id, rejoin, ctx));
                         return;
                     }
                 }
@@ -552,7 +582,7 @@ impl Connection {
                 },
             );
             // A transparent rejoin registers the client's agents again, behind its join.
-            let agents = act.pending_reregistrations.remove(&id).unwrap_or_default();
+            let agents = rejoin.map(|r| r.agents).unwrap_or_default();
             for (k, agent) in agents.into_iter().enumerate() {
                 act.register_relayed_agent(REREGISTER_CALL_IDS + k as u64, id, agent);
             }
