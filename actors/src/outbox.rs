@@ -6,9 +6,11 @@
 //! sends them in one socket write (up to about 64 KiB), so a peer that stops reading fills the
 //! queue instead of server memory.
 //!
-//! The bound is both a frame count (the channel capacity) and a byte budget (a semaphore whose
+//! The bound is both a frame count (the queue's length) and a byte budget (a semaphore whose
 //! permits travel with each frame; the socket writer holds a frame's permits until the write
-//! that carries it is done, so the budget covers what is being written too).
+//! that carries it is done, so the budget covers what is being written too). The queue
+//! allocates on its first frame and gives its storage back whenever the writer empties it, so
+//! an idle socket holds none.
 //! A push that does not fit fails at once with [`PushError::Full`]; the caller then closes the
 //! client as a slow consumer. Nothing here ever waits.
 //!
@@ -30,7 +32,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
-use tokio::sync::{mpsc, Notify, OwnedSemaphorePermit, Semaphore};
+use std::collections::VecDeque;
+
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 
 /// Limits of one socket's queue.
 #[derive(Debug, Clone)]
@@ -226,9 +230,36 @@ impl SharedBytes {
     }
 }
 
+/// A frame waiting to be written, with its share of the byte budgets (`None`: a close).
+type Queued = (Outgoing, Option<Budget>);
+
+/// The frames waiting to be written. A `VecDeque` that allocates on the first frame and is
+/// given back whenever the writer empties it, so an idle socket holds no frame storage (a
+/// tokio channel allocated a block of 32 slots, 2.4 KB, for every socket when it was made and
+/// kept it for the socket's life).
+#[derive(Debug, Default)]
+struct Frames {
+    /// In push order.
+    queued: VecDeque<Queued>,
+    /// [`Outbox`] handles alive: the receiver ends (`None`) once they are all gone and the
+    /// queue is empty.
+    senders: usize,
+    /// The receiver, waiting for a frame (woken by the next push, or the last sender's drop).
+    waiting: Option<std::task::Waker>,
+}
+
 /// One queue's state shared by its senders, its receiver and the server budget.
 #[derive(Debug)]
 struct QueueState {
+    /// The frames waiting, at most `max_frames`.
+    frames: Mutex<Frames>,
+    /// Its bound in frames.
+    max_frames: usize,
+    /// Set when the receiver stopped accepting frames or went away: pushes fail `Closed`.
+    closed: AtomicBool,
+    /// Frames the receiver took out of `frames` in one batch and has not handed on yet: they
+    /// count against `max_frames` too.
+    in_hand: AtomicUsize,
     /// Free bytes of this queue's own budget.
     bytes: Arc<Semaphore>,
     /// Its size.
@@ -245,6 +276,29 @@ struct QueueState {
 }
 
 impl QueueState {
+    /// The frames, locked (a panic while holding the lock leaves them usable).
+    fn frames(&self) -> std::sync::MutexGuard<'_, Frames> {
+        self.frames.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Appends a frame unless the queue is closed or full (then it is handed back).
+    fn try_push(&self, item: Queued) -> Result<(), (PushError, Queued)> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err((PushError::Closed, item));
+        }
+        let mut frames = self.frames();
+        if frames.queued.len() + self.in_hand.load(Ordering::Relaxed) >= self.max_frames {
+            return Err((PushError::Full, item));
+        }
+        frames.queued.push_back(item);
+        let waiting = frames.waiting.take();
+        drop(frames);
+        if let Some(waker) = waiting {
+            waker.wake();
+        }
+        Ok(())
+    }
+
     /// Bytes queued or being written.
     fn unsent(&self) -> usize {
         self.max_bytes
@@ -352,10 +406,9 @@ pub enum PushError {
 }
 
 /// Sending half; cheap to clone (one per joined conversation plus the connection's own).
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Outbox {
-    tx: mpsc::Sender<(Outgoing, Option<Budget>)>,
-    /// The queue's byte budget, close slot and progress, shared with the receiver and the
+    /// The queue, its byte budget, close slot and progress, shared with the receiver and the
     /// server budget.
     state: Arc<QueueState>,
     /// The server-wide budget, when there is one.
@@ -396,18 +449,50 @@ impl CloseSlot {
     }
 }
 
+impl Clone for Outbox {
+    fn clone(&self) -> Self {
+        self.state.frames().senders += 1;
+        Outbox {
+            state: self.state.clone(),
+            server: self.server.clone(),
+        }
+    }
+}
+
+impl Drop for Outbox {
+    fn drop(&mut self) {
+        let mut frames = self.state.frames();
+        frames.senders -= 1;
+        let waiting = if frames.senders == 0 {
+            frames.waiting.take()
+        } else {
+            None
+        };
+        drop(frames);
+        if let Some(waker) = waiting {
+            waker.wake();
+        }
+    }
+}
+
 /// Receiving half, owned by the socket writer.
 #[derive(Debug)]
 pub struct OutboxReceiver {
-    rx: mpsc::Receiver<(Outgoing, Option<Budget>)>,
     /// Shared with the senders.
     state: Arc<QueueState>,
+    /// The frames taken out of the queue at once (one lock per batch, not per frame), handed
+    /// on one by one; its storage is given back once it is empty.
+    batch: VecDeque<Queued>,
     /// The server budget and this queue's id in it, when there is one.
     server: Option<(Arc<ServerBudget>, u64)>,
 }
 
 impl Drop for OutboxReceiver {
     fn drop(&mut self) {
+        // What is still queued will never be written: its budgets go back now.
+        self.state.closed.store(true, Ordering::Release);
+        let unsent = std::mem::take(&mut self.state.frames().queued);
+        drop(unsent);
         if let Some((server, id)) = &self.server {
             server.unregister(*id, &self.state);
         }
@@ -416,9 +501,16 @@ impl Drop for OutboxReceiver {
 
 /// Creates a queue with the given limits.
 pub fn outbox(limits: OutboxLimits) -> (Outbox, OutboxReceiver) {
-    let (tx, rx) = mpsc::channel(limits.max_frames.max(1));
     let max_bytes = limits.max_bytes.clamp(1, Semaphore::MAX_PERMITS);
     let state = Arc::new(QueueState {
+        frames: Mutex::new(Frames {
+            queued: VecDeque::new(),
+            senders: 1,
+            waiting: None,
+        }),
+        max_frames: limits.max_frames.max(1),
+        closed: AtomicBool::new(false),
+        in_hand: AtomicUsize::new(0),
         bytes: Arc::new(Semaphore::new(max_bytes)),
         max_bytes,
         close: CloseSlot::default(),
@@ -433,11 +525,14 @@ pub fn outbox(limits: OutboxLimits) -> (Outbox, OutboxReceiver) {
     });
     (
         Outbox {
-            tx,
             state: state.clone(),
             server: server.as_ref().map(|(b, _)| b.clone()),
         },
-        OutboxReceiver { rx, state, server },
+        OutboxReceiver {
+            state,
+            batch: VecDeque::new(),
+            server,
+        },
     )
 }
 
@@ -459,7 +554,7 @@ impl Outbox {
         frame: Outgoing,
         shared: Option<&Arc<SharedBytes>>,
     ) -> Result<(), PushError> {
-        if self.tx.is_closed() {
+        if self.is_closed() {
             return Err(PushError::Closed);
         }
         if self.state.shed.load(Ordering::Acquire) {
@@ -503,12 +598,9 @@ impl Outbox {
             _server: server,
             _shared: shared,
         };
-        self.tx
-            .try_send((frame, Some(budget)))
-            .map_err(|e| match e {
-                mpsc::error::TrySendError::Full(_) => PushError::Full,
-                mpsc::error::TrySendError::Closed(_) => PushError::Closed,
-            })
+        self.state
+            .try_push((frame, Some(budget)))
+            .map_err(|(e, _)| e)
     }
 
     /// Closes the socket after the frames already queued (graceful close, close echo). If the
@@ -523,8 +615,8 @@ impl Outbox {
     }
 
     fn close_with(&self, reason: Option<(u16, String)>) {
-        if let Err(mpsc::error::TrySendError::Full((frame, _))) =
-            self.tx.try_send((Outgoing::Close(reason), None))
+        if let Err((PushError::Full, (frame, _))) =
+            self.state.try_push((Outgoing::Close(reason), None))
         {
             self.state.close.request(frame);
         }
@@ -542,9 +634,9 @@ impl Outbox {
         self.state.shed.load(Ordering::Acquire)
     }
 
-    /// True once the writer has gone away.
+    /// True once the writer has gone away (or stopped accepting frames).
     pub fn is_closed(&self) -> bool {
-        self.tx.is_closed()
+        self.state.closed.load(Ordering::Acquire)
     }
 }
 
@@ -558,13 +650,54 @@ impl OutboxReceiver {
     /// Like [`next`](Self::next), with the frame's share of the byte budget: the budget stays
     /// spent until the caller drops it (once the bytes are handed on for writing).
     pub async fn next_with_budget(&mut self) -> Option<(Outgoing, Option<Budget>)> {
+        let (state, batch) = (&self.state, &mut self.batch);
         let next = tokio::select! {
             biased;
-            close = self.state.close.wait() => Some((close, None)),
-            item = self.rx.recv() => item,
+            close = state.close.wait() => Some((close, None)),
+            item = std::future::poll_fn(|cx| Self::poll_queued(state, batch, Some(cx))) => item,
         };
         self.taken();
         next
+    }
+
+    /// The oldest frame: from the batch in hand, else the whole queue is taken as the next
+    /// batch. Empty: `Pending` (the receiver waits, when `cx` is given), or `None` once every
+    /// sender is gone.
+    fn poll_queued(
+        state: &QueueState,
+        batch: &mut VecDeque<Queued>,
+        cx: Option<&mut std::task::Context<'_>>,
+    ) -> std::task::Poll<Option<Queued>> {
+        use std::task::Poll;
+        let take = |batch: &mut VecDeque<Queued>| {
+            let item = batch.pop_front()?;
+            state.in_hand.fetch_sub(1, Ordering::Relaxed);
+            if batch.is_empty() {
+                *batch = VecDeque::new();
+            }
+            Some(item)
+        };
+        if let Some(item) = take(batch) {
+            return Poll::Ready(Some(item));
+        }
+        let mut frames = state.frames();
+        if !frames.queued.is_empty() {
+            state.in_hand.store(frames.queued.len(), Ordering::Relaxed);
+            *batch = std::mem::take(&mut frames.queued);
+            drop(frames);
+            return Poll::Ready(take(batch));
+        }
+        if frames.senders == 0 {
+            return Poll::Ready(None);
+        }
+        let Some(cx) = cx else {
+            return Poll::Pending;
+        };
+        match &frames.waiting {
+            Some(waker) if waker.will_wake(cx.waker()) => {}
+            _ => frames.waiting = Some(cx.waker().clone()),
+        }
+        Poll::Pending
     }
 
     /// The next thing to write if it is there now (a pending close first), without waiting:
@@ -579,7 +712,10 @@ impl OutboxReceiver {
             .take();
         let next = match close {
             Some(close) => Some((close, None)),
-            None => self.rx.try_recv().ok(),
+            None => match Self::poll_queued(&self.state, &mut self.batch, None) {
+                std::task::Poll::Ready(item) => item,
+                std::task::Poll::Pending => None,
+            },
         };
         if next.is_some() {
             self.taken();
@@ -602,9 +738,10 @@ impl OutboxReceiver {
         Some(self.state.close.wait().await)
     }
 
-    /// Stops accepting frames; pushes fail with [`PushError::Closed`] from now on.
+    /// Stops accepting frames; pushes fail with [`PushError::Closed`] from now on (the frames
+    /// already queued can still be taken).
     pub fn close(&mut self) {
-        self.rx.close();
+        self.state.closed.store(true, Ordering::Release);
     }
 }
 
@@ -778,5 +915,90 @@ mod tests {
         let (tx, mut rx) = outbox(OutboxLimits::default());
         rx.close();
         assert_eq!(tx.push("x".into()), Err(PushError::Closed));
+    }
+
+    /// A drained queue gives its storage back; the receiver ends once every sender is gone
+    /// and the queue is empty, after the frames still queued.
+    #[tokio::test]
+    async fn an_idle_queue_holds_no_storage_and_ends_with_its_senders() {
+        let (tx, mut rx) = outbox(OutboxLimits::default());
+        assert_eq!(
+            rx.state.frames().queued.capacity(),
+            0,
+            "nothing allocated up front"
+        );
+        let second = tx.clone();
+        tx.push("a".into()).unwrap();
+        second.push("b".into()).unwrap();
+        assert!(rx.state.frames().queued.capacity() > 0);
+        assert!(matches!(rx.next().await, Some(Outgoing::Text(t)) if t == "a"));
+        assert!(matches!(rx.try_next_with_budget(), Some((Outgoing::Text(t), _)) if t == "b"));
+        assert_eq!(
+            (rx.state.frames().queued.capacity(), rx.batch.capacity()),
+            (0, 0),
+            "given back once empty"
+        );
+        tx.push("c".into()).unwrap();
+        drop(tx);
+        drop(second);
+        assert!(matches!(rx.next().await, Some(Outgoing::Text(t)) if t == "c"));
+        assert!(rx.next().await.is_none(), "every sender is gone");
+    }
+
+    /// A receiver that goes away gives the byte budget of what it never wrote back, and
+    /// pushes fail `Closed` from then on.
+    #[test]
+    fn a_dropped_receiver_frees_what_it_held() {
+        let (tx, rx) = outbox(OutboxLimits {
+            max_frames: 4,
+            max_bytes: 8,
+            server: None,
+        });
+        tx.push("abcdefgh".into()).unwrap();
+        assert_eq!(tx.push("i".into()), Err(PushError::Full));
+        drop(rx);
+        assert_eq!(tx.state.bytes.available_permits(), 8);
+        assert_eq!(tx.push("i".into()), Err(PushError::Closed));
+    }
+
+    /// The frame bound holds, and a close still gets through a full queue (ahead of it).
+    #[tokio::test]
+    async fn a_close_passes_a_full_queue() {
+        let (tx, mut rx) = outbox(OutboxLimits {
+            max_frames: 1,
+            max_bytes: 1 << 20,
+            server: None,
+        });
+        tx.push("a".into()).unwrap();
+        assert_eq!(tx.push("b".into()), Err(PushError::Full));
+        tx.close(1000, "bye");
+        assert!(matches!(
+            rx.next().await,
+            Some(Outgoing::Close(Some((1000, _))))
+        ));
+        assert!(matches!(rx.next().await, Some(Outgoing::Text(t)) if t == "a"));
+    }
+
+    /// Frames the writer took out in a batch and has not handed on still count against the
+    /// frame bound.
+    #[tokio::test]
+    async fn frames_in_hand_count_against_the_bound() {
+        let (tx, mut rx) = outbox(OutboxLimits {
+            max_frames: 2,
+            max_bytes: 1 << 20,
+            server: None,
+        });
+        tx.push("a".into()).unwrap();
+        tx.push("b".into()).unwrap();
+        assert!(matches!(rx.next().await, Some(Outgoing::Text(t)) if t == "a"));
+        tx.push("c".into()).unwrap();
+        assert_eq!(
+            tx.push("d".into()),
+            Err(PushError::Full),
+            "b is still in hand"
+        );
+        assert!(matches!(rx.next().await, Some(Outgoing::Text(t)) if t == "b"));
+        assert!(matches!(rx.next().await, Some(Outgoing::Text(t)) if t == "c"));
+        tx.push("d".into()).unwrap();
     }
 }
