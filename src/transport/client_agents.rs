@@ -695,15 +695,18 @@ impl Connection {
         conversation_id: ConversationId,
         ctx: &mut Context<Self>,
     ) {
-        let names: Vec<String> = self
-            .agents
+        for name in self.agent_names_in(conversation_id) {
+            self.retire_hosted_agent(&name, None, ctx);
+        }
+    }
+
+    /// The names of this socket's agents in `conversation_id` (going ones too).
+    fn agent_names_in(&self, conversation_id: ConversationId) -> Vec<String> {
+        self.agents
             .iter()
             .filter(|(_, h)| h.conversation_id == conversation_id)
             .map(|(n, _)| n.clone())
-            .collect();
-        for name in names {
-            self.retire_hosted_agent(&name, None, ctx);
-        }
+            .collect()
     }
 
     /// The registrations of this socket's agents in `conversation_id` that are not already
@@ -729,12 +732,7 @@ impl Connection {
         then: AfterLifecycle,
         ctx: &mut Context<Self>,
     ) {
-        let names: Vec<String> = self
-            .agents
-            .iter()
-            .filter(|(_, h)| h.conversation_id == conversation_id)
-            .map(|(n, _)| n.clone())
-            .collect();
+        let names = self.agent_names_in(conversation_id);
         if names.is_empty() {
             return then(self, ctx);
         }

@@ -268,12 +268,7 @@ fn a_write_after_another_owner_wrote_is_refused_and_the_client_follows() {
             .await
             .unwrap();
     });
-    let moved_notice = |f: &Value| {
-        f["message"]["name"] == "appendDisplay"
-            && f["message"]["args"][0]["message"]["content"]
-                == "[This conversation moved to another server node. Join it again to continue.]"
-    };
-    let refused = client.expect_none_before("the moved notice", moved_notice, |client| {
+    let refused = client.expect_none_before("the moved notice", is_moved_notice, |client| {
         let refused = client
             .invoke(
                 &dispatcher(&id),
@@ -349,12 +344,7 @@ fn the_clients_of_an_owner_that_lost_its_lease_follow_the_conversation() {
     b.wait_log(&format!("rejoined conversation {id} on this node"));
     // SAFETY: as above.
     assert_eq!(unsafe { libc::kill(a.pid() as i32, libc::SIGCONT) }, 0);
-    let moved_notice = |f: &Value| {
-        f["message"]["name"] == "appendDisplay"
-            && f["message"]["args"][0]["message"]["content"]
-                == "[This conversation moved to another server node. Join it again to continue.]"
-    };
-    on_a.expect_none_before("the moved notice", moved_notice, |on_a| {
+    on_a.expect_none_before("the moved notice", is_moved_notice, |on_a| {
         a.wait_log(&format!(
             "conversation {id} moved off this node; joining it again"
         ));
@@ -396,9 +386,7 @@ fn a_client_that_cannot_follow_a_lost_conversation_is_told() {
     // three lease times, then the notice comes.
     loop {
         let shown = client.expect_call(&clientio(&id), "appendDisplay");
-        if shown[0]["message"]["content"]
-            == "[This conversation moved to another server node. Join it again to continue.]"
-        {
+        if shown[0]["message"]["content"] == MOVED_NOTICE {
             break;
         }
     }
@@ -418,6 +406,16 @@ fn a_client_that_cannot_follow_a_lost_conversation_is_told() {
     });
     assert_eq!(answer(&client.run_turn(&id, "what is 4+3")), "7");
 }
+
+/// Whether `frame` is the notice a client gets when it could not follow its conversation.
+fn is_moved_notice(frame: &Value) -> bool {
+    frame["message"]["name"] == "appendDisplay"
+        && frame["message"]["args"][0]["message"]["content"] == MOVED_NOTICE
+}
+
+/// What that notice says.
+const MOVED_NOTICE: &str =
+    "[This conversation moved to another server node. Join it again to continue.]";
 
 /// A client that joins while the conversation's owner is dead and its lease has not lapsed
 /// yet is not refused: its join waits for a new owner (here its own node) and succeeds.
