@@ -391,6 +391,25 @@ fn service(command: ServiceCmd) -> ExitCode {
     }
 }
 
+/// Drops the server's actix system, and with it the tasks still alive when it stopped (a
+/// cluster node's NATS subscriptions among them), inside a Tokio context: actix drops its
+/// tasks after leaving its runtime, and an `async_nats::Subscriber` spawns its unsubscribe
+/// when dropped, which panics outside one. The spawned unsubscribes never run (the
+/// connection is gone with the process); without this, every clean stop of a cluster node
+/// ended in the abort-on-panic policy's abort.
+fn drop_inside_a_runtime(system: actix_web::rt::SystemRunner) {
+    match tokio::runtime::Builder::new_current_thread().build() {
+        Ok(context) => {
+            let _inside = context.enter();
+            drop(system);
+        }
+        Err(e) => {
+            log::warn!("cannot build a runtime to drop the server's tasks in: {e}");
+            std::mem::forget(system);
+        }
+    }
+}
+
 /// `roundtable serve`: flags, environment and config file → [`ServerConfig`] (a bad value
 /// exits with 2, naming the file, line and key when the file set it), then the server under
 /// the abort-on-panic policy until it stops.
@@ -404,7 +423,9 @@ fn serve(mut args: ServeArgs, matches: &ArgMatches) -> ExitCode {
         Err(e) => return fail(&roundtable::config_file::locate(e, &file).to_string(), 2),
     };
     roundtable::server::abort_on_panic();
-    let result = actix_web::rt::System::new().block_on(roundtable::serve(config));
+    let system = actix_web::rt::System::new();
+    let result = system.block_on(roundtable::serve(config));
+    drop_inside_a_runtime(system);
     match result {
         Ok(Stopped::Shutdown) => ExitCode::SUCCESS,
         Ok(Stopped::Restart(_)) if restart::under_systemd() => {

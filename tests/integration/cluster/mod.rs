@@ -405,6 +405,32 @@ fn delete_on_one_node_reaches_clients_on_others() {
     }
 }
 
+/// A clean stop of a node whose sockets are relayed to another (their NATS subscriptions
+/// alive), then of the node serving them: both exit 0 and neither panics on the way out (the
+/// tasks still holding subscriptions are dropped after the runtime stops: they used to panic,
+/// and the abort-on-panic policy turned every clean stop into an abort).
+#[test]
+fn nodes_stop_cleanly_with_relays_alive() {
+    let Some(nats) = nats_or_skip() else { return };
+    let nodes = three_nodes(&nats);
+    let (mut on_a, id) = nodes[0].joined("stopping");
+    wait_same_lists(&nodes);
+    let mut on_b = nodes[1].connect();
+    on_b.join(&id);
+    let ack = on_b.submit(&id, "what is 2+3");
+    let rid = Client::request_id(&ack);
+    assert_eq!(answer(&on_b.until_complete(&id, &rid)), "5");
+    on_a.until_complete(&id, &rid);
+    let [mut a, mut b, mut c] = <[Server; 3]>::try_from(nodes).ok().expect("three nodes");
+    for node in [&mut b, &mut a, &mut c] {
+        let _ = node.connect().agent("shutdown", json!([]));
+        let status = node.wait_exit();
+        let log = node.log();
+        assert!(status.success(), "exit {status:?}; log:\n{log}");
+        assert!(!log.contains("panicked"), "a panic on the way out:\n{log}");
+    }
+}
+
 /// NATS goes away: `/health` turns 503 naming it and changes answer `Cluster unavailable`
 /// (nothing changes on one node only); lists still answer from the node's copy. NATS comes
 /// back (same store): health recovers, changes work again and reach the other nodes.
