@@ -248,6 +248,30 @@ struct Frames {
     waiting: Option<std::task::Waker>,
 }
 
+/// Writers to wake once a batch of pushes is done ([`Outbox::push_sharing_later`]): each
+/// writer at most once (a push takes the writer's waker, so later pushes to the same queue
+/// find none). Dropping it wakes them, so no push is ever left unannounced.
+#[derive(Debug, Default)]
+pub struct Wakes {
+    /// The writers taken from the queues pushed to, in push order.
+    wakers: Vec<std::task::Waker>,
+}
+
+impl Wakes {
+    /// Wakes every writer collected so far.
+    pub fn wake_all(&mut self) {
+        for waker in self.wakers.drain(..) {
+            waker.wake();
+        }
+    }
+}
+
+impl Drop for Wakes {
+    fn drop(&mut self) {
+        self.wake_all();
+    }
+}
+
 /// One queue's state shared by its senders, its receiver and the server budget.
 #[derive(Debug)]
 struct QueueState {
@@ -281,8 +305,9 @@ impl QueueState {
         self.frames.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Appends a frame unless the queue is closed or full (then it is handed back).
-    fn try_push(&self, item: Queued) -> Result<(), (PushError, Queued)> {
+    /// Appends a frame unless the queue is closed or full (then it is handed back). The
+    /// writer is woken now, or by `later` when the caller pushes more frames first.
+    fn try_push(&self, item: Queued, later: Option<&mut Wakes>) -> Result<(), (PushError, Queued)> {
         if self.closed.load(Ordering::Acquire) {
             return Err((PushError::Closed, item));
         }
@@ -294,7 +319,10 @@ impl QueueState {
         let waiting = frames.waiting.take();
         drop(frames);
         if let Some(waker) = waiting {
-            waker.wake();
+            match later {
+                Some(wakes) => wakes.wakers.push(waker),
+                None => waker.wake(),
+            }
         }
         Ok(())
     }
@@ -554,6 +582,27 @@ impl Outbox {
         frame: Outgoing,
         shared: Option<&Arc<SharedBytes>>,
     ) -> Result<(), PushError> {
+        self.push_sharing_then(frame, shared, None)
+    }
+
+    /// Like [`push_sharing`](Self::push_sharing), the writer woken by `wakes` instead of now:
+    /// a caller that hands many frames to many sockets at once (a relay link's message) wakes
+    /// each writer once, after its last frame, so the writer puts them all into one write.
+    pub fn push_sharing_later(
+        &self,
+        frame: Outgoing,
+        shared: Option<&Arc<SharedBytes>>,
+        wakes: &mut Wakes,
+    ) -> Result<(), PushError> {
+        self.push_sharing_then(frame, shared, Some(wakes))
+    }
+
+    fn push_sharing_then(
+        &self,
+        frame: Outgoing,
+        shared: Option<&Arc<SharedBytes>>,
+        later: Option<&mut Wakes>,
+    ) -> Result<(), PushError> {
         if self.is_closed() {
             return Err(PushError::Closed);
         }
@@ -599,7 +648,7 @@ impl Outbox {
             _shared: shared,
         };
         self.state
-            .try_push((frame, Some(budget)))
+            .try_push((frame, Some(budget)), later)
             .map_err(|(e, _)| e)
     }
 
@@ -616,7 +665,7 @@ impl Outbox {
 
     fn close_with(&self, reason: Option<(u16, String)>) {
         if let Err((PushError::Full, (frame, _))) =
-            self.state.try_push((Outgoing::Close(reason), None))
+            self.state.try_push((Outgoing::Close(reason), None), None)
         {
             self.state.close.request(frame);
         }
@@ -1000,5 +1049,65 @@ mod tests {
         assert!(matches!(rx.next().await, Some(Outgoing::Text(t)) if t == "b"));
         assert!(matches!(rx.next().await, Some(Outgoing::Text(t)) if t == "c"));
         tx.push("d".into()).unwrap();
+    }
+
+    /// A waker that counts its wakes.
+    struct Counting(std::sync::atomic::AtomicUsize);
+
+    impl std::task::Wake for Counting {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    /// The writer waits (its waker registered); answers how many times it was woken since.
+    fn waiting_writer(rx: &mut OutboxReceiver) -> Arc<Counting> {
+        use std::future::Future;
+        let counting = Arc::new(Counting(AtomicUsize::new(0)));
+        let waker = std::task::Waker::from(counting.clone());
+        let mut cx = std::task::Context::from_waker(&waker);
+        let next = std::pin::pin!(rx.next());
+        assert!(next.poll(&mut cx).is_pending(), "nothing queued yet");
+        counting
+    }
+
+    /// Pushes with [`Wakes`] wake each writer once, when the batch is done (or dropped), not
+    /// at every frame.
+    #[test]
+    fn later_pushes_wake_the_writer_once_after_the_batch() {
+        let limits = || OutboxLimits {
+            max_frames: 10,
+            max_bytes: 1 << 20,
+            server: None,
+        };
+        let (tx, mut rx) = outbox(limits());
+        let woken = waiting_writer(&mut rx);
+        let mut wakes = Wakes::default();
+        for text in ["a", "b", "c"] {
+            tx.push_sharing_later(Outgoing::Text(text.into()), None, &mut wakes)
+                .unwrap();
+        }
+        assert_eq!(
+            woken.0.load(Ordering::SeqCst),
+            0,
+            "not before the batch ends"
+        );
+        wakes.wake_all();
+        assert_eq!(woken.0.load(Ordering::SeqCst), 1, "once for three frames");
+        let texts: Vec<_> = std::iter::from_fn(|| rx.try_next_with_budget())
+            .map(|(frame, _)| frame.to_text().unwrap())
+            .collect();
+        assert_eq!(texts, ["a", "b", "c"], "one batch, in push order");
+
+        // A batch that is dropped without `wake_all` still wakes its writers.
+        let (tx, mut rx) = outbox(limits());
+        let woken = waiting_writer(&mut rx);
+        {
+            let mut wakes = Wakes::default();
+            tx.push_sharing_later(Outgoing::Text("d".into()), None, &mut wakes)
+                .unwrap();
+            assert_eq!(woken.0.load(Ordering::SeqCst), 0);
+        }
+        assert_eq!(woken.0.load(Ordering::SeqCst), 1);
     }
 }

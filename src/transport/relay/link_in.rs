@@ -16,7 +16,7 @@ use futures_util::StreamExt;
 use roundtable_actors::cluster::Cluster;
 use roundtable_actors::ids::ConversationId;
 use roundtable_actors::metrics::Metrics;
-use roundtable_actors::outbox::{Outbox, Outgoing, PushError, SharedBytes};
+use roundtable_actors::outbox::{Outbox, Outgoing, PushError, SharedBytes, Wakes};
 use roundtable_actors::protocol::AGENT_SERVER_CHANNEL;
 use serde::Deserialize;
 use tokio::sync::oneshot;
@@ -193,13 +193,16 @@ async fn run(
         if kind != LINK {
             continue; // A's heartbeat
         }
+        // Each socket's writer is woken once, after the message's last frame for it, so that
+        // it writes all of them at once (one send, not one per frame).
+        let mut wakes = Wakes::default();
         let mut routes = link.routes();
         decoder.read(&body, |slot, entry| {
             let Some(route) = routes.get_mut(&slot) else {
                 return; // ended here already
             };
             let ended = match entry {
-                Entry::Text(text) => route.delivery.text(text),
+                Entry::Text(text) => route.delivery.text(text, &mut wakes),
                 Entry::Spliced {
                     prefix,
                     number,
@@ -212,6 +215,7 @@ async fn run(
                         tail,
                     },
                     Some(&shared),
+                    &mut wakes,
                 ),
                 Entry::Ping => {
                     route.pong.send(PONG, Bytes::new());
@@ -226,6 +230,7 @@ async fn run(
         });
         let empty = routes.is_empty();
         drop(routes);
+        wakes.wake_all();
         if empty && links.retire_if_empty(&link) {
             break;
         }
@@ -261,7 +266,7 @@ pub(super) struct Delivery {
 impl Delivery {
     /// One text frame from the serving node into the socket's outbox; `Some(rejoin)` ends the
     /// relay (the join was refused, or the socket cannot take more).
-    fn text(&mut self, text: String) -> Option<bool> {
+    fn text(&mut self, text: String, wakes: &mut Wakes) -> Option<bool> {
         if let Some(answer) = Answer::read(&text) {
             let on_agent_server = answer.name == AGENT_SERVER_CHANNEL;
             let call_id = answer.message.call_id;
@@ -291,13 +296,18 @@ impl Delivery {
                 return failed.then_some(false);
             }
         }
-        self.push(Outgoing::Text(text), None)
+        self.push(Outgoing::Text(text), None, wakes)
     }
 
-    /// One frame into the socket's outbox (a call: never an answer); `Some(false)` ends the
-    /// relay when the socket cannot take it.
-    fn push(&mut self, frame: Outgoing, shared: Option<&Arc<SharedBytes>>) -> Option<bool> {
-        match self.socket.push_sharing(frame, shared) {
+    /// One frame into the socket's outbox (a call: never an answer), its writer woken by
+    /// `wakes`; `Some(false)` ends the relay when the socket cannot take it.
+    fn push(
+        &mut self,
+        frame: Outgoing,
+        shared: Option<&Arc<SharedBytes>>,
+        wakes: &mut Wakes,
+    ) -> Option<bool> {
+        match self.socket.push_sharing_later(frame, shared, wakes) {
             Ok(()) => {
                 Metrics::inc(&self.state.metrics.frames_out);
                 None
