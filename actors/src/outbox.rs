@@ -798,21 +798,22 @@ impl OutboxReceiver {
 mod tests {
     use super::*;
 
+    /// Limits of `max_frames` frames and `max_bytes` bytes, without a server budget.
+    fn bounded(max_frames: usize, max_bytes: usize) -> OutboxLimits {
+        OutboxLimits {
+            max_frames,
+            max_bytes,
+            server: None,
+        }
+    }
+
     #[test]
     fn bounds_frames_and_bytes() {
-        let (tx, _rx) = outbox(OutboxLimits {
-            max_frames: 2,
-            max_bytes: 10,
-            server: None,
-        });
+        let (tx, _rx) = outbox(bounded(2, 10));
         tx.push("abcd".into()).unwrap();
         tx.push("efgh".into()).unwrap();
         assert_eq!(tx.push("i".into()), Err(PushError::Full));
-        let (tx, _rx) = outbox(OutboxLimits {
-            max_frames: 10,
-            max_bytes: 10,
-            server: None,
-        });
+        let (tx, _rx) = outbox(bounded(10, 10));
         tx.push("abcdefgh".into()).unwrap();
         assert_eq!(tx.push("ijk".into()), Err(PushError::Full));
     }
@@ -998,11 +999,7 @@ mod tests {
     /// pushes fail `Closed` from then on.
     #[test]
     fn a_dropped_receiver_frees_what_it_held() {
-        let (tx, rx) = outbox(OutboxLimits {
-            max_frames: 4,
-            max_bytes: 8,
-            server: None,
-        });
+        let (tx, rx) = outbox(bounded(4, 8));
         tx.push("abcdefgh".into()).unwrap();
         assert_eq!(tx.push("i".into()), Err(PushError::Full));
         drop(rx);
@@ -1013,11 +1010,7 @@ mod tests {
     /// The frame bound holds, and a close still gets through a full queue (ahead of it).
     #[tokio::test]
     async fn a_close_passes_a_full_queue() {
-        let (tx, mut rx) = outbox(OutboxLimits {
-            max_frames: 1,
-            max_bytes: 1 << 20,
-            server: None,
-        });
+        let (tx, mut rx) = outbox(bounded(1, 1 << 20));
         tx.push("a".into()).unwrap();
         assert_eq!(tx.push("b".into()), Err(PushError::Full));
         tx.close(1000, "bye");
@@ -1032,11 +1025,7 @@ mod tests {
     /// frame bound.
     #[tokio::test]
     async fn frames_in_hand_count_against_the_bound() {
-        let (tx, mut rx) = outbox(OutboxLimits {
-            max_frames: 2,
-            max_bytes: 1 << 20,
-            server: None,
-        });
+        let (tx, mut rx) = outbox(bounded(2, 1 << 20));
         tx.push("a".into()).unwrap();
         tx.push("b".into()).unwrap();
         assert!(matches!(rx.next().await, Some(Outgoing::Text(t)) if t == "a"));
@@ -1052,7 +1041,7 @@ mod tests {
     }
 
     /// A waker that counts its wakes.
-    struct Counting(std::sync::atomic::AtomicUsize);
+    struct Counting(AtomicUsize);
 
     impl std::task::Wake for Counting {
         fn wake(self: Arc<Self>) {
@@ -1075,12 +1064,7 @@ mod tests {
     /// at every frame.
     #[test]
     fn later_pushes_wake_the_writer_once_after_the_batch() {
-        let limits = || OutboxLimits {
-            max_frames: 10,
-            max_bytes: 1 << 20,
-            server: None,
-        };
-        let (tx, mut rx) = outbox(limits());
+        let (tx, mut rx) = outbox(bounded(10, 1 << 20));
         let woken = waiting_writer(&mut rx);
         let mut wakes = Wakes::default();
         for text in ["a", "b", "c"] {
@@ -1100,7 +1084,7 @@ mod tests {
         assert_eq!(texts, ["a", "b", "c"], "one batch, in push order");
 
         // A batch that is dropped without `wake_all` still wakes its writers.
-        let (tx, mut rx) = outbox(limits());
+        let (tx, mut rx) = outbox(bounded(10, 1 << 20));
         let woken = waiting_writer(&mut rx);
         {
             let mut wakes = Wakes::default();
