@@ -125,6 +125,11 @@ impl Server {
 
     /// Sends `shutdown` and waits for the process to exit.
     pub fn shutdown(mut self) -> ExitStatus {
+        self.stop()
+    }
+
+    /// Like [`Server::shutdown`], keeping the handle: its log can be read afterwards.
+    pub fn stop(&mut self) -> ExitStatus {
         let mut c = self.connect();
         let _ = c.agent("shutdown", json!([]));
         self.wait_exit()
