@@ -35,6 +35,9 @@ pub struct ServerConfig {
     pub idle_timeout: Duration,
     /// Largest WebSocket frame and largest reassembled message, in bytes.
     pub max_frame_bytes: usize,
+    /// The node log: its segment bound, and whether it is used (`--no-wal` fsyncs each
+    /// conversation file per batch instead).
+    pub node_log: roundtable_actors::storage::node_log::NodeLogConfig,
     /// Serve the conformance echo endpoint on this path (off when `None`).
     pub echo_path: Option<String>,
     /// Extra origins allowed to open a WebSocket (exact `scheme://host[:port]`).
@@ -85,6 +88,7 @@ impl ServerConfig {
             instance_dir: instance_dir.into(),
             idle_timeout: Duration::from_secs(300),
             max_frame_bytes: 16 * 1024 * 1024,
+            node_log: Default::default(),
             echo_path: None,
             allowed_origins: Vec::new(),
             token: None,
@@ -141,6 +145,14 @@ pub struct ServeArgs {
     /// Serve a WebSocket echo endpoint on this path (conformance testing).
     #[arg(long)]
     pub(crate) echo_path: Option<String>,
+    /// Size of a node log segment in bytes: past it the log starts another and the files it
+    /// covered are flushed and the old segment removed (at least 4096).
+    #[arg(long, default_value_t = roundtable_actors::storage::node_log::DEFAULT_SEGMENT_BYTES)]
+    pub(crate) wal_segment_bytes: u64,
+    /// Do not write the node log: fsync each conversation file once per batch instead (slower;
+    /// kept for comparisons). A log a crash left is still replayed at start-up.
+    #[arg(long)]
+    pub(crate) no_wal: bool,
     /// Also accept WebSocket upgrades from this Origin (repeatable), e.g. chrome-extension://id.
     #[arg(long = "allow-origin")]
     pub(crate) allowed_origins: Vec<String>,
@@ -382,6 +394,12 @@ impl TryFrom<ServeArgs> for ServerConfig {
         config.provider = args.provider;
         config.max_iterations = args.max_iterations.max(1);
         config.max_frame_bytes = args.max_frame_bytes.max(1024);
+        config.node_log = roundtable_actors::storage::node_log::NodeLogConfig {
+            segment_bytes: args
+                .wal_segment_bytes
+                .max(roundtable_actors::storage::node_log::MIN_SEGMENT_BYTES),
+            enabled: !args.no_wal,
+        };
         config.echo_path = args.echo_path.map(|p| {
             if p.starts_with('/') {
                 p

@@ -144,6 +144,8 @@ settings! {
     "idle-timeout" => idle_timeout: f64 = same, "Seconds a conversation with no clients stays in memory.";
     "max-frame-bytes" => max_frame_bytes: usize = same, "Largest WebSocket frame / message in bytes.";
     "echo-path" => echo_path: String = Some, "Serve a WebSocket echo endpoint on this path (conformance testing).";
+    "wal-segment-bytes" => wal_segment_bytes: u64 = same, "Size of a node log segment in bytes (at least 4096); past it the covered files are flushed and the segment removed.";
+    "no-wal" => no_wal: bool = same, "Fsync each conversation file per batch instead of writing the node log (slower; for comparisons).";
     "allow-origin" => allowed_origins: Vec<String> = same, "Also accept WebSocket upgrades from these Origins.";
     "token" => token: String = Some, "Require this token on every upgrade (prefer token-file).";
     "token-file" => token_file: PathBuf = Some, "Read the token from this file (its first line).";

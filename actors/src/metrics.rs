@@ -40,8 +40,11 @@ pub struct Metrics {
     pub dead_writers: AtomicU64,
     /// Times a conversation paused because the log writer's queue was over its bound.
     pub writer_backpressure: AtomicU64,
-    /// fsyncs the log writer made (one per touched file per batch).
+    /// fsyncs the log writer made: one per batch into the node log (or, without it, one per
+    /// touched file per batch), plus one per checkpoint flush and per file closed or replaced.
     pub log_fsyncs: AtomicU64,
+    /// Node log checkpoints done (file systems flushed, covered segments removed).
+    pub wal_checkpoints: AtomicU64,
     /// Write barriers the log writer confirmed; barriers ÷ fsyncs is what group commit buys.
     pub log_barriers: AtomicU64,
     /// Bumped each time a conversation actor starts or stops and each time the registry

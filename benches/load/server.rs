@@ -78,6 +78,22 @@ impl ServerProcess {
         ServerProcess::spawn(cmd, Kind::Roundtable)
     }
 
+    /// Like [`roundtable`](ServerProcess::roundtable), with extra environment variables (the
+    /// storage test seams).
+    pub fn roundtable_env(
+        launch: &Launch,
+        instance_dir: &Path,
+        extra: &[&str],
+        envs: &[(&str, &str)],
+    ) -> Result<ServerProcess, String> {
+        let mut cmd = child::serve_command(&launch.bin, instance_dir, extra);
+        if let Some(filter) = &launch.log_filter {
+            cmd.env("RUST_LOG", filter);
+        }
+        cmd.envs(envs.iter().copied());
+        ServerProcess::spawn(cmd, Kind::Roundtable)
+    }
+
     /// Starts the baseline: this executable with `__baseline`; with `durable`, the durable
     /// baseline writing its logs under that directory.
     pub fn baseline(durable: Option<&Path>) -> Result<ServerProcess, String> {

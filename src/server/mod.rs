@@ -254,6 +254,9 @@ pub async fn serve(config: ServerConfig) -> Result<restart::Stopped, StartError>
     // Give connections a moment to queue their 1001 close frames.
     actix_web::rt::time::sleep(Duration::from_millis(100)).await;
     let _ = started.registry.send(ShutdownRegistry).await;
+    // Every conversation has closed its files: make them durable by themselves and empty the
+    // node log, so the next start has nothing to replay.
+    let _ = started.log_writer.checkpoint().await;
     // Every conversation has stopped and handed over its last documents: commit them.
     let search = started.search.clone();
     let _ = actix_web::rt::task::spawn_blocking(move || search.shutdown()).await;
@@ -288,13 +291,19 @@ async fn start_registry(
         crate::mcp::McpHub::start(&config.mcp_servers).map_err(StartError::Config)?;
     let provider = providers::agent_provider(config.provider).map_err(StartError::Config)?;
     let conversation_arbiters: Vec<Arbiter> = (0..cores).map(|_| Arbiter::new()).collect();
-    let mut log_writer = LogWriter::start(metrics.clone(), layout.root.clone());
+    // Before anything reads a conversation file: replay what a crash left in the node log.
+    let (mut log_writer, _replayed) =
+        LogWriter::start_with_log(metrics.clone(), layout.root.clone(), config.node_log)?;
     let mut shared: Option<Arc<dyn ClusterServices>> = None;
     if let Some(cluster) = cluster {
         // Conversation files also go to the cluster's log stream; barriers wait for it.
         let replicator = LogReplicator::start(&cluster, layout.conversations_dir());
         log_writer = log_writer.replicated(Arc::new(replicator.clone()));
-        shared = Some(Arc::new(RegistryBackend::new(cluster, replicator)));
+        shared = Some(Arc::new(RegistryBackend::new(
+            cluster,
+            replicator,
+            log_writer.clone(),
+        )));
     }
     let search = SearchIndex::open(layout, config.reindex, metrics.clone())?;
     let registry = ConversationRegistry::open(RegistryConfig {

@@ -189,6 +189,12 @@ const METRICS: &[MetricSpec] = &[
         read: |s| Metrics::get(&s.state.metrics.log_fsyncs).into(),
     },
     MetricSpec {
+        name: "roundtable_wal_checkpoints_total",
+        kind: "counter",
+        help: "Node log checkpoints (conversation files flushed, covered segments removed).",
+        read: |s| Metrics::get(&s.state.metrics.wal_checkpoints).into(),
+    },
+    MetricSpec {
         name: "roundtable_log_barriers_total",
         kind: "counter",
         help:

@@ -25,6 +25,7 @@ mod interactions;
 mod lifecycle;
 mod live_list;
 mod mcp;
+mod node_log;
 mod paged_history;
 mod protocol_head;
 mod protocol_methods;

@@ -27,6 +27,7 @@ use crate::registry::{
     SharedError, SharedStore, Written,
 };
 use crate::search::ContentHit;
+use crate::storage::log_writer::LogWriter;
 
 impl From<ClusterError> for SharedError {
     fn from(e: ClusterError) -> SharedError {
@@ -42,15 +43,23 @@ pub struct RegistryBackend {
     /// The log writer's replica, whose per-conversation progress says whether this node's
     /// files are current and holds the fence of each owned conversation's writes.
     replicator: LogReplicator,
+    /// The log writer itself: before a conversation's files are rebuilt from the stream, it
+    /// logs that the node log's older records of them no longer apply.
+    log_writer: LogWriter,
 }
 
 impl RegistryBackend {
     /// The registry's backend over `cluster`, whose conversation files the log writer
     /// replicates through `replicator`.
-    pub fn new(cluster: Cluster, replicator: LogReplicator) -> RegistryBackend {
+    pub fn new(
+        cluster: Cluster,
+        replicator: LogReplicator,
+        log_writer: LogWriter,
+    ) -> RegistryBackend {
         RegistryBackend {
             cluster,
             replicator,
+            log_writer,
         }
     }
 }
@@ -302,6 +311,14 @@ impl RegistryBackend {
                 return Ok(last);
             }
         }
+        // The files are about to be replaced from outside the writer: a replay after a crash
+        // must not write this node's older records of them into the rebuilt files.
+        self.log_writer
+            .forget(dir.to_path_buf())
+            .await
+            .map_err(|_| {
+                ClusterError::new("forget the node log's records", "log writer stopped")
+            })?;
         let (records, last) = self.cluster.restore_conversation(id, dir).await?;
         log::info!(
             "conversation {id}: owned by this node; {records} log records restored (through stream sequence {last})"

@@ -9,6 +9,11 @@
 //! - `ROUNDTABLE_TEST_WRITER_DELAY_MS=<n>`: the log writer sleeps `n` ms before each batch, so
 //!   a test can hold appends in its queue and make races with delete, eviction and shutdown
 //!   deterministic instead of load-dependent.
+//! - `ROUNDTABLE_TEST_WAL_HOLD=<stage>:<marker>`: when the node log reaches `<stage>`
+//!   (`checkpoint`: the file systems are flushed and the covered segments not removed yet;
+//!   `replay`: start-up has written the replayed records into their files and not removed the
+//!   segments yet), it creates the file `<marker>` and stops there for good, so a test can
+//!   `kill -9` the server exactly inside a checkpoint or a replay.
 //! - `ROUNDTABLE_TEST_PANIC=1`: the `agent-server` method `testPanic` makes the registry actor
 //!   panic, to test the panic policy (the process aborts; see `abort_on_panic` in `main.rs`).
 //!
@@ -27,6 +32,8 @@ struct Hooks {
     fault_file: Option<PathBuf>,
     /// Sleep before each log-writer batch.
     writer_delay: Option<Duration>,
+    /// The node log stage to stop at, and the marker file to create there.
+    wal_hold: Option<(String, PathBuf)>,
 }
 
 fn hooks() -> &'static Hooks {
@@ -38,6 +45,12 @@ fn hooks() -> &'static Hooks {
             .ok()
             .and_then(|v| v.trim().parse().ok())
             .map(Duration::from_millis),
+        wal_hold: std::env::var("ROUNDTABLE_TEST_WAL_HOLD")
+            .ok()
+            .and_then(|v| {
+                let (stage, marker) = v.split_once(':')?;
+                Some((stage.to_string(), PathBuf::from(marker)))
+            }),
     })
 }
 
@@ -64,6 +77,22 @@ pub fn check(what: &str, path: &Path) -> io::Result<()> {
 pub fn writer_delay() {
     if let Some(d) = hooks().writer_delay {
         std::thread::sleep(d);
+    }
+}
+
+/// Stops the calling thread for good at node log stage `stage` when the hold seam names it,
+/// after creating its marker file (the test then kills the process).
+pub fn wal_hold(stage: &str) {
+    let Some((held, marker)) = &hooks().wal_hold else {
+        return;
+    };
+    if held != stage {
+        return;
+    }
+    log::warn!("test hold: node log stopped at {stage}");
+    let _ = std::fs::write(marker, stage);
+    loop {
+        std::thread::park();
     }
 }
 

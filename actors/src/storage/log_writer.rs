@@ -1,6 +1,9 @@
 //! The append writer shared by every conversation: one [`GroupCommit`] thread that appends
-//! lines to conversation files (display logs, chat histories, request journals) and fsyncs each
-//! touched file once per batch (group commit). Conversations never block on disk: they hand
+//! lines to conversation files (display logs, chat histories, request journals) and makes each
+//! batch durable with one write and one fsync of the [node log](super::node_log) (group
+//! commit), however many files the batch touched; the files themselves are fsynced at the
+//! log's checkpoints. Without the node log (`--no-wal`, and in unit tests that start it with
+//! [`LogWriter::start`]) it fsyncs each touched file once per batch instead. Conversations never block on disk: they hand
 //! over bytes and go on. What must be durable before it is acknowledged waits on
 //! [`LogWriter::sync`], which resolves after the batch that holds it has been fsynced, with the
 //! first error any earlier append to the named files met.
@@ -51,6 +54,7 @@ use tokio::sync::oneshot;
 use super::durable::{create_dir_durable, private_file_options, write_atomic};
 use super::faults;
 use super::group_commit::{Committer, GroupCommit};
+use super::node_log::{NodeLog, NodeLogConfig, Replayed, IDLE_CHECKPOINT};
 use super::replication::{FileOp, Replicator};
 use super::snapshot::Hold;
 use crate::metrics::Metrics;
@@ -85,6 +89,9 @@ enum Job {
     Close(Arc<Path>, oneshot::Sender<()>),
     /// Sync and close every file under a directory and refuse later writes there (delete).
     Retire(PathBuf, oneshot::Sender<()>),
+    /// Close every file under a directory and log that older records of it no longer apply
+    /// (its files are about to be rebuilt from elsewhere); later writes there go on.
+    Forget(PathBuf, oneshot::Sender<()>),
     /// Answer once every job queued before has been written (read-your-writes).
     Written(oneshot::Sender<()>),
     /// Replace a file's content durably (after everything queued for it).
@@ -92,6 +99,8 @@ enum Job {
     /// Stop here, everything queued before written, until a backup snapshot has linked the
     /// files ([`snapshot`](super::snapshot)).
     Hold(Hold),
+    /// Make every file durable by itself and empty the node log (clean shutdown).
+    Checkpoint(oneshot::Sender<()>),
 }
 
 /// Handle to the writer thread; cheap to clone.
@@ -109,7 +118,26 @@ impl LogWriter {
     /// Starts the writer thread. `probe_dir` is where recovery probes write (the instance
     /// directory); failures and recoveries are reported to `metrics`.
     pub fn start(metrics: Arc<Metrics>, probe_dir: PathBuf) -> LogWriter {
+        Self::start_inner(metrics, probe_dir, None)
+    }
+
+    /// Starts the writer thread of the instance at `root` with its node log: first replays
+    /// what a crash left in the log (see [`NodeLog::open`]), then writes through it. With
+    /// `config.enabled` false the log is replayed and then left unused.
+    pub fn start_with_log(
+        metrics: Arc<Metrics>,
+        root: PathBuf,
+        config: NodeLogConfig,
+    ) -> Result<(LogWriter, Replayed), super::StoreError> {
+        let (log, replayed) = NodeLog::open(&root, config, metrics.clone())?;
+        let log = config.enabled.then_some(log);
+        Ok((Self::start_inner(metrics, root, log), replayed))
+    }
+
+    fn start_inner(metrics: Arc<Metrics>, probe_dir: PathBuf, wal: Option<NodeLog>) -> LogWriter {
         let state = WriterState {
+            wal,
+            logged_unsynced: HashSet::new(),
             files: HashMap::new(),
             clock: 0,
             errors: HashMap::new(),
@@ -253,10 +281,29 @@ impl LogWriter {
         rx
     }
 
+    /// Closes every file under `dir` and makes it durable in the node log that none of its
+    /// older records applies any more; resolves when that is on disk. For a directory whose
+    /// files are about to be rebuilt outside the writer (a cluster node restoring a
+    /// conversation from the log stream): a replay after a crash must not write old records
+    /// into the new files. Later writes there are recorded as usual.
+    pub fn forget(&self, dir: PathBuf) -> oneshot::Receiver<()> {
+        let (tx, rx) = oneshot::channel();
+        self.send(Job::Forget(dir, tx));
+        rx
+    }
+
     /// Queues a backup snapshot's hold: once every job queued before it is written, the
     /// thread waits in [`Hold::wait`] until the snapshot releases it.
     pub fn hold(&self, hold: Hold) {
         self.send(Job::Hold(hold));
+    }
+
+    /// Makes every file durable by itself and empties the node log, after everything queued
+    /// before (clean shutdown: the next start has nothing to replay); resolves when done.
+    pub fn checkpoint(&self) -> oneshot::Receiver<()> {
+        let (tx, rx) = oneshot::channel();
+        self.send(Job::Checkpoint(tx));
+        rx
     }
 }
 
@@ -272,6 +319,12 @@ struct OpenFile {
 
 /// The writer thread's state: open files, per-file errors, retired directories.
 struct WriterState {
+    /// The node log every append is recorded in (`None`: each touched file is fsynced per
+    /// batch instead).
+    wal: Option<NodeLog>,
+    /// Files with appends in node log records not fsynced yet: what a failed log fsync must
+    /// make durable one by one instead. Emptied by every good log fsync.
+    logged_unsynced: HashSet<PathBuf>,
     /// Append handles of the files written since they were last closed (at most
     /// [`MAX_OPEN_FILES`]).
     files: HashMap<PathBuf, OpenFile>,
@@ -293,8 +346,23 @@ struct WriterState {
 struct BatchAnswers {
     /// Write barriers: the files they name and who waits.
     syncs: Vec<(Vec<Arc<Path>>, Ack)>,
-    /// Closes and retires.
+    /// Closes, retires and checkpoints.
     closes: Vec<oneshot::Sender<()>>,
+}
+
+/// The files a batch wrote that are fsynced one by one at its end (no node log, or outside
+/// the instance directory).
+#[derive(Default)]
+struct Dirty {
+    files: Vec<PathBuf>,
+}
+
+impl Dirty {
+    fn add(&mut self, path: &Path) {
+        if !self.files.iter().any(|d| d == path) {
+            self.files.push(path.to_path_buf());
+        }
+    }
 }
 
 /// Opens `path` for appending. A new file (and any missing directory above it) is created
@@ -339,7 +407,7 @@ impl WriterState {
         self.metrics.storage_failed(failure);
     }
 
-    fn append(&mut self, path: &Path, bytes: &[u8], report: bool, dirty: &mut Vec<PathBuf>) {
+    fn append(&mut self, path: &Path, bytes: &[u8], report: bool, dirty: &mut Dirty) {
         if self.is_retired(path) {
             log::error!(
                 "{}: append after its conversation was deleted, dropped",
@@ -365,9 +433,19 @@ impl WriterState {
         let written = faults::check("write", path).and_then(|()| open.file.write_all(bytes));
         match written {
             Ok(()) => {
+                let offset = open.len;
                 open.len += bytes.len() as u64;
-                if !dirty.iter().any(|d| d == path) {
-                    dirty.push(path.to_path_buf());
+                match self.wal.as_mut() {
+                    Some(wal) => match wal.relative(path) {
+                        Some(rel) => {
+                            wal.record_append(rel, offset, bytes);
+                            if !self.logged_unsynced.contains(path) {
+                                self.logged_unsynced.insert(path.to_path_buf());
+                            }
+                        }
+                        None => dirty.add(path),
+                    },
+                    None => dirty.add(path),
                 }
             }
             Err(e) => {
@@ -430,23 +508,44 @@ impl WriterState {
         }
     }
 
-    fn close(&mut self, path: &Path, dirty: &mut Vec<PathBuf>) {
-        self.fsync(path);
-        self.files.remove(path);
-        self.errors.remove(path);
-        dirty.retain(|d| d != path);
-    }
-
-    fn retire(&mut self, dir: PathBuf, dirty: &mut Vec<PathBuf>) {
+    /// Closes the files under `dir` and logs a retire marker: older records of them are
+    /// skipped by replay.
+    fn forget(&mut self, dir: &Path, dirty: &mut Dirty) {
+        if let Some(wal) = self.wal.as_mut() {
+            if let Some(rel) = wal.relative(dir) {
+                wal.record_retire(rel);
+            }
+        }
         let under: Vec<PathBuf> = self
             .files
             .keys()
-            .filter(|p| p.starts_with(&dir))
+            .filter(|p| p.starts_with(dir))
             .cloned()
             .collect();
         for path in under {
             self.close(&path, dirty);
         }
+    }
+
+    /// Whether `path`'s appends are covered by the node log (so closing it needs no fsync: the
+    /// next checkpoint flushes it).
+    fn logged(&self, path: &Path) -> bool {
+        self.wal
+            .as_ref()
+            .is_some_and(|w| w.relative(path).is_some())
+    }
+
+    fn close(&mut self, path: &Path, dirty: &mut Dirty) {
+        if !self.logged(path) {
+            self.fsync(path);
+        }
+        self.files.remove(path);
+        self.errors.remove(path);
+        dirty.files.retain(|d| d != path);
+    }
+
+    fn retire(&mut self, dir: PathBuf, dirty: &mut Dirty) {
+        self.forget(&dir, dirty);
         self.errors.retain(|p, _| !p.starts_with(&dir));
         if self.retired.insert(dir.clone()) {
             self.retired_order.push_back(dir);
@@ -458,12 +557,7 @@ impl WriterState {
         }
     }
 
-    fn replace(
-        &mut self,
-        path: &Path,
-        bytes: &[u8],
-        dirty: &mut Vec<PathBuf>,
-    ) -> Result<(), String> {
+    fn replace(&mut self, path: &Path, bytes: &[u8], dirty: &mut Dirty) -> Result<(), String> {
         if self.is_retired(path) {
             log::error!(
                 "{}: replace after its conversation was deleted",
@@ -473,6 +567,29 @@ impl WriterState {
                 "{}: its conversation was deleted",
                 super::role(path)
             ));
+        }
+        if self.logged(path) {
+            // Replay must never apply an old append to the new file, nor skip one the old
+            // file lacks: the old file is made durable, then the marker, then the rename.
+            self.fsync_by_path(path)
+                .and_then(|()| self.commit_log(true))
+                .map_err(|e| {
+                    let failure = super::failure("replace", path, &e);
+                    log::error!("{}", failure.operator);
+                    let client = failure.client.clone();
+                    self.metrics.storage_failed(failure);
+                    client
+                })?;
+            let wal = self.wal.as_mut().expect("logged");
+            let rel = wal.relative(path).expect("logged").to_path_buf();
+            wal.record_replace(&rel);
+            if let Err(e) = self.commit_log(true) {
+                let failure = super::failure("replace", path, &e);
+                log::error!("{}", failure.operator);
+                let client = failure.client.clone();
+                self.metrics.storage_failed(failure);
+                return Err(client);
+            }
         }
         self.close(path, dirty);
         let dir = path.parent().unwrap_or(Path::new("."));
@@ -489,6 +606,64 @@ impl WriterState {
                 let client = failure.client.clone();
                 self.metrics.storage_failed(failure);
                 Err(client)
+            }
+        }
+    }
+
+    /// fsyncs `path` through its handle, or by opening it (a file that does not exist has
+    /// nothing to lose).
+    fn fsync_by_path(&mut self, path: &Path) -> std::io::Result<()> {
+        if self.files.contains_key(path) {
+            return if self.fsync(path) {
+                Ok(())
+            } else {
+                Err(std::io::Error::other("fsync failed"))
+            };
+        }
+        Metrics::inc(&self.metrics.log_fsyncs);
+        match File::open(path) {
+            Ok(f) => faults::check("fsync", path).and_then(|()| f.sync_data()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Writes the node log's pending records and, when `sync` (something waits for them),
+    /// fsyncs the log. When that fails, the files its unsynced records covered are fsynced one
+    /// by one instead (their barriers stay truthful) and the log's failure is reported; the
+    /// error is returned for a caller that needs the log itself.
+    fn commit_log(&mut self, sync: bool) -> std::io::Result<()> {
+        let Some(wal) = self.wal.as_mut() else {
+            return Ok(());
+        };
+        let result = if sync { wal.sync() } else { wal.write() };
+        match result {
+            Ok(()) if !sync => Ok(()),
+            Ok(()) => {
+                for path in self.logged_unsynced.drain() {
+                    if let Some(open) = self.files.get_mut(&path) {
+                        open.unsynced = false;
+                    }
+                }
+                Ok(())
+            }
+            Err(e) => {
+                let log_path = self.probe_dir.join(super::node_log::DIR_NAME);
+                let failure = super::failure("append to", &log_path, &e);
+                log::error!("{}; fsyncing the batch's files instead", failure.operator);
+                self.metrics.storage_failed(failure);
+                let unsynced: Vec<PathBuf> = self.logged_unsynced.drain().collect();
+                for path in unsynced {
+                    if !self.files.contains_key(&path) {
+                        // Closed during the batch: its bytes are in the page cache.
+                        if let Err(e) = self.fsync_by_path(&path) {
+                            self.fail(&path, "fsync of", e, true);
+                        }
+                    } else {
+                        self.fsync(&path);
+                    }
+                }
+                Err(e)
             }
         }
     }
@@ -522,13 +697,25 @@ impl Committer for WriterState {
         }
     }
 
-    /// Probe every [`PROBE_INTERVAL`] while writes fail, so health recovers without traffic.
+    /// Probe every [`PROBE_INTERVAL`] while writes fail, so health recovers without traffic;
+    /// checkpoint after [`IDLE_CHECKPOINT`] when the node log holds records.
     fn idle_timeout(&self) -> Option<Duration> {
-        self.metrics.storage_failure().map(|_| PROBE_INTERVAL)
+        if self.metrics.storage_failure().is_some() {
+            return Some(PROBE_INTERVAL);
+        }
+        self.wal
+            .as_ref()
+            .filter(|w| w.wants_idle_checkpoint())
+            .map(|_| IDLE_CHECKPOINT)
     }
 
     fn idle(&mut self) {
-        self.probe();
+        if self.metrics.storage_failure().is_some() {
+            self.probe();
+        }
+        if let Some(wal) = self.wal.as_mut() {
+            wal.idle();
+        }
     }
 
     /// The slow-writer test seam: jobs sent during the delay join this batch.
@@ -536,9 +723,23 @@ impl Committer for WriterState {
         faults::writer_delay();
     }
 
-    /// Appends, replaces, closes and retires in order, then one fsync per touched file.
+    /// Appends, replaces, closes and retires in order, then one write and fsync of the node
+    /// log (or one fsync per touched file without it).
     fn commit(&mut self, batch: Vec<Job>) -> BatchAnswers {
-        let mut dirty: Vec<PathBuf> = Vec::new();
+        let mut dirty = Dirty::default();
+        let mut checkpoints = Vec::new();
+        // Whether anything in the batch waits for durability: a batch of plain appends only
+        // writes the node log, and the next fsync covers it.
+        let sync = batch.iter().any(|job| {
+            matches!(
+                job,
+                Job::Sync(..)
+                    | Job::Close(..)
+                    | Job::Retire(..)
+                    | Job::Forget(..)
+                    | Job::Checkpoint(..)
+            )
+        });
         let mut answers = BatchAnswers {
             syncs: Vec::new(),
             closes: Vec::new(),
@@ -568,13 +769,28 @@ impl Committer for WriterState {
                     self.retire(dir, &mut dirty);
                     answers.closes.push(ack);
                 }
+                Job::Forget(dir, ack) => {
+                    self.forget(&dir, &mut dirty);
+                    answers.closes.push(ack);
+                }
                 // The jobs before it are written (their fsync follows at the end of the
                 // batch): the snapshot links exactly what they wrote.
                 Job::Hold(hold) => hold.wait(),
+                Job::Checkpoint(ack) => checkpoints.push(ack),
             }
         }
-        for path in dirty {
+        // A failure is reported inside and the files fsynced one by one instead.
+        let _ = self.commit_log(sync);
+        for path in std::mem::take(&mut dirty.files) {
             self.fsync(&path);
+        }
+        if !checkpoints.is_empty() {
+            if let Some(wal) = self.wal.as_mut() {
+                if let Err(e) = wal.checkpoint_inline() {
+                    log::error!("node log: checkpoint failed (the log is kept and replayed at the next start): {e}");
+                }
+            }
+            answers.closes.extend(checkpoints);
         }
         if wrote && Metrics::get(&self.metrics.storage_errors) == failures_before {
             // Every append of this batch landed: the disk works (again).

@@ -7,6 +7,7 @@
 //! ```text
 //! <instance-dir>/roundtable.lock                    lock: one server per directory, its PID
 //! <instance-dir>/FORMAT                             format: the layout version (one number)
+//! <instance-dir>/wal/<seq>.wal                      node_log: every conversation file write, until a checkpoint
 //! <instance-dir>/conversations/
 //!   conversations.json                              registry_file: {"sessions":[…]}
 //!   conversations.journal                           journal: changes since the last fold
@@ -37,8 +38,11 @@
 //!   [`log_writer::LogWriter`] thread (`log-writer`).
 //!
 //! Both writer threads are [`group_commit::GroupCommit`]s: each takes whatever queued up while
-//! its last fsync ran as one batch, fsyncs each touched file once, and only then answers. A
-//! backup [`snapshot`] holds both at one point of their queues while it hard-links the files.
+//! its last fsync ran as one batch, makes it durable, and only then answers. The log writer
+//! does it with one write and one fsync of the [`node_log`], whatever the batch touched, and
+//! the files themselves are flushed at the log's checkpoints (and replayed from it after a
+//! crash); the registry writer fsyncs its journal. A backup [`snapshot`] holds both at one
+//! point of their queues while it hard-links the files.
 //!
 //! # Durability rules
 //! - **Acknowledged means durable.** Nothing that reports a change is answered before the
@@ -71,6 +75,7 @@ pub mod layout;
 pub mod lock;
 pub mod log_writer;
 pub mod migrate;
+pub mod node_log;
 pub mod registry_file;
 pub mod replication;
 pub mod requests;
@@ -160,6 +165,7 @@ pub fn role(path: &Path) -> &'static str {
         Some(layout::JOURNAL_FILE_NAME) => "the conversation registry journal",
         Some(layout::REGISTRY_FILE_NAME) => "the conversation registry",
         Some(log_writer::PROBE_FILE_NAME) => "the storage probe file",
+        Some(node_log::DIR_NAME) => "the node log",
         _ => "a storage file",
     }
 }

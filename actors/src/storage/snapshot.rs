@@ -50,11 +50,16 @@ pub const LINK_DIR_PREFIX: &str = ".backup-";
 
 /// Top-level names a snapshot leaves out: the lock (the restoring side takes its own), the
 /// disk probe, link directories of other snapshots, the copies an upgrade kept, an unfinished
-/// restore's marker, and `search/` (the content index, rebuilt automatically).
+/// restore's marker, `search/` (the content index, rebuilt automatically) and `wal/` (the node
+/// log: every record in it is already in the linked files, which the hold saw written).
 fn excluded_at_top(name: &str) -> bool {
     matches!(
         name,
-        "roundtable.lock" | ".roundtable-probe" | "search" | ".restore-incomplete"
+        "roundtable.lock"
+            | ".roundtable-probe"
+            | "search"
+            | ".restore-incomplete"
+            | super::node_log::DIR_NAME
     ) || name.starts_with(LINK_DIR_PREFIX)
         || name.starts_with(".upgrade-backup-")
 }

@@ -3,6 +3,13 @@
 //! then `kill -9` at once. After the last cycle every acknowledged turn must be in the
 //! display history (user request and result, once). Reports turns acknowledged, turns lost
 //! (the target is 0) and the restart time (exec → first join answered).
+//!
+//! The servers run with small node log segments (16 KB, a checkpoint every few turns), and
+//! the cycles rotate through three kills: at a random point after the acknowledgements (often
+//! inside a checkpoint), inside a checkpoint for certain (the checkpointer stopped between
+//! flushing the files and removing the segments, `ROUNDTABLE_TEST_WAL_HOLD=checkpoint`), and
+//! inside the start-up replay (records written back into the files, segments not removed yet,
+//! `ROUNDTABLE_TEST_WAL_HOLD=replay`).
 
 use std::collections::HashSet;
 
@@ -16,6 +23,10 @@ use crate::support::protocol;
 
 /// Turns acknowledged in each cycle before the kill.
 const TURNS_PER_CYCLE: usize = 5;
+/// Node log segment size for the crash servers: a checkpoint every few turns.
+const SEGMENT_BYTES: &str = "16384";
+/// Turns a held-checkpoint cycle runs at most while it waits for a checkpoint to start.
+const MAX_TURNS_TO_CHECKPOINT: usize = 60;
 
 /// Runs the scenario (Roundtable only: it kills its own server).
 pub async fn run(ctx: &Ctx) -> Result<ScenarioReport, String> {
@@ -34,8 +45,28 @@ pub async fn run(ctx: &Ctx) -> Result<ScenarioReport, String> {
     let mut acknowledged: Vec<String> = Vec::new();
     let mut restart = latency_histogram();
     let bar = report::progress(cycles as u64, "crash: run turns, kill -9, restart".into());
+    let markers = ctx.tempdir()?;
+    let (mut held_checkpoints, mut held_replays) = (0, 0);
     for cycle in 0..cycles {
-        let server = ServerProcess::roundtable(&ctx.launch, dir.path(), &[])?;
+        if cycle % 3 == 2 {
+            // Kill the start-up replay of what the last cycle left in the log.
+            kill_inside_replay(ctx, dir.path(), &markers.path().join(format!("r{cycle}"))).await?;
+            held_replays += 1;
+            bar.inc(1);
+            continue;
+        }
+        let checkpoint_marker = markers.path().join(format!("c{cycle}"));
+        let hold = (cycle % 3 == 1).then(|| format!("checkpoint:{}", checkpoint_marker.display()));
+        let envs: Vec<(&str, &str)> = hold
+            .iter()
+            .map(|h| ("ROUNDTABLE_TEST_WAL_HOLD", h.as_str()))
+            .collect();
+        let server = ServerProcess::roundtable_env(
+            &ctx.launch,
+            dir.path(),
+            &["--wal-segment-bytes", SEGMENT_BYTES],
+            &envs,
+        )?;
         let mut client = Client::connect(&server.url()).await?;
         let id = match &conversation {
             Some(id) => id.clone(),
@@ -50,6 +81,23 @@ pub async fn run(ctx: &Ctx) -> Result<ScenarioReport, String> {
         for turn in 0..TURNS_PER_CYCLE {
             let rid = run_turn(&mut client, &id, &format!("c{cycle}t{turn}")).await?;
             acknowledged.push(rid);
+        }
+        if hold.is_some() {
+            // Turns until the checkpointer stops inside a checkpoint, then one more.
+            let mut turn = TURNS_PER_CYCLE;
+            while !checkpoint_marker.exists() {
+                if turn >= MAX_TURNS_TO_CHECKPOINT {
+                    return Err(format!(
+                        "no node log checkpoint started within {turn} turns of 16 KB segments"
+                    ));
+                }
+                let rid = run_turn(&mut client, &id, &format!("c{cycle}t{turn}")).await?;
+                acknowledged.push(rid);
+                turn += 1;
+            }
+            let rid = run_turn(&mut client, &id, &format!("c{cycle}held")).await?;
+            acknowledged.push(rid);
+            held_checkpoints += 1;
         }
         server.kill_9();
         bar.inc(1);
@@ -86,6 +134,16 @@ pub async fn run(ctx: &Ctx) -> Result<ScenarioReport, String> {
     server.stop();
 
     report.figures.push(Figure::new(
+        "kills_inside_a_checkpoint",
+        held_checkpoints as f64,
+        "kills",
+    ));
+    report.figures.push(Figure::new(
+        "kills_inside_replay",
+        held_replays as f64,
+        "kills",
+    ));
+    report.figures.push(Figure::new(
         "turns_acknowledged",
         acknowledged.len() as f64,
         "turns",
@@ -113,6 +171,44 @@ pub async fn run(ctx: &Ctx) -> Result<ScenarioReport, String> {
         .notes
         .push("no baseline: it has no storage to recover".into());
     Ok(report)
+}
+
+/// Starts a server on `dir` that stops inside its start-up replay (after writing the records
+/// back, before removing the segments), waits for it to get there, and kills it.
+async fn kill_inside_replay(
+    ctx: &Ctx,
+    dir: &std::path::Path,
+    marker: &std::path::Path,
+) -> Result<(), String> {
+    let mut cmd = crate::support::server::serve_command(&ctx.launch.bin, dir, &[]);
+    cmd.env(
+        "ROUNDTABLE_TEST_WAL_HOLD",
+        format!("replay:{}", marker.display()),
+    )
+    .stdout(std::process::Stdio::null())
+    .stderr(std::process::Stdio::null());
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| format!("start the server for a replay kill: {e}"))?;
+    let deadline = std::time::Instant::now() + crate::client::RPC_TIMEOUT;
+    // The hold's marker file is the event; the server has no socket yet to tell us.
+    while !marker.exists() {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Err(format!(
+                "the server exited ({status}) before its replay hold"
+            ));
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            return Err("the server never reached its replay hold".into());
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    child
+        .kill()
+        .map_err(|e| format!("kill -9 inside the replay: {e}"))?;
+    let _ = child.wait();
+    Ok(())
 }
 
 /// Submits one turn and waits for its `commandComplete`; returns the request id.

@@ -1,0 +1,189 @@
+//! The node log against a real server: a `kill -9` inside a checkpoint (file systems flushed,
+//! covered segments not removed yet) and inside the start-up replay (records written back,
+//! segments not removed yet) loses nothing and doubles nothing; a clean stop leaves nothing to
+//! replay. The unit tests in `actors/src/storage/node_log/tests.rs` play the machine crash that
+//! loses the page cache, which a killed process cannot.
+
+use std::path::Path;
+use std::process::Stdio;
+
+use serde_json::{json, Value};
+
+use crate::harness::*;
+use crate::support::server as child;
+
+/// A small segment, so a few turns roll segments and start checkpoints (a turn writes about
+/// 2 KB; the writer checkpoints by itself only past 3 waiting segments).
+const SMALL_SEGMENT: &str = "16384";
+
+/// The node log's segments in `dir`: (count, total bytes).
+fn segments(dir: &Path) -> (usize, u64) {
+    let Ok(entries) = std::fs::read_dir(dir.join("wal")) else {
+        return (0, 0);
+    };
+    entries
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".wal"))
+        .fold((0, 0), |(n, bytes), e| {
+            (n + 1, bytes + e.metadata().map_or(0, |m| m.len()))
+        })
+}
+
+fn history(c: &mut Client, id: &str) -> Vec<Value> {
+    c.invoke(&dispatcher(id), "getDisplayHistory", json!([]))
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+/// Runs one turn and returns its request id once `commandComplete` came (acknowledged).
+fn acknowledged_turn(c: &mut Client, id: &str, text: &str) -> String {
+    let rid = Client::request_id(&c.submit(id, text));
+    let calls = c.until_complete(id, &rid);
+    let (method, args) = calls.last().unwrap();
+    assert_eq!(method, "notify", "{calls:?}");
+    assert!(args[2]["result"].get("lastError").is_none(), "{args}");
+    rid
+}
+
+#[test]
+fn kills_inside_a_checkpoint_and_a_replay_lose_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let markers = tempfile::tempdir().unwrap();
+    let checkpoint_marker = markers.path().join("checkpoint");
+    let hold = format!("checkpoint:{}", checkpoint_marker.display());
+    let server = Server::try_start_env(
+        dir.path(),
+        &["--wal-segment-bytes", SMALL_SEGMENT],
+        &[("ROUNDTABLE_TEST_WAL_HOLD", hold.as_str())],
+    )
+    .unwrap();
+    let mut c = server.connect();
+    let id = c.create("node-log");
+    c.join(&id);
+    let mut acknowledged = Vec::new();
+    // Turns until a segment fills and the checkpointer stops inside its checkpoint.
+    for turn in 0.. {
+        acknowledged.push(acknowledged_turn(
+            &mut c,
+            &id,
+            &format!("what is {turn} + 1"),
+        ));
+        if checkpoint_marker.exists() {
+            break;
+        }
+        assert!(turn < 200, "no checkpoint started after 200 turns");
+    }
+    // The checkpointer is held, the writer is not: one more turn is acknowledged meanwhile.
+    acknowledged.push(acknowledged_turn(&mut c, &id, "one more"));
+    let (held_segments, _) = segments(dir.path());
+    assert!(
+        held_segments >= 2,
+        "{held_segments} segments while a checkpoint is held"
+    );
+    assert_eq!(server.metric("roundtable_wal_checkpoints_total"), 0.0);
+    server.kill();
+
+    // The next start replays every segment and is killed before it removes them.
+    let replay_marker = markers.path().join("replay");
+    let mut cmd = child::serve_command(Path::new(binary()), dir.path(), &[]);
+    cmd.env("RUST_LOG", "info")
+        .env(
+            "ROUNDTABLE_TEST_WAL_HOLD",
+            format!("replay:{}", replay_marker.display()),
+        )
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let mut replaying = cmd.spawn().unwrap();
+    eventually("the start-up replay to reach its hold", || {
+        replay_marker.exists()
+    });
+    replaying.kill().unwrap();
+    replaying.wait().unwrap();
+    assert!(
+        segments(dir.path()).0 >= 2,
+        "the held replay removed its segments"
+    );
+
+    // A third start replays again (the same bytes at the same offsets) and serves everything
+    // once.
+    let server = Server::start_in(dir.path(), &[]);
+    server.wait_log("node log: replayed");
+    assert_eq!(
+        segments(dir.path()),
+        (1, 8),
+        "replayed segments are removed"
+    );
+    let mut c = server.connect();
+    c.join(&id);
+    let history = history(&mut c, &id);
+    for rid in &acknowledged {
+        for kind in ["user-request", "command-result"] {
+            let n = history
+                .iter()
+                .filter(|e| {
+                    e["type"] == kind
+                        && (e["requestId"]["requestId"] == rid.as_str()
+                            || e["message"]["requestId"]["requestId"] == rid.as_str())
+                })
+                .count();
+            assert_eq!(n, 1, "{kind} of {rid} appears {n} times");
+        }
+    }
+    let seqs: Vec<u64> = history.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+    assert!(seqs.windows(2).all(|w| w[0] < w[1]), "{seqs:?}");
+    // A clean stop leaves nothing to replay.
+    acknowledged_turn(&mut c, &id, "after the replay");
+    c.close();
+    assert!(server.shutdown().success());
+    assert_eq!(segments(dir.path()), (1, 8));
+    let server = Server::start_in(dir.path(), &[]);
+    let mut c = server.connect();
+    c.join(&id);
+    assert!(!server.log().contains("node log: replayed"));
+    assert_eq!(server.metric("roundtable_wal_checkpoints_total"), 0.0);
+}
+
+/// One fsync covers a batch: with many turns in flight, the server makes fewer fsyncs than
+/// it confirms barriers (without the node log, `--no-wal`, it makes about three and a half per
+/// barrier, one per file per batch). The writer waits 5 ms before each batch, so what the
+/// batches hold does not depend on how fast this machine's disk is today.
+#[test]
+fn turns_in_flight_share_the_log_fsync() {
+    let server = Server::start_env(&[], &[("ROUNDTABLE_TEST_WRITER_DELAY_MS", "5")]);
+    let mut c = server.connect();
+    let id = c.create("node-log-batches");
+    c.join(&id);
+    let fsyncs_before = server.metric("roundtable_log_fsyncs_total");
+    let barriers_before = server.metric("roundtable_log_barriers_total");
+    let calls: Vec<u64> = (0..40)
+        .map(|n| {
+            c.send_invoke(
+                &dispatcher(&id),
+                "submitCommand",
+                json!([
+                    format!("what is {n} + 2"),
+                    null,
+                    null,
+                    format!("cr-{n}"),
+                    null
+                ]),
+            )
+        })
+        .collect();
+    let ids: Vec<String> = calls
+        .iter()
+        .map(|call| Client::request_id(&c.wait_answer(&dispatcher(&id), *call).unwrap()))
+        .collect();
+    for rid in &ids {
+        c.until_complete(&id, rid);
+    }
+    let fsyncs = server.metric("roundtable_log_fsyncs_total") - fsyncs_before;
+    let barriers = server.metric("roundtable_log_barriers_total") - barriers_before;
+    assert!(barriers >= 80.0, "{barriers} barriers for 40 turns");
+    assert!(
+        fsyncs < barriers,
+        "{fsyncs} fsyncs for {barriers} barriers: batches do not share the log's fsync"
+    );
+}
