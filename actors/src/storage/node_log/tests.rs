@@ -343,7 +343,10 @@ fn forgotten_records_stay_out_of_rebuilt_files() {
     let (writer, _, _) = start(root, DEFAULT_SEGMENT_BYTES);
     let conversation = root.join("conversations/c");
     let path = conversation_file(root, "c", "displayLog.jsonl");
-    writer.append(&path, b"this node's older line, longer than the rebuilt one\n".to_vec());
+    writer.append(
+        &path,
+        b"this node's older line, longer than the rebuilt one\n".to_vec(),
+    );
     block_on(writer.sync(vec![path.clone()])).unwrap().unwrap();
     block_on(writer.forget(conversation.clone())).unwrap();
     // The rebuild: the directory replaced whole, as `restore_conversation` does.
@@ -353,7 +356,12 @@ fn forgotten_records_stay_out_of_rebuilt_files() {
     writer.append(&path, b"after\n".to_vec());
     block_on(writer.sync(vec![path.clone()])).unwrap().unwrap();
     drop(writer);
-    fs::OpenOptions::new().write(true).open(&path).unwrap().set_len(8).unwrap();
+    fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_len(8)
+        .unwrap();
     let (_writer, replayed, _) = start(root, DEFAULT_SEGMENT_BYTES);
     assert_eq!(fs::read(&path).unwrap(), b"rebuilt\nafter\n");
     assert_eq!((replayed.appends, replayed.skipped), (1, 1));
