@@ -438,7 +438,7 @@ impl WriterState {
                 match self.wal.as_mut() {
                     Some(wal) => match wal.relative(path) {
                         Some(rel) => {
-                            wal.record_append(rel, offset, bytes);
+                            wal.record_append(path, rel, offset, bytes);
                             if !self.logged_unsynced.contains(path) {
                                 self.logged_unsynced.insert(path.to_path_buf());
                             }

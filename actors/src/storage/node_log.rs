@@ -26,9 +26,10 @@
 //!   durable once any later record is.
 //! - **Checkpoint**: when the current segment passes its size bound (or the writer has been
 //!   idle for [`IDLE_CHECKPOINT`] with records in it), the writer starts the next segment and
-//!   hands the older ones to the checkpointer thread, which flushes the file system
-//!   (`syncfs`: every conversation file written before is on disk, in one call however many
-//!   files it is) and then removes those segments. A crash before the removal replays them
+//!   hands the older ones to the checkpointer thread with the files their records wrote; it
+//!   fsyncs those files one by one (short fsyncs that interleave with the writer's own; one
+//!   `syncfs` of the whole file system made the writer's fsyncs wait behind it) and then
+//!   removes those segments. A crash before the removal replays them
 //!   (idempotent); a failed flush keeps them and is tried again.
 //! - **Replace** (`@compact`): the file is fsynced and the marker is fsynced into the log
 //!   *before* the new file is renamed in, so replay never applies an old append to the new
@@ -153,8 +154,10 @@ pub struct NodeLog {
     pending: Vec<u8>,
     /// Segment bound.
     segment_bytes: u64,
-    /// Tells the checkpointer which segments are done: all below the number sent.
-    checkpointer: std_mpsc::Sender<u64>,
+    /// Tells the checkpointer which segments are done and which files they wrote.
+    checkpointer: std_mpsc::Sender<CheckpointRequest>,
+    /// Files written since the last segment was handed to the checkpointer.
+    segment_files: HashSet<PathBuf>,
     /// Segments handed to the checkpointer and not confirmed removed (counted by the
     /// checkpointer as it removes them).
     removed_below: Arc<std::sync::atomic::AtomicU64>,
@@ -304,41 +307,43 @@ fn remove_segments_below(dir: &Path, below: u64) -> io::Result<usize> {
     Ok(removed)
 }
 
-/// One checkpoint: flush the file systems, then remove the segments below `below`. The test
-/// hold applies to the checkpointer thread's checkpoints (`held`), never the writer's own.
-fn checkpoint(
-    root: &Path,
-    dir: &Path,
+/// A request to the checkpointer: the segments below `below` may go once `files` (every
+/// file their records wrote) are fsynced; `done` (the writer's own checkpoints) is told the
+/// outcome.
+struct CheckpointRequest {
     below: u64,
-    metrics: &Metrics,
-    held: bool,
-) -> io::Result<()> {
-    let started = Instant::now();
-    let roots = flush_roots(root)?;
-    flush_file_systems(&roots)?;
-    Metrics::inc(&metrics.log_fsyncs);
-    if held {
-        faults::wal_hold("checkpoint");
+    files: Vec<PathBuf>,
+    done: Option<std_mpsc::Sender<Result<(), String>>>,
+}
+
+/// fsyncs each file (one that is gone was deleted: nothing to keep).
+fn fsync_files(files: &HashSet<PathBuf>, metrics: &Metrics) -> io::Result<()> {
+    for path in files {
+        Metrics::inc(&metrics.log_fsyncs);
+        match File::open(path) {
+            Ok(f) => faults::check("fsync", path)
+                .and_then(|()| f.sync_data())
+                .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io::Error::new(e.kind(), format!("{}: {e}", path.display()))),
+        }
     }
-    let removed = remove_segments_below(dir, below)?;
-    Metrics::inc(&metrics.wal_checkpoints);
-    log::debug!(
-        "node log: checkpoint removed {removed} segments below {below} in {:.1} ms",
-        started.elapsed().as_secs_f64() * 1000.0
-    );
     Ok(())
 }
 
-/// The checkpointer thread: takes "segments below N are done" and checkpoints, retrying a
-/// failed one every second until it succeeds or a newer request comes.
+/// The checkpointer thread: fsyncs the files the finished segments wrote, one by one (a few
+/// short fsyncs interleave with the writer's own, where flushing the whole file system at once
+/// made them wait behind it), then removes the segments. A failed checkpoint keeps everything
+/// and is tried again every second.
 fn run_checkpointer(
-    root: PathBuf,
     dir: PathBuf,
-    requests: std_mpsc::Receiver<u64>,
+    requests: std_mpsc::Receiver<CheckpointRequest>,
     removed_below: Arc<std::sync::atomic::AtomicU64>,
     metrics: Arc<Metrics>,
 ) {
     let mut want: Option<u64> = None;
+    let mut files: HashSet<PathBuf> = HashSet::new();
+    let mut waiting: Vec<(std_mpsc::Sender<Result<(), String>>, bool)> = Vec::new();
     loop {
         let next = match want {
             Some(_) => requests.recv_timeout(Duration::from_secs(1)),
@@ -346,21 +351,52 @@ fn run_checkpointer(
                 .recv()
                 .map_err(|_| std_mpsc::RecvTimeoutError::Disconnected),
         };
+        let mut take = |request: CheckpointRequest| {
+            want = Some(want.map_or(request.below, |w| w.max(request.below)));
+            files.extend(request.files);
+            if let Some(done) = request.done {
+                waiting.push((done, true));
+            }
+        };
         match next {
-            Ok(below) => want = Some(want.map_or(below, |w| w.max(below))),
+            Ok(request) => take(request),
             Err(std_mpsc::RecvTimeoutError::Timeout) => {}
             Err(std_mpsc::RecvTimeoutError::Disconnected) => return,
         }
-        while let Ok(below) = requests.try_recv() {
-            want = Some(want.map_or(below, |w| w.max(below)));
+        while let Ok(request) = requests.try_recv() {
+            take(request);
         }
         let Some(below) = want else { continue };
-        match checkpoint(&root, &dir, below, &metrics, true) {
-            Ok(()) => {
+        // The writer's own checkpoints (clean stop, backpressure) are never held.
+        let held = waiting.is_empty();
+        let started = Instant::now();
+        let outcome = fsync_files(&files, &metrics).and_then(|()| {
+            if held {
+                faults::wal_hold("checkpoint");
+            }
+            remove_segments_below(&dir, below)
+        });
+        match outcome {
+            Ok(removed) => {
+                Metrics::inc(&metrics.wal_checkpoints);
+                log::debug!(
+                    "node log: checkpoint fsynced {} files and removed {removed} segments below {below} in {:.1} ms",
+                    files.len(),
+                    started.elapsed().as_secs_f64() * 1000.0
+                );
                 removed_below.fetch_max(below, std::sync::atomic::Ordering::Release);
                 want = None;
+                files.clear();
+                for (done, _) in waiting.drain(..) {
+                    let _ = done.send(Ok(()));
+                }
             }
-            Err(e) => log::error!("node log: checkpoint failed (segments kept, retrying): {e}"),
+            Err(e) => {
+                log::error!("node log: checkpoint failed (segments kept, retrying): {e}");
+                for (done, _) in waiting.drain(..) {
+                    let _ = done.send(Err(e.to_string()));
+                }
+            }
         }
     }
 }
@@ -544,15 +580,11 @@ impl NodeLog {
         let (tx, rx) = std_mpsc::channel();
         let removed_below = Arc::new(std::sync::atomic::AtomicU64::new(next));
         {
-            let (root, thread_dir, removed_below, metrics) = (
-                root.to_path_buf(),
-                dir.clone(),
-                removed_below.clone(),
-                metrics.clone(),
-            );
+            let (thread_dir, removed_below, metrics) =
+                (dir.clone(), removed_below.clone(), metrics.clone());
             std::thread::Builder::new()
                 .name("wal-checkpoint".into())
-                .spawn(move || run_checkpointer(root, thread_dir, rx, removed_below, metrics))
+                .spawn(move || run_checkpointer(thread_dir, rx, removed_below, metrics))
                 .map_err(io_err(&dir))?;
         }
         let mut log = NodeLog {
@@ -566,6 +598,7 @@ impl NodeLog {
             pending: Vec::new(),
             segment_bytes: config.segment_bytes.max(MIN_SEGMENT_BYTES),
             checkpointer: tx,
+            segment_files: HashSet::new(),
             removed_below,
             metrics,
         };
@@ -597,9 +630,13 @@ impl NodeLog {
             .filter(|rel| safe_relative(rel))
     }
 
-    /// Queues an append record: `bytes` were written at `offset` of the file at `rel`.
-    pub fn record_append(&mut self, rel: &Path, offset: u64, bytes: &[u8]) {
+    /// Queues an append record: `bytes` were written at `offset` of the file at `path`
+    /// (`rel` inside the instance directory).
+    pub fn record_append(&mut self, path: &Path, rel: &Path, offset: u64, bytes: &[u8]) {
         encode(&mut self.pending, KIND_APPEND, rel, offset, bytes);
+        if !self.segment_files.contains(path) {
+            self.segment_files.insert(path.to_path_buf());
+        }
     }
 
     /// Queues a replace marker for the file at `rel`.
@@ -713,7 +750,14 @@ impl NodeLog {
                 log::error!("node log: checkpoint failed (segments kept, retrying later): {e}");
             }
         } else {
-            let _ = self.checkpointer.send(next);
+            let files = std::mem::take(&mut self.segment_files)
+                .into_iter()
+                .collect();
+            let _ = self.checkpointer.send(CheckpointRequest {
+                below: next,
+                files,
+                done: None,
+            });
         }
     }
 
@@ -742,10 +786,21 @@ impl NodeLog {
         if self.has_records || self.file.is_none() {
             self.start_segment(self.seq + 1)?;
         }
-        checkpoint(&self.root, &self.dir, self.seq, &self.metrics, false)?;
-        self.removed_below
-            .fetch_max(self.seq, std::sync::atomic::Ordering::Release);
-        Ok(())
+        let (done, outcome) = std_mpsc::channel();
+        let files = std::mem::take(&mut self.segment_files)
+            .into_iter()
+            .collect();
+        self.checkpointer
+            .send(CheckpointRequest {
+                below: self.seq,
+                files,
+                done: Some(done),
+            })
+            .map_err(|_| io::Error::other("the checkpoint thread has stopped"))?;
+        outcome
+            .recv()
+            .map_err(|_| io::Error::other("the checkpoint thread has stopped"))?
+            .map_err(io::Error::other)
     }
 }
 
