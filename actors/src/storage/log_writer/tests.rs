@@ -1,0 +1,163 @@
+//! The log writer without the node log (`LogWriter::start`): backpressure, error texts,
+//! retired directories, the replica hook. With the node log: `node_log/tests.rs`.
+
+use super::*;
+
+fn block_on<T>(f: impl std::future::Future<Output = T>) -> T {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap()
+        .block_on(f)
+}
+
+/// Past the high-water mark producers see `backlogged`; `drained` resolves once the writer
+/// has caught up, and everything queued is on disk, in order.
+#[test]
+fn the_queue_is_bounded_by_backpressure() {
+    let dir = tempfile::tempdir().unwrap();
+    let writer = LogWriter::start(Default::default(), dir.path().to_path_buf());
+    let path: Arc<Path> = dir.path().join("big.log").into();
+    let chunk = 1 << 20;
+    let mut saw_backlog = false;
+    for i in 0..(QUEUE_HIGH_WATER / chunk + 8) {
+        writer.append(&path, vec![b'a' + (i % 26) as u8; chunk]);
+        saw_backlog |= writer.backlogged();
+    }
+    // The writer may keep up on a fast disk; the bound is what producers are told.
+    if saw_backlog {
+        block_on(writer.drained());
+        assert!(writer.queued_bytes() < QUEUE_LOW_WATER);
+    }
+    block_on(writer.sync(vec![path.clone()])).unwrap().unwrap();
+    assert_eq!(writer.queued_bytes(), 0);
+    let written = std::fs::read(&path).unwrap();
+    assert_eq!(written.len(), (QUEUE_HIGH_WATER / chunk + 8) * chunk);
+    assert!(written
+        .chunks(chunk)
+        .enumerate()
+        .all(|(i, c)| c[0] == b'a' + (i % 26) as u8));
+}
+
+/// A failed write answers with the file's role and the OS error, never its path (the
+/// answer reaches clients); `/health`'s text keeps the path for the operator.
+#[test]
+fn errors_toward_clients_name_no_paths() {
+    let dir = tempfile::tempdir().unwrap();
+    let metrics = Arc::new(Metrics::default());
+    let writer = LogWriter::start(metrics.clone(), dir.path().to_path_buf());
+    // A regular file where the conversation's directory should be.
+    std::fs::write(dir.path().join("conversation"), b"not a directory").unwrap();
+    let history: Arc<Path> = dir
+        .path()
+        .join("conversation/sessions/chat/history.jsonl")
+        .into();
+    let replaced = block_on(writer.replace(&history, b"{}\n".to_vec())).unwrap();
+    assert_eq!(
+        replaced.unwrap_err(),
+        "replace the chat history: Not a directory (os error 20)"
+    );
+    writer.append(&history, b"{}\n".to_vec());
+    let synced = block_on(writer.sync(vec![history.clone()])).unwrap();
+    assert_eq!(
+        synced.unwrap_err(),
+        "cannot open the chat history: Not a directory (os error 20)"
+    );
+    let failure = metrics.storage_failure().unwrap();
+    assert_eq!(
+        failure.client,
+        "cannot open the chat history: Not a directory (os error 20)"
+    );
+    assert!(failure.operator.contains(&*history.to_string_lossy()));
+}
+
+/// After `retire`, nothing is written under the directory again.
+#[test]
+fn a_retired_directory_is_never_recreated() {
+    let dir = tempfile::tempdir().unwrap();
+    let conversation = dir.path().join("conversation");
+    let writer = LogWriter::start(Default::default(), dir.path().to_path_buf());
+    let log: Arc<Path> = conversation.join("displayLog.jsonl").into();
+    writer.append(&log, b"one\n".to_vec());
+    block_on(writer.retire(conversation.clone())).unwrap();
+    std::fs::remove_dir_all(&conversation).unwrap();
+    writer.append(&log, b"late\n".to_vec());
+    assert!(block_on(writer.replace(&log, b"x".to_vec()))
+        .unwrap()
+        .is_err());
+    block_on(writer.sync(vec![log.clone()])).unwrap().unwrap();
+    assert!(!conversation.exists());
+}
+
+/// A replica that records what it was handed and fails barriers with `failure`, if set.
+#[derive(Default)]
+struct FakeReplica {
+    /// Each write it was handed: the file name, the op, the bytes.
+    writes: std::sync::Mutex<Vec<(String, FileOp, Vec<u8>)>>,
+    /// What every barrier fails with (`None`: they succeed).
+    failure: std::sync::Mutex<Option<String>>,
+    /// What `queued_bytes` reports.
+    queued: std::sync::atomic::AtomicUsize,
+}
+
+impl Replicator for FakeReplica {
+    fn record(&self, path: &Path, op: FileOp, bytes: &[u8]) {
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        self.writes.lock().unwrap().push((name, op, bytes.to_vec()));
+    }
+    fn queued_bytes(&self) -> usize {
+        self.queued.load(std::sync::atomic::Ordering::Relaxed)
+    }
+    fn wait_below(&self, _limit: usize) -> futures_util::future::BoxFuture<'static, ()> {
+        Box::pin(async {})
+    }
+    fn barrier(
+        &self,
+        _paths: &[Arc<Path>],
+    ) -> futures_util::future::BoxFuture<'static, Result<(), String>> {
+        let answer = self.failure.lock().unwrap().clone().map_or(Ok(()), Err);
+        Box::pin(async move { answer })
+    }
+}
+
+/// With a replica, every append and replace is handed to it too, a barrier answers the
+/// replica's failure once the disk's part succeeded, and the replica's queue counts toward
+/// backpressure.
+#[test]
+fn a_replica_sees_every_write_and_its_barrier_counts() {
+    let dir = tempfile::tempdir().unwrap();
+    let replica = Arc::new(FakeReplica::default());
+    block_on(async {
+        let writer = LogWriter::start(Default::default(), dir.path().to_path_buf())
+            .replicated(replica.clone());
+        let log: Arc<Path> = dir.path().join("displayLog.jsonl").into();
+        writer.append(&log, b"one\n".to_vec());
+        writer.append_unreported(&log, b"two\n".to_vec());
+        writer
+            .replace(&log, b"all\n".to_vec())
+            .await
+            .unwrap()
+            .unwrap();
+        writer.sync(vec![log.clone()]).await.unwrap().unwrap();
+        *replica.failure.lock().unwrap() = Some("the replica failed".into());
+        assert_eq!(
+            writer.sync(vec![log.clone()]).await.unwrap(),
+            Err("the replica failed".to_string())
+        );
+        assert!(!writer.backlogged());
+        replica
+            .queued
+            .store(QUEUE_HIGH_WATER + 1, std::sync::atomic::Ordering::Relaxed);
+        assert!(writer.backlogged());
+    });
+    let writes = replica.writes.lock().unwrap().clone();
+    let name = "displayLog.jsonl".to_string();
+    assert_eq!(
+        writes,
+        vec![
+            (name.clone(), FileOp::Append, b"one\n".to_vec()),
+            (name.clone(), FileOp::Append, b"two\n".to_vec()),
+            (name, FileOp::Replace, b"all\n".to_vec()),
+        ]
+    );
+}
