@@ -83,6 +83,54 @@ fn conversation_paths(root: &Path, c: usize) -> Vec<Arc<Path>> {
     TURN.iter().map(|(name, _)| dir.join(name).into()).collect()
 }
 
+/// Runs `CONVERSATIONS` conversations for `SECONDS`, each running `turn(conversation, n)`
+/// and waiting for it before the next: (turns, seconds, each turn's latency in µs).
+fn closed_loop<F, Fut>(turn: F) -> (u64, f64, Vec<u64>)
+where
+    F: Fn(usize, u64) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        let stop = Instant::now() + Duration::from_secs(SECONDS);
+        let started = Instant::now();
+        let (done_tx, mut done_rx) = tokio::sync::mpsc::unbounded_channel();
+        let start_turn = |c: usize, n: u64| {
+            let done = done_tx.clone();
+            let work = turn(c, n);
+            tokio::spawn(async move {
+                let t = Instant::now();
+                work.await;
+                let _ = done.send((c, t.elapsed().as_micros() as u64));
+            });
+        };
+        let mut turns_done = vec![0u64; CONVERSATIONS];
+        for c in 0..CONVERSATIONS {
+            start_turn(c, 0);
+        }
+        let mut latencies = Vec::new();
+        let mut running = CONVERSATIONS;
+        while running > 0 {
+            let (c, took) = done_rx.recv().await.expect("a turn finished");
+            latencies.push(took);
+            turns_done[c] += 1;
+            if Instant::now() >= stop {
+                running -= 1;
+            } else {
+                start_turn(c, turns_done[c]);
+            }
+        }
+        (
+            latencies.len() as u64,
+            started.elapsed().as_secs_f64(),
+            latencies,
+        )
+    })
+}
+
 /// Runs the closed loop against a [`LogWriter`] (node log or per-file fsync).
 fn run_log_writer(engine: &'static str, with_log: bool) -> Outcome {
     let dir = tempfile::tempdir_in(bench_dir()).expect("tempdir");
@@ -95,42 +143,22 @@ fn run_log_writer(engine: &'static str, with_log: bool) -> Outcome {
     } else {
         LogWriter::start(metrics.clone(), root.clone())
     };
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    let (turns, seconds, latencies_us) = runtime.block_on(async {
-        let stop = Instant::now() + Duration::from_secs(SECONDS);
-        let started = Instant::now();
-        let tasks: Vec<_> = (0..CONVERSATIONS)
-            .map(|c| {
-                let writer = writer.clone();
-                let paths = conversation_paths(&root, c);
-                tokio::spawn(async move {
-                    let mut latencies = Vec::new();
-                    let mut turn = 0u64;
-                    while Instant::now() < stop {
-                        let t = Instant::now();
-                        for (path, (_, size)) in paths.iter().zip(TURN) {
-                            writer.append(path, line(size, turn));
-                        }
-                        writer
-                            .sync(paths.clone())
-                            .await
-                            .expect("writer alive")
-                            .expect("durable");
-                        latencies.push(t.elapsed().as_micros() as u64);
-                        turn += 1;
-                    }
-                    latencies
-                })
-            })
-            .collect();
-        let mut all = Vec::new();
-        for t in tasks {
-            all.extend(t.await.expect("task"));
+    let paths: Vec<Vec<Arc<Path>>> = (0..CONVERSATIONS)
+        .map(|c| conversation_paths(&root, c))
+        .collect();
+    let (turns, seconds, latencies_us) = closed_loop(|c, turn| {
+        let writer = writer.clone();
+        let paths = paths[c].clone();
+        async move {
+            for (path, (_, size)) in paths.iter().zip(TURN) {
+                writer.append(path, line(size, turn));
+            }
+            writer
+                .sync(paths)
+                .await
+                .expect("writer alive")
+                .expect("durable");
         }
-        (all.len() as u64, started.elapsed().as_secs_f64(), all)
     });
     let fsyncs = Metrics::get(&metrics.log_fsyncs);
     drop(writer);
@@ -264,41 +292,18 @@ fn run_sqlite() -> Outcome {
         let (root, commits) = (root.clone(), commits.clone());
         std::thread::spawn(move || sqlite_writer(root, rx, commits))
     };
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    let (turns, seconds, latencies_us) = runtime.block_on(async {
-        let stop = Instant::now() + Duration::from_secs(SECONDS);
-        let started = Instant::now();
-        let tasks: Vec<_> = (0..CONVERSATIONS)
-            .map(|c| {
-                let tx = tx.clone();
-                tokio::spawn(async move {
-                    let mut latencies = Vec::new();
-                    let mut turn = 0u64;
-                    while Instant::now() < stop {
-                        let t = Instant::now();
-                        let (ack, done) = oneshot::channel();
-                        let appends = TURN
-                            .iter()
-                            .enumerate()
-                            .map(|(f, (_, size))| (c, f, line(*size, turn)))
-                            .collect();
-                        tx.send(SqliteJob { appends, ack }).expect("writer alive");
-                        done.await.expect("committed");
-                        latencies.push(t.elapsed().as_micros() as u64);
-                        turn += 1;
-                    }
-                    latencies
-                })
-            })
-            .collect();
-        let mut all = Vec::new();
-        for t in tasks {
-            all.extend(t.await.expect("task"));
+    let (turns, seconds, latencies_us) = closed_loop(|c, turn| {
+        let tx = tx.clone();
+        async move {
+            let (ack, done) = oneshot::channel();
+            let appends = TURN
+                .iter()
+                .enumerate()
+                .map(|(f, (_, size))| (c, f, line(*size, turn)))
+                .collect();
+            tx.send(SqliteJob { appends, ack }).expect("writer alive");
+            done.await.expect("committed");
         }
-        (all.len() as u64, started.elapsed().as_secs_f64(), all)
     });
     drop(tx);
     thread.join().expect("sqlite writer");

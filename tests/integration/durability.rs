@@ -11,14 +11,6 @@ use crate::harness::*;
 /// The history text of a request the server stopped before it finished.
 const STOPPED: &str = "The server stopped before this request finished; it did not complete.";
 
-fn history(c: &mut Client, id: &str) -> Vec<Value> {
-    c.invoke(&dispatcher(id), "getDisplayHistory", json!([]))
-        .unwrap()
-        .as_array()
-        .unwrap()
-        .clone()
-}
-
 fn entries_of<'a>(history: &'a [Value], kind: &str, request_id: &str) -> Vec<&'a Value> {
     history
         .iter()
@@ -61,7 +53,7 @@ fn acknowledged_turns_survive_kill_9() {
     let mut c = server.connect();
     let id = conversation.unwrap();
     c.join(&id);
-    let history = history(&mut c, &id);
+    let history = c.history(&id);
     let missing: Vec<&String> = acknowledged
         .iter()
         .filter(|rid| {
@@ -117,7 +109,7 @@ fn unfinished_requests_are_closed_after_a_crash() {
         let server = Server::start_in(dir.path(), &[]);
         let mut c = server.connect();
         c.join(&id);
-        let history = history(&mut c, &id);
+        let history = c.history(&id);
         for rid in [&running, &queued] {
             assert_eq!(
                 entries_of(&history, "user-request", rid).len(),
@@ -180,7 +172,7 @@ fn a_crash_between_started_and_its_user_request_loses_and_doubles_nothing() {
     let server = Server::start_in(dir.path(), &[]);
     let mut c = server.connect();
     c.join(&id);
-    let history = history(&mut c, &id);
+    let history = c.history(&id);
     assert_eq!(
         entries_of(&history, "user-request", &running).len(),
         1,
@@ -209,7 +201,7 @@ fn a_second_recovery_writes_nothing_twice() {
     let mut c = server.connect();
     c.join(&id);
     assert_eq!(
-        entries_of(&history(&mut c, &id), "command-result", &queued).len(),
+        entries_of(&c.history(&id), "command-result", &queued).len(),
         1
     );
     let log_path = display_log_path(dir.path(), &id);
@@ -237,7 +229,7 @@ fn a_second_recovery_writes_nothing_twice() {
     let server = Server::start_in(dir.path(), &[]);
     let mut c = server.connect();
     c.join(&id);
-    let history = history(&mut c, &id);
+    let history = c.history(&id);
     for rid in [&running, &queued] {
         assert_eq!(
             entries_of(&history, "user-request", rid).len(),
@@ -534,7 +526,7 @@ fn disk_faults_are_reported_and_recovered_from() {
     assert!(err.contains("No space left on device"), "{err}");
     assert!(!c.names().contains(&"never".to_string()));
     // The server keeps serving reads; what was on disk is intact.
-    let h = history(&mut c, &id);
+    let h = c.history(&id);
     assert_eq!(entries_of(&h, "command-result", &first).len(), 1);
 
     std::fs::remove_file(&switch).unwrap();
@@ -609,7 +601,7 @@ fn a_full_tmpfs_is_reported_and_recovered_from() {
     eventually("health recovers", || server.http_get("/health").0 == 200);
     let again = Client::request_id(&c.submit(&id, "what is 6 + 6"));
     c.until_complete(&id, &again);
-    let h = history(&mut c, &id);
+    let h = c.history(&id);
     assert_eq!(entries_of(&h, "command-result", &first).len(), 1);
     assert!(server.shutdown().success());
 }

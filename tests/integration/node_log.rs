@@ -7,7 +7,7 @@
 use std::path::Path;
 use std::process::Stdio;
 
-use serde_json::{json, Value};
+use serde_json::json;
 
 use crate::harness::*;
 use crate::support::server as child;
@@ -27,14 +27,6 @@ fn segments(dir: &Path) -> (usize, u64) {
         .fold((0, 0), |(n, bytes), e| {
             (n + 1, bytes + e.metadata().map_or(0, |m| m.len()))
         })
-}
-
-fn history(c: &mut Client, id: &str) -> Vec<Value> {
-    c.invoke(&dispatcher(id), "getDisplayHistory", json!([]))
-        .unwrap()
-        .as_array()
-        .unwrap()
-        .clone()
 }
 
 /// Runs one turn and returns its request id once `commandComplete` came (acknowledged).
@@ -117,7 +109,7 @@ fn kills_inside_a_checkpoint_and_a_replay_lose_nothing() {
     );
     let mut c = server.connect();
     c.join(&id);
-    let history = history(&mut c, &id);
+    let history = c.history(&id);
     for rid in &acknowledged {
         for kind in ["user-request", "command-result"] {
             let n = history

@@ -150,15 +150,6 @@ fn running_and_queued(c: &mut Client, id: &str, running: &str, queued: &str) {
     assert_eq!(ack["entry"]["state"], "queued", "{ack}");
 }
 
-/// The display-log entries of the conversation.
-fn history(c: &mut Client, id: &str) -> Vec<Value> {
-    c.invoke(&dispatcher(id), "getDisplayHistory", json!([]))
-        .unwrap()
-        .as_array()
-        .unwrap()
-        .clone()
-}
-
 /// Fractional milliseconds, as a `PhaseTiming.duration` carries them.
 fn is_duration(v: &Value) -> bool {
     v.as_f64().is_some_and(|d| d >= 0.0)
@@ -208,7 +199,7 @@ fn cancel_command_is_reason_user_and_only_a_running_cancel_completes() {
         !seen.iter().any(|(m, a)| completes("queued-1")(m, a)),
         "a queued cancel completed: {seen:?}"
     );
-    let h = history(&mut a, &id);
+    let h = a.history(&id);
     let result_of = |rid: &str| {
         h.iter()
             .filter(|e| e["type"] == "command-result" && e["requestId"]["requestId"] == rid)
@@ -305,7 +296,7 @@ fn no_clients_is_its_own_reason() {
     let mut b = server.connect();
     b.join(&id);
     eventually("the running request finishes", || {
-        history(&mut b, &id)
+        b.history(&id)
             .iter()
             .any(|e| e["type"] == "command-result" && e["requestId"]["requestId"] == "run-5")
     });
@@ -498,7 +489,7 @@ fn one_request_goes_out_in_typeagents_order() {
     let calls = own(&b.until_complete(&id, &Client::request_id(&ack)));
     assert_eq!(methods(&calls), expected[..6]);
 
-    let h = history(&mut b, &id);
+    let h = b.history(&id);
     let of_order: Vec<&Value> = h
         .iter()
         .filter(|e| {
@@ -573,7 +564,7 @@ fn an_agent_turn_names_its_actions_and_times_them() {
     assert!(is_duration(&metrics["actions"][0]["duration"]), "{metrics}");
     assert!(metrics.get("command").is_none(), "{metrics}");
     // The history replays both, the tool's with its index; appendDiagnosticData is not logged.
-    let h = history(&mut a, &id);
+    let h = a.history(&id);
     let logged: Vec<&Value> = h
         .iter()
         .filter(|e| e["type"] == "set-display-info" && e["requestId"]["requestId"] == rid.as_str())
@@ -629,7 +620,7 @@ fn traceparent_is_the_request_trace_id() {
     ] {
         server.wait_log(&format!("conversation {id}: {line}"));
     }
-    let h = history(&mut a, &id);
+    let h = a.history(&id);
     let result = h
         .iter()
         .find(|e| e["type"] == "command-result" && e["requestId"]["requestId"] == "traced-1")

@@ -258,6 +258,15 @@ impl Client {
             .expect("join")
     }
 
+    /// The conversation's whole display history (`getDisplayHistory` with no argument).
+    pub fn history(&mut self, id: &str) -> Vec<Value> {
+        self.invoke(&protocol::dispatcher(id), "getDisplayHistory", json!([]))
+            .expect("getDisplayHistory")
+            .as_array()
+            .expect("an array")
+            .clone()
+    }
+
     /// listConversations() names.
     pub fn names(&mut self) -> Vec<String> {
         let list = self
