@@ -84,6 +84,17 @@ pub mod snapshot;
 #[cfg(test)]
 mod tests;
 
+/// Runs `f` to completion on a fresh current-thread runtime with timers (the writer threads'
+/// answers are awaited from plain `#[test]`s).
+#[cfg(test)]
+pub(crate) fn block_on<T>(f: impl std::future::Future<Output = T>) -> T {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .expect("a test runtime")
+        .block_on(f)
+}
+
 /// Errors of the storage layer. Startup errors are fatal and name the file involved.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {

@@ -321,12 +321,7 @@ mod tests {
     use super::*;
     use std::sync::Arc;
 
-    fn block_on<T>(f: impl std::future::Future<Output = T>) -> T {
-        tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap()
-            .block_on(f)
-    }
+    use crate::storage::block_on;
 
     /// Appends queued before the snapshot are in it, later ones are past its recorded length,
     /// a whole-file rewrite after it leaves the linked version intact, excluded names stay

@@ -2,14 +2,7 @@
 //! retired directories, the replica hook. With the node log: `node_log/tests.rs`.
 
 use super::*;
-
-fn block_on<T>(f: impl std::future::Future<Output = T>) -> T {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-        .unwrap()
-        .block_on(f)
-}
+use crate::storage::block_on;
 
 /// Past the high-water mark producers see `backlogged`; `drained` resolves once the writer
 /// has caught up, and everything queued is on disk, in order.

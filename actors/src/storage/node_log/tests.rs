@@ -8,15 +8,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::*;
+use crate::storage::block_on;
 use crate::storage::log_writer::LogWriter;
-
-fn block_on<T>(f: impl std::future::Future<Output = T>) -> T {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-        .unwrap()
-        .block_on(f)
-}
 
 /// A conversation's file under an instance directory (its directory exists, as the
 /// conversation actor makes it before writing).
