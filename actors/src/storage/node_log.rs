@@ -21,9 +21,10 @@
 //!
 //! # Rules
 //! - **A batch is durable when its records are**: the writer writes the batch's file appends
-//!   (page cache only), then the batch's records in one `write` and one `fdatasync` of the
-//!   current segment, and only then answers its barriers. The log is a prefix: a record is
-//!   durable once any later record is.
+//!   (page cache only), then the batch's records in one `write` and, when anything in the batch
+//!   waits for durability, one `fdatasync` of the current segment, and only then answers its
+//!   barriers. The log is a prefix: a record is durable once any later record is, so a batch
+//!   nothing waits on only writes, and the next fsync covers it.
 //! - **Checkpoint**: when the current segment passes its size bound (or the writer has been
 //!   idle for [`IDLE_CHECKPOINT`] with records in it), the writer starts the next segment and
 //!   hands the older ones to the checkpointer thread with the files their records wrote; it
@@ -37,8 +38,8 @@
 //! - **Start-up** ([`NodeLog::open`]): every segment is read up to its first torn or
 //!   corrupt record (a crash mid-write), the records are written into their files (skipping
 //!   those superseded by a later replace or retire marker, and those whose directory is gone:
-//!   the conversation was deleted), the files are fsynced, and only then are the segments
-//!   removed. An unknown segment header stops the server with nothing touched.
+//!   the conversation was deleted), the file system is flushed (one `syncfs`: nothing else
+//!   runs yet), and only then are the segments removed. An unknown segment header stops the server with nothing touched.
 //! - **Write failures**: a failed write or fsync of the log is cut back off the segment (a
 //!   torn record never sits before a good one) and the batch falls back to fsyncing each of
 //!   its files, so its barriers stay truthful; a log that cannot even be cut back is left for
