@@ -43,8 +43,11 @@ pub struct Metrics {
     /// fsyncs the log writer made: one per batch into the node log (or, without it, one per
     /// touched file per batch), plus one per checkpoint flush and per file closed or replaced.
     pub log_fsyncs: AtomicU64,
-    /// Node log checkpoints done (file systems flushed, covered segments removed).
+    /// Node log checkpoints done (covered files fsynced, their segments removed).
     pub wal_checkpoints: AtomicU64,
+    /// Bytes in the node log's segments right now (what a crash would replay); bounded by
+    /// about 4 × `--wal-segment-bytes`.
+    pub wal_bytes: AtomicI64,
     /// Write barriers the log writer confirmed; barriers ÷ fsyncs is what group commit buys.
     pub log_barriers: AtomicU64,
     /// Bumped each time a conversation actor starts or stops and each time the registry

@@ -195,6 +195,12 @@ const METRICS: &[MetricSpec] = &[
         read: |s| Metrics::get(&s.state.metrics.wal_checkpoints).into(),
     },
     MetricSpec {
+        name: "roundtable_wal_bytes",
+        kind: "gauge",
+        help: "Bytes in the node log's segments (what a crash would replay; bounded by about 4 segments).",
+        read: |s| Metrics::gauge(&s.state.metrics.wal_bytes).into(),
+    },
+    MetricSpec {
         name: "roundtable_log_barriers_total",
         kind: "counter",
         help:

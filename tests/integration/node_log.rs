@@ -174,6 +174,8 @@ fn turns_in_flight_share_the_log_fsync() {
     let fsyncs = server.metric("roundtable_log_fsyncs_total") - fsyncs_before;
     let barriers = server.metric("roundtable_log_barriers_total") - barriers_before;
     assert!(barriers >= 80.0, "{barriers} barriers for 40 turns");
+    // What a crash would replay: the 40 turns' records, more than a segment header.
+    assert!(server.metric("roundtable_wal_bytes") > 40.0 * 500.0);
     assert!(
         fsyncs < barriers,
         "{fsyncs} fsyncs for {barriers} barriers: batches do not share the log's fsync"

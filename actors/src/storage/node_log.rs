@@ -291,15 +291,20 @@ fn flush_roots(root: &Path) -> io::Result<Vec<File>> {
     Ok(roots)
 }
 
-/// Removes the segments of `dir` numbered below `below`, then fsyncs `dir`.
-fn remove_segments_below(dir: &Path, below: u64) -> io::Result<usize> {
+/// Removes the segments of `dir` numbered below `below`, then fsyncs `dir`; takes their
+/// bytes off the `wal_bytes` gauge.
+fn remove_segments_below(dir: &Path, below: u64, metrics: &Metrics) -> io::Result<usize> {
     let mut removed = 0;
     for (seq, path) in segments(dir)? {
         if seq >= below {
             break;
         }
+        let bytes = fs::metadata(&path).map_or(0, |m| m.len());
         match fs::remove_file(&path) {
-            Ok(()) => removed += 1,
+            Ok(()) => {
+                removed += 1;
+                Metrics::add(&metrics.wal_bytes, -(bytes as i64));
+            }
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Err(e) => return Err(e),
         }
@@ -375,7 +380,7 @@ fn run_checkpointer(
             if held {
                 faults::wal_hold("checkpoint");
             }
-            remove_segments_below(&dir, below)
+            remove_segments_below(&dir, below, &metrics)
         });
         match outcome {
             Ok(removed) => {
@@ -577,7 +582,8 @@ impl NodeLog {
         }
         faults::wal_hold("replay");
         let next = found.last().map_or(1, |(seq, _)| seq + 1);
-        remove_segments_below(&dir, next).map_err(io_err(&dir))?;
+        remove_segments_below(&dir, next, &metrics).map_err(io_err(&dir))?;
+        Metrics::set(&metrics.wal_bytes, 0);
         let (tx, rx) = std_mpsc::channel();
         let removed_below = Arc::new(std::sync::atomic::AtomicU64::new(next));
         {
@@ -619,6 +625,7 @@ impl NodeLog {
         self.file = Some(file);
         self.len = MAGIC.len() as u64;
         self.synced_len = self.len;
+        Metrics::add(&self.metrics.wal_bytes, self.len as i64);
         self.has_records = false;
         Ok(())
     }
@@ -678,6 +685,7 @@ impl NodeLog {
         match result {
             Ok(()) => {
                 self.len += written;
+                Metrics::add(&self.metrics.wal_bytes, written as i64);
                 self.has_records = true;
                 Ok(())
             }
@@ -727,6 +735,10 @@ impl NodeLog {
                 self.file = None;
             }
         }
+        Metrics::add(
+            &self.metrics.wal_bytes,
+            -((self.len - self.synced_len) as i64),
+        );
         self.len = self.synced_len;
         error
     }

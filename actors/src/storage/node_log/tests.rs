@@ -88,6 +88,9 @@ fn a_crash_loses_nothing_the_log_acknowledged() {
     for (path, want) in files.iter().zip(&expected) {
         assert_eq!(&fs::read(path).unwrap(), want);
     }
+    // `/metrics` shows what a crash would replay: every byte of the segments.
+    assert_eq!(Metrics::gauge(&metrics.wal_bytes), log_bytes(root) as i64);
+    assert!(log_bytes(root) > 30 * 30);
     drop(writer);
     // The machine crash: the unsynced bytes are gone (one file torn mid-line, one emptied,
     // one missing altogether; the first keeps its fsynced line).
@@ -311,6 +314,7 @@ fn checkpoints_keep_the_log_bounded() {
         "the checkpoint did not fsync the files it covers"
     );
     assert_eq!(log_bytes(root), MAGIC.len() as u64);
+    assert_eq!(Metrics::gauge(&metrics.wal_bytes), MAGIC.len() as i64);
     assert_eq!(fs::metadata(&path).unwrap().len(), 40_000);
     drop(writer);
     let (_writer, replayed, _) = start(root, MIN_SEGMENT_BYTES);
