@@ -570,20 +570,15 @@ impl WriterState {
         }
         if self.logged(path) {
             // Replay must never apply an old append to the new file, nor skip one the old
-            // file lacks: the old file is made durable, then the marker, then the rename.
-            self.fsync_by_path(path)
-                .and_then(|()| self.commit_log(true))
-                .map_err(|e| {
-                    let failure = super::failure("replace", path, &e);
-                    log::error!("{}", failure.operator);
-                    let client = failure.client.clone();
-                    self.metrics.storage_failed(failure);
-                    client
-                })?;
-            let wal = self.wal.as_mut().expect("logged");
-            let rel = wal.relative(path).expect("logged").to_path_buf();
-            wal.record_replace(&rel);
-            if let Err(e) = self.commit_log(true) {
+            // file lacks: the old file is made durable, then the marker (one log fsync with
+            // whatever the batch queued before it), then the rename.
+            let marked = self.fsync_by_path(path).and_then(|()| {
+                let wal = self.wal.as_mut().expect("logged");
+                let rel = wal.relative(path).expect("logged").to_path_buf();
+                wal.record_replace(&rel);
+                self.commit_log(true)
+            });
+            if let Err(e) = marked {
                 let failure = super::failure("replace", path, &e);
                 log::error!("{}", failure.operator);
                 let client = failure.client.clone();

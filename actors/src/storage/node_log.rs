@@ -657,11 +657,6 @@ impl NodeLog {
         encode(&mut self.pending, KIND_RETIRE, rel, 0, &[]);
     }
 
-    /// Whether records are queued and not committed yet.
-    pub fn has_pending(&self) -> bool {
-        !self.pending.is_empty()
-    }
-
     /// Writes the queued records to the segment without waiting for the disk: a batch that
     /// nothing waits on costs one `write`, and the next [`sync`](NodeLog::sync) covers it (the
     /// log is a prefix). On failure the segment is cut back to its last synced length.
@@ -715,11 +710,6 @@ impl NodeLog {
             }
             Err(e) => Err(self.cut_back(e)),
         }
-    }
-
-    /// Whether records were written and not fsynced yet.
-    pub fn unsynced(&self) -> bool {
-        self.synced_len != self.len || !self.pending.is_empty()
     }
 
     /// After a failed write or fsync: cuts the segment back to its last synced length (a torn
