@@ -25,6 +25,9 @@ pub struct Metrics {
     pub slow_client_closes: AtomicU64,
     /// Conversations unloaded after idling.
     pub evictions: AtomicU64,
+    /// Joins a conversation took straight from a connection that found it in the live
+    /// directory, without the registry's round trip.
+    pub direct_joins: AtomicU64,
     /// invokeError answers per method name. Keys are bounded: a method the server does not
     /// know is counted as [`OTHER_METHOD`] (a client cannot grow this map). Touched only on the
     /// error path.

@@ -30,7 +30,8 @@ use roundtable_actors::conversation::RuntimeConfig;
 use roundtable_actors::metrics::Metrics;
 use roundtable_actors::protocol::frames::InboundBudget;
 use roundtable_actors::registry::{
-    start_shared_sync, ClusterServices, ConversationRegistry, RegistryConfig, ShutdownRegistry,
+    start_shared_sync, ClusterServices, ConversationRegistry, LiveDirectory, RegistryConfig,
+    ShutdownRegistry,
 };
 use roundtable_actors::search::SearchIndex;
 use roundtable_actors::storage::layout::Layout;
@@ -56,6 +57,8 @@ pub struct AppState {
     pub config: ServerConfig,
     /// The registry actor.
     pub registry: Addr<ConversationRegistry>,
+    /// The registry's loaded conversations: a join of one goes straight to its actor.
+    pub directory: Arc<LiveDirectory>,
     /// Counters.
     pub metrics: Arc<Metrics>,
     /// Process start, for `/health` uptime.
@@ -112,6 +115,8 @@ pub enum StartError {
 struct Started {
     /// The supervised registry actor.
     registry: Addr<ConversationRegistry>,
+    /// The registry's loaded conversations, for direct joins.
+    directory: Arc<LiveDirectory>,
     /// The registry's own arbiter.
     registry_arbiter: Arbiter,
     /// One arbiter per core for the conversations.
@@ -180,6 +185,7 @@ pub async fn serve(config: ServerConfig) -> Result<restart::Stopped, StartError>
     let state = Data::new(AppState {
         config: config.clone(),
         registry: started.registry.clone(),
+        directory: started.directory.clone(),
         metrics,
         started: Instant::now(),
         port,
@@ -306,6 +312,11 @@ async fn start_registry(
         )));
     }
     let search = SearchIndex::open(layout, config.reindex, metrics.clone())?;
+    // In a cluster every join asks the registry (ownership, read-your-writes).
+    let directory = Arc::new(match shared {
+        None => LiveDirectory::new(),
+        Some(_) => LiveDirectory::disabled(),
+    });
     let registry = ConversationRegistry::open(RegistryConfig {
         layout: layout.clone(),
         idle_timeout: config.idle_timeout,
@@ -325,12 +336,14 @@ async fn start_registry(
             working_directory: config.working_directory.clone(),
         }),
         cluster: shared.clone(),
+        directory: directory.clone(),
     })?;
     let registry_arbiter = Arbiter::new();
     let registry =
         actix::Supervisor::start_in_arbiter(&registry_arbiter.handle(), move |_| registry);
     Ok(Started {
         registry,
+        directory,
         registry_arbiter,
         conversation_arbiters,
         log_writer,

@@ -159,6 +159,12 @@ const METRICS: &[MetricSpec] = &[
         read: |s| Metrics::get(&s.state.metrics.evictions).into(),
     },
     MetricSpec {
+        name: "roundtable_direct_joins_total",
+        kind: "counter",
+        help: "Joins of a loaded conversation that skipped the registry actor.",
+        read: |s| Metrics::get(&s.state.metrics.direct_joins).into(),
+    },
+    MetricSpec {
         name: "roundtable_storage_errors_total",
         kind: "counter",
         help: "Storage writes (appends, fsyncs, whole-file writes) that failed.",

@@ -9,12 +9,12 @@
 mod macros;
 
 use actix::prelude::*;
-use roundtable_actors::client::Ready;
+use roundtable_actors::client::{ConversationGone, Ready};
 use roundtable_actors::ids::{ConversationId, ConversationRef};
 use roundtable_actors::protocol::{self, Args, RpcError, RpcResult, AGENT_SERVER_CHANNEL};
 use roundtable_actors::registry::{
-    CaughtUp, CollisionBehavior, CreateConversation, DeleteConversation, FindConversations,
-    JoinConversation, Joined, LeaveConversation, ListConversations, PanicForTest,
+    join_loaded, CaughtUp, CollisionBehavior, CreateConversation, DeleteConversation,
+    FindConversations, JoinConversation, Joined, ListConversations, PanicForTest,
     RenameConversation, SearchConversationContent, SubscribeConversations,
     UnsubscribeConversations,
 };
@@ -332,15 +332,11 @@ impl Connection {
             let quoted = id.map_or_else(|| conversation.into_raw(), |id| id.to_string());
             return self.reply(ch, call_id, &method, Err(RpcError::NotJoined(quoted)));
         };
-        joined.lease.disarm();
         self.drop_agents_of(conversation_id, ctx);
-        let req = self.state.registry.send(LeaveConversation {
-            conversation_id,
-            connection_id: joined.connection_id,
-        });
-        // The registry answers with a future awaited here, on this socket's thread.
+        // Straight to the conversation actor the client joined; awaited on this socket's thread.
+        let left = joined.lease.leave();
         self.answer(ctx, ch.to_string(), call_id, method, async move {
-            req.await.map_err(registry_lost)?.await.map(|()| None)
+            left.await.map(|()| None)
         });
     }
 
@@ -358,27 +354,44 @@ impl Connection {
         );
     }
 
-    /// Asks the registry to attach a client of this socket to `conversation`; the answer is a
-    /// future awaited on this socket's thread.
+    /// Attaches a client of this socket to `conversation`: straight to its actor when the
+    /// live directory lists it (a loaded conversation named by id), else, or when that actor
+    /// refuses, through the registry. The answer is a future awaited on this socket's thread.
     pub(super) fn join_request(
         &self,
         conversation: Option<ConversationRef>,
         filter: bool,
         ctx: &mut Context<Self>,
     ) -> impl std::future::Future<Output = RpcResult<Joined>> + 'static {
-        let req = self.state.registry.send(CaughtUp(JoinConversation {
-            conversation_id: conversation,
-            filter,
-            already_joined: self
-                .joined
-                .keys()
-                .chain(self.remote.keys())
-                .copied()
-                .collect(),
-            outbox: self.outbox.clone(),
-            connection: ctx.address().recipient(),
-        }));
+        let already_joined: Vec<ConversationId> = self
+            .joined
+            .keys()
+            .chain(self.remote.keys())
+            .copied()
+            .collect();
+        let direct = conversation
+            .as_ref()
+            .and_then(ConversationRef::id)
+            .filter(|id| !already_joined.contains(id))
+            .and_then(|id| Some((id, self.state.directory.get(&id)?)));
+        let outbox = self.outbox.clone();
+        let connection: Recipient<ConversationGone> = ctx.address().recipient();
+        let registry = self.state.registry.clone();
         async move {
+            if let Some((id, live)) = direct {
+                let joined =
+                    join_loaded(id, live, filter, outbox.clone(), connection.clone()).await;
+                if let Some(joined) = joined {
+                    return Ok(joined);
+                }
+            }
+            let req = registry.send(CaughtUp(JoinConversation {
+                conversation_id: conversation,
+                filter,
+                already_joined,
+                outbox,
+                connection,
+            }));
             match req.await {
                 Ok(Ok(pending)) => pending.await,
                 Ok(Err(e)) => Err(e),

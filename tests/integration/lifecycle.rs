@@ -32,6 +32,8 @@ fn join_and_leave() {
     let id = ra["conversationId"].as_str().unwrap().to_string();
     let rb = b.join(&id);
     assert_eq!(rb["connectionId"], "1");
+    // A loaded conversation named by id is joined without the registry's round trip.
+    assert_eq!(server.metric("roundtable_direct_joins_total"), 1.0);
     // A gets the join notice, B does not.
     let args = a.expect_call(&clientio(&id), "appendDisplay");
     assert_eq!(notice_text(&args), JOIN);
@@ -93,6 +95,13 @@ fn join_and_leave() {
     // Rejoining after leaving works and gets a fresh connection id.
     let mut c = server.connect();
     assert_eq!(c.join(&id)["connectionId"], "2");
+    assert_eq!(server.metric("roundtable_direct_joins_total"), 2.0);
+    // A direct join answers the name a rename just made.
+    c.agent("renameConversation", json!([id, "renamed"]))
+        .unwrap();
+    let mut d = server.connect();
+    assert_eq!(d.join(&id)["name"], "renamed");
+    assert_eq!(server.metric("roundtable_direct_joins_total"), 3.0);
 }
 
 /// When the registry has no `default`, a join without id picks the first conversation.

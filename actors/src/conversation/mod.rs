@@ -252,8 +252,13 @@ pub struct Conversation {
     clientio_prefix: Arc<str>,
     /// Next connection id ("0", "1", …); restarts when the conversation is reloaded.
     next_connection_id: u64,
-    /// `Attach` messages handled so far (echoed in `IdleExpired`).
+    /// `Attach` messages the registry sent that were handled so far (echoed in
+    /// `IdleExpired`); direct attaches are not counted, the registry never saw them.
     attaches_seen: u64,
+    /// An `IdleExpired` went to the registry and no registry `Attach` came since: the
+    /// registry may be about to stop this actor, so direct attaches are refused (their
+    /// joiners ask the registry, which orders them against the eviction).
+    idle_reported: bool,
     /// The armed idle timer, if any.
     idle_timer: Option<SpawnHandle>,
     /// The armed no-clients grace timer, if any.
@@ -357,6 +362,7 @@ impl Conversation {
             clients: BTreeMap::new(),
             next_connection_id: 0,
             attaches_seen: 0,
+            idle_reported: false,
             idle_timer: None,
             grace_timer: None,
             log,
@@ -459,6 +465,7 @@ impl Conversation {
                 act.arm_idle_timer(ctx);
                 return;
             }
+            act.idle_reported = true;
             act.setup
                 .registry
                 .events
@@ -540,11 +547,17 @@ pub struct Attached {
     pub queue_snapshot: Option<Value>,
 }
 
-/// A client joins. Sent by the registry with `do_send` so joins keep the registry's order;
-/// the answer travels back on `reply`.
+/// A client joins. Sent by the registry with `do_send` so joins keep the registry's order,
+/// or straight by a connection that found this actor in the
+/// [`LiveDirectory`](crate::registry::LiveDirectory) (`direct`); the answer travels back on
+/// `reply`.
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct Attach {
+    /// Sent by a connection, not the registry: refused (`reply` dropped, the joiner then asks
+    /// the registry) once this actor reported idleness or is stopping, because the registry
+    /// did not count it and may already be evicting.
+    pub direct: bool,
     /// The socket's bounded queue.
     pub outbox: Outbox,
     /// `filter` join option.
@@ -559,7 +572,20 @@ impl Handler<Attach> for Conversation {
     type Result = ();
 
     fn handle(&mut self, msg: Attach, ctx: &mut Self::Context) {
-        self.attaches_seen += 1;
+        if msg.direct {
+            if self.stopping || self.idle_reported {
+                // Dropping `reply` sends the joiner to the registry.
+                log::debug!(
+                    "conversation {}: direct join refused (idle reported or stopping)",
+                    self.setup.id
+                );
+                return;
+            }
+            Metrics::inc(&self.setup.metrics.direct_joins);
+        } else {
+            self.attaches_seen += 1;
+            self.idle_reported = false;
+        }
         self.disarm_timers(ctx);
         let connection_id = ConnectionId(self.next_connection_id);
         self.next_connection_id += 1;

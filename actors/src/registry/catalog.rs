@@ -317,6 +317,7 @@ impl Handler<RenameConversation> for ConversationRegistry {
         };
         self.unindex_name(&id, &old);
         self.index_name(id, &name);
+        self.config.directory.rename(&id, &name);
         let ack = self.journal(vec![record]);
         Box::pin(
             async move { storage_error(ack.await) }
@@ -332,6 +333,7 @@ impl Handler<RenameConversation> for ConversationRegistry {
                             if let Some(entry) = act.entries.get_mut(&id) {
                                 entry.name = old.clone();
                             }
+                            act.config.directory.rename(&id, &old);
                             act.unindex_name(&id, &name);
                             act.index_name(id, &old);
                         }
@@ -400,6 +402,7 @@ impl ConversationRegistry {
             return Box::pin(fut::ready(Ok(())));
         };
         entry.deleting = true;
+        self.config.directory.remove(&id);
         let stopped = match std::mem::replace(&mut entry.state, LoadState::Unloaded) {
             LoadState::Live(addr) => {
                 let (tx, rx) = oneshot::channel();

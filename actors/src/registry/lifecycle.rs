@@ -200,6 +200,7 @@ impl ConversationRegistry {
             None => Conversation::new(setup).start(),
         };
         entry.state = LoadState::Live(addr.clone());
+        self.config.directory.insert(id, addr.clone(), &entry.name);
         self.config.metrics.lifecycle_changed();
         addr
     }
@@ -271,6 +272,7 @@ impl ConversationRegistry {
         else {
             unreachable!("checked above");
         };
+        self.config.directory.remove(&id);
         entry.client_count = None;
         self.config.metrics.lifecycle_changed();
         let (tx, rx) = oneshot::channel();
@@ -319,6 +321,7 @@ impl Handler<ShutdownRegistry> for ConversationRegistry {
 
     fn handle(&mut self, _msg: ShutdownRegistry, _ctx: &mut Self::Context) -> Self::Result {
         self.stopping = true;
+        self.config.directory.clear();
         let mut stops = Vec::new();
         for entry in self.entries.values_mut() {
             if let LoadState::Live(addr) = std::mem::replace(&mut entry.state, LoadState::Unloaded)

@@ -1,22 +1,28 @@
 //! Join and leave: which conversation a join means (an id, or the default one, created when
-//! there is none), the `Attach` handed to the conversation in mailbox order, and the
+//! there is none), the `Attach` handed to the conversation in mailbox order, the direct join
+//! of a loaded conversation ([`join_loaded`], through the [`LiveDirectory`]), and the
 //! [`JoinLease`] that leaves on the socket's behalf when it vanishes.
 //!
-//! Talks to: the transport's connections (they send [`JoinConversation`] and
-//! [`LeaveConversation`] and await the [`Pending`] answer) and the conversations (`Attach`,
-//! `Detach`).
+//! Talks to: the transport's connections (they send [`JoinConversation`] and await the
+//! [`Pending`] answer, or call [`join_loaded`] first; they leave through the lease) and the
+//! conversations (`Attach`, `Detach`).
 
 use actix::prelude::*;
 use serde_json::{json, Value};
 use tokio::sync::oneshot;
 
 use super::watchers::ChangeKind;
-use super::{storage_error, ConversationRegistry, Entry, LoadState, DEFAULT_CONVERSATION_NAME};
+use super::{
+    storage_error, ConversationRegistry, LiveConversation, LoadState, DEFAULT_CONVERSATION_NAME,
+};
 use crate::client::{Client, ConversationGone};
 use crate::conversation::{Attach, Attached, Conversation, Detach};
 use crate::ids::{ConnectionId, ConversationId, ConversationRef};
 use crate::outbox::Outbox;
 use crate::protocol::{RpcError, RpcResult};
+
+#[cfg(doc)]
+use super::LiveDirectory;
 
 /// A successful join, handed back to the connection.
 pub struct Joined {
@@ -35,11 +41,50 @@ pub struct Joined {
     pub lease: JoinLease,
 }
 
+impl Joined {
+    /// The join `attached` answered, as the connection gets it.
+    fn new(id: ConversationId, name: &str, attached: Attached) -> Joined {
+        let Attached {
+            connection_id,
+            client,
+            conversation,
+            pending_interactions,
+            queue_snapshot,
+        } = attached;
+        let mut result = json!({
+            "connectionId": connection_id,
+            "conversationId": id,
+            "name": name,
+            "pendingInteractions": pending_interactions,
+        });
+        if let Some(q) = queue_snapshot {
+            result["queueSnapshot"] = q;
+        }
+        let lease = JoinLease {
+            conversation: conversation.clone(),
+            conversation_id: id,
+            connection_id,
+            armed: true,
+        };
+        Joined {
+            conversation_id: id,
+            result,
+            connection_id,
+            client,
+            conversation,
+            lease,
+        }
+    }
+}
+
 /// Membership of one socket in one conversation; dropping it leaves (see [`Joined::lease`]).
+/// The leave goes straight to the conversation actor that took the join: if that actor has
+/// stopped (evicted, deleted, moved) there is nothing to leave, and a successor actor for the
+/// same id, whose connection ids restart, is never asked.
 pub struct JoinLease {
-    /// Where the automatic leave goes.
-    registry: Addr<ConversationRegistry>,
-    /// The joined conversation.
+    /// The conversation actor the client joined.
+    conversation: Addr<Conversation>,
+    /// Its id (for the leave's error).
     conversation_id: ConversationId,
     /// The client's connection id in it.
     connection_id: ConnectionId,
@@ -48,26 +93,68 @@ pub struct JoinLease {
 }
 
 impl JoinLease {
-    /// Gives up the automatic leave (explicit leave, or the conversation is already gone).
+    /// Gives up the automatic leave (the conversation is already gone).
     pub fn disarm(mut self) {
         self.armed = false;
+    }
+
+    /// `leaveConversation`: detaches the client now; `Conversation not found: <id>` when it
+    /// was no longer joined (the conversation was deleted or stopped meanwhile).
+    pub fn leave(mut self) -> Pending<()> {
+        self.armed = false;
+        let not_found = RpcError::ConversationNotFound(self.conversation_id.to_string());
+        let (tx, rx) = oneshot::channel();
+        self.conversation.do_send(Detach {
+            connection_id: self.connection_id,
+            reply: Some(tx),
+        });
+        Box::pin(async move {
+            match rx.await {
+                Ok(true) => Ok(()),
+                _ => Err(not_found),
+            }
+        })
     }
 }
 
 impl Drop for JoinLease {
     fn drop(&mut self) {
         if self.armed {
-            self.registry.do_send(LeaveConversation {
-                conversation_id: self.conversation_id,
+            self.conversation.do_send(Detach {
                 connection_id: self.connection_id,
+                reply: None,
             });
         }
     }
 }
 
-/// What the registry answers to a join or a leave: a future the *caller* awaits. The registry
-/// decides (and forwards to the conversation) in its mailbox order, but does not wait for the
-/// conversation's answer itself, so a join or a leave wakes the registry's thread once.
+/// Joins `id`, which the [`LiveDirectory`] lists as `live`, straight through its actor's
+/// mailbox, without the registry's round trip. `None` when the actor refused (it reported
+/// idleness, or it is stopping) or has stopped: the caller then sends [`JoinConversation`],
+/// and the registry orders the join against the eviction or delete as always.
+pub async fn join_loaded(
+    id: ConversationId,
+    live: LiveConversation,
+    filter: bool,
+    outbox: Outbox,
+    connection: Recipient<ConversationGone>,
+) -> Option<Joined> {
+    let (tx, rx) = oneshot::channel();
+    live.conversation.do_send(Attach {
+        direct: true,
+        outbox,
+        filter,
+        connection,
+        reply: tx,
+    });
+    let attached = rx.await.ok()?;
+    Some(Joined::new(id, &live.name, attached))
+}
+
+/// What the registry answers to a join (and a lease to a leave): a future the *caller*
+/// awaits. The registry decides (and forwards to the conversation) in its mailbox order, but
+/// does not wait for the conversation's answer itself, so a join wakes the registry's thread
+/// once.
 pub type Pending<T> = std::pin::Pin<Box<dyn std::future::Future<Output = RpcResult<T>> + Send>>;
 
 /// An answer known at once (an error, mostly), as a [`Pending`].
@@ -172,11 +259,11 @@ impl Handler<JoinConversation> for ConversationRegistry {
             return MessageResult(self.join_after_lease(id, msg, ctx));
         }
         let name = self.entries[&id].name.to_string();
-        let registry = ctx.address();
         let (tx, rx) = oneshot::channel();
         self.attach(
             id,
             Attach {
+                direct: false,
                 outbox: msg.outbox,
                 filter: msg.filter,
                 connection: msg.connection,
@@ -188,80 +275,10 @@ impl Handler<JoinConversation> for ConversationRegistry {
             if let Some(ack) = created {
                 storage_error(ack.await)?;
             }
-            let Attached {
-                connection_id,
-                client,
-                conversation,
-                pending_interactions,
-                queue_snapshot,
-            } = rx
+            let attached = rx
                 .await
                 .map_err(|_| RpcError::ConversationNotFound(id.to_string()))?;
-            let mut result = json!({
-                "connectionId": connection_id,
-                "conversationId": id,
-                "name": name,
-                "pendingInteractions": pending_interactions,
-            });
-            if let Some(q) = queue_snapshot {
-                result["queueSnapshot"] = q;
-            }
-            let lease = JoinLease {
-                registry,
-                conversation_id: id,
-                connection_id,
-                armed: true,
-            };
-            Ok(Joined {
-                conversation_id: id,
-                result,
-                connection_id,
-                client,
-                conversation,
-                lease,
-            })
-        });
-        MessageResult(pending)
-    }
-}
-
-/// `leaveConversation(id)` for a client this socket joined.
-#[derive(Message)]
-#[rtype(result = "Pending<()>")]
-pub struct LeaveConversation {
-    /// The conversation.
-    pub conversation_id: ConversationId,
-    /// The client's connection id in it.
-    pub connection_id: ConnectionId,
-}
-
-impl Handler<LeaveConversation> for ConversationRegistry {
-    type Result = MessageResult<LeaveConversation>;
-
-    fn handle(&mut self, msg: LeaveConversation, _ctx: &mut Self::Context) -> Self::Result {
-        let not_found = RpcError::ConversationNotFound(msg.conversation_id.to_string());
-        let addr = match self
-            .entries
-            .get(&msg.conversation_id)
-            .map(|e| &**e)
-            .filter(|e| !e.deleting)
-        {
-            Some(Entry {
-                state: LoadState::Live(addr),
-                ..
-            }) => addr.clone(),
-            _ => return MessageResult(ready(Err(not_found))),
-        };
-        let (tx, rx) = oneshot::channel();
-        addr.do_send(Detach {
-            connection_id: msg.connection_id,
-            reply: Some(tx),
-        });
-        let pending: Pending<()> = Box::pin(async move {
-            match rx.await {
-                Ok(true) => Ok(()),
-                _ => Err(not_found),
-            }
+            Ok(Joined::new(id, &name, attached))
         });
         MessageResult(pending)
     }

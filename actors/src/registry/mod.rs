@@ -1,10 +1,13 @@
 //! The `ConversationRegistry` actor: the single owner of the list of conversations (loaded or
 //! not) and the only one that starts or stops [`Conversation`] actors. Every create, rename,
-//! delete, join and leave passes through its mailbox, so load, eviction and delete are
-//! serialised without locks. Durable changes go through the [`RegistryWriter`] thread; an RPC
-//! is answered only once its change is on disk.
+//! delete, and every join of a conversation that is not loaded, passes through its mailbox, so
+//! load, eviction and delete are serialised without locks (a join of a loaded conversation
+//! goes straight to its actor, which orders it against its own eviction: `directory.rs`).
+//! Durable changes go through the [`RegistryWriter`] thread; an RPC is answered only once its
+//! change is on disk.
 //!
-//! Talks to: the transport's connections (every message of `catalog` and `membership`),
+//! Talks to: the transport's connections (every message of `catalog` and `membership`, and
+//! the [`LiveDirectory`] they read),
 //! its conversations (`Attach`, `Detach`, `Shutdown`; they answer with [`ConversationEvent`]s),
 //! and the writer thread.
 //!
@@ -14,6 +17,8 @@
 //! (`conversation/upward.rs`) so that it never names the registry:
 //! - `catalog.rs`: create / rename / delete / list / find, and whether an id exists.
 //! - `membership.rs`: join / leave and the [`JoinLease`] that leaves for a vanished socket.
+//! - `directory.rs`: the [`LiveDirectory`] of loaded conversations, through which a
+//!   connection joins and leaves a loaded conversation without this actor's round trip.
 //! - `lifecycle.rs`: opening the registry from disk, lazy load, idle eviction, shutdown.
 //! - `backup.rs`: the consistent snapshot a backup streams ([`SnapshotInstance`]).
 //! - `handoff.rs`: a handoff's source found and its history read ([`ReadHandoffSource`]).
@@ -38,7 +43,7 @@
 //! | state | meaning | leaves it on | to |
 //! | --- | --- | --- | --- |
 //! | **Unloaded** | on disk only | [`JoinConversation`]: a `Conversation` is started (generation + 1) and the `Attach` queued in its mailbox (loading is this one step; there is no separate Loading state) | Live |
-//! | **Live** | an actor runs; joins are forwarded as `Attach` with `do_send` (so they keep mailbox order) and counted in `attaches_sent` | the last client's [`LeaveConversation`] (or its dropped [`JoinLease`]): the conversation arms its idle timer | Live, idle |
+//! | **Live** | an actor runs and is in the [`LiveDirectory`]; joins the registry sees are forwarded as `Attach` with `do_send` (so they keep mailbox order) and counted in `attaches_sent`; connections also attach directly, which the conversation refuses once it reported idleness | the last client's leave ([`JoinLease::leave`], or the lease dropped): the conversation arms its idle timer | Live, idle |
 //! | **Live, idle** | no clients; the timer lives in the conversation, the registry still sees Live | a join (its `Attach` disarms the timer); or [`ConversationEvent::IdleExpired`] whose generation and attach count match: `Shutdown{Evicted}` sent | Live; Evicting |
 //! | **Evicting** | the actor flushes and stops; joins that arrive now wait in the state | the `Shutdown` reply (`evicted`): waiting joins are replayed on a freshly loaded actor | Live, or Unloaded when nobody waited |
 //! | **Deleting** (flag, any state) | joins and renames answer `Conversation not found`, lists skip it; the actor is shut down (clients told, waiting joins dropped), the delete journaled, the directory removed | the journal acknowledgement of [`DeleteConversation`]; a failed append clears the flag | Deleted (entry dropped); Unloaded |
@@ -51,6 +56,7 @@
 mod backup;
 mod catalog;
 mod catch_up;
+mod directory;
 mod handoff;
 mod lifecycle;
 mod membership;
@@ -84,8 +90,9 @@ pub use catalog::{
     FindConversations, ListConversations, RenameConversation, SearchConversationContent,
 };
 pub use catch_up::{CaughtUp, CATCH_UP_TIMEOUT, MAX_WAITING};
+pub use directory::{LiveConversation, LiveDirectory};
 pub use lifecycle::ShutdownRegistry;
-pub use membership::{JoinConversation, JoinLease, Joined, LeaveConversation, Pending};
+pub use membership::{join_loaded, JoinConversation, JoinLease, Joined, Pending};
 pub use ownership::{Lease, OwnershipService};
 pub use reconcile::{SharedSnapshot, DEFAULT_RECONCILE_TIME};
 pub use shared::{
@@ -122,6 +129,9 @@ pub struct RegistryConfig {
     /// create / rename / delete is written there first; the entries here are this node's copy,
     /// fed by its watch (`shared.rs`). `None`: a single node, the files are the truth.
     pub cluster: Option<Arc<dyn ClusterServices>>,
+    /// Loaded conversations' addresses, shared with the connections so a join of a loaded
+    /// conversation skips this actor ([`LiveDirectory`]; kept empty in a cluster).
+    pub directory: Arc<LiveDirectory>,
 }
 
 /// What the registry needs of the other nodes in a cluster: the shared list of conversations
@@ -320,6 +330,7 @@ impl ConversationRegistry {
     }
 
     fn remove_entry(&mut self, id: &ConversationId) {
+        self.config.directory.remove(id);
         if let Some(entry) = self.entries.remove(id) {
             self.order.remove(&entry.order);
             self.unindex_name(id, &entry.name);

@@ -16,8 +16,8 @@ use roundtable_actors::agent::{
 };
 use roundtable_actors::client::{ConversationGone, Ready};
 use roundtable_actors::conversation::{
-    Attach, Conversation, ConversationSetup, DispatcherInvoke, DispatcherReply, RegistryHandle,
-    RuntimeConfig, Shutdown, ShutdownReason, MAX_QUEUE_DEPTH,
+    Attach, Conversation, ConversationSetup, Detach, DispatcherInvoke, DispatcherReply,
+    RegistryHandle, RuntimeConfig, Shutdown, ShutdownReason, MAX_QUEUE_DEPTH,
 };
 use roundtable_actors::ids::{ConnectionId, ConversationId};
 use roundtable_actors::metrics::Metrics;
@@ -124,15 +124,20 @@ struct Harness {
     calls: mpsc::UnboundedReceiver<ProviderCall>,
     /// The counters it shares with its clients.
     metrics: Arc<Metrics>,
-    /// The registry's mailbox: the conversation reports idleness and counts there; nobody
-    /// reads it here.
-    _registry: actix::dev::channel::AddressReceiver<ConversationRegistry>,
+    /// The registry's mailbox: the conversation reports idleness and counts there; only the
+    /// idle test reads it (an envelope arriving is all it needs to know).
+    registry_mailbox: actix::dev::channel::AddressReceiver<ConversationRegistry>,
     /// Holds the instance directory until the test ends.
     _instance: tempfile::TempDir,
 }
 
 /// Starts a conversation on a fresh instance directory with the scripted provider.
 fn start() -> Harness {
+    start_with(NEVER)
+}
+
+/// [`start`] with an idle timeout.
+fn start_with(idle_timeout: Duration) -> Harness {
     let instance = tempfile::tempdir().expect("temp dir");
     let metrics = Arc::new(Metrics::default());
     let (calls_tx, calls) = mpsc::unbounded_channel();
@@ -156,7 +161,7 @@ fn start() -> Harness {
         name: "test".into(),
         generation: 1,
         dir: dir.clone(),
-        idle_timeout: NEVER,
+        idle_timeout,
         registry: RegistryHandle::new(&Addr::new(registry)),
         metrics: metrics.clone(),
         runtime,
@@ -169,7 +174,7 @@ fn start() -> Harness {
         dir,
         calls,
         metrics,
-        _registry: registry_mailbox,
+        registry_mailbox,
         _instance: instance,
     }
 }
@@ -188,24 +193,43 @@ impl Harness {
     /// Attaches a client (not filtered) and marks it ready, as the transport does after the
     /// join answer.
     async fn join(&self) -> TestClient {
+        self.attach(false).await.expect("attached")
+    }
+
+    /// Attaches a client as the registry does (`direct: false`) or as a connection that
+    /// found the conversation in the live directory; `None` when the conversation refused.
+    async fn attach(&self, direct: bool) -> Option<TestClient> {
         let (outbox, frames) = outbox(OutboxLimits::default());
         let (events_tx, events) = mpsc::unbounded_channel();
         // Only the client will hold the probe's address: the probe stops when the client does.
         let probe = ConnectionProbe { events: events_tx }.start();
         let (reply, attached) = oneshot::channel();
         self.conversation.do_send(Attach {
+            direct,
             outbox,
             filter: false,
             connection: probe.recipient(),
             reply,
         });
-        let attached = within(attached).await.expect("attached");
+        let attached = within(attached).await.ok()?;
         attached.client.do_send(Ready);
-        TestClient {
+        Some(TestClient {
             connection_id: attached.connection_id,
             frames,
             events,
-        }
+        })
+    }
+
+    /// The client leaves (as its lease does); whether it was joined.
+    async fn leave(&self, client: TestClient) -> bool {
+        let (reply, left) = oneshot::channel();
+        self.conversation.do_send(Detach {
+            connection_id: client.connection_id,
+            reply: Some(reply),
+        });
+        within(left)
+            .await
+            .expect("the conversation answers the leave")
     }
 
     /// One `dispatcher:<id>` invoke; its answer as JSON.
@@ -437,4 +461,42 @@ async fn a_delete_tells_every_client_then_stops_everything() {
         trace: None,
     });
     assert!(within(status).await.is_err(), "a stopped actor answered");
+}
+
+/// A connection that found the conversation in the live directory attaches straight to it,
+/// until the conversation has reported idleness to the registry: from then on a direct attach
+/// is refused (its joiner asks the registry, which orders the join against the eviction), until
+/// the registry's own attach arrives. A stopping conversation refuses one too.
+#[actix::test]
+async fn direct_attaches_are_refused_once_idleness_was_reported() {
+    use futures_util::StreamExt;
+    let mut h = start_with(Duration::from_millis(1));
+    let first = h.attach(true).await.expect("a direct attach while live");
+    assert_eq!(Metrics::get(&h.metrics.direct_joins), 1);
+    assert!(h.leave(first).await, "the direct client was joined");
+    // Nobody watches the list and no turn ran: the first envelope up is the idle report.
+    within(h.registry_mailbox.next())
+        .await
+        .expect("the idle report");
+    assert!(
+        h.attach(true).await.is_none(),
+        "a direct attach after the idle report must be refused"
+    );
+    let through_registry = h.attach(false).await.expect("the registry's attach");
+    let direct = h
+        .attach(true)
+        .await
+        .expect("a direct attach once the registry's attach arrived");
+    assert_eq!(Metrics::get(&h.metrics.direct_joins), 2);
+    let (reply, stopped) = oneshot::channel();
+    h.conversation.do_send(Shutdown {
+        reason: ShutdownReason::ServerStopping,
+        reply,
+    });
+    assert!(
+        h.attach(true).await.is_none(),
+        "a stopping conversation refuses a direct attach"
+    );
+    within(stopped).await.expect("stopped");
+    drop((through_registry, direct));
 }

@@ -22,9 +22,9 @@ use roundtable_actors::metrics::Metrics;
 use roundtable_actors::outbox::{outbox, OutboxLimits, OutboxReceiver};
 use roundtable_actors::protocol::{ConversationInfo, RpcError, RpcResult};
 use roundtable_actors::registry::{
-    CollisionBehavior, ConversationEvent, ConversationExists, ConversationRegistry,
+    join_loaded, CollisionBehavior, ConversationEvent, ConversationExists, ConversationRegistry,
     CreateConversation, DeleteConversation, FindConversations, GetRegistryStats, JoinConversation,
-    Joined, LeaveConversation, ListConversations, RegistryConfig, RegistryStats,
+    Joined, ListConversations, LiveConversation, LiveDirectory, RegistryConfig, RegistryStats,
     RenameConversation, ShutdownRegistry,
 };
 use roundtable_actors::storage::layout::Layout;
@@ -46,6 +46,8 @@ struct Instance {
     layout: Layout,
     metrics: Arc<Metrics>,
     registry: Addr<ConversationRegistry>,
+    /// The registry's loaded conversations, as the transport reads them.
+    directory: Arc<LiveDirectory>,
 }
 
 /// Opens and starts a registry the way `src/server/mod.rs` does, with conversations on the
@@ -54,6 +56,7 @@ fn start(idle_timeout: Duration) -> Instance {
     let dir = tempfile::tempdir().expect("temp dir");
     let layout = Layout::new(dir.path());
     let metrics = Arc::new(Metrics::default());
+    let directory = Arc::new(LiveDirectory::new());
     let registry = ConversationRegistry::open(RegistryConfig {
         layout: layout.clone(),
         idle_timeout,
@@ -73,12 +76,14 @@ fn start(idle_timeout: Duration) -> Instance {
             working_directory: Default::default(),
         }),
         cluster: None,
+        directory: directory.clone(),
     })
     .expect("open the registry");
     Instance {
         _dir: dir,
         layout,
         metrics,
+        directory,
         registry: Supervisor::start(move |_| registry),
     }
 }
@@ -155,24 +160,27 @@ async fn join(inst: &Instance, conversation_id: Option<ConversationId>) -> Membe
     try_join_ref(inst, named).await.expect("join")
 }
 
-/// `leaveConversation` for `member`, as the transport sends it (the lease disarmed).
-async fn leave(inst: &Instance, member: Member) -> RpcResult<()> {
-    let Joined {
-        conversation_id,
-        connection_id,
-        lease,
-        ..
-    } = member.joined;
-    lease.disarm();
-    let pending = inst
-        .registry
-        .send(LeaveConversation {
-            conversation_id,
-            connection_id,
-        })
-        .await
-        .expect("registry answers");
-    within("the leave", pending).await
+/// `leaveConversation` for `member`, as the transport sends it (through its lease).
+async fn leave(_inst: &Instance, member: Member) -> RpcResult<()> {
+    within("the leave", member.joined.lease.leave()).await
+}
+
+/// A join straight to `live`, as the transport makes it when the directory lists the
+/// conversation; `None` when the conversation refused (the transport then asks the registry).
+async fn join_direct(id: ConversationId, live: LiveConversation) -> Option<Member> {
+    let (queue, frames) = outbox(OutboxLimits::default());
+    let (gone_tx, gone) = mpsc::unbounded_channel();
+    let socket = Socket { gone: gone_tx }.start();
+    let joined = within(
+        "the direct join",
+        join_loaded(id, live, false, queue, socket.recipient()),
+    )
+    .await?;
+    Some(Member {
+        joined,
+        _frames: frames,
+        gone,
+    })
 }
 
 async fn create(
@@ -382,6 +390,47 @@ fn join_loads_the_conversation_once() {
     });
 }
 
+/// A loaded conversation is in the live directory under its current name, and a join through
+/// it reaches the same actor without the registry; a delete takes it out, and a join through
+/// the address it had is refused.
+#[test]
+fn joins_of_a_loaded_conversation_skip_the_registry() {
+    run(|| async {
+        let inst = start(NEVER_IDLE);
+        let first = join(&inst, None).await;
+        let id = first.joined.conversation_id;
+        let live = inst.directory.get(&id).expect("listed once loaded");
+        assert_eq!(&*live.name, "default");
+        assert_eq!(Metrics::get(&inst.metrics.direct_joins), 0);
+
+        let direct = join_direct(id, live.clone()).await.expect("a direct join");
+        assert_eq!(direct.joined.conversation_id, id);
+        assert_eq!(direct.joined.result["name"], "default");
+        assert_ne!(direct.joined.connection_id, first.joined.connection_id);
+        assert_eq!(Metrics::get(&inst.metrics.direct_joins), 1);
+        assert_eq!(alive(&inst), 1, "the same actor");
+
+        rename(&inst, &id.to_string(), "Renamed")
+            .await
+            .expect("rename");
+        let renamed = inst.directory.get(&id).expect("still listed");
+        assert_eq!(&*renamed.name, "Renamed");
+        let second = join_direct(id, renamed).await.expect("a direct join");
+        assert_eq!(second.joined.result["name"], "Renamed");
+
+        leave(&inst, direct).await.expect("a direct client leaves");
+        leave(&inst, second).await.expect("so does the second");
+        delete(&inst, &id.to_string()).await.expect("delete");
+        assert!(inst.directory.get(&id).is_none(), "a delete takes it out");
+        assert!(inst.directory.is_empty());
+        assert!(
+            join_direct(id, live).await.is_none(),
+            "the deleted conversation's actor refuses"
+        );
+        drop(first);
+    });
+}
+
 /// With a tiny idle timeout, the last leave lets the conversation's actor stop (evicted); a
 /// rejoin starts a fresh one.
 #[test]
@@ -395,8 +444,13 @@ fn idle_eviction_then_rejoin_reloads() {
 
         until_loaded(&inst, 0).await;
         assert_eq!(evictions(&inst), 1);
+        assert!(
+            inst.directory.get(&id).is_none(),
+            "an evicted one is not listed"
+        );
 
         let again = join(&inst, Some(id)).await;
+        assert!(inst.directory.get(&id).is_some(), "the reloaded one is");
         assert_eq!(again.joined.conversation_id, id);
         assert_eq!(stats(&inst).await.loaded, 1);
         assert_eq!(alive(&inst), 1, "a fresh actor for the rejoin");
