@@ -419,11 +419,22 @@ impl ConversationRegistry {
         entry.client_count = None;
         let writer = self.writer.clone();
         let search = self.config.runtime.search.clone();
+        // A loaded conversation retires its directory as it stops; one that is not loaded may
+        // still have records in the node log (written before its eviction): the retire
+        // marker keeps a replay after a crash from bringing its files back.
+        // Retired once the delete is journaled, so a failed delete leaves it writable.
+        let retire = stopped.is_none().then(|| {
+            (
+                self.config.runtime.log_writer.clone(),
+                self.config.layout.conversation_dir(&id),
+            )
+        });
         self.journal_len += 1;
         let work = async move {
             if let Some(rx) = stopped {
                 let _ = rx.await;
             }
+
             storage_error(
                 writer
                     .append(vec![JournalRecord::Delete {
@@ -431,6 +442,9 @@ impl ConversationRegistry {
                     }])
                     .await,
             )?;
+            if let Some((log_writer, dir)) = retire {
+                let _ = log_writer.retire(dir).await;
+            }
             if let Ok(Err(e)) = writer.remove_dir(id).await {
                 log::error!(
                     "conversation {id}: deleted from the registry but its directory remains: {e}"

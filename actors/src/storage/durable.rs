@@ -9,7 +9,7 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::{faults, io_err, StoreError};
 
@@ -103,8 +103,20 @@ pub fn remove_durable(
 /// Creates a directory and any missing parents, fsyncing the parent of each directory it
 /// created so the new entries survive a crash.
 pub fn create_dir_durable(dir: &Path) -> Result<(), StoreError> {
+    for parent in create_dir_deferred(dir)? {
+        fsync_dir(&parent)?;
+    }
+    Ok(())
+}
+
+/// Creates `dir` and any missing parent like [`create_dir_durable`], but leaves the new
+/// directory entries to the caller: returns the directories whose entries changed (each
+/// created directory's parent, outermost first), for a caller whose write-ahead log replays
+/// the creation after a crash and fsyncs them later (the node log's checkpoint).
+pub fn create_dir_deferred(dir: &Path) -> Result<Vec<PathBuf>, StoreError> {
+    let mut changed = Vec::new();
     if dir.is_dir() {
-        return Ok(());
+        return Ok(changed);
     }
     let mut missing = Vec::new();
     let mut cur = Some(dir);
@@ -124,8 +136,8 @@ pub fn create_dir_durable(dir: &Path) -> Result<(), StoreError> {
             }
         }
         if let Some(parent) = d.parent().filter(|p| !p.as_os_str().is_empty()) {
-            fsync_dir(parent)?;
+            changed.push(parent.to_path_buf());
         }
     }
-    Ok(())
+    Ok(changed)
 }

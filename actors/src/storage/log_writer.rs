@@ -51,7 +51,7 @@ use std::time::Duration;
 
 use tokio::sync::oneshot;
 
-use super::durable::{create_dir_durable, private_file_options, write_atomic};
+use super::durable::{create_dir_deferred, create_dir_durable, private_file_options, write_atomic};
 use super::faults;
 use super::group_commit::{Committer, GroupCommit};
 use super::node_log::{NodeLog, NodeLogConfig, Replayed, IDLE_CHECKPOINT};
@@ -366,27 +366,41 @@ impl Dirty {
 }
 
 /// Opens `path` for appending. A new file (and any missing directory above it) is created
-/// here, off the actors' threads, and its directory entry is made durable.
-fn open_append(path: &Path) -> std::io::Result<OpenFile> {
+/// here, off the actors' threads. Its directory entries are made durable at once, unless
+/// `deferred` (the node log records the file's appends: replay recreates a missing file, and
+/// a missing directory that no retire marker covers, so the entries only need to be durable
+/// by the segment's checkpoint): then the directories whose entries changed are returned for
+/// the checkpoint to fsync, and a new conversation costs no directory fsync on a turn's path.
+fn open_append(path: &Path, deferred: bool) -> std::io::Result<(OpenFile, Vec<PathBuf>)> {
+    let mut changed = Vec::new();
     let file = match OpenOptions::new().append(true).open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             let dir = path.parent().unwrap_or(Path::new("."));
             faults::check("create", dir)?;
-            create_dir_durable(dir).map_err(std::io::Error::other)?;
+            if deferred {
+                changed = create_dir_deferred(dir).map_err(std::io::Error::other)?;
+            } else {
+                create_dir_durable(dir).map_err(std::io::Error::other)?;
+            }
             let f = private_file_options().append(true).open(path)?;
-            File::open(dir)?.sync_all()?;
+            if deferred {
+                changed.push(dir.to_path_buf());
+            } else {
+                File::open(dir)?.sync_all()?;
+            }
             f
         }
         Err(e) => return Err(e),
     };
     let len = file.metadata()?.len();
-    Ok(OpenFile {
+    let open = OpenFile {
         file,
         len,
         used: 0,
         unsynced: false,
-    })
+    };
+    Ok((open, changed))
 }
 
 impl WriterState {
@@ -419,9 +433,21 @@ impl WriterState {
             if self.files.len() >= MAX_OPEN_FILES {
                 self.close_least_recent();
             }
-            match open_append(path) {
-                Ok(f) => {
+            let deferred = self
+                .wal
+                .as_ref()
+                .is_some_and(|wal| wal.relative(path).is_some());
+            match open_append(path, deferred) {
+                Ok((f, changed_dirs)) => {
                     self.files.insert(path.to_path_buf(), f);
+                    if let Some(wal) = self.wal.as_mut() {
+                        for dir in changed_dirs {
+                            // The checkpoint fsyncs it; a failed log fsync falls back to
+                            // fsyncing it with the batch's files.
+                            wal.record_new_entry(&dir);
+                            self.logged_unsynced.insert(dir);
+                        }
+                    }
                 }
                 Err(e) => return self.fail(path, "cannot open", e, report),
             }

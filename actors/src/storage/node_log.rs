@@ -27,8 +27,9 @@
 //!   nothing waits on only writes, and the next fsync covers it.
 //! - **Checkpoint**: when the current segment passes its size bound (or the writer has been
 //!   idle for [`IDLE_CHECKPOINT`] with records in it), the writer starts the next segment and
-//!   hands the older ones to the checkpointer thread with the files their records wrote; it
-//!   fsyncs those files one by one (short fsyncs that interleave with the writer's own; one
+//!   hands the older ones to the checkpointer thread with the files their records wrote (and
+//!   the directories whose new entries they rely on: the writer creates files and
+//!   directories without fsyncing their parents); it fsyncs those one by one (short fsyncs that interleave with the writer's own; one
 //!   `syncfs` of the whole file system made the writer's fsyncs wait behind it) and then
 //!   removes those segments. A crash before the removal replays them
 //!   (idempotent); a failed flush keeps them and is tried again.
@@ -37,8 +38,8 @@
 //!   file and never skips an append the old file lacked.
 //! - **Start-up** ([`NodeLog::open`]): every segment is read up to its first torn or
 //!   corrupt record (a crash mid-write), the records are written into their files (skipping
-//!   those superseded by a later replace or retire marker, and those whose directory is gone:
-//!   the conversation was deleted), the file system is flushed (one `syncfs`: nothing else
+//!   those superseded by a later replace or retire marker: a delete always logs one; a missing
+//!   file or directory is created, its entry had not reached the disk), the file system is flushed (one `syncfs`: nothing else
 //!   runs yet), and only then are the segments removed. An unknown segment header stops the server with nothing touched.
 //! - **Write failures**: a failed write or fsync of the log is cut back off the segment (a
 //!   torn record never sits before a good one) and the batch falls back to fsyncing each of
@@ -114,7 +115,7 @@ pub struct Replayed {
     pub segments: usize,
     /// Append records written back into their files.
     pub appends: usize,
-    /// Records skipped: superseded by a replace or retire marker, or their directory is gone.
+    /// Records skipped: superseded by a replace or retire marker.
     pub skipped: usize,
     /// Files written to.
     pub files: usize,
@@ -157,7 +158,8 @@ pub struct NodeLog {
     segment_bytes: u64,
     /// Tells the checkpointer which segments are done and which files they wrote.
     checkpointer: std_mpsc::Sender<CheckpointRequest>,
-    /// Files written since the last segment was handed to the checkpointer.
+    /// Files written, and directories whose entries changed (files or directories created in
+    /// them), since the last segment was handed to the checkpointer: it fsyncs them all.
     segment_files: HashSet<PathBuf>,
     /// Segments handed to the checkpointer and not confirmed removed (counted by the
     /// checkpointer as it removes them).
@@ -322,13 +324,17 @@ struct CheckpointRequest {
     done: Option<std_mpsc::Sender<Result<(), String>>>,
 }
 
-/// fsyncs each file (one that is gone was deleted: nothing to keep).
+/// fsyncs each file, and each directory whose entries changed (one that is gone was
+/// deleted: nothing to keep).
 fn fsync_files(files: &HashSet<PathBuf>, metrics: &Metrics) -> io::Result<()> {
     for path in files {
         Metrics::inc(&metrics.log_fsyncs);
         match File::open(path) {
             Ok(f) => faults::check("fsync", path)
-                .and_then(|()| f.sync_data())
+                .and_then(|()| match f.metadata()?.is_dir() {
+                    true => f.sync_all(),
+                    false => f.sync_data(),
+                })
                 .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?,
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Err(e) => return Err(io::Error::new(e.kind(), format!("{}: {e}", path.display()))),
@@ -466,13 +472,21 @@ fn apply(root: &Path, records: &[Record], replayed: &mut Replayed) -> Result<(),
                 .ancestors()
                 .skip(1)
                 .any(|dir| retired_at.get(dir).is_some_and(|&at| at > i));
-        let parent = path.parent().unwrap_or(Path::new(""));
-        let dir_gone = !*dir_exists
-            .entry(parent)
-            .or_insert_with(|| root.join(parent).is_dir());
-        if superseded || dir_gone || !safe_relative(path) {
+        if superseded || !safe_relative(path) {
             replayed.skipped += 1;
             continue;
+        }
+        // A missing directory was created after the last checkpoint and its entry never
+        // reached the disk (the writer leaves new entries to the checkpoint). A deleted
+        // conversation's directory is missing too, but its delete logged a retire marker
+        // after these records (superseded above).
+        let parent = path.parent().unwrap_or(Path::new(""));
+        let exists = dir_exists
+            .entry(parent)
+            .or_insert_with(|| root.join(parent).is_dir());
+        if !*exists {
+            create_dir_durable(&root.join(parent))?;
+            *exists = true;
         }
         if !open.contains_key(path.as_path()) {
             if open.len() >= 256 {
@@ -644,6 +658,14 @@ impl NodeLog {
         encode(&mut self.pending, KIND_APPEND, rel, offset, bytes);
         if !self.segment_files.contains(path) {
             self.segment_files.insert(path.to_path_buf());
+        }
+    }
+
+    /// A directory whose entries changed (a file or directory created in it) that the
+    /// current segment's records rely on: its checkpoint fsyncs it with the files.
+    pub fn record_new_entry(&mut self, dir: &Path) {
+        if !self.segment_files.contains(dir) {
+            self.segment_files.insert(dir.to_path_buf());
         }
     }
 

@@ -378,3 +378,35 @@ fn forgotten_records_stay_out_of_rebuilt_files() {
     assert_eq!(fs::read(&path).unwrap(), b"rebuilt\nafter\n");
     assert_eq!((replayed.appends, replayed.skipped), (1, 1));
 }
+
+/// The writer creates a new conversation's directories and files without fsyncing their
+/// parents (the checkpoint does): a crash that lost those entries loses nothing, because
+/// replay creates what is missing. And an unloaded conversation's delete retires it, so
+/// replay does not bring a deleted one back.
+#[test]
+fn new_files_and_directories_come_back_after_a_crash_that_lost_their_entries() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let (writer, _, _) = start(root, DEFAULT_SEGMENT_BYTES);
+    let conversation = root.join("conversations/fresh");
+    let log: Arc<Path> = conversation.join("displayLog.jsonl").into();
+    let chat: Arc<Path> = conversation.join("sessions/chat/history.jsonl").into();
+    let deleted = conversation_file(root, "deleted", "displayLog.jsonl");
+    writer.append(&log, b"entry\n".to_vec());
+    writer.append(&chat, b"message\n".to_vec());
+    writer.append(&deleted, b"old\n".to_vec());
+    block_on(writer.sync(vec![log.clone(), chat.clone(), deleted.clone()]))
+        .unwrap()
+        .unwrap();
+    block_on(writer.retire(root.join("conversations/deleted"))).unwrap();
+    drop(writer);
+    // The machine crashed before any entry of the new conversation reached the disk; the
+    // deleted one's directory had been removed.
+    fs::remove_dir_all(&conversation).unwrap();
+    fs::remove_dir_all(root.join("conversations/deleted")).unwrap();
+    let (_writer, replayed, _) = start(root, DEFAULT_SEGMENT_BYTES);
+    assert_eq!(fs::read(&log).unwrap(), b"entry\n");
+    assert_eq!(fs::read(&chat).unwrap(), b"message\n");
+    assert!(!root.join("conversations/deleted").exists());
+    assert_eq!((replayed.appends, replayed.skipped), (2, 1));
+}
