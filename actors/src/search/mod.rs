@@ -68,6 +68,11 @@ pub const BATCH_WINDOW: Duration = Duration::from_millis(200);
 pub const FRESHNESS_WAIT: Duration = Duration::from_secs(1);
 /// Documents per transaction at most.
 const BATCH_DOCS: usize = 4096;
+/// A round that holds documents waits this long for more before it commits, unless a query
+/// waits for them (it wakes the writer) or a delete waits for its answer: under a stream of
+/// turns one commit carries many (a commit per turn was 6% of the server's CPU under
+/// `fanout`), and a turn is searchable this much later at worst.
+const COMMIT_LINGER: Duration = Duration::from_millis(10);
 /// A scan whose file did not yet hold the last document it was told about is retried after
 /// this long (the log writer has not written it yet).
 const RESCAN_DELAY: Duration = Duration::from_millis(500);
@@ -470,6 +475,8 @@ fn wait_for_documents(shared: &Shared, docs_sent: u64) {
         return;
     }
     shared.queries_waiting.fetch_add(1, Ordering::SeqCst);
+    // A writer lingering for more documents commits now.
+    let _ = shared.jobs.send(Job::Wake);
     let (committed, timeout) = shared
         .docs_progress
         .wait_timeout_while(committed, FRESHNESS_WAIT, |c| *c < docs_sent)

@@ -15,7 +15,7 @@ use serde_json::Value;
 
 use super::{
     store, DeleteDone, Job, Observed, PendingScan, Shared, TurnCollector, BATCH_DOCS, BATCH_WINDOW,
-    RESCAN_DELAY,
+    COMMIT_LINGER, RESCAN_DELAY,
 };
 use crate::ids::ConversationId;
 use crate::metrics::Metrics;
@@ -130,6 +130,12 @@ impl Writer {
                 break;
             }
             next = jobs.try_recv().ok();
+            let linger = COMMIT_LINGER.saturating_sub(started.elapsed());
+            if next.is_none() && doc_jobs > 0 && answers.is_empty() && !linger.is_zero() {
+                // More documents are likely on their way (see COMMIT_LINGER); a query that
+                // waits sends `Wake`, which ends the wait and, being counted, the round.
+                next = jobs.recv_timeout(linger).ok();
+            }
         }
         self.commit();
         if doc_jobs > 0 {
