@@ -346,12 +346,28 @@ fn check_registry(
     for (n, list) in lists.iter().enumerate().skip(1) {
         if *list != lists[0] {
             report.order_mismatches += 1;
+            // Where they part, and whether they hold the same entries in another order.
+            let at = list
+                .iter()
+                .zip(&lists[0])
+                .position(|(a, b)| a != b)
+                .unwrap_or(list.len().min(lists[0].len()));
+            let mut sorted = (lists[0].clone(), list.clone());
+            sorted.0.sort();
+            sorted.1.sort();
             report.problem(format!(
-                "node {} lists {} conversations, node {} {}",
+                "node {} lists {} conversations, node {} {}; they part at {at}: {:?} against {:?}; {}",
                 nodes[0].name,
                 lists[0].len(),
                 nodes[n].name,
-                list.len()
+                list.len(),
+                lists[0].get(at),
+                list.get(at),
+                if sorted.0 == sorted.1 {
+                    "the same entries in another order"
+                } else {
+                    "different entries"
+                }
             ));
         }
     }
