@@ -434,7 +434,6 @@ impl ConversationRegistry {
             if let Some(rx) = stopped {
                 let _ = rx.await;
             }
-
             storage_error(
                 writer
                     .append(vec![JournalRecord::Delete {

@@ -40,7 +40,8 @@ pub struct LiveConversation {
 /// docs: hints, not decisions).
 #[derive(Default)]
 pub struct LiveDirectory {
-    /// `false` in a cluster: nothing is ever entered, every join asks the registry.
+    /// `false` in a cluster: nothing is ever entered (so the map stays empty and every join
+    /// asks the registry).
     enabled: bool,
     /// Loaded conversations by id.
     live: RwLock<HashMap<ConversationId, LiveConversation>>,
@@ -55,16 +56,13 @@ impl LiveDirectory {
         }
     }
 
-    /// A directory that stays empty (a cluster node; tests of the registry path).
+    /// A directory that stays empty (a cluster node).
     pub fn disabled() -> LiveDirectory {
         LiveDirectory::default()
     }
 
     /// The loaded conversation `id`, if the registry has it running.
     pub fn get(&self, id: &ConversationId) -> Option<LiveConversation> {
-        if !self.enabled {
-            return None;
-        }
         self.read().get(id).cloned()
     }
 
@@ -89,25 +87,19 @@ impl LiveDirectory {
 
     /// `id` was renamed (registry only; no-op when it is not loaded).
     pub(super) fn rename(&self, id: &ConversationId, name: &str) {
-        if self.enabled {
-            if let Some(entry) = self.write().get_mut(id) {
-                entry.name = name.into();
-            }
+        if let Some(entry) = self.write().get_mut(id) {
+            entry.name = name.into();
         }
     }
 
     /// `id`'s actor is being stopped (registry only).
     pub(super) fn remove(&self, id: &ConversationId) {
-        if self.enabled {
-            self.write().remove(id);
-        }
+        self.write().remove(id);
     }
 
     /// Every actor is being stopped (registry only: server stop).
     pub(super) fn clear(&self) {
-        if self.enabled {
-            self.write().clear();
-        }
+        self.write().clear();
     }
 
     /// The map for reading; a panic elsewhere while it was held leaves hints that are still

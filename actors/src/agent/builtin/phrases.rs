@@ -139,7 +139,6 @@ enum Part {
     Take(String),
 }
 
-/// Reads a pattern line (after its shared parts are spelled in).
 /// [`PATTERNS`], parsed once per process (every turn of the built-in agent tries them all;
 /// parsing them per turn was 8% of the server's CPU under `fanout`).
 fn parsed_patterns() -> &'static [(&'static str, Vec<Part>)] {
@@ -152,6 +151,7 @@ fn parsed_patterns() -> &'static [(&'static str, Vec<Part>)] {
     })
 }
 
+/// Reads a pattern line (after its shared parts are spelled in).
 fn parse(pattern: &str) -> Vec<Part> {
     let mut spelled = pattern.to_string();
     for (name, part) in PARTS {
