@@ -8,6 +8,10 @@
 //! Who talks to it: only the [`LogWriter`](super::log_writer::LogWriter)'s thread, which owns
 //! the [`NodeLog`]; and the server at start-up ([`NodeLog::open`] replays what a crash left).
 //!
+//! This file holds the format and the [`NodeLog`] the writer drives; `replay.rs` writes a
+//! crash's records back at start-up, `checkpoint.rs` is the thread that fsyncs what finished
+//! segments wrote and removes them.
+//!
 //! # On disk
 //! `<instance-dir>/wal/<seq>.wal`, segments numbered upward. A segment starts with [`MAGIC`];
 //! each record is `len: u32 LE | crc32(payload): u32 LE | payload`, the payload
@@ -29,9 +33,9 @@
 //!   idle for [`IDLE_CHECKPOINT`] with records in it), the writer starts the next segment and
 //!   hands the older ones to the checkpointer thread with the files their records wrote (and
 //!   the directories whose new entries they rely on: the writer creates files and
-//!   directories without fsyncing their parents); it fsyncs those one by one (short fsyncs that interleave with the writer's own; one
-//!   `syncfs` of the whole file system made the writer's fsyncs wait behind it) and then
-//!   removes those segments. A crash before the removal replays them
+//!   directories without fsyncing their parents); it fsyncs those one by one (short fsyncs
+//!   that interleave with the writer's own; one `syncfs` of the whole file system made the
+//!   writer's fsyncs wait behind it) and then removes those segments. A crash before the removal replays them
 //!   (idempotent); a failed flush keeps them and is tried again.
 //! - **Replace** (`@compact`): the file is fsynced and the marker is fsynced into the log
 //!   *before* the new file is renamed in, so replay never applies an old append to the new
@@ -39,8 +43,9 @@
 //! - **Start-up** ([`NodeLog::open`]): every segment is read up to its first torn or
 //!   corrupt record (a crash mid-write), the records are written into their files (skipping
 //!   those superseded by a later replace or retire marker: a delete always logs one; a missing
-//!   file or directory is created, its entry had not reached the disk), the file system is flushed (one `syncfs`: nothing else
-//!   runs yet), and only then are the segments removed. An unknown segment header stops the server with nothing touched.
+//!   file or directory is created, its entry had not reached the disk), the file system is
+//!   flushed (one `syncfs`: nothing else runs yet), and only then are the segments removed.
+//!   An unknown segment header stops the server with nothing touched.
 //! - **Write failures**: a failed write or fsync of the log is cut back off the segment (a
 //!   torn record never sits before a good one) and the batch falls back to fsyncing each of
 //!   its files, so its barriers stay truthful; a log that cannot even be cut back is left for
@@ -53,19 +58,20 @@
 //! the log never exceeds about `(MAX_WAITING_SEGMENTS + 1) ×` the segment size, and replay
 //! after a crash reads at most that much.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::fs::{self, File};
 use std::io::{self, Write};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::FileExt;
 use std::path::{Component, Path, PathBuf};
 use std::sync::mpsc as std_mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::durable::{create_dir_durable, fsync_dir, private_file_options};
+use super::durable::{create_dir_durable, private_file_options};
 use super::{faults, io_err, StoreError};
 use crate::metrics::Metrics;
+use checkpoint::{remove_segments_below, run_checkpointer, CheckpointRequest};
+use replay::apply;
 
 /// The log's directory under the instance directory.
 pub const DIR_NAME: &str = "wal";
@@ -255,297 +261,6 @@ fn safe_relative(path: &Path) -> bool {
     !path.as_os_str().is_empty() && path.components().all(|c| matches!(c, Component::Normal(_)))
 }
 
-/// Flushes every dirty page of the file systems holding `roots` (one `syncfs` each), so
-/// every file written before is on disk.
-fn flush_file_systems(roots: &[File]) -> io::Result<()> {
-    for root in roots {
-        faults::check("fsync", Path::new("syncfs"))?;
-        #[cfg(target_os = "linux")]
-        {
-            use std::os::fd::AsRawFd;
-            // SAFETY: `syncfs` takes a descriptor we own and has no other effect on memory.
-            if unsafe { libc::syncfs(root.as_raw_fd()) } != 0 {
-                return Err(io::Error::last_os_error());
-            }
-        }
-        #[cfg(not(target_os = "linux"))]
-        {
-            let _ = root;
-            // SAFETY: `sync` has no arguments and no effect on memory.
-            unsafe { libc::sync() };
-        }
-    }
-    Ok(())
-}
-
-/// Opens the directories whose file systems a checkpoint flushes: the instance directory and,
-/// when it is another file system, its `conversations/` directory.
-fn flush_roots(root: &Path) -> io::Result<Vec<File>> {
-    use std::os::unix::fs::MetadataExt;
-    let top = File::open(root)?;
-    let mut roots = vec![top];
-    let conversations = root.join("conversations");
-    if let Ok(dir) = File::open(&conversations) {
-        if dir.metadata()?.dev() != roots[0].metadata()?.dev() {
-            roots.push(dir);
-        }
-    }
-    Ok(roots)
-}
-
-/// Removes the segments of `dir` numbered below `below`, then fsyncs `dir`; takes their
-/// bytes off the `wal_bytes` gauge.
-fn remove_segments_below(dir: &Path, below: u64, metrics: &Metrics) -> io::Result<usize> {
-    let mut removed = 0;
-    for (seq, path) in segments(dir)? {
-        if seq >= below {
-            break;
-        }
-        let bytes = fs::metadata(&path).map_or(0, |m| m.len());
-        match fs::remove_file(&path) {
-            Ok(()) => {
-                removed += 1;
-                Metrics::add(&metrics.wal_bytes, -(bytes as i64));
-            }
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => return Err(e),
-        }
-    }
-    File::open(dir)?.sync_all()?;
-    Ok(removed)
-}
-
-/// A request to the checkpointer: the segments below `below` may go once `files` (every
-/// file their records wrote) are fsynced; `done` (the writer's own checkpoints) is told the
-/// outcome.
-struct CheckpointRequest {
-    below: u64,
-    files: Vec<PathBuf>,
-    done: Option<std_mpsc::Sender<Result<(), String>>>,
-}
-
-/// fsyncs each file, and each directory whose entries changed (one that is gone was
-/// deleted: nothing to keep).
-fn fsync_files(files: &HashSet<PathBuf>, metrics: &Metrics) -> io::Result<()> {
-    for path in files {
-        Metrics::inc(&metrics.log_fsyncs);
-        match File::open(path) {
-            Ok(f) => faults::check("fsync", path)
-                .and_then(|()| match f.metadata()?.is_dir() {
-                    true => f.sync_all(),
-                    false => f.sync_data(),
-                })
-                .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => return Err(io::Error::new(e.kind(), format!("{}: {e}", path.display()))),
-        }
-    }
-    Ok(())
-}
-
-/// The checkpointer thread: fsyncs the files the finished segments wrote, one by one (a few
-/// short fsyncs interleave with the writer's own, where flushing the whole file system at once
-/// made them wait behind it), then removes the segments. A failed checkpoint keeps everything
-/// and is tried again every second.
-fn run_checkpointer(
-    dir: PathBuf,
-    requests: std_mpsc::Receiver<CheckpointRequest>,
-    removed_below: Arc<std::sync::atomic::AtomicU64>,
-    metrics: Arc<Metrics>,
-) {
-    let mut want: Option<u64> = None;
-    let mut files: HashSet<PathBuf> = HashSet::new();
-    let mut waiting: Vec<(std_mpsc::Sender<Result<(), String>>, bool)> = Vec::new();
-    loop {
-        let next = match want {
-            Some(_) => requests.recv_timeout(Duration::from_secs(1)),
-            None => requests
-                .recv()
-                .map_err(|_| std_mpsc::RecvTimeoutError::Disconnected),
-        };
-        let mut take = |request: CheckpointRequest| {
-            want = Some(want.map_or(request.below, |w| w.max(request.below)));
-            files.extend(request.files);
-            if let Some(done) = request.done {
-                waiting.push((done, true));
-            }
-        };
-        match next {
-            Ok(request) => take(request),
-            Err(std_mpsc::RecvTimeoutError::Timeout) => {}
-            Err(std_mpsc::RecvTimeoutError::Disconnected) => return,
-        }
-        while let Ok(request) = requests.try_recv() {
-            take(request);
-        }
-        let Some(below) = want else { continue };
-        // The writer's own checkpoints (clean stop, backpressure) are never held.
-        let held = waiting.is_empty();
-        let started = Instant::now();
-        let outcome = fsync_files(&files, &metrics).and_then(|()| {
-            if held {
-                faults::wal_hold("checkpoint");
-            }
-            remove_segments_below(&dir, below, &metrics)
-        });
-        match outcome {
-            Ok(removed) => {
-                Metrics::inc(&metrics.wal_checkpoints);
-                log::debug!(
-                    "node log: checkpoint fsynced {} files and removed {removed} segments below {below} in {:.1} ms",
-                    files.len(),
-                    started.elapsed().as_secs_f64() * 1000.0
-                );
-                removed_below.fetch_max(below, std::sync::atomic::Ordering::Release);
-                want = None;
-                files.clear();
-                for (done, _) in waiting.drain(..) {
-                    let _ = done.send(Ok(()));
-                }
-            }
-            Err(e) => {
-                log::error!("node log: checkpoint failed (segments kept, retrying): {e}");
-                for (done, _) in waiting.drain(..) {
-                    let _ = done.send(Err(e.to_string()));
-                }
-            }
-        }
-    }
-}
-
-/// A file being written back by replay: its handle, its length, and the run of contiguous
-/// records not written yet (one `pwrite` per run instead of one per record).
-struct ReplayFile {
-    file: File,
-    len: u64,
-    run_at: u64,
-    run: Vec<u8>,
-}
-
-impl ReplayFile {
-    /// Bytes a run holds at most before it is written.
-    const RUN_BYTES: usize = 256 << 10;
-
-    fn flush(&mut self, path: &Path) -> Result<(), StoreError> {
-        if !self.run.is_empty() {
-            self.file
-                .write_all_at(&self.run, self.run_at)
-                .map_err(io_err(path))?;
-            self.run.clear();
-        }
-        Ok(())
-    }
-}
-
-/// Writes the replayed records into their files, then flushes the file systems (one `syncfs`
-/// however many files) and fsyncs the directories of the files written.
-fn apply(root: &Path, records: &[Record], replayed: &mut Replayed) -> Result<(), StoreError> {
-    // The last replace marker per file and retire marker per directory: what precedes them
-    // no longer applies.
-    let mut replaced_at: HashMap<&Path, usize> = HashMap::new();
-    let mut retired_at: HashMap<&Path, usize> = HashMap::new();
-    for (i, record) in records.iter().enumerate() {
-        match record {
-            Record::Replace(p) => {
-                replaced_at.insert(p, i);
-            }
-            Record::Retire(p) => {
-                retired_at.insert(p, i);
-            }
-            Record::Append { .. } => {}
-        }
-    }
-    let mut dir_exists: HashMap<&Path, bool> = HashMap::new();
-    let mut open: HashMap<&Path, ReplayFile> = HashMap::new();
-    let mut written: HashSet<&Path> = HashSet::new();
-    for (i, record) in records.iter().enumerate() {
-        let Record::Append {
-            path,
-            offset,
-            bytes,
-        } = record
-        else {
-            continue;
-        };
-        let superseded = replaced_at.get(path.as_path()).is_some_and(|&at| at > i)
-            || path
-                .ancestors()
-                .skip(1)
-                .any(|dir| retired_at.get(dir).is_some_and(|&at| at > i));
-        if superseded || !safe_relative(path) {
-            replayed.skipped += 1;
-            continue;
-        }
-        // A missing directory was created after the last checkpoint and its entry never
-        // reached the disk (the writer leaves new entries to the checkpoint). A deleted
-        // conversation's directory is missing too, but its delete logged a retire marker
-        // after these records (superseded above).
-        let parent = path.parent().unwrap_or(Path::new(""));
-        let exists = dir_exists
-            .entry(parent)
-            .or_insert_with(|| root.join(parent).is_dir());
-        if !*exists {
-            create_dir_durable(&root.join(parent))?;
-            *exists = true;
-        }
-        if !open.contains_key(path.as_path()) {
-            if open.len() >= 256 {
-                for (path, mut file) in open.drain() {
-                    file.flush(&root.join(path))?;
-                }
-            }
-            let full = root.join(path);
-            let file = private_file_options().open(&full).map_err(io_err(&full))?;
-            let len = file.metadata().map_err(io_err(&full))?.len();
-            open.insert(
-                path,
-                ReplayFile {
-                    file,
-                    len,
-                    run_at: 0,
-                    run: Vec::new(),
-                },
-            );
-        }
-        let target = open.get_mut(path.as_path()).expect("opened above");
-        let at = if *offset > target.len {
-            log::warn!(
-                "{}: a replayed append belongs at byte {offset} but the file has {}; appended at its end",
-                root.join(path).display(),
-                target.len
-            );
-            target.len
-        } else {
-            *offset
-        };
-        if target.run.is_empty() || target.run_at + target.run.len() as u64 != at {
-            target.flush(&root.join(path))?;
-            target.run_at = at;
-        }
-        target.run.extend_from_slice(bytes);
-        target.len = target.len.max(at + bytes.len() as u64);
-        if target.run.len() >= ReplayFile::RUN_BYTES {
-            target.flush(&root.join(path))?;
-        }
-        written.insert(path);
-        replayed.appends += 1;
-    }
-    for (path, mut file) in open.drain() {
-        file.flush(&root.join(path))?;
-    }
-    if !written.is_empty() {
-        let roots = flush_roots(root).map_err(io_err(root))?;
-        flush_file_systems(&roots).map_err(io_err(root))?;
-    }
-    // New files' directory entries.
-    let dirs: HashSet<&Path> = written.iter().filter_map(|p| p.parent()).collect();
-    for dir in dirs {
-        fsync_dir(&root.join(dir))?;
-    }
-    replayed.files = written.len();
-    Ok(())
-}
-
 impl NodeLog {
     /// Opens the log of the instance at `root`: replays every segment a crash left (see the
     /// module's rules), removes them, and starts a fresh segment. Refuses, touching nothing,
@@ -656,16 +371,20 @@ impl NodeLog {
     /// (`rel` inside the instance directory).
     pub fn record_append(&mut self, path: &Path, rel: &Path, offset: u64, bytes: &[u8]) {
         encode(&mut self.pending, KIND_APPEND, rel, offset, bytes);
-        if !self.segment_files.contains(path) {
-            self.segment_files.insert(path.to_path_buf());
-        }
+        self.checkpoint_covers(path);
     }
 
     /// A directory whose entries changed (a file or directory created in it) that the
     /// current segment's records rely on: its checkpoint fsyncs it with the files.
     pub fn record_new_entry(&mut self, dir: &Path) {
-        if !self.segment_files.contains(dir) {
-            self.segment_files.insert(dir.to_path_buf());
+        self.checkpoint_covers(dir);
+    }
+
+    /// The current segment's checkpoint must fsync `path` (a file or a directory) before it
+    /// removes the segment.
+    fn checkpoint_covers(&mut self, path: &Path) {
+        if !self.segment_files.contains(path) {
+            self.segment_files.insert(path.to_path_buf());
         }
     }
 
@@ -829,5 +548,7 @@ impl NodeLog {
     }
 }
 
+mod checkpoint;
+mod replay;
 #[cfg(test)]
 mod tests;
