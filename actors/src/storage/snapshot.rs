@@ -79,6 +79,19 @@ pub struct Hold {
 }
 
 impl Hold {
+    /// A hold for a test: the receiver hears once the writer thread stopped at it, and the
+    /// thread goes on once both returned ends are dropped.
+    #[cfg(test)]
+    pub(crate) fn for_test() -> (Hold, std_mpsc::Receiver<()>, std_mpsc::Sender<()>) {
+        let (arrived, reached) = std_mpsc::channel();
+        let (release, wait) = std_mpsc::channel();
+        let hold = Hold {
+            arrived,
+            release: wait,
+        };
+        (hold, reached, release)
+    }
+
     /// Run by the writer thread when it reaches the hold: reports, then waits for the release.
     /// Returns at once if the snapshot has given up.
     pub fn wait(self) {
