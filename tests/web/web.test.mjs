@@ -977,11 +977,22 @@ test("a conversation of 25,000 entries opens at its newest page, scrolls back to
   assert.equal(seqs.at(-1), log.at(-1).seq);
   assert.equal((await windowState()).window, "tail");
   assert.deepEqual((await userTexts(page)).slice(-2), ["back at the bottom", "from another client"]);
+  // The page scrolls to new entries in its next animation frame (web/log.js `scrollToEnd`):
+  // wait for that frame instead of reading the position between the two.
   assert.ok(
-    await page.evaluate(() => {
-      const m = document.querySelector("#messages");
-      return m.scrollHeight - m.scrollTop - m.clientHeight < 80;
-    }),
+    await page
+      .waitForFunction(
+        () => {
+          const m = document.querySelector("#messages");
+          return m.scrollHeight - m.scrollTop - m.clientHeight < 80;
+        },
+        null,
+        { timeout: 10_000 },
+      )
+      .then(
+        () => true,
+        () => false,
+      ),
     "scrolled to the bottom",
   );
   await shot(page, "long-conversation");
