@@ -250,8 +250,17 @@ export function clearView() {
 /** Whether new entries scroll the view: only while the reader is at (or near) the bottom. */
 let stickToBottom = true;
 
+/**
+ * A scroll to the end is scheduled for the next frame. Scroll events are dispatched before
+ * animation frame callbacks, so one caused by our own change (new entries below, old ones
+ * trimmed above) can arrive while the pane is momentarily short of the bottom: it must not
+ * end the following, or the next entry would not be scrolled to.
+ */
+let scrollPending = false;
+
 /** The messages pane scrolled (app.js wires it): follow new entries only near the bottom. */
 export function followScroll() {
+  if (scrollPending) return;
   const m = ui.messages;
   stickToBottom = m.scrollHeight - m.scrollTop - m.clientHeight < 80;
 }
@@ -262,9 +271,10 @@ export function stickToEnd() {
 }
 
 export function scrollToEnd(force) {
-  if (force || stickToBottom) {
-    requestAnimationFrame(() => {
-      ui.messages.scrollTop = ui.messages.scrollHeight;
-    });
-  }
+  if (!(force || stickToBottom) || scrollPending) return;
+  scrollPending = true;
+  requestAnimationFrame(() => {
+    scrollPending = false;
+    ui.messages.scrollTop = ui.messages.scrollHeight;
+  });
 }
