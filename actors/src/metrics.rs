@@ -48,6 +48,9 @@ pub struct Metrics {
     pub log_fsyncs: AtomicU64,
     /// Node log checkpoints done (covered files fsynced, their segments removed).
     pub wal_checkpoints: AtomicU64,
+    /// Files the log writer created ahead of their first write, in its idle moments (a new
+    /// conversation's files: its first turn then allocates no inode).
+    pub prepared_files: AtomicU64,
     /// Bytes in the node log's segments right now (what a crash would replay); bounded by
     /// about 4 × `--wal-segment-bytes`.
     pub wal_bytes: AtomicI64,

@@ -201,6 +201,12 @@ const METRICS: &[MetricSpec] = &[
         read: |s| Metrics::get(&s.state.metrics.wal_checkpoints).into(),
     },
     MetricSpec {
+        name: "roundtable_prepared_files_total",
+        kind: "counter",
+        help: "Files the log writer created ahead of their first write, while idle.",
+        read: |s| Metrics::get(&s.state.metrics.prepared_files).into(),
+    },
+    MetricSpec {
         name: "roundtable_wal_bytes",
         kind: "gauge",
         help: "Bytes in the node log's segments (what a crash would replay; bounded by about 4 segments).",

@@ -218,3 +218,34 @@ fn corrupt_registry_is_refused_then_repaired() {
     assert_eq!(aside.len(), 1);
     assert_eq!(fs::read_to_string(aside[0].path()).unwrap(), broken);
 }
+
+/// A new conversation's files (display log, request journal, chat history) are made empty
+/// when it is first joined, while the writer is idle, so its first turn allocates no inode;
+/// the turn then writes into them, and a delete takes them away.
+#[test]
+fn a_new_conversations_files_are_prepared_at_its_first_join() {
+    let server = Server::start(&[]);
+    let mut c = server.connect();
+    let id = c.create("fresh");
+    let dir = server.dir.join("conversations").join(&id);
+    assert!(!dir.exists(), "nothing is made before anyone joins");
+    c.join(&id);
+    let files = [
+        dir.join("displayLog.jsonl"),
+        dir.join("requests.jsonl"),
+        dir.join("sessions/chat/history.jsonl"),
+    ];
+    eventually("the files are prepared", || {
+        server.metric("roundtable_prepared_files_total") == 3.0
+    });
+    for file in &files {
+        assert_eq!(fs::metadata(file).unwrap().len(), 0, "{}", file.display());
+    }
+    c.run_turn(&id, "hello");
+    for file in &files {
+        assert!(fs::metadata(file).unwrap().len() > 0, "{}", file.display());
+    }
+    assert_eq!(server.metric("roundtable_prepared_files_total"), 3.0);
+    c.agent("deleteConversation", json!([id])).unwrap();
+    assert!(!dir.exists());
+}

@@ -516,6 +516,15 @@ impl Actor for Conversation {
         ctx.set_mailbox_capacity(1 << 16);
         Metrics::add(&self.setup.metrics.loaded_conversations, 1);
         self.setup.metrics.lifecycle_changed();
+        if let Some(log) = self.log.as_ref().ok().filter(|log| log.next_seq() == 0) {
+            // A new conversation: its files are created while the writer is idle, before the
+            // first turn needs them (see `storage::log_writer::prepare`).
+            self.setup.runtime.log_writer.prepare(vec![
+                log.path().clone(),
+                self.requests_path.clone(),
+                self.chat_path.clone(),
+            ]);
+        }
         self.recover_requests(ctx);
         log::debug!(
             "conversation {} ({:?}): loaded, generation {}, next seq {}",

@@ -47,7 +47,7 @@ use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
@@ -101,6 +101,11 @@ enum Job {
     Hold(Hold),
     /// Make every file durable by itself and empty the node log (clean shutdown).
     Checkpoint(oneshot::Sender<()>),
+    /// Create these files (empty) when the thread is idle ([`prepare`](self::prepare)).
+    Prepare(Vec<Arc<Path>>),
+    /// Answer once nothing waits to be prepared (tests).
+    #[cfg(test)]
+    WhenPrepared(oneshot::Sender<()>),
 }
 
 /// Handle to the writer thread; cheap to clone.
@@ -145,6 +150,10 @@ impl LogWriter {
             retired_order: VecDeque::new(),
             metrics: metrics.clone(),
             probe_dir,
+            to_prepare: VecDeque::new(),
+            quiet_since: Instant::now(),
+            #[cfg(test)]
+            prepare_waiters: Vec::new(),
         };
         LogWriter {
             queue: GroupCommit::start("log-writer", state, metrics),
@@ -305,6 +314,22 @@ impl LogWriter {
         self.send(Job::Checkpoint(tx));
         rx
     }
+
+    /// Creates the files of `paths` that do not exist yet (empty, with the directories above
+    /// them) when the thread has nothing else to do, so their first append allocates no
+    /// inode (see [`prepare`](self::prepare)). Nothing waits for it; a path written first is
+    /// created by its append as usual.
+    pub fn prepare(&self, paths: Vec<Arc<Path>>) {
+        self.send(Job::Prepare(paths));
+    }
+
+    /// Resolves once every file queued for preparation so far has been made or dropped.
+    #[cfg(test)]
+    pub fn prepared(&self) -> oneshot::Receiver<()> {
+        let (tx, rx) = oneshot::channel();
+        self.send(Job::WhenPrepared(tx));
+        rx
+    }
 }
 
 /// An open append handle and the length the file had after the last good write.
@@ -340,6 +365,15 @@ struct WriterState {
     metrics: Arc<Metrics>,
     /// Where recovery probes write (the instance directory).
     probe_dir: PathBuf,
+    /// Files to create in idle moments, oldest first (at most
+    /// [`MAX_PREPARED_PATHS`](prepare::MAX_PREPARED_PATHS)).
+    to_prepare: VecDeque<PathBuf>,
+    /// When the last batch was committed or the last idle duty (probe, idle checkpoint) ran:
+    /// those duties wait for that much quiet, however many files were prepared meanwhile.
+    quiet_since: Instant,
+    /// Answered once `to_prepare` is empty (tests).
+    #[cfg(test)]
+    prepare_waiters: Vec<oneshot::Sender<()>>,
 }
 
 /// What a committed batch still owes once its bytes are released.
@@ -404,6 +438,18 @@ fn open_append(path: &Path, deferred: bool) -> std::io::Result<(OpenFile, Vec<Pa
 }
 
 impl WriterState {
+    /// How much quiet the next idle duty waits for: the probe while writes fail, the idle
+    /// checkpoint while the node log holds records; `None`: no duty.
+    fn idle_duty(&self) -> Option<Duration> {
+        if self.metrics.storage_failure().is_some() {
+            return Some(PROBE_INTERVAL);
+        }
+        self.wal
+            .as_ref()
+            .filter(|w| w.wants_idle_checkpoint())
+            .map(|_| IDLE_CHECKPOINT)
+    }
+
     fn is_retired(&self, path: &Path) -> bool {
         path.ancestors().any(|a| self.retired.contains(a))
     }
@@ -537,6 +583,7 @@ impl WriterState {
     /// Closes the files under `dir` and logs a retire marker: older records of them are
     /// skipped by replay.
     fn forget(&mut self, dir: &Path, dirty: &mut Dirty) {
+        self.cancel_prepare(dir);
         if let Some(wal) = self.wal.as_mut() {
             if let Some(rel) = wal.relative(dir) {
                 wal.record_retire(rel);
@@ -562,6 +609,7 @@ impl WriterState {
     }
 
     fn close(&mut self, path: &Path, dirty: &mut Dirty) {
+        self.cancel_prepare(path);
         if !self.logged(path) {
             self.fsync(path);
         }
@@ -719,23 +767,31 @@ impl Committer for WriterState {
     }
 
     /// Probe every [`PROBE_INTERVAL`] while writes fail, so health recovers without traffic;
-    /// checkpoint after [`IDLE_CHECKPOINT`] when the node log holds records.
+    /// checkpoint after [`IDLE_CHECKPOINT`] when the node log holds records; both counted
+    /// from the last batch. Files waiting to be prepared are made at once, one per wait.
     fn idle_timeout(&self) -> Option<Duration> {
-        if self.metrics.storage_failure().is_some() {
-            return Some(PROBE_INTERVAL);
+        if self.has_prepare_work() && self.metrics.storage_failure().is_none() {
+            return Some(Duration::ZERO);
         }
-        self.wal
-            .as_ref()
-            .filter(|w| w.wants_idle_checkpoint())
-            .map(|_| IDLE_CHECKPOINT)
+        self.idle_duty()
+            .map(|quiet| quiet.saturating_sub(self.quiet_since.elapsed()))
     }
 
     fn idle(&mut self) {
-        if self.metrics.storage_failure().is_some() {
-            self.probe();
+        if self
+            .idle_duty()
+            .is_some_and(|quiet| self.quiet_since.elapsed() >= quiet)
+        {
+            if self.metrics.storage_failure().is_some() {
+                self.probe();
+            }
+            if let Some(wal) = self.wal.as_mut() {
+                wal.idle();
+            }
+            self.quiet_since = Instant::now();
         }
-        if let Some(wal) = self.wal.as_mut() {
-            wal.idle();
+        if self.metrics.storage_failure().is_none() {
+            self.prepare_next();
         }
     }
 
@@ -747,6 +803,7 @@ impl Committer for WriterState {
     /// Appends, replaces, closes and retires in order, then one write and fsync of the node
     /// log (or one fsync per touched file without it).
     fn commit(&mut self, batch: Vec<Job>) -> BatchAnswers {
+        self.quiet_since = Instant::now();
         let mut dirty = Dirty::default();
         let mut checkpoints = Vec::new();
         // Whether anything in the batch waits for durability: a batch of plain appends only
@@ -798,6 +855,9 @@ impl Committer for WriterState {
                 // batch): the snapshot links exactly what they wrote.
                 Job::Hold(hold) => hold.wait(),
                 Job::Checkpoint(ack) => checkpoints.push(ack),
+                Job::Prepare(paths) => self.queue_prepare(paths),
+                #[cfg(test)]
+                Job::WhenPrepared(ack) => self.prepare_waiters.push(ack),
             }
         }
         // A failure is reported inside and the files fsynced one by one instead.
@@ -841,5 +901,6 @@ impl Committer for WriterState {
     }
 }
 
+mod prepare;
 #[cfg(test)]
 mod tests;

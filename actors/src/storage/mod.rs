@@ -177,6 +177,9 @@ pub fn role(path: &Path) -> &'static str {
         Some(layout::REGISTRY_FILE_NAME) => "the conversation registry",
         Some(log_writer::PROBE_FILE_NAME) => "the storage probe file",
         Some(node_log::DIR_NAME) => "the node log",
+        Some("conversations") => "the conversations directory",
+        Some("sessions" | "chat") => "the chat history's directory",
+        Some(name) if uuid::Uuid::parse_str(name).is_ok() => "the conversation's directory",
         _ => "a storage file",
     }
 }

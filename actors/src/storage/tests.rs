@@ -8,7 +8,8 @@ use super::journal::JournalRecord;
 use super::layout::Layout;
 use super::migrate::migrate;
 use super::registry_file::{entry_from_value, fold, load_registry, StoredConversation};
-use super::StoreError;
+use super::{role, StoreError};
+use std::path::Path;
 
 fn entry(id: &str, name: &str) -> StoredConversation {
     StoredConversation {
@@ -118,4 +119,24 @@ fn log_writer_bounds_its_open_files() {
         .count();
     assert!(ours <= MAX_OPEN_FILES, "{ours} files open");
     assert!(ours > 0);
+}
+
+/// Clients see a failed file or directory by its role, never by its path.
+#[test]
+fn roles_name_files_and_directories_without_paths() {
+    let conversation = Path::new("/i/conversations/6fca24fc-5b24-4b22-82c0-78a5fa3fd444");
+    assert_eq!(
+        role(&conversation.join("displayLog.jsonl")),
+        "the display log"
+    );
+    assert_eq!(role(conversation), "the conversation's directory");
+    assert_eq!(
+        role(&conversation.join("sessions/chat")),
+        "the chat history's directory"
+    );
+    assert_eq!(
+        role(conversation.parent().unwrap()),
+        "the conversations directory"
+    );
+    assert_eq!(role(Path::new("/i/elsewhere")), "a storage file");
 }

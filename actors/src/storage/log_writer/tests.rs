@@ -1,5 +1,6 @@
 //! The log writer without the node log (`LogWriter::start`): backpressure, error texts,
-//! retired directories, the replica hook. With the node log: `node_log/tests.rs`.
+//! retired directories, the replica hook; files prepared ahead of their first write (with
+//! the node log too). The rest with the node log: `node_log/tests.rs`.
 
 use super::*;
 use crate::storage::block_on;
@@ -156,4 +157,77 @@ fn a_replica_sees_every_write_and_its_barrier_counts() {
             (name, FileOp::Replace, b"all\n".to_vec()),
         ]
     );
+}
+
+/// A new conversation's files, prepared: made empty (with their directories) in the writer's
+/// idle moments, counted, and then written as usual; with the node log, replayed as usual.
+#[test]
+fn prepared_files_are_made_before_their_first_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let metrics = Arc::new(Metrics::default());
+    let (writer, _) =
+        LogWriter::start_with_log(metrics.clone(), root.to_path_buf(), Default::default()).unwrap();
+    let conversation = root.join("conversations/c1");
+    let paths: Vec<Arc<Path>> = [
+        "displayLog.jsonl",
+        "requests.jsonl",
+        "sessions/chat/history.jsonl",
+    ]
+    .iter()
+    .map(|name| conversation.join(name).into())
+    .collect();
+    writer.prepare(paths.clone());
+    block_on(writer.prepared()).unwrap();
+    for path in &paths {
+        assert_eq!(std::fs::metadata(path).unwrap().len(), 0, "{path:?}");
+    }
+    assert_eq!(Metrics::get(&metrics.prepared_files), 3);
+    // Prepared again (a reload before the first turn): nothing is made twice.
+    writer.prepare(paths.clone());
+    block_on(writer.prepared()).unwrap();
+    assert_eq!(Metrics::get(&metrics.prepared_files), 3);
+    writer.append(&paths[0], b"one\n".to_vec());
+    block_on(writer.sync(vec![paths[0].clone()]))
+        .unwrap()
+        .unwrap();
+    assert_eq!(std::fs::read(&paths[0]).unwrap(), b"one\n");
+    // A crash that lost the file's bytes: the log brings them back into the prepared file.
+    std::fs::write(&paths[0], b"").unwrap();
+    drop(writer);
+    let (writer, replayed) =
+        LogWriter::start_with_log(Default::default(), root.to_path_buf(), Default::default())
+            .unwrap();
+    assert_eq!(replayed.appends, 1);
+    assert_eq!(std::fs::read(&paths[0]).unwrap(), b"one\n");
+    drop(writer);
+}
+
+/// A conversation deleted (or unloaded) before its files were prepared: nothing is made
+/// under its directory.
+#[test]
+fn a_retired_or_closed_conversation_is_not_prepared() {
+    let dir = tempfile::tempdir().unwrap();
+    let metrics = Arc::new(Metrics::default());
+    let writer = LogWriter::start(metrics.clone(), dir.path().to_path_buf());
+    let deleted = dir.path().join("deleted");
+    let closed: Arc<Path> = dir.path().join("closed/displayLog.jsonl").into();
+    // Held, so the prepares and what cancels them are taken in one batch, before any idle
+    // moment.
+    let (hold, reached, release) = crate::storage::snapshot::Hold::for_test();
+    writer.hold(hold);
+    reached.recv().unwrap();
+    writer.prepare(vec![
+        deleted.join("displayLog.jsonl").into(),
+        closed.clone(),
+    ]);
+    let retired = writer.retire(deleted.clone());
+    let closed_done = writer.close(&closed);
+    release.send(()).unwrap();
+    block_on(retired).unwrap();
+    block_on(closed_done).unwrap();
+    block_on(writer.prepared()).unwrap();
+    assert!(!deleted.exists());
+    assert!(!dir.path().join("closed").exists());
+    assert_eq!(Metrics::get(&metrics.prepared_files), 0);
 }
