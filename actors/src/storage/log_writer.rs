@@ -722,14 +722,39 @@ impl WriterState {
                 log::error!("{}; fsyncing the batch's files instead", failure.operator);
                 self.metrics.storage_failed(failure);
                 let unsynced: Vec<PathBuf> = self.logged_unsynced.drain().collect();
-                for path in unsynced {
-                    if !self.files.contains_key(&path) {
-                        // Closed during the batch: its bytes are in the page cache.
-                        if let Err(e) = self.fsync_by_path(&path) {
-                            self.fail(&path, "fsync of", e, true);
+                for path in &unsynced {
+                    if !self.files.contains_key(path) {
+                        // Closed during the batch (its bytes are in the page cache), or a
+                        // new directory.
+                        if let Err(e) = self.fsync_by_path(path) {
+                            self.fail(path, "fsync of", e, true);
                         }
                     } else {
-                        self.fsync(&path);
+                        self.fsync(path);
+                    }
+                }
+                // The directories above them too: a file created (or prepared) in an earlier
+                // batch has its entry made durable only by a checkpoint that may not have
+                // run yet, and the records that would recreate it are the ones that failed.
+                let mut above: HashSet<PathBuf> = HashSet::new();
+                for path in &unsynced {
+                    for dir in path.ancestors().skip(1) {
+                        if dir == self.probe_dir || !dir.starts_with(&self.probe_dir) {
+                            break;
+                        }
+                        above.insert(dir.to_path_buf());
+                    }
+                }
+                for dir in above {
+                    if let Err(e) = self.fsync_by_path(&dir) {
+                        // Reported to `/health` here, and to the barriers of the files below.
+                        let client = super::failure("fsync of", &dir, &e).client;
+                        self.fail(&dir, "fsync of", e, false);
+                        for file in unsynced.iter().filter(|f| f.starts_with(&dir)) {
+                            self.errors
+                                .entry(file.clone())
+                                .or_insert_with(|| client.clone());
+                        }
                     }
                 }
                 Err(e)
