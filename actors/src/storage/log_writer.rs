@@ -317,8 +317,8 @@ impl LogWriter {
 
     /// Creates the files of `paths` that do not exist yet (empty, with the directories above
     /// them) when the thread has nothing else to do, so their first append allocates no
-    /// inode (see [`prepare`](self::prepare)). Nothing waits for it; a path written first is
-    /// created by its append as usual.
+    /// inode (see the `log_writer::prepare` module). Nothing waits for it; a path written
+    /// first is created by its append as usual.
     pub fn prepare(&self, paths: Vec<Arc<Path>>) {
         self.send(Job::Prepare(paths));
     }
