@@ -428,7 +428,7 @@ fn client_facing_storage_errors_name_no_paths() {
     let (status, health) = server.http_get("/health");
     assert_eq!(status, 503);
     assert!(health.contains(&instance_path), "{health}");
-    assert!(server.log().contains(&instance_path));
+    server.wait_log(&instance_path);
     std::fs::remove_file(&switch).unwrap();
     eventually("health recovers", || server.http_get("/health").0 == 200);
 }

@@ -618,11 +618,7 @@ fn a_panic_aborts_and_a_restart_serves_the_data() {
     c.send_invoke(AGENT_SERVER, "testPanic", json!([]));
     let status = server.wait_exit();
     assert!(!status.success(), "exited with {status:?}");
-    assert!(
-        server.log().contains("test panic requested"),
-        "{}",
-        server.log()
-    );
+    server.wait_log("test panic requested");
     let server = Server::start_in(dir.path(), &[]);
     let mut c = server.connect();
     c.join(&id);

@@ -174,7 +174,7 @@ fn a_page_cannot_make_the_browser_download_a_backup() {
          Sec-Fetch-Site: same-origin\r\n\r\n"
     );
     assert_eq!(http_request(port, &same).0, 200);
-    assert!(server.log().contains("refused backup from"));
+    server.wait_log("refused backup from");
 }
 
 /// Finding 3: `@system trace` takes at most 1 KiB (a 4 MB filter is refused at once and
