@@ -59,7 +59,7 @@ pub async fn run(ctx: &Ctx) -> Result<ScenarioReport, String> {
     );
     // The reference: an empty instance.
     let empty_dir = ctx.tempdir()?;
-    let (ready, _, client) = boot(ctx, empty_dir.path(), 1).await?;
+    let (ready, _, _, client) = boot(ctx, empty_dir.path(), 1).await?;
     report.figures.push(Figure::new(
         "empty_exec_to_first_list_ms",
         ms(ready.0),
@@ -79,7 +79,7 @@ pub async fn run(ctx: &Ctx) -> Result<ScenarioReport, String> {
 
     // The first start on these logs builds the search index: wait for all of it.
     let documents: u64 = conversations.iter().map(|c| 2 * c.message_count).sum();
-    let (ready, _, client) = boot(ctx, dir.path(), n).await?;
+    let (ready, _, _, client) = boot(ctx, dir.path(), n).await?;
     let t = Instant::now();
     wait_indexed(&ready.1, documents, Duration::from_secs(600)).await?;
     report.notes.push(format!(
@@ -90,10 +90,13 @@ pub async fn run(ctx: &Ctx) -> Result<ScenarioReport, String> {
     ready.1.stop();
     bar.inc(1);
 
-    let (ready, listening, first) = boot(ctx, dir.path(), n).await?;
+    let (ready, listening, connected, first) = boot(ctx, dir.path(), n).await?;
     report
         .figures
         .push(Figure::new("exec_to_listening_ms", ms(listening), "ms"));
+    report
+        .figures
+        .push(Figure::new("exec_to_connected_ms", ms(connected), "ms"));
     report
         .figures
         .push(Figure::new("exec_to_first_list_ms", ms(ready.0), "ms"));
@@ -129,7 +132,7 @@ pub async fn run(ctx: &Ctx) -> Result<ScenarioReport, String> {
 
     // After a crash: no clean-shutdown marker, so every log tail is re-read.
     let _ = std::fs::remove_file(dir.path().join("conversations").join(".clean-shutdown"));
-    let (ready, _, client) = boot(ctx, dir.path(), n).await?;
+    let (ready, _, _, client) = boot(ctx, dir.path(), n).await?;
     report.figures.push(Figure::new(
         "exec_to_first_list_after_crash_ms",
         ms(ready.0),
@@ -197,13 +200,15 @@ pub async fn run(ctx: &Ctx) -> Result<ScenarioReport, String> {
     Ok(report)
 }
 
-type Booted = ((Duration, ServerProcess), Duration, Client);
+/// `((exec → first list, the server), exec → listening, exec → connected, the client)`.
+type Booted = ((Duration, ServerProcess), Duration, Duration, Client);
 
 /// Starts the server on `dir` and times exec → listening line → first answered list.
 async fn boot(ctx: &Ctx, dir: &Path, n: usize) -> Result<Booted, String> {
     let server = ServerProcess::roundtable(&ctx.launch, dir, &[])?;
     let listening = server.listening_at - server.spawned_at;
     let mut client = Client::connect(&server.url()).await?;
+    let connected = server.spawned_at.elapsed();
     let v = client
         .invoke(AGENT_SERVER, "listConversations", json!([null]), |_| {})
         .await?;
@@ -215,7 +220,7 @@ async fn boot(ctx: &Ctx, dir: &Path, n: usize) -> Result<Booted, String> {
             server.log_tail(20)
         ));
     }
-    Ok(((ready, server), listening, client))
+    Ok(((ready, server), listening, connected, client))
 }
 
 fn ms(d: Duration) -> f64 {
