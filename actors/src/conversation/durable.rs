@@ -98,7 +98,12 @@ impl Conversation {
         if let Ok(log) = &self.log {
             paths.push(log.path().clone());
         }
-        let written = self.setup.runtime.log_writer.sync(paths);
+        // A turn runs or waits: another barrier follows soon, and the fsync may wait for it.
+        let written = if self.running.is_some() || !self.queue.is_empty() {
+            self.setup.runtime.log_writer.sync_followed(paths)
+        } else {
+            self.setup.runtime.log_writer.sync(paths)
+        };
         let barrier = Held::Barrier {
             ticket,
             outcome: None,

@@ -61,6 +61,18 @@ pub trait Committer: Send + 'static {
     /// whatever is sent meanwhile joins this batch.
     fn before_batch(&mut self) {}
 
+    /// How long the batch taken so far may wait for more jobs before it is committed (`None`:
+    /// commit at once). Asked once per batch, after the queue was taken.
+    fn linger(&self, _batch: &[Self::Job]) -> Option<Duration> {
+        None
+    }
+
+    /// Whether `job`, arriving while a batch lingers, ends the wait (the batch is committed
+    /// with it and whatever is queued behind it).
+    fn ends_linger(_job: &Self::Job) -> bool {
+        true
+    }
+
     /// Writes the batch (in order) and makes it durable; returns what is left to answer.
     fn commit(&mut self, batch: Vec<Self::Job>) -> Self::Answers;
 
@@ -168,6 +180,25 @@ fn run<C: Committer>(rx: std_mpsc::Receiver<C::Job>, mut committer: C, queue: &Q
         while let Ok(more) = rx.try_recv() {
             batch.push(more);
         }
+        if let Some(wait) = committer.linger(&batch) {
+            let deadline = std::time::Instant::now() + wait;
+            loop {
+                let left = deadline.saturating_duration_since(std::time::Instant::now());
+                match rx.recv_timeout(left) {
+                    Ok(job) => {
+                        let ends = C::ends_linger(&job);
+                        batch.push(job);
+                        if ends {
+                            while let Ok(more) = rx.try_recv() {
+                                batch.push(more);
+                            }
+                            break;
+                        }
+                    }
+                    Err(_) => break,
+                }
+            }
+        }
         let weight: usize = batch.iter().map(C::weight).sum();
         let answers = committer.commit(batch);
         // The batch is written: producers may go on before the acknowledgements go out.
@@ -231,5 +262,74 @@ mod tests {
         step.send(()).unwrap();
         assert_eq!(batches.recv().unwrap(), [4]);
         step.send(()).unwrap();
+    }
+
+    /// Lingers on a batch whose jobs are all odd: `wait` long; an even job ends the wait.
+    struct Lingerer {
+        wait: Duration,
+        batches: std_mpsc::Sender<Vec<u32>>,
+        /// Told each time a batch starts to linger.
+        lingering: std_mpsc::Sender<()>,
+    }
+
+    impl Committer for Lingerer {
+        type Job = u32;
+        type Answers = Vec<u32>;
+        fn linger(&self, batch: &[u32]) -> Option<Duration> {
+            let linger = batch.iter().all(|j| !j.is_multiple_of(2));
+            if linger {
+                let _ = self.lingering.send(());
+            }
+            linger.then_some(self.wait)
+        }
+        fn ends_linger(job: &u32) -> bool {
+            job.is_multiple_of(2)
+        }
+        fn commit(&mut self, batch: Vec<u32>) -> Vec<u32> {
+            batch
+        }
+        fn answer(&mut self, batch: Vec<u32>) {
+            let _ = self.batches.send(batch);
+        }
+    }
+
+    /// A lingering batch takes the jobs that come while it waits, until one that ends the
+    /// wait: everything then goes in one commit, in order.
+    #[test]
+    fn a_lingering_batch_takes_jobs_until_one_ends_the_wait() {
+        let (batches_tx, batches) = std_mpsc::channel();
+        let (lingering_tx, lingering) = std_mpsc::channel();
+        let lingerer = Lingerer {
+            // Long enough that only the ending job can close the batch.
+            wait: Duration::from_secs(600),
+            batches: batches_tx,
+            lingering: lingering_tx,
+        };
+        let writer = GroupCommit::start("group-commit-linger", lingerer, Default::default());
+        writer.send(1).unwrap();
+        // The batch [1] was taken and waits: what comes now joins it.
+        lingering.recv().unwrap();
+        for job in [3, 5, 4] {
+            writer.send(job).unwrap();
+        }
+        assert_eq!(batches.recv().unwrap(), [1, 3, 5, 4]);
+        // A batch that does not linger is committed at once.
+        writer.send(2).unwrap();
+        assert_eq!(batches.recv().unwrap(), [2]);
+    }
+
+    /// A lingering batch nothing joins is committed when its wait is over.
+    #[test]
+    fn a_lingering_batch_is_committed_when_the_wait_is_over() {
+        let (batches_tx, batches) = std_mpsc::channel();
+        let (lingering_tx, _lingering) = std_mpsc::channel();
+        let lingerer = Lingerer {
+            wait: Duration::from_millis(1),
+            batches: batches_tx,
+            lingering: lingering_tx,
+        };
+        let writer = GroupCommit::start("group-commit-linger", lingerer, Default::default());
+        writer.send(7).unwrap();
+        assert_eq!(batches.recv().unwrap(), [7]);
     }
 }

@@ -63,6 +63,10 @@ use crate::metrics::Metrics;
 pub const QUEUE_HIGH_WATER: usize = 32 << 20;
 /// Queued bytes below which paused producers go on.
 pub const QUEUE_LOW_WATER: usize = 16 << 20;
+/// How long a batch whose barriers all expect a successor from their producer waits for more
+/// before its fsync: a stream of turns then shares fsyncs. Only with the node log, and never
+/// for a barrier nothing follows (an idle conversation's submit or last turn).
+pub const SYNC_LINGER: Duration = Duration::from_millis(2);
 /// Append handles kept open at most (see the module's Bounds).
 pub const MAX_OPEN_FILES: usize = 256;
 /// Deleted directories remembered so a stray job cannot recreate them.
@@ -83,8 +87,10 @@ enum Job {
     /// Append bytes to a file; `true`: a failure is reported to the next sync naming it.
     Append(Arc<Path>, Vec<u8>, bool),
     /// Answer once everything queued before is durable, with the first error an append to one
-    /// of these files met since the last sync naming it.
-    Sync(Vec<Arc<Path>>, Ack),
+    /// of these files met since the last sync naming it. `true`: its producer will send
+    /// another barrier soon (a turn runs or waits), so the fsync may wait for it
+    /// ([`SYNC_LINGER`]).
+    Sync(Vec<Arc<Path>>, Ack, bool),
     /// Sync and close a file (conversation unloaded).
     Close(Arc<Path>, oneshot::Sender<()>),
     /// Sync and close every file under a directory and refuse later writes there (delete).
@@ -140,21 +146,7 @@ impl LogWriter {
     }
 
     fn start_inner(metrics: Arc<Metrics>, probe_dir: PathBuf, wal: Option<NodeLog>) -> LogWriter {
-        let state = WriterState {
-            wal,
-            logged_unsynced: HashSet::new(),
-            files: HashMap::new(),
-            clock: 0,
-            errors: HashMap::new(),
-            retired: HashSet::new(),
-            retired_order: VecDeque::new(),
-            metrics: metrics.clone(),
-            probe_dir,
-            to_prepare: VecDeque::new(),
-            quiet_since: Instant::now(),
-            #[cfg(test)]
-            prepare_waiters: Vec::new(),
-        };
+        let state = WriterState::new(metrics.clone(), probe_dir, wal);
         LogWriter {
             queue: GroupCommit::start("log-writer", state, metrics),
             replicator: None,
@@ -246,9 +238,24 @@ impl LogWriter {
     /// Resolves once every append queued so far is on disk: `Err` names the first failure of
     /// an append to one of `paths` since the last sync that named it.
     pub fn sync(&self, paths: Vec<Arc<Path>>) -> oneshot::Receiver<Result<(), String>> {
+        self.sync_inner(paths, false)
+    }
+
+    /// [`sync`](LogWriter::sync) from a producer that will send another barrier soon (its
+    /// next turn runs or waits): with the node log, the fsync may wait up to
+    /// [`SYNC_LINGER`] for it, so a stream of turns shares fsyncs.
+    pub fn sync_followed(&self, paths: Vec<Arc<Path>>) -> oneshot::Receiver<Result<(), String>> {
+        self.sync_inner(paths, true)
+    }
+
+    fn sync_inner(
+        &self,
+        paths: Vec<Arc<Path>>,
+        followed: bool,
+    ) -> oneshot::Receiver<Result<(), String>> {
         let (tx, rx) = oneshot::channel();
         let replicated = self.replicator.is_some().then(|| paths.clone());
-        self.send(Job::Sync(paths, tx));
+        self.send(Job::Sync(paths, tx, followed));
         self.also_stored(rx, replicated.as_deref().unwrap_or_default())
     }
 
@@ -438,6 +445,24 @@ fn open_append(path: &Path, deferred: bool) -> std::io::Result<(OpenFile, Vec<Pa
 }
 
 impl WriterState {
+    fn new(metrics: Arc<Metrics>, probe_dir: PathBuf, wal: Option<NodeLog>) -> WriterState {
+        WriterState {
+            wal,
+            logged_unsynced: HashSet::new(),
+            files: HashMap::new(),
+            clock: 0,
+            errors: HashMap::new(),
+            retired: HashSet::new(),
+            retired_order: VecDeque::new(),
+            metrics,
+            probe_dir,
+            to_prepare: VecDeque::new(),
+            quiet_since: Instant::now(),
+            #[cfg(test)]
+            prepare_waiters: Vec::new(),
+        }
+    }
+
     /// How much quiet the next idle duty waits for: the probe while writes fail, the idle
     /// checkpoint while the node log holds records; `None`: no duty.
     fn idle_duty(&self) -> Option<Duration> {
@@ -825,6 +850,30 @@ impl Committer for WriterState {
         faults::writer_delay();
     }
 
+    /// [`SYNC_LINGER`] when the node log is on and every barrier of the batch expects a
+    /// successor; nothing else in it waits.
+    fn linger(&self, batch: &[Job]) -> Option<Duration> {
+        if self.wal.is_none() || self.metrics.storage_failure().is_some() {
+            return None;
+        }
+        let mut barriers = false;
+        for job in batch {
+            match job {
+                Job::Sync(_, _, true) => barriers = true,
+                Job::Append(..) | Job::Prepare(..) => {}
+                _ => return None,
+            }
+        }
+        barriers.then_some(SYNC_LINGER)
+    }
+
+    fn ends_linger(job: &Job) -> bool {
+        !matches!(
+            job,
+            Job::Sync(_, _, true) | Job::Append(..) | Job::Prepare(..)
+        )
+    }
+
     /// Appends, replaces, closes and retires in order, then one write and fsync of the node
     /// log (or one fsync per touched file without it).
     fn commit(&mut self, batch: Vec<Job>) -> BatchAnswers {
@@ -855,7 +904,7 @@ impl Committer for WriterState {
                     self.append(&path, &bytes, report, &mut dirty);
                     wrote = true;
                 }
-                Job::Sync(paths, ack) => answers.syncs.push((paths, ack)),
+                Job::Sync(paths, ack, _) => answers.syncs.push((paths, ack)),
                 // Every append queued before it is in its file now.
                 Job::Written(ack) => {
                     let _ = ack.send(());

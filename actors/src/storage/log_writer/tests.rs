@@ -231,3 +231,41 @@ fn a_retired_or_closed_conversation_is_not_prepared() {
     assert!(!dir.path().join("closed").exists());
     assert_eq!(Metrics::get(&metrics.prepared_files), 0);
 }
+
+/// With the node log, a batch whose barriers all expect a successor waits up to
+/// `SYNC_LINGER` for it; a barrier nothing follows, a close or a read-your-writes marker
+/// ends the wait, and without the node log (or while writes fail) nothing waits.
+#[test]
+fn only_barriers_with_a_successor_coming_linger() {
+    let dir = tempfile::tempdir().unwrap();
+    let metrics = Arc::new(Metrics::default());
+    let (log, _) = NodeLog::open(dir.path(), Default::default(), metrics.clone()).unwrap();
+    let with_log = WriterState::new(metrics.clone(), dir.path().to_path_buf(), Some(log));
+    let without_log = WriterState::new(metrics.clone(), dir.path().to_path_buf(), None);
+    let path: Arc<Path> = dir.path().join("c/displayLog.jsonl").into();
+    let sync = |followed: bool| Job::Sync(vec![path.clone()], oneshot::channel().0, followed);
+    let append = || Job::Append(path.clone(), b"x\n".to_vec(), true);
+
+    let followed = [append(), sync(true), append(), sync(true)];
+    assert_eq!(with_log.linger(&followed), Some(SYNC_LINGER));
+    assert_eq!(without_log.linger(&followed), None);
+    assert_eq!(with_log.linger(&[append(), sync(true), sync(false)]), None);
+    assert_eq!(with_log.linger(&[append()]), None, "no barrier waits");
+    assert_eq!(
+        with_log.linger(&[sync(true), Job::Written(oneshot::channel().0)]),
+        None
+    );
+    assert!(!WriterState::ends_linger(&sync(true)));
+    assert!(!WriterState::ends_linger(&append()));
+    assert!(WriterState::ends_linger(&sync(false)));
+    assert!(WriterState::ends_linger(&Job::Close(
+        path.clone(),
+        oneshot::channel().0
+    )));
+    // While writes fail, nothing waits.
+    metrics.storage_failed(crate::metrics::StorageFailure {
+        operator: "test".into(),
+        client: "test".into(),
+    });
+    assert_eq!(with_log.linger(&followed), None);
+}
