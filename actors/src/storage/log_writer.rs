@@ -15,6 +15,10 @@
 //! (`serve --cluster`): every append and replace is handed to it too, barriers and replaces
 //! also wait for it, and its queue counts toward backpressure.
 //!
+//! This file holds the handle, the jobs and the writer's file handling; `batch.rs` is the
+//! thread's batch (commit, answers, idle duties, lingering), `fallback.rs` what it does when
+//! the node log or the disk fails, `prepare.rs` the files it makes ahead of their first write.
+//!
 //! # Guarantees
 //! - Appends to one file keep their order, and every job is done in the order it was queued, so
 //!   a `sync` or `close` covers every append queued before it.
@@ -53,7 +57,7 @@ use tokio::sync::oneshot;
 
 use super::durable::{create_dir_deferred, create_dir_durable, private_file_options, write_atomic};
 use super::faults;
-use super::group_commit::{Committer, GroupCommit};
+use super::group_commit::GroupCommit;
 use super::node_log::{NodeLog, NodeLogConfig, Replayed, IDLE_CHECKPOINT};
 use super::replication::{FileOp, Replicator};
 use super::snapshot::Hold;
@@ -107,7 +111,7 @@ enum Job {
     Hold(Hold),
     /// Make every file durable by itself and empty the node log (clean shutdown).
     Checkpoint(oneshot::Sender<()>),
-    /// Create these files (empty) when the thread is idle ([`prepare`](self::prepare)).
+    /// Create these files (empty) when the thread is idle ([`prepare`]).
     Prepare(Vec<Arc<Path>>),
     /// Answer once nothing waits to be prepared (tests).
     #[cfg(test)]
@@ -381,14 +385,6 @@ struct WriterState {
     /// Answered once `to_prepare` is empty (tests).
     #[cfg(test)]
     prepare_waiters: Vec<oneshot::Sender<()>>,
-}
-
-/// What a committed batch still owes once its bytes are released.
-struct BatchAnswers {
-    /// Write barriers: the files they name and who waits.
-    syncs: Vec<(Vec<Arc<Path>>, Ack)>,
-    /// Closes, retires and checkpoints.
-    closes: Vec<oneshot::Sender<()>>,
 }
 
 /// The files a batch wrote that are fsynced one by one at its end (no node log, or outside
@@ -703,278 +699,10 @@ impl WriterState {
             }
         }
     }
-
-    /// fsyncs `path` through its handle, or by opening it (a file that does not exist has
-    /// nothing to lose).
-    fn fsync_by_path(&mut self, path: &Path) -> std::io::Result<()> {
-        if self.files.contains_key(path) {
-            return if self.fsync(path) {
-                Ok(())
-            } else {
-                Err(std::io::Error::other("fsync failed"))
-            };
-        }
-        Metrics::inc(&self.metrics.log_fsyncs);
-        match File::open(path) {
-            Ok(f) => faults::check("fsync", path).and_then(|()| f.sync_data()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(e),
-        }
-    }
-
-    /// Writes the node log's pending records and, when `sync` (something waits for them),
-    /// fsyncs the log. When that fails, the files its unsynced records covered are fsynced one
-    /// by one instead (their barriers stay truthful) and the log's failure is reported; the
-    /// error is returned for a caller that needs the log itself.
-    fn commit_log(&mut self, sync: bool) -> std::io::Result<()> {
-        let Some(wal) = self.wal.as_mut() else {
-            return Ok(());
-        };
-        let result = if sync { wal.sync() } else { wal.write() };
-        match result {
-            Ok(()) if !sync => Ok(()),
-            Ok(()) => {
-                for path in self.logged_unsynced.drain() {
-                    if let Some(open) = self.files.get_mut(&path) {
-                        open.unsynced = false;
-                    }
-                }
-                Ok(())
-            }
-            Err(e) => {
-                let log_path = self.probe_dir.join(super::node_log::DIR_NAME);
-                let failure = super::failure("append to", &log_path, &e);
-                log::error!("{}; fsyncing the batch's files instead", failure.operator);
-                self.metrics.storage_failed(failure);
-                let unsynced: Vec<PathBuf> = self.logged_unsynced.drain().collect();
-                for path in &unsynced {
-                    if !self.files.contains_key(path) {
-                        // Closed during the batch (its bytes are in the page cache), or a
-                        // new directory.
-                        if let Err(e) = self.fsync_by_path(path) {
-                            self.fail(path, "fsync of", e, true);
-                        }
-                    } else {
-                        self.fsync(path);
-                    }
-                }
-                // The directories above them too: a file created (or prepared) in an earlier
-                // batch has its entry made durable only by a checkpoint that may not have
-                // run yet, and the records that would recreate it are the ones that failed.
-                let mut above: HashSet<PathBuf> = HashSet::new();
-                for path in &unsynced {
-                    for dir in path.ancestors().skip(1) {
-                        if dir == self.probe_dir || !dir.starts_with(&self.probe_dir) {
-                            break;
-                        }
-                        above.insert(dir.to_path_buf());
-                    }
-                }
-                for dir in above {
-                    if let Err(e) = self.fsync_by_path(&dir) {
-                        // Reported to `/health` here, and to the barriers of the files below.
-                        let client = super::failure("fsync of", &dir, &e).client;
-                        self.fail(&dir, "fsync of", e, false);
-                        for file in unsynced.iter().filter(|f| f.starts_with(&dir)) {
-                            self.errors
-                                .entry(file.clone())
-                                .or_insert_with(|| client.clone());
-                        }
-                    }
-                }
-                Err(e)
-            }
-        }
-    }
-
-    /// While writes fail: write, fsync and remove a small file to see whether the disk is
-    /// back, and clear the failure when it is.
-    fn probe(&mut self) {
-        let probe = self.probe_dir.join(PROBE_FILE_NAME);
-        let ok = faults::check("probe", &probe)
-            .and_then(|()| {
-                let mut f = File::create(&probe)?;
-                f.write_all(b"probe")?;
-                f.sync_data()
-            })
-            .is_ok();
-        let _ = std::fs::remove_file(&probe);
-        if ok {
-            self.metrics.storage_ok();
-        }
-    }
 }
 
-impl Committer for WriterState {
-    type Job = Job;
-    type Answers = BatchAnswers;
-
-    fn weight(job: &Job) -> usize {
-        match job {
-            Job::Append(_, b, _) | Job::Replace(_, b, _) => b.len(),
-            _ => 0,
-        }
-    }
-
-    /// Probe every [`PROBE_INTERVAL`] while writes fail, so health recovers without traffic;
-    /// checkpoint after [`IDLE_CHECKPOINT`] when the node log holds records; both counted
-    /// from the last batch. Files waiting to be prepared are made at once, one per wait.
-    fn idle_timeout(&self) -> Option<Duration> {
-        if self.has_prepare_work() && self.metrics.storage_failure().is_none() {
-            return Some(Duration::ZERO);
-        }
-        self.idle_duty()
-            .map(|quiet| quiet.saturating_sub(self.quiet_since.elapsed()))
-    }
-
-    fn idle(&mut self) {
-        if self
-            .idle_duty()
-            .is_some_and(|quiet| self.quiet_since.elapsed() >= quiet)
-        {
-            if self.metrics.storage_failure().is_some() {
-                self.probe();
-            }
-            if let Some(wal) = self.wal.as_mut() {
-                wal.idle();
-            }
-            self.quiet_since = Instant::now();
-        }
-        if self.metrics.storage_failure().is_none() {
-            self.prepare_next();
-        }
-    }
-
-    /// The slow-writer test seam: jobs sent during the delay join this batch.
-    fn before_batch(&mut self) {
-        faults::writer_delay();
-    }
-
-    /// [`SYNC_LINGER`] when the node log is on and every barrier of the batch expects a
-    /// successor; nothing else in it waits.
-    fn linger(&self, batch: &[Job]) -> Option<Duration> {
-        if self.wal.is_none() || self.metrics.storage_failure().is_some() {
-            return None;
-        }
-        let mut barriers = false;
-        for job in batch {
-            match job {
-                Job::Sync(_, _, true) => barriers = true,
-                Job::Append(..) | Job::Prepare(..) => {}
-                _ => return None,
-            }
-        }
-        barriers.then_some(SYNC_LINGER)
-    }
-
-    fn ends_linger(job: &Job) -> bool {
-        !matches!(
-            job,
-            Job::Sync(_, _, true) | Job::Append(..) | Job::Prepare(..)
-        )
-    }
-
-    /// Appends, replaces, closes and retires in order, then one write and fsync of the node
-    /// log (or one fsync per touched file without it).
-    fn commit(&mut self, batch: Vec<Job>) -> BatchAnswers {
-        self.quiet_since = Instant::now();
-        let mut dirty = Dirty::default();
-        let mut checkpoints = Vec::new();
-        // Whether anything in the batch waits for durability: a batch of plain appends only
-        // writes the node log, and the next fsync covers it.
-        let sync = batch.iter().any(|job| {
-            matches!(
-                job,
-                Job::Sync(..)
-                    | Job::Close(..)
-                    | Job::Retire(..)
-                    | Job::Forget(..)
-                    | Job::Checkpoint(..)
-            )
-        });
-        let mut answers = BatchAnswers {
-            syncs: Vec::new(),
-            closes: Vec::new(),
-        };
-        let mut wrote = false;
-        let failures_before = Metrics::get(&self.metrics.storage_errors);
-        for job in batch {
-            match job {
-                Job::Append(path, bytes, report) => {
-                    self.append(&path, &bytes, report, &mut dirty);
-                    wrote = true;
-                }
-                Job::Sync(paths, ack, _) => answers.syncs.push((paths, ack)),
-                // Every append queued before it is in its file now.
-                Job::Written(ack) => {
-                    let _ = ack.send(());
-                }
-                Job::Replace(path, bytes, ack) => {
-                    let result = self.replace(&path, &bytes, &mut dirty);
-                    let _ = ack.send(result);
-                }
-                Job::Close(path, ack) => {
-                    self.close(&path, &mut dirty);
-                    answers.closes.push(ack);
-                }
-                Job::Retire(dir, ack) => {
-                    self.retire(dir, &mut dirty);
-                    answers.closes.push(ack);
-                }
-                Job::Forget(dir, ack) => {
-                    self.forget(&dir, &mut dirty);
-                    answers.closes.push(ack);
-                }
-                // The jobs before it are written (their fsync follows at the end of the
-                // batch): the snapshot links exactly what they wrote.
-                Job::Hold(hold) => hold.wait(),
-                Job::Checkpoint(ack) => checkpoints.push(ack),
-                Job::Prepare(paths) => self.queue_prepare(paths),
-                #[cfg(test)]
-                Job::WhenPrepared(ack) => self.prepare_waiters.push(ack),
-            }
-        }
-        // A failure is reported inside and the files fsynced one by one instead.
-        let _ = self.commit_log(sync);
-        for path in std::mem::take(&mut dirty.files) {
-            self.fsync(&path);
-        }
-        if !checkpoints.is_empty() {
-            if let Some(wal) = self.wal.as_mut() {
-                if let Err(e) = wal.checkpoint_inline() {
-                    log::error!("node log: checkpoint failed (the log is kept and replayed at the next start): {e}");
-                }
-            }
-            answers.closes.extend(checkpoints);
-        }
-        if wrote && Metrics::get(&self.metrics.storage_errors) == failures_before {
-            // Every append of this batch landed: the disk works (again).
-            self.metrics.storage_ok();
-        }
-        answers
-    }
-
-    /// Each barrier gets the first error an append to one of its files met since the last
-    /// barrier naming it.
-    fn answer(&mut self, answers: BatchAnswers) {
-        for (paths, ack) in answers.syncs {
-            Metrics::inc(&self.metrics.log_barriers);
-            let mut error = None;
-            for p in &paths {
-                let e = self.errors.remove(p.as_ref());
-                error = error.or(e);
-            }
-            let _ = ack.send(match error {
-                Some(e) => Err(e),
-                None => Ok(()),
-            });
-        }
-        for ack in answers.closes {
-            let _ = ack.send(());
-        }
-    }
-}
-
+mod batch;
+mod fallback;
 mod prepare;
 #[cfg(test)]
 mod tests;

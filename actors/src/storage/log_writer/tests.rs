@@ -4,6 +4,7 @@
 
 use super::*;
 use crate::storage::block_on;
+use crate::storage::group_commit::Committer;
 
 /// Past the high-water mark producers see `backlogged`; `drained` resolves once the writer
 /// has caught up, and everything queued is on disk, in order.
