@@ -31,7 +31,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc as std_mpsc;
 use std::sync::Arc;
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
@@ -177,27 +177,18 @@ fn run<C: Committer>(rx: std_mpsc::Receiver<C::Job>, mut committer: C, queue: &Q
         };
         committer.before_batch();
         let mut batch = vec![first];
-        while let Ok(more) = rx.try_recv() {
-            batch.push(more);
-        }
+        batch.extend(rx.try_iter());
         if let Some(wait) = committer.linger(&batch) {
-            let deadline = std::time::Instant::now() + wait;
-            loop {
-                let left = deadline.saturating_duration_since(std::time::Instant::now());
-                match rx.recv_timeout(left) {
-                    Ok(job) => {
-                        let ends = C::ends_linger(&job);
-                        batch.push(job);
-                        if ends {
-                            while let Ok(more) = rx.try_recv() {
-                                batch.push(more);
-                            }
-                            break;
-                        }
-                    }
-                    Err(_) => break,
+            let deadline = Instant::now() + wait;
+            while let Ok(job) = rx.recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            {
+                let ends = C::ends_linger(&job);
+                batch.push(job);
+                if ends {
+                    break;
                 }
             }
+            batch.extend(rx.try_iter());
         }
         let weight: usize = batch.iter().map(C::weight).sum();
         let answers = committer.commit(batch);

@@ -471,6 +471,20 @@ impl WriterState {
             .map(|_| IDLE_CHECKPOINT)
     }
 
+    /// Opens `path` for appending, creating it (and its directories) when missing. Under the
+    /// node log the new directory entries are left to the segment's checkpoint, which fsyncs
+    /// them; a failed log fsync falls back to fsyncing them with the batch's files.
+    fn open(&mut self, path: &Path) -> std::io::Result<OpenFile> {
+        let (file, changed_dirs) = open_append(path, self.logged(path))?;
+        if let Some(wal) = self.wal.as_mut() {
+            for dir in changed_dirs {
+                wal.record_new_entry(&dir);
+                self.logged_unsynced.insert(dir);
+            }
+        }
+        Ok(file)
+    }
+
     fn is_retired(&self, path: &Path) -> bool {
         path.ancestors().any(|a| self.retired.contains(a))
     }
@@ -500,21 +514,9 @@ impl WriterState {
             if self.files.len() >= MAX_OPEN_FILES {
                 self.close_least_recent();
             }
-            let deferred = self
-                .wal
-                .as_ref()
-                .is_some_and(|wal| wal.relative(path).is_some());
-            match open_append(path, deferred) {
-                Ok((f, changed_dirs)) => {
+            match self.open(path) {
+                Ok(f) => {
                     self.files.insert(path.to_path_buf(), f);
-                    if let Some(wal) = self.wal.as_mut() {
-                        for dir in changed_dirs {
-                            // The checkpoint fsyncs it; a failed log fsync falls back to
-                            // fsyncing it with the batch's files.
-                            wal.record_new_entry(&dir);
-                            self.logged_unsynced.insert(dir);
-                        }
-                    }
                 }
                 Err(e) => return self.fail(path, "cannot open", e, report),
             }

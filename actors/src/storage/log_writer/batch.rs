@@ -77,17 +77,11 @@ impl Committer for WriterState {
         if self.wal.is_none() || self.metrics.storage_failure().is_some() {
             return None;
         }
-        let mut barriers = false;
-        for job in batch {
-            match job {
-                Job::Sync(_, _, true) => barriers = true,
-                Job::Append(..) | Job::Prepare(..) => {}
-                _ => return None,
-            }
-        }
-        barriers.then_some(SYNC_LINGER)
+        let waits_for_successor = batch.iter().any(|job| matches!(job, Job::Sync(_, _, true)));
+        (waits_for_successor && !batch.iter().any(Self::ends_linger)).then_some(SYNC_LINGER)
     }
 
+    /// Anything but an append, a prepare or a barrier that expects a successor.
     fn ends_linger(job: &Job) -> bool {
         !matches!(
             job,

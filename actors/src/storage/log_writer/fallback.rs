@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 
 use super::{faults, WriterState, PROBE_FILE_NAME};
 use crate::metrics::Metrics;
+use crate::storage::{self, node_log};
 
 impl WriterState {
     /// fsyncs `path` through its handle, or by opening it (a file that does not exist has
@@ -53,8 +54,8 @@ impl WriterState {
                 Ok(())
             }
             Err(e) => {
-                let log_path = self.probe_dir.join(super::super::node_log::DIR_NAME);
-                let failure = super::super::failure("append to", &log_path, &e);
+                let log_path = self.probe_dir.join(node_log::DIR_NAME);
+                let failure = storage::failure("append to", &log_path, &e);
                 log::error!("{}; fsyncing the batch's files instead", failure.operator);
                 self.metrics.storage_failed(failure);
                 let unsynced: Vec<PathBuf> = self.logged_unsynced.drain().collect();
@@ -84,7 +85,7 @@ impl WriterState {
                 for dir in above {
                     if let Err(e) = self.fsync_by_path(&dir) {
                         // Reported to `/health` here, and to the barriers of the files below.
-                        let client = super::super::failure("fsync of", &dir, &e).client;
+                        let client = storage::failure("fsync of", &dir, &e).client;
                         self.fail(&dir, "fsync of", e, false);
                         for file in unsynced.iter().filter(|f| f.starts_with(&dir)) {
                             self.errors

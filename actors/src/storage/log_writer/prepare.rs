@@ -25,7 +25,8 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{open_append, WriterState};
+use super::WriterState;
+use crate::metrics::Metrics;
 
 /// Paths queued for creation at most (three per new conversation).
 pub const MAX_PREPARED_PATHS: usize = 3 * 1024;
@@ -59,9 +60,7 @@ impl WriterState {
 
     /// Drops queued creations at or under `path` (it was closed, forgotten or retired).
     pub(super) fn cancel_prepare(&mut self, path: &Path) {
-        if !self.to_prepare.is_empty() {
-            self.to_prepare.retain(|p| !p.starts_with(path));
-        }
+        self.to_prepare.retain(|p| !p.starts_with(path));
     }
 
     /// Creates the next queued file (and the directories above it) that does not exist yet;
@@ -85,21 +84,8 @@ impl WriterState {
     /// Creates `path` empty; the handle is not kept (the first append opens it again, which
     /// costs no inode).
     fn create_empty(&mut self, path: PathBuf) {
-        let deferred = self
-            .wal
-            .as_ref()
-            .is_some_and(|wal| wal.relative(&path).is_some());
-        match open_append(&path, deferred) {
-            Ok((_file, changed_dirs)) => {
-                if let Some(wal) = self.wal.as_mut() {
-                    for dir in changed_dirs {
-                        // As for a file the first append creates (see `append`).
-                        wal.record_new_entry(&dir);
-                        self.logged_unsynced.insert(dir);
-                    }
-                }
-                crate::metrics::Metrics::inc(&self.metrics.prepared_files);
-            }
+        match self.open(&path) {
+            Ok(_) => Metrics::inc(&self.metrics.prepared_files),
             // Not an error anyone waits for: the first append tries again and reports it.
             Err(e) => log::warn!("log writer: cannot prepare {}: {e}", path.display()),
         }
