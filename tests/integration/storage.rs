@@ -249,3 +249,56 @@ fn a_new_conversations_files_are_prepared_at_its_first_join() {
     c.agent("deleteConversation", json!([id])).unwrap();
     assert!(!dir.exists());
 }
+
+/// A delete of a loaded conversation that fails (its registry record cannot be written)
+/// leaves the conversation as it was: listed, joinable, and writable, with its turns
+/// recorded as before; a second delete once the disk is back removes it.
+#[test]
+fn a_failed_delete_leaves_a_loaded_conversation_writable() {
+    let instance = tempfile::tempdir().unwrap();
+    let switch = instance.path().join("fault");
+    let server = Server::try_start_env(
+        instance.path(),
+        &[],
+        &[("ROUNDTABLE_TEST_FAULT_FILE", switch.to_str().unwrap())],
+    )
+    .unwrap();
+    let (mut a, id) = server.joined("kept after a failed delete");
+    let first = Client::request_id(&a.submit(&id, "echo before"));
+    a.until_complete(&id, &first);
+
+    fs::write(&switch, "ENOSPC").unwrap();
+    let mut other = server.connect();
+    let err = other.agent("deleteConversation", json!([id])).unwrap_err();
+    assert!(err.contains("No space left on device"), "{err}");
+    fs::remove_file(&switch).unwrap();
+    eventually("health recovers", || server.http_get("/health").0 == 200);
+
+    assert!(other
+        .names()
+        .contains(&"kept after a failed delete".to_string()));
+    other.join(&id);
+    let again = Client::request_id(&other.submit(&id, "echo after"));
+    other.until_complete(&id, &again);
+    drop((a, other));
+    // Both turns are on disk, not only in the reloaded conversation's memory.
+    assert!(server.shutdown().success());
+    let server = Server::start_in(instance.path(), &[]);
+    let mut other = server.connect();
+    other.join(&id);
+    let history = other.history(&id);
+    let results: Vec<_> = history
+        .iter()
+        .filter(|e| e["type"] == "command-result")
+        .map(|e| e["requestId"]["requestId"].clone())
+        .collect();
+    assert_eq!(results, vec![json!(first), json!(again)], "{history:?}");
+
+    let dir = server.dir.join("conversations").join(&id);
+    assert!(dir.is_dir());
+    other.agent("deleteConversation", json!([id])).unwrap();
+    assert!(!dir.exists());
+    assert!(!other
+        .names()
+        .contains(&"kept after a failed delete".to_string()));
+}

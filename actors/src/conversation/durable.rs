@@ -378,8 +378,7 @@ impl Conversation {
         (user_request, result)
     }
 
-    /// Stops writing and hands the files to the writer to close (deleted: retire the whole
-    /// directory); the [`Shutdown`](super::Shutdown) is answered on `reply` once they are
+    /// Stops writing and hands the files to the writer to close; the [`Shutdown`](super::Shutdown) is answered on `reply` once they are
     /// closed and every held call has gone out. Deleted or moved: the clients' connections are
     /// told to drop their channels for this conversation (moved: and to join it again on the
     /// node that took it over). Evicted has no clients; at server stop the sockets close
@@ -392,23 +391,20 @@ impl Conversation {
     ) {
         let delete = reason == ShutdownReason::Deleted;
         let moved = reason == ShutdownReason::Moved;
-        // Nothing is written after this point: the writer closes (or, for a delete, retires)
-        // the files after every write queued so far, and only then does the actor answer.
+        // Nothing is written after this point: the writer closes the files after every write
+        // queued so far, and only then does the actor answer. A delete's directory is retired
+        // by the registry once the delete is journaled, so a delete that fails leaves the
+        // conversation writable.
         self.writes_closed = true;
         let writer = self.setup.runtime.log_writer.clone();
-        let closing = if delete {
-            vec![writer.retire(self.setup.dir.clone())]
-        } else {
-            let mut files = vec![
-                writer.close(&self.chat_path),
-                writer.close(&self.requests_path),
-                writer.close(&self.meter_path),
-            ];
-            if let Ok(log) = &self.log {
-                files.push(writer.close(log.path()));
-            }
-            files
-        };
+        let mut closing = vec![
+            writer.close(&self.chat_path),
+            writer.close(&self.requests_path),
+            writer.close(&self.meter_path),
+        ];
+        if let Ok(log) = &self.log {
+            closing.push(writer.close(log.path()));
+        }
         self.pending_stop = Some(PendingStop {
             reply,
             notify_connection: delete || moved,

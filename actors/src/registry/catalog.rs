@@ -419,16 +419,12 @@ impl ConversationRegistry {
         entry.client_count = None;
         let writer = self.writer.clone();
         let search = self.config.runtime.search.clone();
-        // A loaded conversation retires its directory as it stops; one that is not loaded may
-        // still have records in the node log (written before its eviction): the retire
-        // marker keeps a replay after a crash from bringing its files back.
-        // Retired once the delete is journaled, so a failed delete leaves it writable.
-        let retire = stopped.is_none().then(|| {
-            (
-                self.config.runtime.log_writer.clone(),
-                self.config.layout.conversation_dir(&id),
-            )
-        });
+        // The directory is retired once the delete is journaled (a loaded conversation has
+        // closed its files by then), so a failed delete leaves it writable. The retire marker
+        // keeps a replay after a crash from bringing back files whose records are still in
+        // the node log.
+        let log_writer = self.config.runtime.log_writer.clone();
+        let dir = self.config.layout.conversation_dir(&id);
         self.journal_len += 1;
         let work = async move {
             if let Some(rx) = stopped {
@@ -441,9 +437,7 @@ impl ConversationRegistry {
                     }])
                     .await,
             )?;
-            if let Some((log_writer, dir)) = retire {
-                let _ = log_writer.retire(dir).await;
-            }
+            let _ = log_writer.retire(dir).await;
             if let Ok(Err(e)) = writer.remove_dir(id).await {
                 log::error!(
                     "conversation {id}: deleted from the registry but its directory remains: {e}"

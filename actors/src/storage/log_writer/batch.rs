@@ -7,7 +7,7 @@
 //! Who talks to it: only the [`GroupCommit`](crate::storage::group_commit::GroupCommit) thread
 //! the [`LogWriter`](super::LogWriter) starts.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -23,6 +23,9 @@ pub(super) struct BatchAnswers {
     syncs: Vec<(Vec<Arc<Path>>, Ack)>,
     /// Closes, retires and checkpoints.
     closes: Vec<oneshot::Sender<()>>,
+    /// Files closed and directories retired or forgotten by their owners in this batch: an
+    /// error their unsynced bytes meet goes to this batch's barriers only (see `answer`).
+    closed: Vec<PathBuf>,
 }
 
 impl Committer for WriterState {
@@ -110,6 +113,7 @@ impl Committer for WriterState {
         let mut answers = BatchAnswers {
             syncs: Vec::new(),
             closes: Vec::new(),
+            closed: Vec::new(),
         };
         let mut wrote = false;
         let failures_before = Metrics::get(&self.metrics.storage_errors);
@@ -131,14 +135,17 @@ impl Committer for WriterState {
                 Job::Close(path, ack) => {
                     self.close(&path, &mut dirty);
                     answers.closes.push(ack);
+                    answers.closed.push(path.to_path_buf());
                 }
                 Job::Retire(dir, ack) => {
+                    answers.closed.push(dir.clone());
                     self.retire(dir, &mut dirty);
                     answers.closes.push(ack);
                 }
                 Job::Forget(dir, ack) => {
                     self.forget(&dir, &mut dirty);
                     answers.closes.push(ack);
+                    answers.closed.push(dir);
                 }
                 // The jobs before it are written (their fsync follows at the end of the
                 // batch): the snapshot links exactly what they wrote.
@@ -183,6 +190,16 @@ impl Committer for WriterState {
                 Some(e) => Err(e),
                 None => Ok(()),
             });
+        }
+        // An owner that closed a file (or retired its directory) names it in no later
+        // barrier: an error its last unsynced bytes met (the node log's fallback runs after
+        // the close) has been reported to this batch's barriers, logged and shown in
+        // `/health`; kept, it would refuse the first write of the conversation's next load
+        // once the disk is back. A file opened again in this batch keeps its errors.
+        let files = &self.files;
+        for closed in &answers.closed {
+            self.errors
+                .retain(|p, _| !p.starts_with(closed) || files.contains_key(p));
         }
         for ack in answers.closes {
             let _ = ack.send(());
