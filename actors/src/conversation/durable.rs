@@ -378,11 +378,11 @@ impl Conversation {
         (user_request, result)
     }
 
-    /// Stops writing and hands the files to the writer to close; the [`Shutdown`](super::Shutdown) is answered on `reply` once they are
-    /// closed and every held call has gone out. Deleted or moved: the clients' connections are
-    /// told to drop their channels for this conversation (moved: and to join it again on the
-    /// node that took it over). Evicted has no clients; at server stop the sockets close
-    /// anyway.
+    /// Stops writing and hands the files to the writer to close; the
+    /// [`Shutdown`](super::Shutdown) is answered on `reply` once they are closed and every held
+    /// call has gone out. Deleted or moved: the clients' connections are told to drop their
+    /// channels for this conversation (moved: and to join it again on the node that took it
+    /// over). Evicted has no clients; at server stop the sockets close anyway.
     pub(super) fn close_files(
         &mut self,
         reason: ShutdownReason,
