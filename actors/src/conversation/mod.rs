@@ -57,9 +57,10 @@
 //!   the timer re-arms instead.
 //! - **Stopping** after [`Shutdown`]: `Evicted`, `Deleted` (clients are told, their channels
 //!   close) or `ServerStopping` (queued and running work is cancelled with `server_stopping`).
-//!   No write is queued after the files are closed (or the directory retired, on delete); the
-//!   actor answers and stops only once the writer has closed them and every held call has
-//!   gone out, so a delete or a reload never races a write.
+//!   No write is queued after the files are closed; the actor answers and stops only once
+//!   the writer has closed them and every held call has gone out, so a delete or a reload
+//!   never races a write. On a delete the registry then retires the directory, once the
+//!   delete is journaled.
 //!
 //! # Acknowledged means durable
 //! An outbound call that reports a change (`commandComplete`, `requestCancelled`) and the
