@@ -471,13 +471,7 @@ fn feedback_and_hides_are_durable_announced_and_replayed() {
 #[test]
 fn feedback_on_a_failing_disk_is_refused_and_not_announced() {
     let instance = tempfile::tempdir().unwrap();
-    let switch = instance.path().join("fault");
-    let server = Server::try_start_env(
-        instance.path(),
-        &[],
-        &[("ROUNDTABLE_TEST_FAULT_FILE", switch.to_str().unwrap())],
-    )
-    .unwrap();
+    let (server, switch) = Server::start_with_fault_switch(instance.path());
     let (mut a, id) = server.joined("faulty feedback");
     let d = dispatcher(&id);
     let mut watcher = server.connect();

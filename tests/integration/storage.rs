@@ -256,13 +256,7 @@ fn a_new_conversations_files_are_prepared_at_its_first_join() {
 #[test]
 fn a_failed_delete_leaves_a_loaded_conversation_writable() {
     let instance = tempfile::tempdir().unwrap();
-    let switch = instance.path().join("fault");
-    let server = Server::try_start_env(
-        instance.path(),
-        &[],
-        &[("ROUNDTABLE_TEST_FAULT_FILE", switch.to_str().unwrap())],
-    )
-    .unwrap();
+    let (server, switch) = Server::start_with_fault_switch(instance.path());
     let (mut a, id) = server.joined("kept after a failed delete");
     let first = Client::request_id(&a.submit(&id, "echo before"));
     a.until_complete(&id, &first);

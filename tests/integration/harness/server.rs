@@ -54,6 +54,23 @@ impl Server {
         s
     }
 
+    /// A server on `dir` with the storage layer's fault switch at `dir/fault` (returned):
+    /// while that file names an errno (`ENOSPC`, `EROFS`, `EIO`), every storage write, fsync,
+    /// rename and directory creation fails with it; removing the file is the disk recovering.
+    pub fn start_with_fault_switch(dir: &Path) -> (Server, PathBuf) {
+        let switch = dir.join("fault");
+        let server = Server::try_start_env(
+            dir,
+            &[],
+            &[(
+                "ROUNDTABLE_TEST_FAULT_FILE",
+                switch.to_str().expect("UTF-8 path"),
+            )],
+        )
+        .unwrap_or_else(|log| panic!("{log}"));
+        (server, switch)
+    }
+
     /// Like `try_start_in`, with extra environment variables for the server process.
     /// `ROUNDTABLE_TEST_RUST_LOG` sets the server's `RUST_LOG` (default `info`) unless `envs`
     /// sets it (a test that waits on a `debug` line); `ROUNDTABLE_TEST_LOG` echoes its log on
