@@ -48,6 +48,10 @@ pub struct Metrics {
     pub log_fsyncs: AtomicU64,
     /// Node log checkpoints done (covered files fsynced, their segments removed).
     pub wal_checkpoints: AtomicU64,
+    /// Node log syncs (a batch's write and fdatasync) that took longer than
+    /// [`SLOW_SYNC`](crate::storage::node_log::SLOW_SYNC): every acknowledgement on the node
+    /// waited for each of them.
+    pub log_slow_syncs: AtomicU64,
     /// Files the log writer created ahead of their first write, in its idle moments (a new
     /// conversation's files: its first turn then allocates no inode).
     pub prepared_files: AtomicU64,

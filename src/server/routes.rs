@@ -201,6 +201,12 @@ const METRICS: &[MetricSpec] = &[
         read: |s| Metrics::get(&s.state.metrics.wal_checkpoints).into(),
     },
     MetricSpec {
+        name: "roundtable_log_slow_syncs_total",
+        kind: "counter",
+        help: "Node log syncs (a batch's write and fdatasync) that took over 50 ms: every acknowledgement waited for them.",
+        read: |s| Metrics::get(&s.state.metrics.log_slow_syncs).into(),
+    },
+    MetricSpec {
         name: "roundtable_prepared_files_total",
         kind: "counter",
         help: "Files the log writer created ahead of their first write, while idle.",

@@ -5,7 +5,8 @@
 //!   creation the storage layer reads `<path>`; while it exists and names an errno (`ENOSPC`,
 //!   `EROFS`, `EIO`), the operation fails with that error, exactly as the kernel would report
 //!   it. Removing the file is the disk recovering. Tests flip it to inject disk faults into a
-//!   running server without root or a special file system.
+//!   running server without root or a special file system. `SLOW <ms>` instead makes each
+//!   of those operations take that much longer and succeed: a slow disk.
 //! - `ROUNDTABLE_TEST_WRITER_DELAY_MS=<n>`: the log writer sleeps `n` ms before each batch, so
 //!   a test can hold appends in its queue and make races with delete, eviction and shutdown
 //!   deterministic instead of load-dependent.
@@ -63,6 +64,15 @@ pub fn check(what: &str, path: &Path) -> io::Result<()> {
     let Ok(text) = std::fs::read_to_string(switch) else {
         return Ok(());
     };
+    if let Some(ms) = text.trim().strip_prefix("SLOW ") {
+        let ms = ms.trim().parse().unwrap_or(0);
+        log::debug!(
+            "test delay of {ms} ms injected into {what} of {}",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(ms));
+        return Ok(());
+    }
     let code = match text.trim() {
         "ENOSPC" => libc::ENOSPC,
         "EROFS" => libc::EROFS,

@@ -87,6 +87,13 @@ pub const MAX_WAITING_SEGMENTS: usize = 3;
 /// keeps little to replay.
 pub const IDLE_CHECKPOINT: Duration = Duration::from_secs(10);
 
+/// A batch whose write and fdatasync of the log take longer than this is counted
+/// (`roundtable_log_slow_syncs_total`) and reported in the log: every acknowledgement on the
+/// node waited for it.
+pub const SLOW_SYNC: Duration = Duration::from_millis(50);
+/// At most one slow-sync warning per this long; the ones in between are counted into the next.
+pub const SLOW_SYNC_WARNING_INTERVAL: Duration = Duration::from_secs(10);
+
 const KIND_APPEND: u8 = 1;
 const KIND_REPLACE: u8 = 2;
 const KIND_RETIRE: u8 = 3;
@@ -170,8 +177,11 @@ pub struct NodeLog {
     /// Segments handed to the checkpointer and not confirmed removed (counted by the
     /// checkpointer as it removes them).
     removed_below: Arc<std::sync::atomic::AtomicU64>,
-    /// Counters (`log_fsyncs`, `wal_checkpoints`).
+    /// Counters (`log_fsyncs`, `wal_checkpoints`, `log_slow_syncs`).
     metrics: Arc<Metrics>,
+    /// When the last slow-sync warning was logged, and the slow syncs since (not logged one
+    /// by one: a slow disk would flood the log).
+    slow_syncs: (Option<Instant>, u64),
 }
 
 fn segment_path(dir: &Path, seq: u64) -> PathBuf {
@@ -337,6 +347,7 @@ impl NodeLog {
             segment_files: HashSet::new(),
             removed_below,
             metrics,
+            slow_syncs: (None, 0),
         };
         log.start_segment(next).map_err(io_err(&log.dir))?;
         Ok((log, replayed))
@@ -434,6 +445,7 @@ impl NodeLog {
     /// everything after the last good sync is cut off: the caller makes the files those
     /// records covered durable another way.
     pub fn sync(&mut self) -> io::Result<()> {
+        let started = Instant::now();
         self.write()?;
         if self.synced_len == self.len {
             return Ok(());
@@ -443,6 +455,7 @@ impl NodeLog {
         Metrics::inc(&self.metrics.log_fsyncs);
         match faults::check("fsync", &path).and_then(|()| file.sync_data()) {
             Ok(()) => {
+                self.note_sync_time(started.elapsed());
                 self.synced_len = self.len;
                 if self.len >= self.segment_bytes {
                     self.roll();
@@ -451,6 +464,34 @@ impl NodeLog {
             }
             Err(e) => Err(self.cut_back(e)),
         }
+    }
+
+    /// Counts a sync slower than [`SLOW_SYNC`] and warns about it, at most once per
+    /// [`SLOW_SYNC_WARNING_INTERVAL`].
+    fn note_sync_time(&mut self, took: Duration) {
+        if took < SLOW_SYNC {
+            return;
+        }
+        Metrics::inc(&self.metrics.log_slow_syncs);
+        let (last, unreported) = &mut self.slow_syncs;
+        *unreported += 1;
+        if last.is_some_and(|at| at.elapsed() < SLOW_SYNC_WARNING_INTERVAL) {
+            return;
+        }
+        let earlier = match *unreported - 1 {
+            0 => String::new(),
+            n => format!(
+                " (and {n} more over {} ms since the last warning)",
+                SLOW_SYNC.as_millis()
+            ),
+        };
+        log::warn!(
+            "node log: a batch's write and fsync took {} ms{earlier}; every acknowledgement on \
+             this node waited for it (the disk is slow or busy)",
+            took.as_millis()
+        );
+        *last = Some(Instant::now());
+        *unreported = 0;
     }
 
     /// After a failed write or fsync: cuts the segment back to its last synced length (a torn
