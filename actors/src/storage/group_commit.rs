@@ -284,19 +284,32 @@ mod tests {
         }
     }
 
-    /// A lingering batch takes the jobs that come while it waits, until one that ends the
-    /// wait: everything then goes in one commit, in order.
-    #[test]
-    fn a_lingering_batch_takes_jobs_until_one_ends_the_wait() {
+    /// A thread running a [`Lingerer`] that waits `wait`; the receivers get its committed
+    /// batches and a message each time a batch starts to linger.
+    fn start_lingerer(
+        wait: Duration,
+    ) -> (
+        GroupCommit<Lingerer>,
+        std_mpsc::Receiver<Vec<u32>>,
+        std_mpsc::Receiver<()>,
+    ) {
         let (batches_tx, batches) = std_mpsc::channel();
         let (lingering_tx, lingering) = std_mpsc::channel();
         let lingerer = Lingerer {
-            // Long enough that only the ending job can close the batch.
-            wait: Duration::from_secs(600),
+            wait,
             batches: batches_tx,
             lingering: lingering_tx,
         };
         let writer = GroupCommit::start("group-commit-linger", lingerer, Default::default());
+        (writer, batches, lingering)
+    }
+
+    /// A lingering batch takes the jobs that come while it waits, until one that ends the
+    /// wait: everything then goes in one commit, in order.
+    #[test]
+    fn a_lingering_batch_takes_jobs_until_one_ends_the_wait() {
+        // Long enough that only the ending job can close the batch.
+        let (writer, batches, lingering) = start_lingerer(Duration::from_secs(600));
         writer.send(1).unwrap();
         // The batch [1] was taken and waits: what comes now joins it.
         lingering.recv().unwrap();
@@ -312,14 +325,7 @@ mod tests {
     /// A lingering batch nothing joins is committed when its wait is over.
     #[test]
     fn a_lingering_batch_is_committed_when_the_wait_is_over() {
-        let (batches_tx, batches) = std_mpsc::channel();
-        let (lingering_tx, _lingering) = std_mpsc::channel();
-        let lingerer = Lingerer {
-            wait: Duration::from_millis(1),
-            batches: batches_tx,
-            lingering: lingering_tx,
-        };
-        let writer = GroupCommit::start("group-commit-linger", lingerer, Default::default());
+        let (writer, batches, _lingering) = start_lingerer(Duration::from_millis(1));
         writer.send(7).unwrap();
         assert_eq!(batches.recv().unwrap(), [7]);
     }
