@@ -64,7 +64,8 @@ pub fn check(what: &str, path: &Path) -> io::Result<()> {
     let Ok(text) = std::fs::read_to_string(switch) else {
         return Ok(());
     };
-    if let Some(ms) = text.trim().strip_prefix("SLOW ") {
+    let text = text.trim();
+    if let Some(ms) = text.strip_prefix("SLOW ") {
         let ms = ms.trim().parse().unwrap_or(0);
         log::debug!(
             "test delay of {ms} ms injected into {what} of {}",
@@ -73,7 +74,7 @@ pub fn check(what: &str, path: &Path) -> io::Result<()> {
         std::thread::sleep(Duration::from_millis(ms));
         return Ok(());
     }
-    let code = match text.trim() {
+    let code = match text {
         "ENOSPC" => libc::ENOSPC,
         "EROFS" => libc::EROFS,
         "EDQUOT" => libc::EDQUOT,
