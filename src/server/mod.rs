@@ -37,6 +37,7 @@ use roundtable_actors::search::SearchIndex;
 use roundtable_actors::storage::layout::Layout;
 use roundtable_actors::storage::lock::InstanceLock;
 use roundtable_actors::storage::log_writer::LogWriter;
+use roundtable_actors::storage::registry_file::RegistryPrefetch;
 use tokio::sync::watch;
 
 use crate::config::ServerConfig;
@@ -138,6 +139,9 @@ struct Started {
 pub async fn serve(config: ServerConfig) -> Result<restart::Stopped, StartError> {
     let layout = Layout::new(&config.instance_dir);
     let lock = InstanceLock::acquire(&layout.root)?;
+    // The registry file's parse runs beside the start of the other parts (node log replay,
+    // search index): nothing else writes it before the registry opens.
+    let registry_prefetch = RegistryPrefetch::start(&layout);
     let metrics = Arc::new(Metrics::default());
     let cores = if config.workers > 0 {
         config.workers
@@ -154,7 +158,15 @@ pub async fn serve(config: ServerConfig) -> Result<restart::Stopped, StartError>
         ),
         None => None,
     };
-    let started = start_registry(&config, &layout, &metrics, cores, cluster.clone()).await?;
+    let started = start_registry(
+        &config,
+        &layout,
+        &metrics,
+        cores,
+        cluster.clone(),
+        registry_prefetch,
+    )
+    .await?;
     if let (Some(cluster), Some(shared)) = (&cluster, &started.shared) {
         // The list this node answers is the cluster's before the first client connects.
         start_shared_sync(shared.clone(), started.registry.clone())
@@ -292,6 +304,7 @@ async fn start_registry(
     metrics: &Arc<Metrics>,
     cores: usize,
     cluster: Option<Cluster>,
+    registry_prefetch: Option<RegistryPrefetch>,
 ) -> Result<Started, StartError> {
     let (mcp, tool_servers) =
         crate::mcp::McpHub::start(&config.mcp_servers).map_err(StartError::Config)?;
@@ -317,27 +330,30 @@ async fn start_registry(
         None => LiveDirectory::new(),
         Some(_) => LiveDirectory::disabled(),
     });
-    let registry = ConversationRegistry::open(RegistryConfig {
-        layout: layout.clone(),
-        idle_timeout: config.idle_timeout,
-        repair: config.repair,
-        conversation_arbiters: conversation_arbiters.iter().map(|a| a.handle()).collect(),
-        metrics: metrics.clone(),
-        runtime: Arc::new(RuntimeConfig {
-            provider,
-            tool_servers,
-            log_writer: log_writer.clone(),
-            no_clients_grace: config.no_clients_grace,
-            max_iterations: config.max_iterations,
-            interaction_timeout: config.interaction_timeout,
-            instance_root: layout.root.clone(),
-            log_filter: crate::logging::control(),
-            search: Some(search.clone()),
-            working_directory: config.working_directory.clone(),
-        }),
-        cluster: shared.clone(),
-        directory: directory.clone(),
-    })?;
+    let registry = ConversationRegistry::open_prefetched(
+        RegistryConfig {
+            layout: layout.clone(),
+            idle_timeout: config.idle_timeout,
+            repair: config.repair,
+            conversation_arbiters: conversation_arbiters.iter().map(|a| a.handle()).collect(),
+            metrics: metrics.clone(),
+            runtime: Arc::new(RuntimeConfig {
+                provider,
+                tool_servers,
+                log_writer: log_writer.clone(),
+                no_clients_grace: config.no_clients_grace,
+                max_iterations: config.max_iterations,
+                interaction_timeout: config.interaction_timeout,
+                instance_root: layout.root.clone(),
+                log_filter: crate::logging::control(),
+                search: Some(search.clone()),
+                working_directory: config.working_directory.clone(),
+            }),
+            cluster: shared.clone(),
+            directory: directory.clone(),
+        },
+        registry_prefetch,
+    )?;
     let registry_arbiter = Arbiter::new();
     let registry =
         actix::Supervisor::start_in_arbiter(&registry_arbiter.handle(), move |_| registry);

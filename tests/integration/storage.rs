@@ -138,6 +138,45 @@ fn merges_legacy_directory_into_existing_one() {
     );
 }
 
+/// A `sessions.json` that TypeAgent left beside an instance already at the current layout
+/// (`FORMAT` 2, so no layout upgrade runs) still replaces `conversations.json` at startup,
+/// and the list is the new file's: the registry file parsed ahead of the migration (the
+/// start-up prefetch) is not used.
+#[test]
+fn a_legacy_registry_replaces_the_current_one_parsed_ahead() {
+    let temp = tempfile::tempdir().unwrap();
+    let current = temp.path().join("conversations");
+    fs::create_dir_all(&current).unwrap();
+    fs::write(temp.path().join("FORMAT"), "2\n").unwrap();
+    let (old, new) = (
+        uuid::Uuid::new_v4().to_string(),
+        uuid::Uuid::new_v4().to_string(),
+    );
+    let entry = |id: &str, name: &str| json!({"conversationId": id, "name": name, "createdAt": "2025-01-01T00:00:00.000Z"});
+    fs::write(
+        current.join("conversations.json"),
+        json!({"sessions": [entry(&old, "replaced")]}).to_string(),
+    )
+    .unwrap();
+    fs::write(
+        current.join("sessions.json"),
+        json!({"sessions": [entry(&new, "legacy")]}).to_string(),
+    )
+    .unwrap();
+    let server = Server::start_in(temp.path(), &[]);
+    assert!(
+        server.log().contains("renamed") && server.log().contains("to conversations.json"),
+        "{}",
+        server.log()
+    );
+    let mut c = server.connect();
+    assert_eq!(c.names(), ["legacy"]);
+    assert_eq!(
+        registry(temp.path())["sessions"][0]["conversationId"],
+        new.as_str()
+    );
+}
+
 /// Ephemeral conversations of crashed clients are swept at startup, directories too.
 #[test]
 fn sweeps_ephemeral_conversations() {

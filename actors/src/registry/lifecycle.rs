@@ -31,10 +31,21 @@ impl ConversationRegistry {
     /// thread. Fails on a corrupt registry unless
     /// `config.repair`.
     pub fn open(config: RegistryConfig) -> Result<ConversationRegistry, StoreError> {
+        Self::open_prefetched(config, None)
+    }
+
+    /// [`open`](Self::open), with the registry file already being parsed by `prefetch`
+    /// (started when the instance lock was taken); used unless a layout upgrade or a migration
+    /// changed the file since.
+    pub fn open_prefetched(
+        config: RegistryConfig,
+        mut prefetch: Option<registry_file::RegistryPrefetch>,
+    ) -> Result<ConversationRegistry, StoreError> {
         crate::memory::pin_allocator_thresholds();
         let layout = config.layout.clone();
         for step in format::open(&layout)? {
             log::info!("layout: {step}");
+            prefetch = None;
         }
         match snapshot::sweep(&layout) {
             Ok(0) => {}
@@ -43,11 +54,12 @@ impl ConversationRegistry {
         }
         for step in migrate::migrate(&layout)? {
             log::info!("migration: {step}");
+            prefetch = None;
         }
         // A new instance (no registry file nor journal, after migrations) has nothing to
         // recount and no previous run to blame.
         let first_start = !layout.registry_file().exists() && !layout.journal_file().exists();
-        let loaded = registry_file::load_registry(&layout, config.repair)?;
+        let loaded = registry_file::load_registry(&layout, config.repair, prefetch)?;
         let mut needs_fold = loaded.needs_fold;
         // After a clean shutdown the stored message counts are exact; after a crash they may
         // trail, so each conversation's log tail is read once (one small read each).

@@ -209,6 +209,7 @@ impl Entry {
             conversation_id: id.to_string(),
             name: self.name.to_string(),
             created_at: self.created_at.to_string(),
+            message_count: None,
             extra: self.extra.as_deref().cloned().unwrap_or_default(),
         }
     }
@@ -296,12 +297,9 @@ impl ConversationRegistry {
         };
         self.order.insert(order, id);
         self.index_name(id, &stored.name);
-        // Kept in the entry only (not twice); `snapshot` writes it back into the record.
-        let message_count = stored
-            .extra
-            .get("messageCount")
-            .and_then(|v| v.as_u64())
-            .unwrap_or(0);
+        // Kept in the entry only (not twice); `snapshot` writes it back into the record. A
+        // `messageCount` that is not a whole number is replaced by this count.
+        let message_count = stored.message_count.unwrap_or(0);
         let extra = stored
             .extra
             .iter()
@@ -384,9 +382,7 @@ impl ConversationRegistry {
             .map(|(id, e)| {
                 let mut stored = e.stored(id);
                 if e.message_count > 0 {
-                    stored
-                        .extra
-                        .insert("messageCount".into(), e.message_count.into());
+                    stored.message_count = Some(e.message_count);
                 }
                 stored
             })
@@ -444,6 +440,7 @@ fn new_stored(id: ConversationId, name: String) -> StoredConversation {
         conversation_id: id.to_string(),
         name,
         created_at: crate::clock::now_iso(),
+        message_count: None,
         extra: serde_json::Map::new(),
     }
 }

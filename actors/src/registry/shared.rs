@@ -74,6 +74,7 @@ impl RegistryRecord {
             conversation_id: self.conversation_id.to_string(),
             name: self.name.clone(),
             created_at: self.created_at.clone(),
+            message_count: None,
             extra: serde_json::Map::new(),
         }
     }

@@ -16,6 +16,7 @@ fn entry(id: &str, name: &str) -> StoredConversation {
         conversation_id: id.into(),
         name: name.into(),
         created_at: "2026-01-01T00:00:00.000Z".into(),
+        message_count: None,
         extra: Map::new(),
     }
 }
@@ -43,7 +44,7 @@ fn journal_replays_over_the_snapshot_and_drops_a_torn_tail() {
     }
     j.push_str("{\"op\":\"put\",\"entr");
     fs::write(layout.journal_file(), j).unwrap();
-    let loaded = load_registry(&layout, false).unwrap();
+    let loaded = load_registry(&layout, false, None).unwrap();
     let names: Vec<_> = loaded.entries.iter().map(|e| e.name.as_str()).collect();
     assert_eq!(names, ["A2", "C"]);
     assert!(loaded.needs_fold);
@@ -55,13 +56,13 @@ fn corrupt_registry_is_refused_and_left_alone() {
     let layout = Layout::new(dir.path());
     migrate(&layout).unwrap();
     fs::write(layout.registry_file(), "{\"sessions\": [\n  {oops}\n]}").unwrap();
-    let err = load_registry(&layout, false).unwrap_err();
+    let err = load_registry(&layout, false, None).unwrap_err();
     assert!(matches!(err, StoreError::Corrupt { line: 2, .. }), "{err}");
     assert_eq!(
         fs::read_to_string(layout.registry_file()).unwrap(),
         "{\"sessions\": [\n  {oops}\n]}"
     );
-    let loaded = load_registry(&layout, true).unwrap();
+    let loaded = load_registry(&layout, true, None).unwrap();
     assert!(loaded.entries.is_empty());
     let aside: Vec<_> = fs::read_dir(layout.conversations_dir())
         .unwrap()
@@ -85,6 +86,47 @@ fn unknown_keys_survive_a_round_trip() {
         entry_from_value(&serde_json::json!({"sessionId":"y","name":"n","createdAt":"t"})).unwrap();
     assert!(legacy);
     assert_eq!(e.conversation_id, "y");
+}
+
+/// `messageCount` has a field of its own when it is a whole number and stays an unknown key
+/// otherwise; either way the entry serializes back to what was read, and the journal's
+/// derived parse reads the field back.
+#[test]
+fn message_count_is_a_field_when_whole_and_kept_verbatim_otherwise() {
+    let raw = serde_json::json!({"conversationId":"x","name":"n","createdAt":"t","messageCount":7,"source":"s"});
+    let (e, _) = entry_from_value(&raw).unwrap();
+    assert_eq!(e.message_count, Some(7));
+    assert!(!e.extra.contains_key("messageCount"));
+    assert_eq!(serde_json::to_value(&e).unwrap(), raw);
+    let reread: StoredConversation = serde_json::from_value(raw.clone()).unwrap();
+    assert_eq!(reread, e);
+
+    let odd =
+        serde_json::json!({"conversationId":"x","name":"n","createdAt":"t","messageCount":"7"});
+    let (e, _) = entry_from_value(&odd).unwrap();
+    assert_eq!(e.message_count, None);
+    assert_eq!(e.extra["messageCount"], "7");
+    assert_eq!(serde_json::to_value(&e).unwrap(), odd);
+
+    // A repeated key in the file: the last one counts, and only one is written back.
+    let dir = tempfile::tempdir().unwrap();
+    let layout = Layout::new(dir.path());
+    migrate(&layout).unwrap();
+    fs::write(
+        layout.registry_file(),
+        r#"{"sessions":[{"conversationId":"x","name":"n","createdAt":"t","messageCount":"7","messageCount":3},
+                        {"conversationId":"y","name":"n","createdAt":"t","messageCount":3,"messageCount":"7"}]}"#,
+    )
+    .unwrap();
+    let loaded = load_registry(&layout, false, None).unwrap().entries;
+    assert_eq!(
+        (loaded[0].message_count, loaded[0].extra.get("messageCount")),
+        (Some(3), None)
+    );
+    assert_eq!(
+        (loaded[1].message_count, loaded[1].extra.get("messageCount")),
+        (None, Some(&serde_json::json!("7")))
+    );
 }
 
 /// The log writer keeps at most `MAX_OPEN_FILES` append handles: writing to more files than
