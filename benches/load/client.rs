@@ -303,11 +303,11 @@ pub fn classify(text: Utf8Bytes) -> Incoming {
     if let Some(reply) = invokes::reply_to(&v) {
         return Incoming::Invoked(reply);
     }
-    match protocol::answer_id(&v) {
+    match protocol::answer_id(&v).map(|(channel, call_id)| (channel.to_string(), call_id)) {
         Some((channel, call_id)) => Incoming::Answer {
-            channel: channel.to_string(),
+            channel,
             call_id,
-            result: protocol::answer_result(&v),
+            result: protocol::answer_result(v),
         },
         None => Incoming::Call(text),
     }

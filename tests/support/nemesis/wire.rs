@@ -96,7 +96,7 @@ impl Wire {
         loop {
             let frame = self.read(deadline)?;
             if protocol::answer_id(&frame) == Some((channel, call_id)) {
-                return protocol::answer_result(&frame).map_err(Failure::Refused);
+                return protocol::answer_result(frame).map_err(Failure::Refused);
             }
         }
     }
