@@ -225,7 +225,7 @@ impl Client {
             }
         };
         self.inbox.extend(skipped);
-        found.map(|f| protocol::answer_result(f))
+        found.map(protocol::answer_result)
     }
 
     /// The server's close code when the socket was closed (`None` while it is open).
