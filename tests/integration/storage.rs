@@ -66,6 +66,49 @@ fn restart_and_crash_keep_every_conversation() {
     assert_eq!(reg["sessions"].as_array().unwrap().len(), 4);
 }
 
+/// A delete whose journal record is durable but whose directory was not removed yet (a crash
+/// between the two, or a removal that failed) leaves no directory behind: the next start
+/// removes it before folding the journal, and says so. Other conversations keep theirs.
+#[test]
+fn a_deleted_conversations_leftover_directory_is_removed_at_start() {
+    let temp = tempfile::tempdir().unwrap();
+    let server = Server::start_in(temp.path(), &[]);
+    let mut c = server.connect();
+    let doomed = c.create("doomed");
+    let kept = c.create("kept");
+    for id in [&doomed, &kept] {
+        c.join(id);
+        c.run_turn(id, "hello");
+    }
+    drop(c);
+    assert!(server.shutdown().success());
+    let dirs = temp.path().join("conversations");
+    assert!(dirs.join(&doomed).join("displayLog.jsonl").exists());
+    // What a delete leaves when the process dies right after journaling it.
+    fs::write(
+        dirs.join("conversations.journal"),
+        format!("{}\n", json!({"op": "delete", "conversationId": doomed})),
+    )
+    .unwrap();
+    let server = Server::start_in(temp.path(), &[]);
+    let mut c = server.connect();
+    assert_eq!(c.names(), ["default", "kept"]);
+    assert!(!dirs.join(&doomed).exists(), "{}", server.log());
+    assert!(
+        server.log().contains(&format!(
+            "conversation {doomed}: deleted, but its directory was still on disk"
+        )),
+        "{}",
+        server.log()
+    );
+    c.join(&kept);
+    let history = c.history(&kept);
+    assert!(
+        history.iter().any(|e| e.to_string().contains("hello")),
+        "{history:?}"
+    );
+}
+
 /// `server-sessions/` is renamed to `conversations/`, `sessions.json` to `conversations.json`,
 /// `sessionId` becomes `conversationId`; unknown keys are kept.
 #[test]

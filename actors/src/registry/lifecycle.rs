@@ -25,6 +25,32 @@ use crate::storage::registry_file::StoredConversation;
 use crate::storage::StoreError;
 use crate::storage::{format, layout, migrate, registry_file, snapshot};
 
+/// Removes the directories of conversations whose delete the journal holds but whose
+/// directory is still there: a crash between the delete's journal record and the directory's
+/// removal, or a removal that failed (the delete was answered with success either way: the
+/// registry no longer has them). Done before the journal is folded away, which would forget
+/// them; the node log was replayed before, so no record brings files back. A removal that
+/// fails again is logged and the directory stays (never anything but a deleted conversation's
+/// own directory: the id must be a UUID).
+fn remove_leftover_directories(layout: &layout::Layout, deleted: &[String]) {
+    for raw in deleted {
+        let Some(id) = ConversationId::parse(raw) else {
+            continue;
+        };
+        if !layout.conversation_dir(&id).exists() {
+            continue;
+        }
+        match layout::remove_conversation_dir(layout, &id) {
+            Ok(()) => log::warn!(
+                "conversation {id}: deleted, but its directory was still on disk (a crash or a failed removal during the delete); removed it"
+            ),
+            Err(e) => log::error!(
+                "conversation {id}: deleted, but its directory is still on disk and cannot be removed: {e}"
+            ),
+        }
+    }
+}
+
 impl ConversationRegistry {
     /// Loads the registry from disk (layout version check and upgrade, leftover backup links,
     /// migrations, journal replay, ephemeral sweep, startup `default`) and starts its writer
@@ -60,6 +86,7 @@ impl ConversationRegistry {
         // recount and no previous run to blame.
         let first_start = !layout.registry_file().exists() && !layout.journal_file().exists();
         let loaded = registry_file::load_registry(&layout, config.repair, prefetch)?;
+        remove_leftover_directories(&layout, &loaded.deleted);
         let mut needs_fold = loaded.needs_fold;
         // After a clean shutdown the stored message counts are exact; after a crash they may
         // trail, so each conversation's log tail is read once (one small read each).

@@ -48,18 +48,26 @@ pub enum JournalRecord {
     },
 }
 
+/// What [`replay_journal`] did.
+#[derive(Debug, Default)]
+pub(super) struct Replayed {
+    /// Records applied (a torn last line counts: the file must be folded).
+    pub applied: usize,
+    /// Ids of the delete records applied, in journal order: their directories should be gone.
+    pub deleted: Vec<String>,
+}
+
 /// Applies the journal at `path` over `entries` (the registry file, in order), reading at
-/// most `limit` bytes of it (a backup snapshot's length; `u64::MAX` for all); returns the
-/// records applied (a torn last line counts: the file must be folded).
+/// most `limit` bytes of it (a backup snapshot's length; `u64::MAX` for all).
 pub(super) fn replay_journal(
     path: &Path,
     limit: u64,
     entries: &mut Vec<StoredConversation>,
-) -> Result<usize, StoreError> {
+) -> Result<Replayed, StoreError> {
     let path = path.to_path_buf();
     let file = match File::open(&path) {
         Ok(f) => f,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(0),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Replayed::default()),
         Err(e) => return Err(StoreError::Io { path, source: e }),
     };
     let lines: Vec<String> = BufReader::new(file.take(limit))
@@ -73,6 +81,7 @@ pub(super) fn replay_journal(
         .collect();
     let mut applied = 0;
     let mut deleted = Vec::new();
+    let mut deleted_ids = Vec::new();
     for (n, line) in lines.iter().enumerate() {
         if line.trim().is_empty() {
             continue;
@@ -107,6 +116,7 @@ pub(super) fn replay_journal(
                 if let Some(i) = index.remove(&conversation_id) {
                     deleted.push(i);
                 }
+                deleted_ids.push(conversation_id);
             }
         }
     }
@@ -123,7 +133,12 @@ pub(super) fn replay_journal(
             keep
         });
     }
-    Ok(applied)
+    // An id deleted and then put back (a restore) keeps its directory.
+    deleted_ids.retain(|id| !index.contains_key(id));
+    Ok(Replayed {
+        applied,
+        deleted: deleted_ids,
+    })
 }
 
 /// How a [`RegistryWriter`] job is answered: `Err` carries the cause, for `Storage error: …`.

@@ -65,6 +65,10 @@ pub struct LoadedRegistry {
     /// True when the file on disk is not in final form (legacy keys, journal present, sweep)
     /// and must be rewritten before serving.
     pub needs_fold: bool,
+    /// Ids the journal deleted: their directories must be gone before the fold drops the
+    /// journal (a crash between a delete's journal record and its directory's removal, or a
+    /// removal that failed, leaves one behind).
+    pub deleted: Vec<String>,
 }
 
 /// The registry file as parsed: each element of `sessions` is read straight into a
@@ -314,7 +318,8 @@ pub fn load_registry(
     }
     drop_duplicate_ids(&mut loaded.entries);
     let replayed = replay_journal(&layout.journal_file(), u64::MAX, &mut loaded.entries)?;
-    loaded.needs_fold |= replayed > 0;
+    loaded.needs_fold |= replayed.applied > 0;
+    loaded.deleted = replayed.deleted;
     Ok(loaded)
 }
 
