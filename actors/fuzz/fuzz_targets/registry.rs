@@ -19,7 +19,7 @@ fuzz_target!(|data: &[u8]| {
     std::fs::create_dir_all(layout.conversations_dir()).expect("mkdir");
     std::fs::write(layout.registry_file(), registry).expect("write registry");
     std::fs::write(layout.journal_file(), journal).expect("write journal");
-    if load_registry(&layout, false).is_err() {
+    if load_registry(&layout, false, None).is_err() {
         let kept = std::fs::read(layout.registry_file()).expect("registry left in place");
         assert_eq!(kept, registry, "a refused registry was changed");
     }
