@@ -68,6 +68,12 @@ pub const BATCH_WINDOW: Duration = Duration::from_millis(200);
 pub const FRESHNESS_WAIT: Duration = Duration::from_secs(1);
 /// Documents per transaction at most.
 const BATCH_DOCS: usize = 4096;
+/// The startup reconciliation begins no earlier than this after the index opened, so the
+/// first clients (a restart's reconnecting ones) are served first: its read of the index's
+/// rows and of every log tail, begun at once, delayed the first `listConversations` of a
+/// 10,000-conversation instance by ~3 ms at the median and up to 10 ms (BENCHMARKS.md,
+/// 2026-12-05). The job keeps its place: every job queued after it still waits for it.
+pub const STARTUP_SYNC_DELAY: Duration = Duration::from_millis(250);
 /// A round that holds documents waits this long for more before it commits, unless a query
 /// waits for them (it wakes the writer) or a delete waits for its answer: under a stream of
 /// turns one commit carries many (a commit per turn was 6% of the server's CPU under
@@ -282,6 +288,7 @@ impl SearchIndex {
             shared: shared.clone(),
             order: VecDeque::new(),
             started_sync: None,
+            opened: Instant::now(),
         };
         let w = std::thread::Builder::new()
             .name("roundtable-search".into())

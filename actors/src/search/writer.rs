@@ -15,7 +15,7 @@ use serde_json::Value;
 
 use super::{
     store, DeleteDone, Job, Observed, PendingScan, Shared, TurnCollector, BATCH_DOCS, BATCH_WINDOW,
-    COMMIT_LINGER, RESCAN_DELAY,
+    COMMIT_LINGER, RESCAN_DELAY, STARTUP_SYNC_DELAY,
 };
 use crate::ids::ConversationId;
 use crate::metrics::Metrics;
@@ -36,6 +36,8 @@ pub(super) struct Writer {
     pub(super) order: VecDeque<ConversationId>,
     /// When the startup sync began, for the "caught up" log line.
     pub(super) started_sync: Option<(Instant, usize)>,
+    /// When the index was opened: the startup sync waits until [`STARTUP_SYNC_DELAY`] after.
+    pub(super) opened: Instant,
 }
 
 impl Writer {
@@ -197,11 +199,16 @@ impl Writer {
         self.want_scan(id, None);
     }
 
-    /// The startup reconciliation: drop documents of conversations that are gone; queue a
-    /// scan of each conversation the index lacks or whose log ends past it (the log tails are
-    /// read at low priority, [`last_seqs`]; none when the index is new: everything is
-    /// scanned). Then gives back the page cache the comparison filled.
+    /// The startup reconciliation, no earlier than [`STARTUP_SYNC_DELAY`] after the index
+    /// opened: drop documents of conversations that are gone; queue a scan of each
+    /// conversation the index lacks or whose log ends past it (the log tails are read at low
+    /// priority, [`last_seqs`]; none when the index is new: everything is scanned). Then gives
+    /// back the page cache the comparison filled.
     fn sync(&mut self, conversations: Vec<ConversationId>) {
+        let wait = STARTUP_SYNC_DELAY.saturating_sub(self.opened.elapsed());
+        if !wait.is_zero() {
+            std::thread::sleep(wait);
+        }
         let existing: HashSet<ConversationId> = conversations.iter().copied().collect();
         let indexed: HashMap<String, u64> = match self.store.conversations() {
             Ok(rows) => rows.into_iter().collect(),
