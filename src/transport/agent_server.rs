@@ -110,6 +110,7 @@ impl AgentServerRequest {
             }
             "listConversations" => AgentServerRequest::List(ListConversations {
                 filter: args.opt_str(m, 0, "filter")?.map(str::to_string),
+                answer: None,
             }),
             "renameConversation" => {
                 let id = ConversationRef::parse(args.req_str(m, 0, "conversationId")?);
@@ -205,11 +206,13 @@ impl Connection {
                     Ok(Some(serde_json::to_value(info).expect("info serializes")))
                 });
             }
-            AgentServerRequest::List(msg) => {
+            AgentServerRequest::List(mut msg) => {
+                // Serialized straight into its answer's frame: a 100,000-entry list is one big
+                // frame, built once.
+                msg.answer = Some((ch.clone(), call_id));
                 let req = registry.send(CaughtUp(msg));
-                // Serialized straight to text: a 100,000-entry list is one big frame.
                 ctx.spawn(req.into_actor(self).map(move |res, act, _| match res {
-                    Ok(Ok(json)) => act.reply_raw(&ch, call_id, &json),
+                    Ok(Ok(frame)) => act.reply_frame(&ch, call_id, frame),
                     Ok(Err(e)) => act.reply(&ch, call_id, &method, Err(e)),
                     Err(e) => act.reply(&ch, call_id, &method, Err(registry_lost(e))),
                 }));

@@ -295,9 +295,20 @@ impl Connection {
 
     /// Answers with ready-made JSON text as the `result` (large answers are serialized once).
     pub(super) fn reply_raw(&mut self, channel: &str, call_id: u64, result_json: &str) {
+        self.reply_frame(
+            channel,
+            call_id,
+            protocol::invoke_result_raw(channel, call_id, result_json),
+        );
+    }
+
+    /// Answers the invoke with `frame`, its whole `invokeResult` frame built by whoever
+    /// computed the result ([`protocol::invoke_result_start`]).
+    pub(super) fn reply_frame(&mut self, channel: &str, call_id: u64, frame: String) {
         self.in_flight.remove(&(channel.to_string(), call_id));
-        self.send(protocol::invoke_result_raw(channel, call_id, result_json));
-        if result_json.len() > LARGE_ANSWER {
+        let large = frame.len() > LARGE_ANSWER;
+        self.send(frame);
+        if large {
             roundtable_actors::memory::trim_soon();
         }
     }

@@ -31,17 +31,28 @@ pub fn invoke_result(channel: &str, call_id: u64, result: Option<&Value>) -> Str
 /// Like [`invoke_result`] with `result` given as ready-made JSON text (large history answers
 /// are spliced, not re-parsed).
 pub fn invoke_result_raw(channel: &str, call_id: u64, result_json: &str) -> String {
+    let mut out = invoke_result_start(channel, call_id, result_json.len());
+    out.push_str(result_json);
+    out.push_str(INVOKE_RESULT_END);
+    out
+}
+
+/// `{"name":channel,"message":{"type":"invokeResult","callId":n,"result":`: the start of an
+/// `invokeResult` frame whose result JSON is written after it, then [`INVOKE_RESULT_END`].
+/// `room`: bytes reserved for that result (a long list is written straight into the frame).
+pub fn invoke_result_start(channel: &str, call_id: u64, room: usize) -> String {
     let channel = serde_json::to_string(channel).expect("string serializes");
-    let mut out = String::with_capacity(channel.len() + result_json.len() + 64);
+    let mut out = String::with_capacity(channel.len() + room + 64);
     out.push_str("{\"name\":");
     out.push_str(&channel);
     out.push_str(",\"message\":{\"type\":\"invokeResult\",\"callId\":");
     out.push_str(&call_id.to_string());
     out.push_str(",\"result\":");
-    out.push_str(result_json);
-    out.push_str("}}");
     out
 }
+
+/// What closes a frame begun with [`invoke_result_start`] once its result is written.
+pub const INVOKE_RESULT_END: &str = "}}";
 
 /// `{"name":channel,"message":{"type":"invokeError","callId":n,"error":text}}`.
 pub fn invoke_error(channel: &str, call_id: u64, error: &str) -> String {

@@ -105,7 +105,7 @@ impl Handler<SubscribeConversations> for ConversationRegistry {
             msg.socket,
             self.watchers.subscribers.len()
         );
-        MessageResult(self.list_json(None))
+        MessageResult(self.list_json(None, None))
     }
 }
 

@@ -223,6 +223,7 @@ async fn list(inst: &Instance, filter: Option<&str>) -> Vec<String> {
         .registry
         .send(ListConversations {
             filter: filter.map(str::to_owned),
+            answer: None,
         })
         .await
         .expect("registry answers");
