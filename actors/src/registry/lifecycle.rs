@@ -37,11 +37,9 @@ fn remove_leftover_directories(layout: &layout::Layout, deleted: &[String]) {
         let Some(id) = ConversationId::parse(raw) else {
             continue;
         };
-        if !layout.conversation_dir(&id).exists() {
-            continue;
-        }
         match layout::remove_conversation_dir(layout, &id) {
-            Ok(()) => log::warn!(
+            Ok(false) => {}
+            Ok(true) => log::warn!(
                 "conversation {id}: deleted, but its directory was still on disk (a crash or a failed removal during the delete); removed it"
             ),
             Err(e) => log::error!(

@@ -289,7 +289,9 @@ impl Committer for JournalCommitter {
                 }
                 WriteJob::RemoveDir(id, ack) => {
                     self.flush_appends(&mut pending);
-                    let r = remove_conversation_dir(&self.layout, &id).map_err(|e| e.to_string());
+                    let r = remove_conversation_dir(&self.layout, &id)
+                        .map(drop)
+                        .map_err(|e| e.to_string());
                     let _ = ack.send(r);
                 }
                 WriteJob::Hold(hold) => {

@@ -48,7 +48,8 @@ impl Layout {
     }
 }
 
-/// Removes a conversation's persist directory (if any) and makes the removal durable.
-pub fn remove_conversation_dir(layout: &Layout, id: &ConversationId) -> Result<(), StoreError> {
-    remove_durable(&layout.conversation_dir(id), |dir| fs::remove_dir_all(dir)).map(drop)
+/// Removes a conversation's persist directory (if any) and makes the removal durable; true
+/// when there was one.
+pub fn remove_conversation_dir(layout: &Layout, id: &ConversationId) -> Result<bool, StoreError> {
+    remove_durable(&layout.conversation_dir(id), |dir| fs::remove_dir_all(dir))
 }
