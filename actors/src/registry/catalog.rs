@@ -144,17 +144,15 @@ impl ConversationRegistry {
             None => Vec::with_capacity(room),
         };
         out.push(b'[');
-        let mut first = true;
         let listed = self.in_order().filter(|(_, e)| {
             filter
                 .as_ref()
                 .is_none_or(|f| e.name.to_lowercase().contains(f.as_str()))
         });
-        for (id, e) in listed {
-            if !first {
+        for (i, (id, e)) in listed.enumerate() {
+            if i > 0 {
                 out.push(b',');
             }
-            first = false;
             let info = crate::protocol::ConversationInfoRef {
                 conversation_id: id,
                 name: &e.name,
