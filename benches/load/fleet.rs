@@ -212,23 +212,33 @@ pub struct Member {
     pub task: JoinHandle<Option<Option<u16>>>,
 }
 
-/// Connects, joins `conversation` and starts the member's task. Returns the member and the
-/// join latency (joinConversation invoke → result).
+/// How long a member's start took, in its two steps.
+pub struct StartLatency {
+    /// TCP connect and WebSocket upgrade.
+    pub connect: Duration,
+    /// joinConversation invoke → result.
+    pub join: Duration,
+}
+
+/// Connects, joins `conversation` and starts the member's task. Returns the member and how
+/// long its connect and its join took.
 pub async fn start_member(
     url: &str,
     conversation: &str,
     stats: Arc<Stats>,
     mode: Mode,
     recv_buffer: Option<u32>,
-) -> Result<(Member, Duration), String> {
-    let mut client = Client::connect_with(url, recv_buffer).await?;
+) -> Result<(Member, StartLatency), String> {
     let t0 = Instant::now();
+    let mut client = Client::connect_with(url, recv_buffer).await?;
+    let connect = t0.elapsed();
+    let t1 = Instant::now();
     client.join(conversation, |_| {}).await?;
-    let join = t0.elapsed();
+    let join = t1.elapsed();
     let (tx, rx) = mpsc::unbounded_channel();
     let dispatcher = protocol::dispatcher(conversation);
     let task = tokio::spawn(member_loop(client, dispatcher, stats, rx, mode));
-    Ok((Member { cmds: tx, task }, join))
+    Ok((Member { cmds: tx, task }, StartLatency { connect, join }))
 }
 
 async fn member_loop(
@@ -296,6 +306,8 @@ pub struct Joined {
     pub members: Vec<Member>,
     /// joinConversation latencies (successful first attempts).
     pub join_latency: Histogram<u64>,
+    /// TCP connect + WebSocket upgrade latency of the members that joined at once.
+    pub connect_latency: Histogram<u64>,
     /// First connect → last join answered (retries included).
     pub elapsed: Duration,
     /// Joins that failed at the first, concurrent attempt (retried alone when asked).
@@ -331,12 +343,14 @@ pub async fn join_all(
     }
     let mut members: Vec<Option<Member>> = Vec::with_capacity(plan.len());
     let mut join_latency = latency_histogram();
+    let mut connect_latency = latency_histogram();
     let mut failed = Vec::new();
     let mut first_failure = None;
     for (i, t) in tasks.into_iter().enumerate() {
         match t.await.map_err(|e| e.to_string()).and_then(|r| r) {
             Ok((m, lat)) => {
-                report::record(&mut join_latency, lat);
+                report::record(&mut join_latency, lat.join);
+                report::record(&mut connect_latency, lat.connect);
                 members.push(Some(m));
             }
             Err(e) => {
@@ -365,6 +379,7 @@ pub async fn join_all(
     Ok(Joined {
         members: members.into_iter().flatten().collect(),
         join_latency,
+        connect_latency,
         elapsed: started.elapsed(),
         failed: failed.len(),
         first_failure,

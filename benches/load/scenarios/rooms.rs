@@ -101,6 +101,7 @@ async fn measure(
         .iter()
         .flat_map(|id| std::iter::repeat_n((id.clone(), Mode::Reading), per_room))
         .collect();
+    let cpu_before_join = server.cpu_seconds();
     let joined = fleet::join_all(
         &server.url,
         &plan,
@@ -110,6 +111,10 @@ async fn measure(
         &format!("rooms {}: joining", kind.name()),
     )
     .await?;
+    let join_cpu_s = server
+        .cpu_seconds()
+        .zip(cpu_before_join)
+        .map(|(a, b)| a - b);
     if let Some(e) = &joined.first_failure {
         notes.push(format!(
             "{} joins failed at the first attempt and were retried alone; first: {e}",
@@ -164,7 +169,16 @@ async fn measure(
         "join/s",
     ));
     figures.extend(report::percentiles("join", &joined.join_latency));
+    figures.extend(report::percentiles("connect", &joined.connect_latency));
     figures.push(Figure::new("joins_retried", joined.failed as f64, "joins"));
+    if let Some(cpu) = join_cpu_s {
+        // Connect, upgrade and join, with whatever the server did beside them meanwhile.
+        figures.push(Figure::new(
+            "server_cpu_us_per_join",
+            cpu * 1e6 / clients as f64,
+            "us",
+        ));
+    }
     if let (Some(before), Some(after)) = (rss_before, rss_joined) {
         figures.push(Figure::new(
             "rss_per_client_kb",
