@@ -569,7 +569,7 @@ impl ConversationRegistry {
         let ack = self.journal(vec![JournalRecord::Put {
             entry: stored.clone(),
         }]);
-        self.insert_entry(id, &stored);
+        self.insert_entry(id, stored);
         (id, ack)
     }
 }

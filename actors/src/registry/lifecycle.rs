@@ -111,13 +111,14 @@ impl ConversationRegistry {
         };
         let mut swept = 0;
         reg.entries.reserve(loaded.entries.len());
-        for stored in &loaded.entries {
+        reg.names.reserve(loaded.entries.len());
+        for stored in loaded.entries {
             let Some(id) = ConversationId::parse(&stored.conversation_id) else {
                 log::warn!(
                     "registry entry {:?} has an id that is not a UUID; kept on disk but not served",
                     stored.conversation_id
                 );
-                reg.foreign.push(stored.clone());
+                reg.foreign.push(stored);
                 continue;
             };
             if layout::EPHEMERAL_PREFIXES
@@ -131,8 +132,6 @@ impl ConversationRegistry {
             }
             reg.insert_entry(id, stored);
         }
-        // Everything parsed goes at once (see `insert_entry`).
-        drop(loaded.entries);
         if swept > 0 {
             log::info!("swept {swept} ephemeral conversations left by crashed clients");
         }
@@ -140,7 +139,7 @@ impl ConversationRegistry {
         // for all nodes (`start_shared_sync`).
         if reg.entries.is_empty() && reg.config.cluster.is_none() {
             let id = ConversationId::new_random();
-            reg.insert_entry(id, &new_stored(id, DEFAULT_CONVERSATION_NAME.to_string()));
+            reg.insert_entry(id, new_stored(id, DEFAULT_CONVERSATION_NAME.to_string()));
             needs_fold = true;
             log::info!("empty registry: created conversation {DEFAULT_CONVERSATION_NAME:?} ({id})");
         }

@@ -567,7 +567,7 @@ impl ConversationRegistry {
                 self.journal_copy(JournalRecord::Put {
                     entry: stored.clone(),
                 });
-                self.insert_entry(id, &stored);
+                self.insert_entry(id, stored);
                 self.entries.get_mut(&id).expect("inserted").revision = revision;
                 self.publish(ChangeKind::Created, id);
                 true

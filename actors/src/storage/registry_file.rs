@@ -231,7 +231,7 @@ impl<'de> Deserialize<'de> for FileEntry {
 /// prefetch to [`load_registry`] only when neither ran, and drops it otherwise. A prefetch
 /// that did not parse cleanly is ignored: the file is read again the ordinary way, so a missing
 /// or corrupt file and `--repair` behave exactly as without one.
-pub struct RegistryPrefetch(std::thread::JoinHandle<Option<RegistryFile>>);
+pub struct RegistryPrefetch(std::thread::JoinHandle<Option<FileEntries>>);
 
 impl RegistryPrefetch {
     /// Starts reading and parsing `layout`'s registry file. `None` when no thread can be
@@ -242,15 +242,17 @@ impl RegistryPrefetch {
             .name("registry-prefetch".into())
             .spawn(move || {
                 let bytes = fs::read(&path).ok()?;
-                serde_json::from_slice::<RegistryFile>(&bytes).ok()
+                let file = serde_json::from_slice::<RegistryFile>(&bytes).ok()?;
+                drop(bytes);
+                Some(FileEntries::of(file, &path))
             })
             .map(RegistryPrefetch)
             .map_err(|e| log::debug!("registry prefetch: cannot start a thread: {e}"))
             .ok()
     }
 
-    /// The parsed file, once the thread is done; `None` when it did not parse.
-    fn take(self) -> Option<RegistryFile> {
+    /// The parsed file's entries, once the thread is done; `None` when it did not parse.
+    fn take(self) -> Option<FileEntries> {
         self.0.join().ok().flatten()
     }
 }
@@ -266,31 +268,23 @@ pub fn load_registry(
     let path = layout.registry_file();
     let mut loaded = LoadedRegistry::default();
     let parsed = match prefetched.and_then(RegistryPrefetch::take) {
-        Some(file) => Some(Ok(file)),
+        Some(entries) => Some(Ok(entries)),
         None => match fs::read(&path) {
-            Ok(bytes) => Some(serde_json::from_slice::<RegistryFile>(&bytes)),
+            Ok(bytes) => Some(
+                serde_json::from_slice::<RegistryFile>(&bytes)
+                    .map(|file| FileEntries::of(file, &path)),
+            ),
             Err(e) if e.kind() == io::ErrorKind::NotFound => None,
             Err(e) => return Err(StoreError::Io { path, source: e }),
         },
     };
     match parsed {
-        Some(Ok(file)) => {
-            loaded.entries.reserve_exact(file.sessions.len());
-            for FileEntry(raw) in file.sessions {
-                match raw {
-                    Some((entry, legacy)) => {
-                        loaded.needs_fold |= legacy;
-                        loaded.entries.push(entry);
-                    }
-                    None => {
-                        log::warn!(
-                            "{}: skipping a registry entry with no conversationId",
-                            path.display()
-                        );
-                        loaded.needs_fold = true;
-                    }
-                }
-            }
+        Some(Ok(FileEntries {
+            entries,
+            needs_fold,
+        })) => {
+            loaded.entries = entries;
+            loaded.needs_fold = needs_fold;
         }
         Some(Err(e)) if repair => {
             let aside = path.with_file_name(format!(
@@ -316,11 +310,46 @@ pub fn load_registry(
         }
         None => {}
     }
-    drop_duplicate_ids(&mut loaded.entries);
     let replayed = replay_journal(&layout.journal_file(), u64::MAX, &mut loaded.entries)?;
     loaded.needs_fold |= replayed.applied > 0;
     loaded.deleted = replayed.deleted;
     Ok(loaded)
+}
+
+/// The registry file's entries, ready for the journal's replay: entries with no id skipped
+/// (with a warning), duplicates dropped. Made on the prefetch thread when there is one.
+struct FileEntries {
+    /// In registry order.
+    entries: Vec<StoredConversation>,
+    /// Something was skipped, dropped or is in a legacy form: the file must be rewritten.
+    needs_fold: bool,
+}
+
+impl FileEntries {
+    fn of(file: RegistryFile, path: &Path) -> FileEntries {
+        let mut needs_fold = false;
+        let mut entries = Vec::with_capacity(file.sessions.len());
+        for FileEntry(raw) in file.sessions {
+            match raw {
+                Some((entry, legacy)) => {
+                    needs_fold |= legacy;
+                    entries.push(entry);
+                }
+                None => {
+                    log::warn!(
+                        "{}: skipping a registry entry with no conversationId",
+                        path.display()
+                    );
+                    needs_fold = true;
+                }
+            }
+        }
+        drop_duplicate_ids(&mut entries);
+        FileEntries {
+            entries,
+            needs_fold,
+        }
+    }
 }
 
 /// Rejects duplicate ids (keeps the first): a hand-edited file must not make two entries share
