@@ -46,6 +46,13 @@ impl NatsCluster {
     /// Starts three servers and waits until JetStream's cluster has elected its metadata
     /// leader (before that, creating a bucket fails).
     pub fn start() -> NatsCluster {
+        NatsCluster::start_but(None)
+    }
+
+    /// Starts all servers but `absent` (its ports and store are set aside: [`restart`](Self::restart)
+    /// starts it later, as a server that joins a cluster already running) and waits for the
+    /// metadata leader, which two of three elect.
+    pub fn start_but(absent: Option<usize>) -> NatsCluster {
         let temp = tempfile::tempdir().expect("temp dir");
         let mut members: Vec<Member> = (0..3)
             .map(|i| Member {
@@ -59,7 +66,9 @@ impl NatsCluster {
         let routes: Vec<u16> = members.iter().map(|m| m.route_port).collect();
         let (leader_tx, leader_rx) = mpsc::channel();
         for (i, member) in members.iter_mut().enumerate() {
-            spawn(i, member, &routes, Some(leader_tx.clone()));
+            if Some(i) != absent {
+                spawn(i, member, &routes, Some(leader_tx.clone()));
+            }
         }
         leader_rx
             .recv_timeout(START_TIMEOUT)

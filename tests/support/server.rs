@@ -213,7 +213,7 @@ impl ChildServer {
 }
 
 /// The port in a `listening on ws://127.0.0.1:<port>/` line, `None` for any other line.
-fn listening_port(line: &str) -> Option<u16> {
+pub fn listening_port(line: &str) -> Option<u16> {
     let rest = line.split(LISTENING).nth(1)?;
     rest.split('/').next()?.parse().ok()
 }

@@ -433,13 +433,16 @@ impl Cluster {
             return Ok(stream);
         }
         log::info!("cluster: creating the stream {name} with {replicas} replica(s)");
-        js.get_or_create_stream(stream::Config {
+        let config = stream::Config {
             name: name.clone(),
             description: Some("Roundtable conversation files".into()),
             subjects: vec![names.log_subjects()],
             storage: stream::StorageType::File,
             num_replicas: replicas,
             ..Default::default()
+        };
+        super::while_placement_pending(&format!("stream {name}"), || {
+            js.get_or_create_stream(config.clone())
         })
         .await
         .map_err(|e| {

@@ -491,7 +491,8 @@ async fn open_or_create_bucket(
         return Ok(store);
     }
     log::info!("cluster: creating the bucket {bucket} with {replicas} replica(s)");
-    let config = jetstream::kv::Config {
+    // Built per attempt: the client's config type is not `Clone`.
+    let config = || jetstream::kv::Config {
         bucket: bucket.into(),
         description: description.into(),
         history: 1,
@@ -500,7 +501,9 @@ async fn open_or_create_bucket(
         num_replicas: replicas,
         ..Default::default()
     };
-    match js.create_key_value(config).await {
+    let what = format!("bucket {bucket}");
+    let created = while_placement_pending(&what, || js.create_key_value(config())).await;
+    match created {
         Ok(store) => Ok(store),
         Err(create_error) => js.get_key_value(bucket).await.map_err(|_| {
             ClusterError::new(
@@ -509,6 +512,64 @@ async fn open_or_create_bucket(
             )
         }),
     }
+}
+
+/// How long a node waits for JetStream to place a new bucket or stream. A NATS cluster that
+/// starts together with the nodes has elected its metadata leader before every server has
+/// joined it, and until then it answers a create with more than one replica "no suitable
+/// peers for placement" (10005) or "JetStream system temporarily unavailable" (10008).
+pub(crate) const PLACEMENT_WAIT: Duration = Duration::from_secs(30);
+
+/// Between two attempts while placement is pending.
+const PLACEMENT_RETRY: Duration = Duration::from_millis(250);
+
+/// Runs `create` (a bucket's or a stream's creation) again while JetStream answers that it
+/// cannot place it yet, for at most [`PLACEMENT_WAIT`]; any other answer, or the last one, is
+/// returned as it is. `what` names it in the log.
+pub(crate) async fn while_placement_pending<T, E, F, Fut>(what: &str, mut create: F) -> Result<T, E>
+where
+    E: std::error::Error + 'static,
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, E>>,
+{
+    let deadline = tokio::time::Instant::now() + PLACEMENT_WAIT;
+    let mut said = false;
+    loop {
+        match create().await {
+            Err(e) if placement_pending(&e) && tokio::time::Instant::now() < deadline => {
+                if !said {
+                    log::info!(
+                        "cluster: JetStream cannot place the {what} yet ({e}); trying again \
+                         for up to {} s while its servers join",
+                        PLACEMENT_WAIT.as_secs()
+                    );
+                    said = true;
+                }
+                tokio::time::sleep(PLACEMENT_RETRY).await;
+            }
+            done => return done,
+        }
+    }
+}
+
+/// Whether `error` (or an error under it) is JetStream's "no suitable peers for placement"
+/// or "JetStream system temporarily unavailable": a cluster still forming.
+fn placement_pending(error: &(dyn std::error::Error + 'static)) -> bool {
+    use jetstream::context::{CreateStreamError, CreateStreamErrorKind};
+    use jetstream::ErrorCode;
+    let mut next = Some(error);
+    while let Some(e) = next {
+        if let Some(create) = e.downcast_ref::<CreateStreamError>() {
+            if let CreateStreamErrorKind::JetStream(js) = create.kind() {
+                return matches!(
+                    js.error_code(),
+                    ErrorCode::CLUSTER_NO_PEERS | ErrorCode::CLUSTER_NOT_AVAILABLE
+                );
+            }
+        }
+        next = e.source();
+    }
+    false
 }
 
 /// Brings an existing stream (a bucket's, or the log stream; `what` names it in the log) to

@@ -68,3 +68,80 @@ fn existing_buckets_are_brought_to_the_asked_count_or_a_warning_says_why() {
     });
     b.connect().join(&id);
 }
+
+/// A node started with `--cluster-replicas 3` while its NATS cluster is still forming (two of
+/// three servers up: JetStream cannot place three replicas yet) waits, says so once, and
+/// starts serving when the third server joins, instead of exiting. Seen in CI: the nemesis's
+/// first node started before every server had joined JetStream's cluster.
+#[test]
+fn a_node_waits_for_a_forming_cluster_to_place_three_replicas() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    use std::sync::mpsc;
+
+    use crate::support::nats_cluster::NatsCluster;
+    use crate::support::server::{listening_port, serve_command};
+
+    if !crate::support::nats::available() {
+        skip("nats-server is not installed (apt install nats-server; .ci/run does)");
+        return;
+    }
+    let mut nats = NatsCluster::start_but(Some(2));
+    let dir = tempfile::tempdir().unwrap();
+    let url = nats.url(0);
+    let args = [
+        "--cluster",
+        url.as_str(),
+        "--node-name",
+        "a",
+        "--cluster-replicas",
+        "3",
+    ];
+    let mut child = serve_command(std::path::Path::new(binary()), dir.path(), &args)
+        .env("RUST_LOG", "info")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("roundtable starts");
+    let (lines_tx, lines) = mpsc::channel::<String>();
+    let stderr = child.stderr.take().expect("piped");
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if lines_tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut log = String::new();
+    let next_line = |log: &mut String| -> String {
+        let line = lines
+            .recv_timeout(WAIT)
+            .unwrap_or_else(|e| panic!("the node said nothing more ({e}); its log:\n{log}"));
+        log.push_str(&line);
+        log.push('\n');
+        line
+    };
+    loop {
+        let line = next_line(&mut log);
+        assert!(
+            !line.contains("cannot create the bucket"),
+            "the node gave up on the forming cluster:\n{log}"
+        );
+        if line.contains("JetStream cannot place the bucket rt_registry yet") {
+            break;
+        }
+    }
+    nats.restart(2);
+    let port = loop {
+        let line = next_line(&mut log);
+        if let Some(port) = listening_port(&line) {
+            break port;
+        }
+    };
+    let mut client = Client::connect(&format!("ws://127.0.0.1:{port}/"));
+    let id = client.create("placed");
+    client.join(&id);
+    let _ = child.kill();
+    let _ = child.wait();
+}
