@@ -382,8 +382,6 @@ struct WriterState {
     /// When the last batch was committed or the last idle duty (probe, idle checkpoint) ran:
     /// those duties wait for that much quiet, however many files were prepared meanwhile.
     quiet_since: Instant,
-    /// Paces `to_prepare` while the rest of the server is busy.
-    busy_gauge: prepare::BusyGauge,
     /// Answered once `to_prepare` is empty (tests).
     #[cfg(test)]
     prepare_waiters: Vec<oneshot::Sender<()>>,
@@ -456,7 +454,6 @@ impl WriterState {
             probe_dir,
             to_prepare: VecDeque::new(),
             quiet_since: Instant::now(),
-            busy_gauge: prepare::BusyGauge::new(),
             #[cfg(test)]
             prepare_waiters: Vec::new(),
         }

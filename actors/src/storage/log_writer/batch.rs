@@ -42,18 +42,13 @@ impl Committer for WriterState {
     /// Probe every [`PROBE_INTERVAL`](super::PROBE_INTERVAL) while writes fail, so health
     /// recovers without traffic; checkpoint after [`IDLE_CHECKPOINT`](super::IDLE_CHECKPOINT)
     /// when the node log holds records; both counted from the last batch. Files waiting to be
-    /// prepared are made one per wait: at once, or paced while the server is busy.
+    /// prepared are made at once, one per wait.
     fn idle_timeout(&self) -> Option<Duration> {
-        let duty = self
-            .idle_duty()
-            .map(|quiet| quiet.saturating_sub(self.quiet_since.elapsed()));
-        let prepare = self
-            .prepare_wait()
-            .filter(|_| self.metrics.storage_failure().is_none());
-        match (duty, prepare) {
-            (Some(d), Some(p)) => Some(d.min(p)),
-            (d, p) => d.or(p),
+        if self.has_prepare_work() && self.metrics.storage_failure().is_none() {
+            return Some(Duration::ZERO);
         }
+        self.idle_duty()
+            .map(|quiet| quiet.saturating_sub(self.quiet_since.elapsed()))
     }
 
     fn idle(&mut self) {
