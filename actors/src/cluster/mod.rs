@@ -518,7 +518,7 @@ async fn open_or_create_bucket(
 /// starts together with the nodes has elected its metadata leader before every server has
 /// joined it, and until then it answers a create with more than one replica "no suitable
 /// peers for placement" (10005) or "JetStream system temporarily unavailable" (10008).
-pub(crate) const PLACEMENT_WAIT: Duration = Duration::from_secs(30);
+const PLACEMENT_WAIT: Duration = Duration::from_secs(30);
 
 /// Between two attempts while placement is pending.
 const PLACEMENT_RETRY: Duration = Duration::from_millis(250);
@@ -526,7 +526,7 @@ const PLACEMENT_RETRY: Duration = Duration::from_millis(250);
 /// Runs `create` (a bucket's or a stream's creation) again while JetStream answers that it
 /// cannot place it yet, for at most [`PLACEMENT_WAIT`]; any other answer, or the last one, is
 /// returned as it is. `what` names it in the log.
-pub(crate) async fn while_placement_pending<T, E, F, Fut>(what: &str, mut create: F) -> Result<T, E>
+async fn while_placement_pending<T, E, F, Fut>(what: &str, mut create: F) -> Result<T, E>
 where
     E: std::error::Error + 'static,
     F: FnMut() -> Fut,

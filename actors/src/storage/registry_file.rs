@@ -321,7 +321,7 @@ pub fn load_registry(
 struct FileEntries {
     /// In registry order.
     entries: Vec<StoredConversation>,
-    /// Something was skipped, dropped or is in a legacy form: the file must be rewritten.
+    /// An entry was skipped or is in a legacy form: the file must be rewritten.
     needs_fold: bool,
 }
 
