@@ -89,6 +89,24 @@ impl NatsServer {
         self.spawn(Some(port));
     }
 
+    /// Stops the server's process in place (`SIGSTOP`): its clients stay connected, and what
+    /// they send waits unanswered until [`NatsServer::resume`].
+    pub fn pause(&self) {
+        self.signal(libc::SIGSTOP);
+    }
+
+    /// Lets a paused server go on (`SIGCONT`).
+    pub fn resume(&self) {
+        self.signal(libc::SIGCONT);
+    }
+
+    fn signal(&self, signal: libc::c_int) {
+        let child = self.child.as_ref().expect("the NATS server runs");
+        // SAFETY: `kill` with the pid of a child this struct owns and has not reaped.
+        let sent = unsafe { libc::kill(child.id() as libc::pid_t, signal) };
+        assert_eq!(sent, 0, "signal {signal} to nats-server");
+    }
+
     /// What it logged so far.
     pub fn log(&self) -> String {
         self.log.lock().unwrap().clone()

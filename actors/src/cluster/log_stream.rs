@@ -24,6 +24,17 @@
 //! error (nothing is acknowledged past a gap, or beside another owner) and nothing more of it
 //! is published until the next owner rebuilds it from the stream ([`LogReplicator::begin`]).
 //!
+//! Ownership epochs: each [`LogReplicator::begin`] starts a new epoch of its conversation on
+//! this node, and a record belongs to the epoch it was queued in. A record of an earlier epoch
+//! still waiting when a new one begins is never published (it was written from files the new
+//! owner has since rebuilt; published under the new fence it would land a second time, beside
+//! what the new epoch writes), and the outcome of one that was already in flight counts for
+//! nothing in the new epoch: its failure does not fail the new owner's barriers, and its
+//! sequence does not become the new fence (stored, it is a write the new owner's restore did
+//! not read, so the new owner's next write must fail and restore again). The nemesis found
+//! both: a node deposed and re-owning within a second published its earlier epoch's
+//! `user-request` after its restore, and the history held that request twice.
+//!
 //! Bounds: bytes waiting to be published count toward the log writer's backpressure
 //! ([`Replicator::queued_bytes`]); one entry of progress per conversation written since
 //! start (bounded by the registry); one publish in flight per conversation.
@@ -66,6 +77,19 @@ struct Record {
     op: FileOp,
     /// What was written (each part of it is published as a slice of this, not a copy).
     bytes: Bytes,
+    /// The conversation's ownership epoch on this node when it was queued: published only
+    /// while that epoch lasts (see the module docs).
+    epoch: u64,
+}
+
+/// How a record's publishing ended.
+enum Outcome {
+    /// Stored; the sequence the conversation's next record is fenced on (`None`: unfenced).
+    Stored(Option<u64>),
+    /// Not stored (why): a gap, so nothing more of the conversation is acknowledged.
+    Failed(String),
+    /// Queued in an earlier ownership epoch than the current one: not published.
+    Stale,
 }
 
 /// Publishes conversation file writes to the stream; cheap to clone.
@@ -108,6 +132,9 @@ struct Progress {
     /// `Nats-Expected-Last-Subject-Sequence` with the next one, so JetStream refuses the write
     /// of an owner that was deposed (another owner wrote since). `None`: not fenced.
     last_sequence: Option<u64>,
+    /// Ownership epochs begun on this node ([`LogReplicator::begin`]); records of an earlier
+    /// one are not published, and their outcomes change nothing here.
+    epoch: u64,
 }
 
 impl LogReplicator {
@@ -149,12 +176,14 @@ impl LogReplicator {
 
     /// This node now owns `id`, whose last record in the stream has `last_sequence` (0: none):
     /// later writes are fenced on it, and an earlier failure is forgotten (the files were just
-    /// rebuilt from the stream, so there is no gap).
+    /// rebuilt from the stream, so there is no gap). Starts a new ownership epoch: records
+    /// queued before are not published any more.
     pub fn begin(&self, id: ConversationId, last_sequence: u64) {
         let mut all = self.progress();
         let entry = all.entry(id).or_default();
         entry.failed = None;
         entry.last_sequence = Some(last_sequence);
+        entry.epoch += 1;
     }
 
     /// From now on, each conversation whose stream write fails is sent here once (the
@@ -170,20 +199,32 @@ impl LogReplicator {
         rx
     }
 
-    /// Records the outcome of `number` of `id` and wakes the barriers.
-    fn settle(&self, id: ConversationId, number: u64, outcome: Result<Option<u64>, String>) {
+    /// Records the outcome of `number` of `id`, queued in `epoch`, and wakes the barriers. A
+    /// record of an earlier epoch only counts as done.
+    fn settle(&self, id: ConversationId, number: u64, epoch: u64, outcome: Outcome) {
         let mut newly_failed = false;
         {
             let mut all = self.progress();
             let entry = all.entry(id).or_default();
             entry.stored = entry.stored.max(number);
+            let outcome = if epoch == entry.epoch {
+                outcome
+            } else {
+                Outcome::Stale
+            };
             match outcome {
-                Ok(sequence) => {
+                Outcome::Stored(sequence) => {
                     if entry.last_sequence.is_some() {
                         entry.last_sequence = sequence;
                     }
                 }
-                Err(why) => {
+                Outcome::Stale => {
+                    log::debug!(
+                        "conversation {id}: a record queued before this node took it over \
+                         again was not published (or its outcome no longer counts)"
+                    );
+                }
+                Outcome::Failed(why) => {
                     if entry.failed.is_none() {
                         log::error!(
                             "conversation {id}: not stored in the cluster log stream: {why}"
@@ -218,14 +259,21 @@ impl LogReplicator {
             .flatten()
     }
 
-    /// Whether `id` has a gap (its later records are not published).
-    fn failed(&self, id: ConversationId) -> bool {
-        self.progress().get(&id).is_some_and(|p| p.failed.is_some())
-    }
-
-    /// The fencing sequence to publish `id`'s next record with.
-    fn last_sequence(&self, id: ConversationId) -> Option<u64> {
-        self.progress().get(&id).and_then(|p| p.last_sequence)
+    /// How a record of `id` queued in `epoch` may be published now: `Err` when it must not
+    /// be (its epoch is over, or the conversation has a gap), else the fencing sequence to
+    /// publish it with.
+    fn fence(&self, id: ConversationId, epoch: u64) -> Result<Option<u64>, Outcome> {
+        let all = self.progress();
+        let Some(p) = all.get(&id) else {
+            return Ok(None);
+        };
+        if p.epoch != epoch {
+            return Err(Outcome::Stale);
+        }
+        if p.failed.is_some() {
+            return Err(Outcome::Failed("an earlier record was not stored".into()));
+        }
+        Ok(p.last_sequence)
     }
 }
 
@@ -236,11 +284,11 @@ impl Replicator for LogReplicator {
         let Some((conversation, file)) = self.locate(path) else {
             return;
         };
-        let number = {
+        let (number, epoch) = {
             let mut all = self.progress();
             let entry = all.entry(conversation).or_default();
             entry.queued += 1;
-            entry.queued
+            (entry.queued, entry.epoch)
         };
         self.inner
             .queued_bytes
@@ -251,6 +299,7 @@ impl Replicator for LogReplicator {
             file,
             op,
             bytes: Bytes::copy_from_slice(bytes),
+            epoch,
         });
     }
 
@@ -339,8 +388,8 @@ async fn publish(
                 }
                 None => open = false,
             },
-            Some((id, number, outcome)) = in_flight.next() => {
-                replicator.settle(id, number, outcome);
+            Some((id, number, epoch, outcome)) = in_flight.next() => {
+                replicator.settle(id, number, epoch, outcome);
                 let queue = waiting.get_mut(&id).expect("a record was in flight");
                 let done = queue.pop_front().expect("the record in flight");
                 replicator.inner.queued_bytes.fetch_sub(done.bytes.len(), Ordering::Relaxed);
@@ -364,18 +413,19 @@ async fn send(
     max: usize,
     subject: String,
     record: Record,
-) -> (ConversationId, u64, Result<Option<u64>, String>) {
+) -> (ConversationId, u64, u64, Outcome) {
     let Record {
         number,
         conversation: id,
         file,
         op,
         bytes,
+        epoch,
     } = record;
-    if replicator.failed(id) {
-        return (id, number, Err("an earlier record was not stored".into()));
-    }
-    let mut expected = replicator.last_sequence(id);
+    let mut expected = match replicator.fence(id, epoch) {
+        Ok(expected) => expected,
+        Err(outcome) => return (id, number, epoch, outcome),
+    };
     let parts: Vec<Bytes> = if bytes.is_empty() {
         vec![bytes]
     } else {
@@ -412,10 +462,10 @@ async fn send(
                     expected = Some(ack.sequence);
                 }
             }
-            Err(why) => return (id, number, Err(why)),
+            Err(why) => return (id, number, epoch, Outcome::Failed(why)),
         }
     }
-    (id, number, Ok(expected))
+    (id, number, epoch, Outcome::Stored(expected))
 }
 
 impl Cluster {

@@ -3,10 +3,12 @@
 //! the 50-way create race across nodes, a conversation shared by clients on different nodes
 //! (turns, interactions, client agents), delete across nodes, losing and regaining NATS,
 //! search and backup from any node. `failover.rs`: conversations moving between nodes;
-//! `relay_links.rs`: relayed clients of one node share one link.
+//! `relay_links.rs`: relayed clients of one node share one link; `fencing.rs`: the log stream's
+//! fence across one node's ownership epochs of a conversation.
 
 mod auth;
 mod failover;
+mod fencing;
 mod isolation;
 mod nemesis;
 mod reconcile;
