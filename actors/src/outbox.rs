@@ -403,6 +403,19 @@ impl Outgoing {
         }
     }
 
+    /// Bytes this frame takes on the wire, at most: the payload and the largest header a
+    /// server writes (10 bytes; control frames carry at most 125 payload bytes). The writer
+    /// sizes its buffer with it.
+    pub fn wire_len_max(&self) -> usize {
+        const HEADER_MAX: usize = 10;
+        const CONTROL_MAX: usize = 2 + 125;
+        match self {
+            Outgoing::Binary(b) => b.len() + HEADER_MAX,
+            Outgoing::Ping(_) | Outgoing::Pong(_) | Outgoing::Close(_) => CONTROL_MAX,
+            text => text.text_len() + HEADER_MAX,
+        }
+    }
+
     /// The text of a text frame, whole (tests and benches; the writer writes the parts).
     pub fn to_text(&self) -> Option<String> {
         match self {
@@ -770,6 +783,20 @@ impl OutboxReceiver {
             self.taken();
         }
         next
+    }
+
+    /// Wire bytes ([`Outgoing::wire_len_max`]) of the frames already in hand, those the next
+    /// [`try_next_with_budget`](Self::try_next_with_budget) calls hand on without taking the
+    /// lock, up to `limit`: the writer sizes its next write's buffer with it.
+    pub fn in_hand_wire_len(&self, limit: usize) -> usize {
+        let mut total = 0;
+        for (frame, _) in &self.batch {
+            if total >= limit {
+                break;
+            }
+            total += frame.wire_len_max();
+        }
+        total
     }
 
     /// Notes that the writer is taking frames (it is reading, for the server budget).

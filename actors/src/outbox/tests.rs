@@ -298,3 +298,29 @@ fn later_pushes_wake_the_writer_once_after_the_batch() {
     }
     assert_eq!(woken.0.load(Ordering::SeqCst), 1);
 }
+
+/// The writer sizes a write's buffer from the frames in hand: their wire lengths, counted
+/// only as far as the limit asks.
+#[test]
+fn frames_in_hand_tell_their_wire_length() {
+    let (tx, mut rx) = outbox(bounded(10, 1 << 20));
+    let long = "x".repeat(300);
+    tx.push("first".into()).unwrap();
+    tx.push("ab".into()).unwrap();
+    tx.push(long.clone()).unwrap();
+    tx.push_frame(Outgoing::Ping(b"p".to_vec())).unwrap();
+    assert_eq!(rx.in_hand_wire_len(usize::MAX), 0, "nothing taken yet");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let (first, _) = rt.block_on(rx.next_with_budget()).unwrap();
+    assert_eq!(first.wire_len_max(), 5 + 10);
+    assert_eq!(rx.in_hand_wire_len(usize::MAX), (2 + 10) + (300 + 10) + 127);
+    assert_eq!(
+        rx.in_hand_wire_len(1),
+        2 + 10,
+        "counting stops once past the limit"
+    );
+    rx.try_next_with_budget().unwrap();
+    assert_eq!(rx.in_hand_wire_len(usize::MAX), (300 + 10) + 127);
+}
