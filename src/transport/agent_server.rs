@@ -8,14 +8,18 @@
 
 mod macros;
 
+use std::sync::Arc;
+
 use actix::prelude::*;
 use roundtable_actors::client::{ConversationGone, Ready};
 use roundtable_actors::ids::{ConversationId, ConversationRef};
+use roundtable_actors::metrics::Metrics;
+use roundtable_actors::outbox::PushError;
 use roundtable_actors::protocol::{self, Args, RpcError, RpcResult, AGENT_SERVER_CHANNEL};
 use roundtable_actors::registry::{
-    join_loaded, CaughtUp, CollisionBehavior, CreateConversation, DeleteConversation,
-    FindConversations, JoinConversation, Joined, ListConversations, PanicForTest,
-    RenameConversation, SearchConversationContent, SubscribeConversations,
+    join_loaded, join_loaded_answering, CaughtUp, CollisionBehavior, CreateConversation,
+    DeleteConversation, FindConversations, JoinConversation, Joined, ListConversations,
+    PanicForTest, RenameConversation, SearchConversationContent, SubscribeConversations,
     UnsubscribeConversations,
 };
 use serde_json::{json, Value};
@@ -371,6 +375,7 @@ impl Connection {
             .keys()
             .chain(self.remote.keys())
             .copied()
+            .chain(self.joining_inline.iter().map(|(id, _)| *id))
             .collect();
         let direct = conversation
             .as_ref()
@@ -403,9 +408,95 @@ impl Connection {
         }
     }
 
-    /// `joinConversation`: the registry attaches a client (not yet ready); the join result is
-    /// queued, then the client is marked ready, so nothing reaches `clientio:<id>` before it.
+    /// `joinConversation`. A loaded conversation named by id answers the join itself
+    /// ([`join_loaded_answering`]); otherwise, or when it refuses, [`Connection::join_answered_here`].
     pub(super) fn join(
+        &mut self,
+        call_id: u64,
+        conversation: Option<ConversationRef>,
+        filter: bool,
+        ctx: &mut Context<Self>,
+    ) {
+        let inline = conversation
+            .as_ref()
+            .and_then(ConversationRef::id)
+            .filter(|id| {
+                !self.relay
+                    && !self.joined.contains_key(id)
+                    && !self.remote.contains_key(id)
+                    && !self.joining_inline.iter().any(|(joining, _)| joining == id)
+            })
+            .and_then(|id| Some((id, self.state.directory.get(&id)?)));
+        let Some((id, live)) = inline else {
+            self.join_answered_here(call_id, conversation, filter, ctx);
+            return;
+        };
+        let slot = InlineSlot::default();
+        let deliver = deliver_inline_join(&slot, &self.outbox, &self.state, call_id, filter);
+        self.joining_inline.push((id, slot));
+        let joining = join_loaded_answering(
+            id,
+            live,
+            filter,
+            self.outbox.clone(),
+            ctx.address().recipient(),
+            deliver,
+        );
+        ctx.spawn(joining.into_actor(self).map(move |answered, act, ctx| {
+            act.take_inline_joins();
+            act.joining_inline.retain(|(joining, _)| *joining != id);
+            if act.joining_inline.is_empty() {
+                act.joining_inline = Vec::new();
+            }
+            if !answered {
+                // Refused (it reported idleness, or is stopping): the registry decides.
+                act.join_answered_here(call_id, conversation, filter, ctx);
+            }
+        }));
+    }
+
+    /// Takes up the joins conversations answered themselves since the last call: called
+    /// before anything that reads `joined` can run on behalf of the client (each inbound
+    /// message, a conversation gone, the join's own completion).
+    pub(super) fn take_inline_joins(&mut self) {
+        if self.joining_inline.is_empty() {
+            return;
+        }
+        let taken: Vec<InlineJoin> = self
+            .joining_inline
+            .iter()
+            .filter_map(|(_, slot)| slot.lock().unwrap_or_else(|e| e.into_inner()).take())
+            .collect();
+        for InlineJoin {
+            call_id,
+            filter,
+            joined,
+        } in taken
+        {
+            self.in_flight
+                .remove(&(AGENT_SERVER_CHANNEL.to_string(), call_id));
+            log::debug!(
+                "socket {}: joined conversation {} as connection {} (answered by the conversation)",
+                self.socket_id,
+                joined.conversation_id,
+                joined.connection_id
+            );
+            self.joined.insert(
+                joined.conversation_id,
+                JoinedConversation {
+                    connection_id: joined.connection_id,
+                    conversation: joined.conversation,
+                    lease: joined.lease,
+                    filter,
+                },
+            );
+        }
+    }
+
+    /// `joinConversation` answered by this connection: the registry (or a loaded conversation
+    /// straight) attaches a client (not yet ready); the join result is queued, then the client
+    /// is marked ready, so nothing reaches `clientio:<id>` before it.
+    fn join_answered_here(
         &mut self,
         call_id: u64,
         conversation: Option<ConversationRef>,
@@ -416,6 +507,7 @@ impl Connection {
         let ch = AGENT_SERVER_CHANNEL;
         let joining = self.join_request(conversation, filter, ctx);
         ctx.spawn(joining.into_actor(self).map(move |joined, act, ctx| {
+            act.take_inline_joins();
             let joined: RpcResult<Joined> = joined;
             match joined {
                 Err(RpcError::OnOtherNode { id, node }) if !act.relay => {
@@ -462,6 +554,61 @@ impl Connection {
             }
         }));
     }
+}
+
+/// Where a conversation leaves a join it answered itself ([`deliver_inline_join`]) for the
+/// connection to take up.
+pub(super) type InlineSlot = Arc<std::sync::Mutex<Option<InlineJoin>>>;
+
+/// What a conversation that answers a join itself does with the [`Joined`], on its own
+/// thread: leaves it in `slot`, where the connection takes it up
+/// ([`Connection::take_inline_joins`]) before it handles the next frame the client sends
+/// (the client can only use the conversation's channels after it has read the result), then
+/// queues the join result on the socket. `false` when the connection is gone (it held the
+/// only other reference to `slot`).
+fn deliver_inline_join(
+    slot: &InlineSlot,
+    outbox: &roundtable_actors::outbox::Outbox,
+    state: &crate::server::AppState,
+    call_id: u64,
+    filter: bool,
+) -> Box<dyn FnOnce(Joined) -> bool + Send> {
+    let slot = Arc::downgrade(slot);
+    let outbox = outbox.clone();
+    let metrics = state.metrics.clone();
+    Box::new(move |joined| {
+        let Some(slot) = slot.upgrade() else {
+            return false;
+        };
+        let frame = protocol::invoke_result(AGENT_SERVER_CHANNEL, call_id, Some(&joined.result));
+        *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(InlineJoin {
+            call_id,
+            filter,
+            joined,
+        });
+        match outbox.push(frame) {
+            Ok(()) => Metrics::inc(&metrics.frames_out),
+            Err(PushError::Full) => {
+                Metrics::inc(&metrics.slow_client_closes);
+                outbox.abort(
+                    roundtable_actors::client::SLOW_CONSUMER_CLOSE_CODE,
+                    roundtable_actors::client::SLOW_CONSUMER_REASON,
+                );
+            }
+            Err(_) => {}
+        }
+        true
+    })
+}
+
+/// A join a conversation answered itself, waiting in its [`InlineSlot`].
+pub(super) struct InlineJoin {
+    /// The `joinConversation` invoke it answered.
+    call_id: u64,
+    /// Its `filter` option.
+    filter: bool,
+    /// The membership.
+    joined: Joined,
 }
 
 /// The `discovery` channel's one method: `lookupPort({agentName, role?, remote?})` answers

@@ -130,6 +130,13 @@ pub struct Connection {
     echo: bool,
     /// Conversations this socket has joined, by id.
     joined: HashMap<ConversationId, JoinedConversation>,
+    /// Joins in flight that the conversation answers itself, each with the slot where it
+    /// leaves the membership on its thread before it queues the result; taken into `joined`
+    /// before anything on the client's behalf reads it (`agent_server.rs`,
+    /// `take_inline_joins`). A second join of one of these conversations takes the registry's
+    /// way (and is refused as already joined). One per conversation, bounded by the invokes
+    /// in flight; empty (no allocation) between joins.
+    joining_inline: Vec<(ConversationId, agent_server::InlineSlot)>,
     /// Conversations this socket joined that another cluster node serves: their frames are
     /// relayed (`relay/`). Bounded like `joined` (one per conversation).
     remote: HashMap<ConversationId, relay::RemoteJoin>,
@@ -182,6 +189,7 @@ impl Connection {
             echo,
             relay,
             joined: HashMap::new(),
+            joining_inline: Vec::new(),
             remote: HashMap::new(),
             remote_agents: HashMap::new(),
             join_deadlines: HashMap::new(),
@@ -342,6 +350,7 @@ impl Connection {
             self.send(text.to_string());
             return;
         }
+        self.take_inline_joins();
         let parsed = Inbound::parse(text);
         if !self.remote.is_empty() {
             let channel = parsed.as_ref().ok().map(Inbound::channel);
@@ -764,6 +773,7 @@ impl Handler<ConversationGone> for Connection {
     type Result = ();
 
     fn handle(&mut self, msg: ConversationGone, ctx: &mut Self::Context) {
+        self.take_inline_joins();
         if let Some(joined) = self.joined.remove(&msg.conversation_id) {
             joined.lease.disarm();
             // A virtual connection does not follow: its relay ends, and the client's own node

@@ -104,6 +104,76 @@ fn join_and_leave() {
     assert_eq!(server.metric("roundtable_direct_joins_total"), 3.0);
 }
 
+/// A loaded conversation named by id answers the join itself (issue 32: no round trip through
+/// the connection and the client actor): the joiner's channels work from the answer on, join
+/// after join, its clientio calls come after the answer, and two joins of it sent together are
+/// one join and one refusal.
+#[test]
+fn a_loaded_conversation_answers_a_join_by_id_itself() {
+    let server = Server::start(&[]);
+    let mut owner = server.connect();
+    let id = owner.create("answered here");
+    owner.join(&id);
+    let mut c = server.connect();
+    let join = json!([{"conversationId": id}]);
+    for round in 0..30 {
+        let call = c.send_invoke("agent-server", "joinConversation", join.clone());
+        let joined = c.wait_answer("agent-server", call).unwrap();
+        assert_eq!(joined["conversationId"], id.as_str(), "round {round}");
+        // Right behind the answer: the connection knows the join already.
+        let status = c.invoke(&dispatcher(&id), "getStatus", json!([]));
+        assert!(status.is_ok(), "round {round}: {status:?}");
+        c.agent("leaveConversation", json!([id])).unwrap();
+    }
+    assert_eq!(server.metric("roundtable_direct_joins_total"), 30.0);
+
+    // Nothing reaches clientio:<id> before the answer; the status dismissals follow it.
+    let mut fresh = server.connect();
+    let call = fresh.send_invoke("agent-server", "joinConversation", join.clone());
+    let frames: Vec<Value> = (0..3)
+        .map(|_| fresh.read_frame(Duration::from_secs(10)).expect("a frame"))
+        .collect();
+    assert_eq!(frames[0]["message"]["callId"], call, "{frames:?}");
+    assert_eq!(frames[0]["message"]["type"], "invokeResult", "{frames:?}");
+    for frame in &frames[1..] {
+        assert_eq!(frame["name"], clientio(&id), "{frames:?}");
+        assert_eq!(frame["message"]["args"][1], "statusNotice", "{frames:?}");
+    }
+    fresh.agent("leaveConversation", json!([id])).unwrap();
+
+    // Two joins sent together: one joins, the other is refused as a second join.
+    let first = c.send_invoke("agent-server", "joinConversation", join.clone());
+    let second = c.send_invoke("agent-server", "joinConversation", join);
+    let answers = [
+        c.wait_answer("agent-server", first),
+        c.wait_answer("agent-server", second),
+    ];
+    let refused = format!(
+        "Already joined conversation '{id}'. Call leaveConversation() before joining again."
+    );
+    assert_eq!(
+        answers.iter().filter(|a| a.is_ok()).count(),
+        1,
+        "{answers:?}"
+    );
+    assert!(
+        answers.iter().any(|a| a.as_ref().err() == Some(&refused)),
+        "{answers:?}"
+    );
+    assert!(c.invoke(&dispatcher(&id), "getStatus", json!([])).is_ok());
+    let list = owner.agent("listConversations", json!([null])).unwrap();
+    let entry = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["conversationId"] == id.as_str())
+        .expect("listed");
+    assert_eq!(
+        entry["clientCount"], 2,
+        "one client per joined socket: {list}"
+    );
+}
+
 /// When the registry has no `default`, a join without id picks the first conversation.
 #[test]
 fn default_falls_back_to_first_in_registry_order() {

@@ -557,10 +557,14 @@ pub struct Attached {
     pub queue_snapshot: Option<Value>,
 }
 
+/// Answers a direct join on the conversation's own thread: gets the [`Attached`], queues the
+/// join result on the joiner's socket, and returns whether the joiner was still there.
+pub type AnswerJoin = Box<dyn FnOnce(Attached) -> bool + Send>;
+
 /// A client joins. Sent by the registry with `do_send` so joins keep the registry's order,
 /// or straight by a connection that found this actor in the
 /// [`LiveDirectory`](crate::registry::LiveDirectory) (`direct`); the answer travels back on
-/// `reply`.
+/// `reply`, or, with `answer`, goes out from here.
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct Attach {
@@ -574,8 +578,15 @@ pub struct Attach {
     pub filter: bool,
     /// The socket's connection, told if this conversation goes away under it.
     pub connection: Recipient<ConversationGone>,
-    /// Where the answer goes.
-    pub reply: oneshot::Sender<Attached>,
+    /// The join result is queued here, by this actor, right after the attach (a connection's
+    /// direct join): the client is then live at once, and its held frames follow the result,
+    /// without the round trip through the connection and [`Ready`](crate::client::Ready)
+    /// (two cross-thread wake-ups per join). `None`: `reply` gets the [`Attached`] and the
+    /// connection answers.
+    pub answer: Option<AnswerJoin>,
+    /// Where the outcome goes: the [`Attached`] (`None` when `answer` answered the join);
+    /// dropped unsent when a direct join is refused.
+    pub reply: oneshot::Sender<Option<Attached>>,
 }
 
 impl Handler<Attach> for Conversation {
@@ -650,7 +661,19 @@ impl Handler<Attach> for Conversation {
             pending_interactions: self.pending_for(connection_id, msg.filter),
             queue_snapshot: self.busy().then(|| self.snapshot()),
         };
-        if msg.reply.send(attached).is_err() {
+        let delivered = match msg.answer {
+            Some(answer) => {
+                let answered = answer(attached);
+                if answered {
+                    let _ = msg.reply.send(None);
+                    // The result is queued ahead of anything this client gets.
+                    self.client_ready(connection_id);
+                }
+                answered
+            }
+            None => msg.reply.send(Some(attached)).is_ok(),
+        };
+        if !delivered {
             // The joiner vanished before the answer: undo the join.
             self.drop_client(connection_id, false);
             self.after_leave(ctx);
@@ -693,10 +716,18 @@ impl Handler<ClientReady> for Conversation {
     type Result = ();
 
     fn handle(&mut self, msg: ClientReady, _ctx: &mut Self::Context) {
-        if let Some(slot) = self.clients.get_mut(&msg.connection_id) {
+        self.client_ready(msg.connection_id);
+    }
+}
+
+impl Conversation {
+    /// The client's join result is queued on its socket: its held frames go out, and
+    /// everything from now on.
+    fn client_ready(&mut self, connection_id: ConnectionId) {
+        if let Some(slot) = self.clients.get_mut(&connection_id) {
             if !slot.lost {
                 let sent = slot.output.go_live();
-                routing::settle(self.setup.id, msg.connection_id, slot, sent);
+                routing::settle(self.setup.id, connection_id, slot, sent);
             }
         }
     }

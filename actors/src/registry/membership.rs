@@ -145,10 +145,40 @@ pub async fn join_loaded(
         outbox,
         filter,
         connection,
+        answer: None,
         reply: tx,
     });
-    let attached = rx.await.ok()?;
+    let attached = rx.await.ok()??;
     Some(Joined::new(id, &live.name, attached))
+}
+
+/// Like [`join_loaded`], but the conversation answers the join itself: on its thread, right
+/// after the attach, it hands the [`Joined`] to `deliver`, which queues the join result on
+/// the socket and keeps the `Joined` where the connection takes it up before it reads
+/// anything more (false: the socket is gone, and the join is undone). The client is live at
+/// once. Resolves `true` once answered so, `false` when the actor refused or has stopped
+/// (the caller then joins as [`join_loaded`]'s callers do).
+pub async fn join_loaded_answering(
+    id: ConversationId,
+    live: LiveConversation,
+    filter: bool,
+    outbox: Outbox,
+    connection: Recipient<ConversationGone>,
+    deliver: Box<dyn FnOnce(Joined) -> bool + Send>,
+) -> bool {
+    let (tx, rx) = oneshot::channel();
+    let name = live.name.clone();
+    live.conversation.do_send(Attach {
+        direct: true,
+        outbox,
+        filter,
+        connection,
+        answer: Some(Box::new(move |attached| {
+            deliver(Joined::new(id, &name, attached))
+        })),
+        reply: tx,
+    });
+    matches!(rx.await, Ok(None))
 }
 
 /// What the registry answers to a join (and a lease to a leave): a future the *caller*
@@ -267,6 +297,7 @@ impl Handler<JoinConversation> for ConversationRegistry {
                 outbox: msg.outbox,
                 filter: msg.filter,
                 connection: msg.connection,
+                answer: None,
                 reply: tx,
             },
             ctx,
@@ -277,7 +308,9 @@ impl Handler<JoinConversation> for ConversationRegistry {
             }
             let attached = rx
                 .await
-                .map_err(|_| RpcError::ConversationNotFound(id.to_string()))?;
+                .ok()
+                .flatten()
+                .ok_or_else(|| RpcError::ConversationNotFound(id.to_string()))?;
             Ok(Joined::new(id, &name, attached))
         });
         MessageResult(pending)

@@ -209,9 +209,10 @@ impl Harness {
             outbox,
             filter: false,
             connection: probe.recipient(),
+            answer: None,
             reply,
         });
-        let attached = within(attached).await.ok()?;
+        let attached = within(attached).await.ok()??;
         attached.client.do_send(Ready);
         Some(TestClient {
             connection_id: attached.connection_id,
@@ -499,4 +500,77 @@ async fn direct_attaches_are_refused_once_idleness_was_reported() {
     );
     within(stopped).await.expect("stopped");
     drop((through_registry, direct));
+}
+
+/// A direct attach with `answer` is answered on the conversation's thread: the answer gets
+/// the attachment, and what it queues comes first, then the client is live without `Ready`
+/// (its status dismissals follow at once). An answer that finds its joiner gone undoes the
+/// join.
+#[actix::test]
+async fn a_direct_attach_can_be_answered_by_the_conversation_itself() {
+    let h = start();
+    let (queue, mut frames) = outbox(OutboxLimits::default());
+    let probe = ConnectionProbe {
+        events: mpsc::unbounded_channel().0,
+    }
+    .start();
+    let answer_queue = queue.clone();
+    let (told, attached) = oneshot::channel();
+    let (reply, outcome) = oneshot::channel();
+    h.conversation.do_send(Attach {
+        direct: true,
+        outbox: queue,
+        filter: false,
+        connection: probe.clone().recipient(),
+        answer: Some(Box::new(move |attached| {
+            answer_queue.push("the join result".into()).unwrap();
+            let _ = told.send(attached.connection_id);
+            true
+        })),
+        reply,
+    });
+    assert!(
+        within(outcome).await.expect("answered").is_none(),
+        "answered by the conversation: nothing for the connection to answer"
+    );
+    let connection_id = within(attached)
+        .await
+        .expect("the answer got the attachment");
+    let first = within(frames.next()).await.expect("a frame");
+    assert_eq!(first.to_text().as_deref(), Some("the join result"));
+    for _ in 0..2 {
+        let frame = within(frames.next())
+            .await
+            .expect("a status dismissal, no Ready sent");
+        let frame: Value = serde_json::from_str(&frame.to_text().unwrap()).unwrap();
+        assert_eq!(frame["message"]["args"][1], "statusNotice", "{frame}");
+    }
+    let client = TestClient {
+        connection_id,
+        frames,
+        events: mpsc::unbounded_channel().1,
+    };
+
+    // The joiner is gone by the time the conversation answers: nobody stays joined.
+    let (queue, _frames) = outbox(OutboxLimits::default());
+    let (reply, outcome) = oneshot::channel();
+    h.conversation.do_send(Attach {
+        direct: true,
+        outbox: queue,
+        filter: false,
+        connection: probe.recipient(),
+        answer: Some(Box::new(|_| false)),
+        reply,
+    });
+    assert!(
+        within(outcome).await.is_err(),
+        "no outcome: the join was undone"
+    );
+    let undone = TestClient {
+        connection_id: ConnectionId(connection_id.0 + 1),
+        frames: outbox(OutboxLimits::default()).1,
+        events: mpsc::unbounded_channel().1,
+    };
+    assert!(!h.leave(undone).await, "the second join was undone");
+    assert!(h.leave(client).await, "the first client was joined");
 }
