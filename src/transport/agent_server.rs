@@ -347,8 +347,9 @@ impl Connection {
         });
     }
 
-    /// Keeps a join the registry made (a transparent rejoin, `relay/`); the caller marks
-    /// its client ready.
+    /// Keeps a join made elsewhere: by the registry (a transparent rejoin, `relay/`; the
+    /// caller marks its client ready) or by the conversation that answered it
+    /// ([`Connection::take_inline_joins`]; its client is live already).
     pub(super) fn adopt(&mut self, joined: Joined, filter: bool) {
         self.joined.insert(
             joined.conversation_id,
@@ -481,15 +482,7 @@ impl Connection {
                 joined.conversation_id,
                 joined.connection_id
             );
-            self.joined.insert(
-                joined.conversation_id,
-                JoinedConversation {
-                    connection_id: joined.connection_id,
-                    conversation: joined.conversation,
-                    lease: joined.lease,
-                    filter,
-                },
-            );
+            self.adopt(joined, filter);
         }
     }
 
