@@ -13,13 +13,12 @@ use std::sync::Arc;
 use actix::prelude::*;
 use roundtable_actors::client::{ConversationGone, Ready};
 use roundtable_actors::ids::{ConversationId, ConversationRef};
-use roundtable_actors::metrics::Metrics;
-use roundtable_actors::outbox::PushError;
+use roundtable_actors::outbox::Outgoing;
 use roundtable_actors::protocol::{self, Args, RpcError, RpcResult, AGENT_SERVER_CHANNEL};
 use roundtable_actors::registry::{
-    join_loaded, join_loaded_answering, CaughtUp, CollisionBehavior, CreateConversation,
-    DeleteConversation, FindConversations, JoinConversation, Joined, ListConversations,
-    PanicForTest, RenameConversation, SearchConversationContent, SubscribeConversations,
+    join_loaded, CaughtUp, CollisionBehavior, CreateConversation, DeleteConversation,
+    FindConversations, JoinConversation, Joined, ListConversations, PanicForTest,
+    RenameConversation, SearchConversationContent, SubscribeConversations,
     UnsubscribeConversations,
 };
 use serde_json::{json, Value};
@@ -362,38 +361,30 @@ impl Connection {
         );
     }
 
-    /// Attaches a client of this socket to `conversation`: straight to its actor when the
-    /// live directory lists it (a loaded conversation named by id), else, or when that actor
-    /// refuses, through the registry. The answer is a future awaited on this socket's thread.
+    /// The conversations this socket has joined, here or on another node, or is joining
+    /// straight ([`join_loaded`]): a join of one of them is refused as already joined.
+    fn joined_or_joining(&self) -> impl Iterator<Item = ConversationId> + '_ {
+        self.joined
+            .keys()
+            .chain(self.remote.keys())
+            .copied()
+            .chain(self.joining_inline.iter().map(|(id, _)| *id))
+    }
+
+    /// Attaches a client of this socket to `conversation` through the registry (a loaded
+    /// conversation named by id was tried straight first, in [`Connection::join`]). The
+    /// answer is a future awaited on this socket's thread.
     pub(super) fn join_request(
         &self,
         conversation: Option<ConversationRef>,
         filter: bool,
         ctx: &mut Context<Self>,
     ) -> impl std::future::Future<Output = RpcResult<Joined>> + 'static {
-        let already_joined: Vec<ConversationId> = self
-            .joined
-            .keys()
-            .chain(self.remote.keys())
-            .copied()
-            .chain(self.joining_inline.iter().map(|(id, _)| *id))
-            .collect();
-        let direct = conversation
-            .as_ref()
-            .and_then(ConversationRef::id)
-            .filter(|id| !already_joined.contains(id))
-            .and_then(|id| Some((id, self.state.directory.get(&id)?)));
+        let already_joined: Vec<ConversationId> = self.joined_or_joining().collect();
         let outbox = self.outbox.clone();
         let connection: Recipient<ConversationGone> = ctx.address().recipient();
         let registry = self.state.registry.clone();
         async move {
-            if let Some((id, live)) = direct {
-                let joined =
-                    join_loaded(id, live, filter, outbox.clone(), connection.clone()).await;
-                if let Some(joined) = joined {
-                    return Ok(joined);
-                }
-            }
             let req = registry.send(CaughtUp(JoinConversation {
                 conversation_id: conversation,
                 filter,
@@ -410,7 +401,7 @@ impl Connection {
     }
 
     /// `joinConversation`. A loaded conversation named by id answers the join itself
-    /// ([`join_loaded_answering`]); otherwise, or when it refuses, [`Connection::join_answered_here`].
+    /// ([`join_loaded`]); otherwise, or when it refuses, [`Connection::join_answered_here`].
     pub(super) fn join(
         &mut self,
         call_id: u64,
@@ -421,12 +412,7 @@ impl Connection {
         let inline = conversation
             .as_ref()
             .and_then(ConversationRef::id)
-            .filter(|id| {
-                !self.relay
-                    && !self.joined.contains_key(id)
-                    && !self.remote.contains_key(id)
-                    && !self.joining_inline.iter().any(|(joining, _)| joining == id)
-            })
+            .filter(|id| !self.relay && !self.joined_or_joining().any(|j| j == *id))
             .and_then(|id| Some((id, self.state.directory.get(&id)?)));
         let Some((id, live)) = inline else {
             self.join_answered_here(call_id, conversation, filter, ctx);
@@ -435,7 +421,7 @@ impl Connection {
         let slot = InlineSlot::default();
         let deliver = deliver_inline_join(&slot, &self.outbox, &self.state, call_id, filter);
         self.joining_inline.push((id, slot));
-        let joining = join_loaded_answering(
+        let joining = join_loaded(
             id,
             live,
             filter,
@@ -486,9 +472,9 @@ impl Connection {
         }
     }
 
-    /// `joinConversation` answered by this connection: the registry (or a loaded conversation
-    /// straight) attaches a client (not yet ready); the join result is queued, then the client
-    /// is marked ready, so nothing reaches `clientio:<id>` before it.
+    /// `joinConversation` answered by this connection: the registry attaches a client (not yet
+    /// ready); the join result is queued, then the client is marked ready, so nothing reaches
+    /// `clientio:<id>` before it.
     fn join_answered_here(
         &mut self,
         call_id: u64,
@@ -579,17 +565,7 @@ fn deliver_inline_join(
             filter,
             joined,
         });
-        match outbox.push(frame) {
-            Ok(()) => Metrics::inc(&metrics.frames_out),
-            Err(PushError::Full) => {
-                Metrics::inc(&metrics.slow_client_closes);
-                outbox.abort(
-                    roundtable_actors::client::SLOW_CONSUMER_CLOSE_CODE,
-                    roundtable_actors::client::SLOW_CONSUMER_REASON,
-                );
-            }
-            Err(_) => {}
-        }
+        super::queue_frame(&outbox, &metrics, Outgoing::Text(frame), false);
         true
     })
 }

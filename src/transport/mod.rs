@@ -173,6 +173,30 @@ pub struct Connection {
     next_agent_token: u64,
 }
 
+/// Queues `frame` on a socket's `outbox`, counted; a full queue is closed as a slow consumer
+/// (counted), unless the socket is `closing` already. True when it closed it. The connection
+/// sends through it, and so does a conversation that answers a join on its own thread.
+pub(super) fn queue_frame(
+    outbox: &Outbox,
+    metrics: &Metrics,
+    frame: Outgoing,
+    closing: bool,
+) -> bool {
+    match outbox.push_frame(frame) {
+        Ok(()) => Metrics::inc(&metrics.frames_out),
+        Err(PushError::Full) if !closing => {
+            Metrics::inc(&metrics.slow_client_closes);
+            outbox.abort(
+                roundtable_actors::client::SLOW_CONSUMER_CLOSE_CODE,
+                roundtable_actors::client::SLOW_CONSUMER_REASON,
+            );
+            return true;
+        }
+        Err(_) => {}
+    }
+    false
+}
+
 /// Answers above this size are followed by a heap trim (see `roundtable_actors::memory`).
 const LARGE_ANSWER: usize = 1 << 20;
 
@@ -244,21 +268,12 @@ impl Connection {
 
     /// Queues a frame; a full queue closes the socket as a slow consumer (counted once).
     pub(super) fn send_frame(&mut self, frame: Outgoing) {
-        match self.outbox.push_frame(frame) {
-            Ok(()) => Metrics::inc(&self.state.metrics.frames_out),
-            Err(PushError::Full) if !self.closing => {
-                Metrics::inc(&self.state.metrics.slow_client_closes);
-                log::warn!(
-                    "socket {}: outbound queue full, closing slow client",
-                    self.socket_id
-                );
-                self.closing = true;
-                self.outbox.abort(
-                    roundtable_actors::client::SLOW_CONSUMER_CLOSE_CODE,
-                    roundtable_actors::client::SLOW_CONSUMER_REASON,
-                );
-            }
-            Err(_) => {}
+        if queue_frame(&self.outbox, &self.state.metrics, frame, self.closing) {
+            log::warn!(
+                "socket {}: outbound queue full, closing slow client",
+                self.socket_id
+            );
+            self.closing = true;
         }
     }
 

@@ -3,9 +3,9 @@
 //! of a loaded conversation ([`join_loaded`], through the [`LiveDirectory`]), and the
 //! [`JoinLease`] that leaves on the socket's behalf when it vanishes.
 //!
-//! Talks to: the transport's connections (they send [`JoinConversation`] and await the
-//! [`Pending`] answer, or call [`join_loaded`] first; they leave through the lease) and the
-//! conversations (`Attach`, `Detach`).
+//! Talks to: the transport's connections (they call [`join_loaded`] for a loaded conversation
+//! named by id, else, or when it refuses, send [`JoinConversation`] and await the [`Pending`]
+//! answer; they leave through the lease) and the conversations (`Attach`, `Detach`).
 
 use actix::prelude::*;
 use serde_json::{json, Value};
@@ -129,36 +129,15 @@ impl Drop for JoinLease {
 }
 
 /// Joins `id`, which the [`LiveDirectory`] lists as `live`, straight through its actor's
-/// mailbox, without the registry's round trip. `None` when the actor refused (it reported
-/// idleness, or it is stopping) or has stopped: the caller then sends [`JoinConversation`],
-/// and the registry orders the join against the eviction or delete as always.
+/// mailbox, without the registry's round trip, and the conversation answers the join itself:
+/// on its thread, right after the attach, it hands the [`Joined`] to `deliver`, which queues
+/// the join result on the socket and keeps the `Joined` where the connection takes it up
+/// before it reads anything more (false: the socket is gone, and the join is undone). The
+/// client is live at once. Resolves `true` once answered so, `false` when the actor refused
+/// (it reported idleness, or it is stopping) or has stopped: the caller then sends
+/// [`JoinConversation`], and the registry orders the join against the eviction or delete as
+/// always.
 pub async fn join_loaded(
-    id: ConversationId,
-    live: LiveConversation,
-    filter: bool,
-    outbox: Outbox,
-    connection: Recipient<ConversationGone>,
-) -> Option<Joined> {
-    let (tx, rx) = oneshot::channel();
-    live.conversation.do_send(Attach {
-        direct: true,
-        outbox,
-        filter,
-        connection,
-        answer: None,
-        reply: tx,
-    });
-    let attached = rx.await.ok()??;
-    Some(Joined::new(id, &live.name, attached))
-}
-
-/// Like [`join_loaded`], but the conversation answers the join itself: on its thread, right
-/// after the attach, it hands the [`Joined`] to `deliver`, which queues the join result on
-/// the socket and keeps the `Joined` where the connection takes it up before it reads
-/// anything more (false: the socket is gone, and the join is undone). The client is live at
-/// once. Resolves `true` once answered so, `false` when the actor refused or has stopped
-/// (the caller then joins as [`join_loaded`]'s callers do).
-pub async fn join_loaded_answering(
     id: ConversationId,
     live: LiveConversation,
     filter: bool,

@@ -92,9 +92,7 @@ pub use catalog::{
 pub use catch_up::{CaughtUp, CATCH_UP_TIMEOUT, MAX_WAITING};
 pub use directory::{LiveConversation, LiveDirectory};
 pub use lifecycle::ShutdownRegistry;
-pub use membership::{
-    join_loaded, join_loaded_answering, JoinConversation, JoinLease, Joined, Pending,
-};
+pub use membership::{join_loaded, JoinConversation, JoinLease, Joined, Pending};
 pub use ownership::{Lease, OwnershipService};
 pub use reconcile::{SharedSnapshot, DEFAULT_RECONCILE_TIME};
 pub use shared::{

@@ -166,16 +166,31 @@ async fn leave(_inst: &Instance, member: Member) -> RpcResult<()> {
 }
 
 /// A join straight to `live`, as the transport makes it when the directory lists the
-/// conversation; `None` when the conversation refused (the transport then asks the registry).
+/// conversation (the conversation answers it and hands over the membership); `None` when the
+/// conversation refused (the transport then asks the registry).
 async fn join_direct(id: ConversationId, live: LiveConversation) -> Option<Member> {
     let (queue, frames) = outbox(OutboxLimits::default());
     let (gone_tx, gone) = mpsc::unbounded_channel();
     let socket = Socket { gone: gone_tx }.start();
-    let joined = within(
+    let handed = Arc::new(std::sync::Mutex::new(None));
+    let slot = handed.clone();
+    let deliver = Box::new(move |joined| {
+        *slot.lock().unwrap() = Some(joined);
+        true
+    });
+    let answered = within(
         "the direct join",
-        join_loaded(id, live, false, queue, socket.recipient()),
+        join_loaded(id, live, false, queue, socket.recipient(), deliver),
     )
-    .await?;
+    .await;
+    if !answered {
+        return None;
+    }
+    let joined = handed
+        .lock()
+        .unwrap()
+        .take()
+        .expect("the membership handed over");
     Some(Member {
         joined,
         _frames: frames,
