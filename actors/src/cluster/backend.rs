@@ -35,6 +35,10 @@ impl From<ClusterError> for SharedError {
     }
 }
 
+/// How many times a taking-over node reads a conversation's files again when an earlier
+/// owner keeps writing after them; past it the lease is given back and the join fails.
+const CLAIM_ATTEMPTS: usize = 5;
+
 /// What the registry uses of the cluster; cheap to clone.
 #[derive(Clone)]
 pub struct RegistryBackend {
@@ -292,14 +296,35 @@ impl OwnershipService for RegistryBackend {
 
 impl RegistryBackend {
     /// Makes `dir` hold `id`'s files as the log stream has them, once this node has taken its
-    /// lease: kept as they are when this process wrote them last and nobody wrote after it (an
-    /// eviction and a reload here need no restore), else rebuilt from the stream. Answers the
-    /// stream sequence the conversation's next write is fenced on.
+    /// lease, and claims the subject ([`Cluster::claim_log`]) so that no earlier owner writes
+    /// after what the files hold. The files are kept as they are when this process wrote them
+    /// last and nobody wrote after it (an eviction and a reload here need no restore), else
+    /// rebuilt from the stream; a claim refused because an earlier owner wrote after the
+    /// files were read reads them again. Answers the stream sequence the conversation's next
+    /// write is fenced on (the claim's).
     async fn bring_files_current(
         &self,
         id: ConversationId,
         dir: &Path,
     ) -> Result<u64, ClusterError> {
+        for _ in 0..CLAIM_ATTEMPTS {
+            let last = self.files_current(id, dir).await?;
+            if let Some(fence) = self.cluster.claim_log(id, last).await? {
+                return Ok(fence);
+            }
+            log::warn!(
+                "conversation {id}: another node wrote to it after stream sequence {last}, \
+                 which this node's files hold; reading it again"
+            );
+        }
+        Err(ClusterError(format!(
+            "conversation {id}: still written by another node after {CLAIM_ATTEMPTS} restores"
+        )))
+    }
+
+    /// Makes `dir` hold `id`'s files through the subject's last record (kept when this process
+    /// wrote them last and nobody wrote after it, else rebuilt); that record's sequence.
+    async fn files_current(&self, id: ConversationId, dir: &Path) -> Result<u64, ClusterError> {
         let current = self.replicator.current_through(id);
         if current.is_some() && dir.is_dir() {
             let last = self.cluster.last_log_sequence(id).await?;

@@ -576,6 +576,46 @@ impl Cluster {
         Ok((records, last_sequence))
     }
 
+    /// Claims `id`'s subject for this node, which has just taken the lease and holds the
+    /// files as the stream has them through sequence `last`: publishes a claim (a message with
+    /// `Rt-Owner` and no `Rt-File`, which restores skip) fenced on `last`. Stored, no earlier
+    /// owner can write after it (its next record, fenced on its own last one, is refused), and
+    /// its sequence is the fence of this node's first write: `Some(sequence)`. `None` when
+    /// the subject moved past `last` (an owner whose lease lapsed wrote after the files were
+    /// read): the files must be read again.
+    ///
+    /// Without the claim, a deposed owner that had not noticed yet could write, and have its
+    /// write acknowledged, between this node's restore and its first write, which would then
+    /// be refused only if it came at all: meanwhile this node served a history without an
+    /// acknowledged turn (the nemesis found one: an owner resumed from `SIGSTOP` ran two turns
+    /// after the new owner's restore, and nothing was written there afterwards).
+    pub async fn claim_log(
+        &self,
+        id: ConversationId,
+        last: u64,
+    ) -> Result<Option<u64>, ClusterError> {
+        let mut headers = HeaderMap::new();
+        headers.insert("Rt-Owner", self.node());
+        headers.insert(
+            "Nats-Expected-Last-Subject-Sequence",
+            last.to_string().as_str(),
+        );
+        let context = format!("claiming {id} in the log stream");
+        let ack = self
+            .jetstream()
+            .publish_with_headers(self.names().log_subject(id), headers, Bytes::new())
+            .await
+            .map_err(|e| ClusterError::new(&context, e))?
+            .await;
+        match ack {
+            Ok(ack) => Ok(Some(ack.sequence)),
+            Err(e) if e.kind() == jetstream::context::PublishErrorKind::WrongLastSequence => {
+                Ok(None)
+            }
+            Err(e) => Err(ClusterError::new(&context, e)),
+        }
+    }
+
     /// The stream sequence of `id`'s last record (0: none), without reading its records.
     pub async fn last_log_sequence(&self, id: ConversationId) -> Result<u64, ClusterError> {
         match self

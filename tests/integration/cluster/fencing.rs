@@ -4,7 +4,10 @@
 //! then records and barriers), with a second writer on the same subject as the other owner.
 //! The nemesis found a node, deposed and owning the conversation again within a second,
 //! publishing a `user-request` queued before it was deposed after its restore: the history held
-//! that request twice.
+//! that request twice. And it found an owner resumed from `SIGSTOP` writing, acknowledged,
+//! after the new owner had restored the conversation and before it wrote anything: the new
+//! owner's history lacked two acknowledged turns. A node that takes a conversation over now
+//! claims its subject before it opens the files (`Cluster::claim_log`).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -12,9 +15,110 @@ use std::time::Duration;
 
 use async_nats::HeaderMap;
 use roundtable_actors::cluster::log_stream::LogReplicator;
-use roundtable_actors::cluster::{Cluster, ClusterAuth, ClusterSettings, Names};
+use roundtable_actors::cluster::{Cluster, ClusterAuth, ClusterSettings, Names, RegistryBackend};
 use roundtable_actors::ids::ConversationId;
+use roundtable_actors::metrics::Metrics;
+use roundtable_actors::registry::{Lease, OwnershipService};
+use roundtable_actors::storage::log_writer::LogWriter;
 use roundtable_actors::storage::replication::{FileOp, Replicator};
+
+/// A connection to `nats` as node `node`.
+async fn connect(nats: &crate::support::nats::NatsServer, node: &str) -> Cluster {
+    Cluster::connect(ClusterSettings {
+        url: nats.url(),
+        node_name: node.into(),
+        lease_time: Duration::from_secs(5),
+        reconcile_time: Duration::from_secs(30),
+        replicas: 1,
+        names: Names::default(),
+        auth: ClusterAuth::default(),
+    })
+    .await
+    .expect("connected to NATS")
+}
+
+#[test]
+fn an_owner_that_missed_a_takeover_cannot_write_after_the_new_owner_read_the_files() {
+    let Some(nats) = super::nats_or_skip() else {
+        return;
+    };
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    runtime.block_on(async {
+        let id = ConversationId::new_random();
+
+        // Node a owns the conversation (its lease has since lapsed, which it has not noticed:
+        // stopped, say) and wrote one record.
+        let a = connect(&nats, "a").await;
+        let a_instance = tempfile::tempdir().expect("temp dir");
+        let a_replicator = LogReplicator::start(&a, a_instance.path().join("conversations"));
+        let a_file: Arc<Path> = a_instance
+            .path()
+            .join("conversations")
+            .join(id.to_string())
+            .join("display.jsonl")
+            .into();
+        a_replicator.begin(id, 0);
+        a_replicator.record(&a_file, FileOp::Append, b"first\n");
+        a_replicator
+            .barrier(std::slice::from_ref(&a_file))
+            .await
+            .expect("a's first record stored");
+
+        // Node b takes the lease and brings the files current, as a join there does.
+        let b = connect(&nats, "b").await;
+        let b_instance = tempfile::tempdir().expect("temp dir");
+        let b_conversations = b_instance.path().join("conversations");
+        let b_replicator = LogReplicator::start(&b, b_conversations.clone());
+        let b_writer = LogWriter::start(Arc::new(Metrics::default()), b_instance.path().into());
+        let backend = RegistryBackend::new(b.clone(), b_replicator.clone(), b_writer);
+        let b_dir = b_conversations.join(id.to_string());
+        let fence = match backend.acquire(id, b_dir.clone()).await.expect("acquired") {
+            Lease::Owned { fence, .. } => fence,
+            Lease::OwnedBy(node) => panic!("the lease is free, yet owned by {node}"),
+        };
+        backend.fence(id, fence);
+        let a_first = a_replicator
+            .current_through(id)
+            .expect("a's first record's sequence");
+        assert_eq!(
+            b.claim_log(id, a_first).await.expect("answered"),
+            None,
+            "a claim fenced on a record the subject has moved past is refused (the taking-over \
+             node then reads the files again)"
+        );
+        assert_eq!(
+            std::fs::read_to_string(b_dir.join("display.jsonl")).expect("restored"),
+            "first\n"
+        );
+
+        // Node a, unaware, runs a turn before b wrote anything: its write must be refused
+        // (its client gets an error, not an acknowledgement), or b's history lacks it.
+        a_replicator.record(&a_file, FileOp::Append, b"stale owner\n");
+        let refused = a_replicator
+            .barrier(std::slice::from_ref(&a_file))
+            .await
+            .expect_err("a write of the deposed owner after b read the files is refused");
+        assert!(refused.contains("wrong last sequence"), "{refused}");
+
+        // Node b writes on, fenced on its claim, and a restore anywhere reads what b holds.
+        let b_file: Arc<Path> = b_dir.join("display.jsonl").into();
+        b_replicator.record(&b_file, FileOp::Append, b"second\n");
+        b_replicator
+            .barrier(std::slice::from_ref(&b_file))
+            .await
+            .expect("b's record is stored");
+        let elsewhere = tempfile::tempdir().expect("temp dir");
+        let (records, _) = b
+            .restore_conversation(id, elsewhere.path())
+            .await
+            .expect("restored");
+        assert_eq!(records, 2, "the claim is not a file record");
+        assert_eq!(
+            std::fs::read_to_string(elsewhere.path().join("display.jsonl")).expect("restored"),
+            "first\nsecond\n"
+        );
+    });
+}
 
 #[test]
 fn records_queued_before_a_node_owns_a_conversation_again_are_never_published() {
@@ -24,17 +128,7 @@ fn records_queued_before_a_node_owns_a_conversation_again_are_never_published() 
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
     runtime.block_on(async {
         let names = Names::default();
-        let cluster = Cluster::connect(ClusterSettings {
-            url: nats.url(),
-            node_name: "fenced".into(),
-            lease_time: Duration::from_secs(5),
-            reconcile_time: Duration::from_secs(30),
-            replicas: 1,
-            names: names.clone(),
-            auth: ClusterAuth::default(),
-        })
-        .await
-        .expect("connected to NATS");
+        let cluster = connect(&nats, "fenced").await;
         let instance = tempfile::tempdir().expect("temp dir");
         let conversations = instance.path().join("conversations");
         let replicator = LogReplicator::start(&cluster, conversations.clone());
