@@ -24,6 +24,11 @@
 //! error (nothing is acknowledged past a gap, or beside another owner) and nothing more of it
 //! is published until the next owner rebuilds it from the stream ([`LogReplicator::begin`]).
 //!
+//! Claims: a node that takes a conversation over publishes a claim (`Rt-Owner`, no `Rt-File`)
+//! fenced on the last record its files hold before it opens them
+//! ([`Cluster::claim_log`]), so an earlier owner that has not noticed the takeover has its
+//! next write refused instead of acknowledged beside a history that lacks it.
+//!
 //! Ownership epochs: each [`LogReplicator::begin`] starts a new epoch of its conversation on
 //! this node, and a record belongs to the epoch it was queued in. A record of an earlier epoch
 //! still waiting when a new one begins is never published (it was written from files the new
