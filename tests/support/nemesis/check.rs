@@ -206,7 +206,7 @@ pub fn check(
             let acked: Vec<String> = turns
                 .iter()
                 .filter(|t| t.conversation == k)
-                .map(|t| format!("{} {}", t.request_id, t.text))
+                .map(|t| format!("{} {} {}", utc_time(t.wall), t.request_id, t.text))
                 .collect();
             let _ = std::fs::write(dir.join(format!("acked-{k}.txt")), acked.join("\n"));
         }
@@ -496,4 +496,17 @@ fn longest_gap(times: &[Instant], start: Instant, end: Instant) -> Duration {
         }
     }
     longest.max(end.saturating_duration_since(previous))
+}
+
+/// `hh:mm:ss.mmm` UTC of `at`, to read an acknowledgement beside the nodes' logs.
+fn utc_time(at: std::time::SystemTime) -> String {
+    let since = at.duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    let secs = since.as_secs() % 86_400;
+    format!(
+        "{:02}:{:02}:{:02}.{:03}",
+        secs / 3600,
+        secs / 60 % 60,
+        secs % 60,
+        since.subsec_millis()
+    )
 }

@@ -13,7 +13,8 @@
 //! `nemesis` scenario, which differ only in [`Config`]. Files: this one runs the nodes and the
 //! faults, `workers.rs` the clients, `check.rs` the checker, `wire.rs` the clients' socket.
 //! Set `ROUNDTABLE_NEMESIS_LOGS=<dir>` to keep every node's log there after a run
-//! (`node-<name>.log`, each of its processes in turn).
+//! (`node-<name>.log`, each of its processes in turn), each conversation's history as a node
+//! read it at the end, and its acknowledged turns with the time of each acknowledgement.
 
 mod check;
 pub mod wire;

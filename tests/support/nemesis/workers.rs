@@ -9,7 +9,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::{json, Value};
 
@@ -28,6 +28,8 @@ pub struct AckedTurn {
     pub request_id: String,
     /// When the acknowledgement arrived.
     pub at: Instant,
+    /// The same, by the wall clock (what the kept logs show it beside the nodes' logs).
+    pub wall: SystemTime,
 }
 
 /// A registry change as a client learnt its outcome.
@@ -233,6 +235,7 @@ fn turn_worker(node: &Node, shared: &Shared, k: usize, id: &str, pace: Duration,
                 text,
                 request_id,
                 at: Instant::now(),
+                wall: SystemTime::now(),
             }),
             // Not joined (the conversation is moving, or moved and the socket could not
             // follow it): join again on the same socket, as a client would. "Already joined"
