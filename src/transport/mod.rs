@@ -64,10 +64,12 @@ use tokio::sync::oneshot;
 
 use crate::server::AppState;
 use frames::{CLOSE_GOING_AWAY, CLOSE_SERVICE_RESTART};
+use lazy_map::LazyMap;
 
 mod agent_server;
 mod client_agents;
 mod frames;
+mod lazy_map;
 mod reader;
 mod relay;
 mod upgrade;
@@ -139,17 +141,17 @@ pub struct Connection {
     joining_inline: Vec<(ConversationId, agent_server::InlineSlot)>,
     /// Conversations this socket joined that another cluster node serves: their frames are
     /// relayed (`relay/`). Bounded like `joined` (one per conversation).
-    remote: HashMap<ConversationId, relay::RemoteJoin>,
+    remote: LazyMap<ConversationId, relay::RemoteJoin>,
     /// This is a virtual connection serving a client of another node: it never relays
     /// further, and it ends when it has no conversation left.
     relay: bool,
     /// Client agents this socket registered in relayed conversations, by name: their
     /// `agent:<name>` frames go through that conversation's relay. At most
     /// `MAX_AGENTS_PER_CONNECTION` together with `agents`.
-    remote_agents: HashMap<String, relay::RelayedAgent>,
+    remote_agents: LazyMap<String, relay::RelayedAgent>,
     /// Client joins waiting for a conversation's new owner (the node that served it does not
     /// answer): until when they retry, by callId (at most `MAX_IN_FLIGHT`, one per invoke).
-    join_deadlines: HashMap<u64, std::time::Instant>,
+    join_deadlines: LazyMap<u64, std::time::Instant>,
     /// (channel, callId) of invokes being handled; a duplicate is dropped unanswered.
     in_flight: HashSet<(String, u64)>,
     /// Joins continuation frames into messages (capped at `max_frame_bytes`).
@@ -165,10 +167,10 @@ pub struct Connection {
     next_agent_server_call: u64,
     /// Client agents this socket hosts, by name (channel `agent:<name>`; one per name, as in
     /// TypeAgent). At most `MAX_AGENTS_PER_CONNECTION`.
-    agents: HashMap<String, client_agents::HostedAgent>,
+    agents: LazyMap<String, client_agents::HostedAgent>,
     /// Server → client invokes waiting for their answer, by (channel, callId). At most
     /// `MAX_PENDING_INVOKES_PER_CONNECTION`; each also ends at `--client-agent-timeout`.
-    pending: HashMap<(String, u64), client_agents::PendingInvoke>,
+    pending: LazyMap<(String, u64), client_agents::PendingInvoke>,
     /// Token of the next client agent registration (tells registrations of a name apart).
     next_agent_token: u64,
 }
@@ -214,17 +216,17 @@ impl Connection {
             relay,
             joined: HashMap::new(),
             joining_inline: Vec::new(),
-            remote: HashMap::new(),
-            remote_agents: HashMap::new(),
-            join_deadlines: HashMap::new(),
+            remote: LazyMap::default(),
+            remote_agents: LazyMap::default(),
+            join_deadlines: LazyMap::default(),
             in_flight: HashSet::new(),
             fragments: Reassembler::with_budget(max, inbound),
             awaiting_pong: false,
             closing: false,
             subscription: Subscription::None,
             next_agent_server_call: 0,
-            agents: HashMap::new(),
-            pending: HashMap::new(),
+            agents: LazyMap::default(),
+            pending: LazyMap::default(),
             next_agent_token: 0,
         }
     }
