@@ -313,8 +313,9 @@ impl RegistryBackend {
                 return Ok(fence);
             }
             log::warn!(
-                "conversation {id}: another node wrote to it after stream sequence {last}, \
-                 which this node's files hold; reading it again"
+                "conversation {id}: a record reached the log stream after stream sequence \
+                 {last}, the last one this node's files hold (an earlier owner still \
+                 writing); reading it again"
             );
         }
         Err(ClusterError(format!(
