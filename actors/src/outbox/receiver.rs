@@ -139,14 +139,14 @@ impl OutboxReceiver {
         }
     }
 
-    /// Resolves when a priority close ([`Outbox::abort`]) is requested; lets the writer stop
-    /// waiting on a peer that does not read.
+    /// Resolves when a priority close ([`Outbox::abort`](super::Outbox::abort)) is requested;
+    /// lets the writer stop waiting on a peer that does not read.
     pub async fn abort_requested(&mut self) -> Option<Outgoing> {
         Some(self.state.close.wait().await)
     }
 
-    /// Stops accepting frames; pushes fail with [`PushError::Closed`] from now on (the frames
-    /// already queued can still be taken).
+    /// Stops accepting frames; pushes fail with [`PushError::Closed`](super::PushError::Closed)
+    /// from now on (the frames already queued can still be taken).
     pub fn close(&mut self) {
         self.state.closed.store(true, Ordering::Release);
     }
