@@ -404,6 +404,16 @@ impl Conversation {
         }));
         let (accepted_tx, accepted_rx) = oneshot::channel();
         let request_id = request.request_id.clone();
+        let entry = request.entry("queued");
+        if front {
+            self.queue.push_front(request.clone());
+        } else {
+            self.queue.push_back(request.clone());
+        }
+        // The acceptance's barrier, registered once the request is queued: a barrier follows
+        // soon (its completion's), so with the node log the fsync may wait for it, and an
+        // idle conversation's fast turn (a command, an echo) makes one fsync, not two in a
+        // row. A slow turn's answer waits at most `SYNC_LINGER` more.
         self.after_durable(ctx, move |act, written, ctx| {
             if let Err(e) = &written {
                 log::error!(
@@ -414,12 +424,6 @@ impl Conversation {
             }
             let _ = accepted_tx.send(written);
         });
-        let entry = request.entry("queued");
-        if front {
-            self.queue.push_front(request.clone());
-        } else {
-            self.queue.push_back(request.clone());
-        }
         self.version += 1;
         log::debug!(
             "conversation {}: request {} trace={} queued{}",
