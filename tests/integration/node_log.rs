@@ -182,6 +182,37 @@ fn turns_in_flight_share_the_log_fsync() {
     );
 }
 
+/// A turn on an idle conversation makes one fsync for its submit and its completion: the
+/// submit's barrier expects the completion's (its request is queued when it is sent), so the
+/// writer waits for that one instead of fsyncing twice in a row. The seam stretches the wait
+/// to a minute, so nothing depends on the completion coming within the 2 ms the writer waits
+/// in production; the turn's completion (nothing queued behind it) ends the wait at once. A
+/// checkpoint, whose fsyncs count too, during the turns voids the attempt.
+#[test]
+fn an_idle_conversations_turn_makes_one_fsync() {
+    let server = Server::start_env(&[], &[("ROUNDTABLE_TEST_SYNC_LINGER_MS", "60000")]);
+    let (mut c, id) = server.joined("one fsync a turn");
+    // The conversation's files exist from here on.
+    acknowledged_turn(&mut c, &id, "echo first");
+    for _attempt in 0..3 {
+        let checkpoints = server.metric("roundtable_wal_checkpoints_total");
+        let before = server.metric("roundtable_log_fsyncs_total");
+        for n in 0..10 {
+            acknowledged_turn(&mut c, &id, &format!("echo {n}"));
+        }
+        let fsyncs = server.metric("roundtable_log_fsyncs_total") - before;
+        if server.metric("roundtable_wal_checkpoints_total") != checkpoints {
+            continue;
+        }
+        assert_eq!(
+            fsyncs, 10.0,
+            "10 turns, one after another on an idle conversation, made {fsyncs} fsyncs"
+        );
+        return;
+    }
+    panic!("a checkpoint ran during each of three attempts");
+}
+
 /// A slow disk is reported: a batch whose log write and fsync take longer than 50 ms is
 /// counted in `roundtable_log_slow_syncs_total` and warned about in the log, once per 10 s
 /// however many there are; the turns still complete.

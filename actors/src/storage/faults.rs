@@ -10,6 +10,9 @@
 //! - `ROUNDTABLE_TEST_WRITER_DELAY_MS=<n>`: the log writer sleeps `n` ms before each batch, so
 //!   a test can hold appends in its queue and make races with delete, eviction and shutdown
 //!   deterministic instead of load-dependent.
+//! - `ROUNDTABLE_TEST_SYNC_LINGER_MS=<n>`: a batch whose barriers all expect a successor waits
+//!   up to `n` ms for it instead of [`SYNC_LINGER`](super::log_writer::SYNC_LINGER), so a
+//!   test can check which barriers wait without depending on how fast the machine is.
 //! - `ROUNDTABLE_TEST_WAL_HOLD=<stage>:<marker>`: when the node log reaches `<stage>`
 //!   (`checkpoint`: the file systems are flushed and the covered segments not removed yet;
 //!   `replay`: start-up has written the replayed records into their files and not removed the
@@ -18,8 +21,8 @@
 //! - `ROUNDTABLE_TEST_PANIC=1`: the `agent-server` method `testPanic` makes the registry actor
 //!   panic, to test the panic policy (the process aborts; see `abort_on_panic` in `main.rs`).
 //!
-//! Production code calls [`check`] and [`writer_delay`]; with the variables unset each is one
-//! load of an initialised `OnceLock`.
+//! Production code calls [`check`], [`writer_delay`] and [`sync_linger`]; with the variables
+//! unset each is one load of an initialised `OnceLock`.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -33,6 +36,8 @@ struct Hooks {
     fault_file: Option<PathBuf>,
     /// Sleep before each log-writer batch.
     writer_delay: Option<Duration>,
+    /// How long a batch may wait for an expected barrier, instead of `SYNC_LINGER`.
+    sync_linger: Option<Duration>,
     /// The node log stage to stop at, and the marker file to create there.
     wal_hold: Option<(String, PathBuf)>,
 }
@@ -43,6 +48,10 @@ fn hooks() -> &'static Hooks {
         panic_method: std::env::var("ROUNDTABLE_TEST_PANIC").is_ok_and(|v| v == "1"),
         fault_file: std::env::var_os("ROUNDTABLE_TEST_FAULT_FILE").map(PathBuf::from),
         writer_delay: std::env::var("ROUNDTABLE_TEST_WRITER_DELAY_MS")
+            .ok()
+            .and_then(|v| v.trim().parse().ok())
+            .map(Duration::from_millis),
+        sync_linger: std::env::var("ROUNDTABLE_TEST_SYNC_LINGER_MS")
             .ok()
             .and_then(|v| v.trim().parse().ok())
             .map(Duration::from_millis),
@@ -89,6 +98,11 @@ pub fn writer_delay() {
     if let Some(d) = hooks().writer_delay {
         std::thread::sleep(d);
     }
+}
+
+/// How long a batch may wait for an expected barrier: `linger`, unless the seam says otherwise.
+pub fn sync_linger(linger: Duration) -> Duration {
+    hooks().sync_linger.unwrap_or(linger)
 }
 
 /// Stops the calling thread for good at node log stage `stage` when the hold seam names it,

@@ -81,7 +81,8 @@ impl Committer for WriterState {
             return None;
         }
         let waits_for_successor = batch.iter().any(|job| matches!(job, Job::Sync(_, _, true)));
-        (waits_for_successor && !batch.iter().any(Self::ends_linger)).then_some(SYNC_LINGER)
+        (waits_for_successor && !batch.iter().any(Self::ends_linger))
+            .then(|| faults::sync_linger(SYNC_LINGER))
     }
 
     /// Anything but an append, a prepare or a barrier that expects a successor.
