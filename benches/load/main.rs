@@ -25,6 +25,7 @@ mod client;
 mod durable;
 mod fixtures;
 mod fleet;
+mod fsinfo;
 mod invokes;
 mod report;
 mod scenarios;
@@ -196,6 +197,10 @@ fn run(args: Args) -> Result<ExitCode, String> {
         "open-file limit {fd_limit}: up to {} client sockets",
         fd_limit.saturating_sub(64)
     ));
+    let tmp = args.tmpdir.clone().unwrap_or_else(std::env::temp_dir);
+    if let Some(line) = fsinfo::describe(&tmp) {
+        say(&line);
+    }
     say(&format!(
         "server {}{}",
         args.url
