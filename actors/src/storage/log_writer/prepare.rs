@@ -2,10 +2,12 @@
 //! and chat history (and the directories above them) are created while the writer thread has
 //! nothing else to do, so its first turn does not pay for them.
 //!
-//! Why: creating a file or a directory allocates an inode, and on ext4 that costs 0.1–0.5 ms
-//! once many files were deleted in the last half minute (the allocator skips recently freed
-//! inodes, reading the inode table for each; a build or a test run beside the server does
-//! that). A first turn writes three files under three new directories, all on the writer
+//! Why: creating a file or a directory allocates an inode, and on ext4 *without a journal*
+//! (the benchmark machine's root) that costs 0.2–0.4 ms once many files were deleted in the
+//! last minutes: the allocator skips recently freed inodes, reading the inode table for each,
+//! and checks for them only when the file system has no journal (`find_inode_bit` in
+//! `fs/ext4/ialloc.c`). A build or a test run beside the server deletes that many. On a
+//! journaled ext4 an inode costs ~20 µs here, deletions or not. A first turn writes three files under three new directories, all on the writer
 //! thread, so every other conversation's acknowledgement in that batch waited for six inode
 //! allocations.
 //!
