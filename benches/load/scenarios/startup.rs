@@ -127,26 +127,14 @@ pub async fn run(ctx: &Ctx) -> Result<ScenarioReport, String> {
         list(&empty_times),
         list(&ready_times)
     ));
-    report.figures.push(Figure::new(
-        "empty_exec_to_first_list_ms",
-        median(&mut empty_times),
-        "ms",
-    ));
-    report.figures.push(Figure::new(
-        "exec_to_listening_ms",
-        median(&mut listening_times),
-        "ms",
-    ));
-    report.figures.push(Figure::new(
-        "exec_to_connected_ms",
-        median(&mut connected_times),
-        "ms",
-    ));
-    report.figures.push(Figure::new(
-        "exec_to_first_list_ms",
-        median(&mut ready_times),
-        "ms",
-    ));
+    for (name, times) in [
+        ("empty_exec_to_first_list_ms", &mut empty_times),
+        ("exec_to_listening_ms", &mut listening_times),
+        ("exec_to_connected_ms", &mut connected_times),
+        ("exec_to_first_list_ms", &mut ready_times),
+    ] {
+        report.figures.push(Figure::new(name, median(times), "ms"));
+    }
     let (server, first) = last.ok_or("no boot was made")?;
     tokio::time::sleep(Duration::from_millis(if ctx.quick { 200 } else { 1000 })).await;
     if let Some(kb) = server.rss_kb() {
