@@ -42,19 +42,21 @@ struct Hooks {
     wal_hold: Option<(String, PathBuf)>,
 }
 
+/// The environment variable `name` as a number of milliseconds; `None` when unset or not one.
+fn millis_var(name: &str) -> Option<Duration> {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .map(Duration::from_millis)
+}
+
 fn hooks() -> &'static Hooks {
     static HOOKS: OnceLock<Hooks> = OnceLock::new();
     HOOKS.get_or_init(|| Hooks {
         panic_method: std::env::var("ROUNDTABLE_TEST_PANIC").is_ok_and(|v| v == "1"),
         fault_file: std::env::var_os("ROUNDTABLE_TEST_FAULT_FILE").map(PathBuf::from),
-        writer_delay: std::env::var("ROUNDTABLE_TEST_WRITER_DELAY_MS")
-            .ok()
-            .and_then(|v| v.trim().parse().ok())
-            .map(Duration::from_millis),
-        sync_linger: std::env::var("ROUNDTABLE_TEST_SYNC_LINGER_MS")
-            .ok()
-            .and_then(|v| v.trim().parse().ok())
-            .map(Duration::from_millis),
+        writer_delay: millis_var("ROUNDTABLE_TEST_WRITER_DELAY_MS"),
+        sync_linger: millis_var("ROUNDTABLE_TEST_SYNC_LINGER_MS"),
         wal_hold: std::env::var("ROUNDTABLE_TEST_WAL_HOLD")
             .ok()
             .and_then(|v| {
