@@ -161,13 +161,13 @@ impl ConversationRegistry {
                 message_count: e.message_count,
                 indexed_message_count: Some(0),
             };
-            serde_json::to_writer(&mut out, &info).expect("info serializes");
+            info.write_json(&mut out);
         }
         out.push(b']');
         if answer.is_some() {
             out.extend_from_slice(crate::protocol::INVOKE_RESULT_END.as_bytes());
         }
-        String::from_utf8(out).expect("serde_json writes UTF-8")
+        String::from_utf8(out).expect("the list is written from UTF-8 strings")
     }
 }
 
