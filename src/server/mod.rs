@@ -30,14 +30,13 @@ use roundtable_actors::conversation::RuntimeConfig;
 use roundtable_actors::metrics::Metrics;
 use roundtable_actors::protocol::frames::InboundBudget;
 use roundtable_actors::registry::{
-    start_shared_sync, ClusterServices, ConversationRegistry, LiveDirectory, RegistryConfig,
-    ShutdownRegistry,
+    read_registry_early, start_shared_sync, ClusterServices, ConversationRegistry, LiveDirectory,
+    RegistryConfig, ShutdownRegistry,
 };
 use roundtable_actors::search::SearchIndex;
 use roundtable_actors::storage::layout::Layout;
 use roundtable_actors::storage::lock::InstanceLock;
 use roundtable_actors::storage::log_writer::LogWriter;
-use roundtable_actors::storage::registry_file::RegistryPrefetch;
 use tokio::sync::watch;
 
 use crate::config::ServerConfig;
@@ -139,9 +138,6 @@ struct Started {
 pub async fn serve(config: ServerConfig) -> Result<restart::Stopped, StartError> {
     let layout = Layout::new(&config.instance_dir);
     let lock = InstanceLock::acquire(&layout.root)?;
-    // The registry file's parse runs beside the start of the other parts (node log replay,
-    // search index): nothing else writes it before the registry opens.
-    let registry_prefetch = RegistryPrefetch::start(&layout);
     let metrics = Arc::new(Metrics::default());
     let cores = if config.workers > 0 {
         config.workers
@@ -158,15 +154,7 @@ pub async fn serve(config: ServerConfig) -> Result<restart::Stopped, StartError>
         ),
         None => None,
     };
-    let started = start_registry(
-        &config,
-        &layout,
-        &metrics,
-        cores,
-        cluster.clone(),
-        registry_prefetch,
-    )
-    .await?;
+    let started = start_registry(&config, &layout, &metrics, cores, cluster.clone()).await?;
     if let (Some(cluster), Some(shared)) = (&cluster, &started.shared) {
         // The list this node answers is the cluster's before the first client connects.
         start_shared_sync(shared.clone(), started.registry.clone())
@@ -304,15 +292,33 @@ async fn start_registry(
     metrics: &Arc<Metrics>,
     cores: usize,
     cluster: Option<Cluster>,
-    registry_prefetch: Option<RegistryPrefetch>,
 ) -> Result<Started, StartError> {
     let (mcp, tool_servers) =
         crate::mcp::McpHub::start(&config.mcp_servers).map_err(StartError::Config)?;
     let provider = providers::agent_provider(config.provider).map_err(StartError::Config)?;
     let conversation_arbiters: Vec<Arbiter> = (0..cores).map(|_| Arbiter::new()).collect();
-    // Before anything reads a conversation file: replay what a crash left in the node log.
-    let (mut log_writer, _replayed) =
-        LogWriter::start_with_log(metrics.clone(), layout.root.clone(), config.node_log)?;
+    // The disk work of the start (the node log's replay, before anything reads a conversation
+    // file; the search index's opening) runs on a thread of its own while this thread reads
+    // the registry file into the registry's tables, the start's longest step at 10,000
+    // conversations. Not the other way round: the main thread's malloc arena grows in large
+    // steps, another thread's a page at a time (see `read_registry_early`).
+    let disk_work = {
+        let (metrics, root, node_log) = (metrics.clone(), layout.root.clone(), config.node_log);
+        let (search_layout, reindex) = (layout.clone(), config.reindex);
+        move || -> Result<(LogWriter, SearchIndex), StartError> {
+            let (log_writer, _replayed) =
+                LogWriter::start_with_log(metrics.clone(), root, node_log)?;
+            let search = SearchIndex::open(&search_layout, reindex, metrics)?;
+            Ok((log_writer, search))
+        }
+    };
+    let disk_work = std::thread::Builder::new()
+        .name("start-disk".into())
+        .spawn(disk_work)?;
+    let early_registry = read_registry_early(layout, cluster.is_some());
+    let (mut log_writer, search) = disk_work
+        .join()
+        .map_err(|_| StartError::Config("the start's disk work panicked".into()))??;
     let mut shared: Option<Arc<dyn ClusterServices>> = None;
     if let Some(cluster) = cluster {
         // Conversation files also go to the cluster's log stream; barriers wait for it.
@@ -324,7 +330,6 @@ async fn start_registry(
             log_writer.clone(),
         )));
     }
-    let search = SearchIndex::open(layout, config.reindex, metrics.clone())?;
     // In a cluster every join asks the registry (ownership, read-your-writes).
     let directory = Arc::new(match shared {
         None => LiveDirectory::new(),
@@ -352,7 +357,7 @@ async fn start_registry(
             cluster: shared.clone(),
             directory: directory.clone(),
         },
-        registry_prefetch,
+        early_registry,
     )?;
     let registry_arbiter = Arbiter::new();
     let registry =

@@ -183,8 +183,8 @@ fn merges_legacy_directory_into_existing_one() {
 
 /// A `sessions.json` that TypeAgent left beside an instance already at the current layout
 /// (`FORMAT` 2, so no layout upgrade runs) still replaces `conversations.json` at startup,
-/// and the list is the new file's: the registry file parsed ahead of the migration (the
-/// start-up prefetch) is not used.
+/// and the list is the new file's: the registry file read ahead of the migration (while the
+/// start's disk work runs) is not used.
 #[test]
 fn a_legacy_registry_replaces_the_current_one_parsed_ahead() {
     let temp = tempfile::tempdir().unwrap();

@@ -63,6 +63,7 @@ mod membership;
 mod ownership;
 mod reconcile;
 mod shared;
+mod startup;
 mod watchers;
 
 use std::collections::{BTreeMap, HashMap};
@@ -99,6 +100,7 @@ pub use shared::{
     start_shared_sync, ChangeStream, RegistryChange, RegistryRecord, RegistrySnapshot,
     SharedChange, SharedCounts, SharedError, SharedStore, Written,
 };
+pub use startup::{read_registry_early, EarlyRegistry, StartupTables};
 pub use watchers::{
     ChangeKind, ConversationsChanged, SubscribeConversations, UnsubscribeConversations,
     CONVERSATIONS_CHANGED, UPDATE_INTERVAL,
@@ -195,6 +197,36 @@ struct Entry {
 }
 
 impl Entry {
+    /// A conversation not loaded, at `order` in registry order, with the stored record's
+    /// fields. Its strings are copied, not moved, so that what the parse allocated is freed whole
+    /// and goes back to the OS instead of staying pinned by strings moved out of it (moving
+    /// them saved no measurable time and cost 0.4–1.4 MB of idle RSS at 10,000
+    /// conversations). A
+    /// `messageCount` that is not a whole number is replaced by 0 (then by the actor's count).
+    fn unloaded(
+        order: u64,
+        name: &str,
+        created_at: &str,
+        message_count: Option<u64>,
+        mut extra: serde_json::Map<String, serde_json::Value>,
+    ) -> Box<Entry> {
+        // Kept in the entry only (not twice); `snapshot` writes it back into the record.
+        extra.remove("messageCount");
+        Box::new(Entry {
+            name: Box::from(name),
+            created_at: Box::from(created_at),
+            extra: (!extra.is_empty()).then(|| Box::new(extra)),
+            order,
+            state: LoadState::Unloaded,
+            generation: 0,
+            attaches_sent: 0,
+            client_count: None,
+            message_count: message_count.unwrap_or(0),
+            deleting: false,
+            revision: 0,
+        })
+    }
+
     /// Clients joined right now.
     fn clients(&self) -> usize {
         self.client_count
@@ -238,6 +270,20 @@ impl NameSlot {
 fn name_key(normalized: &str) -> u64 {
     use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
     BuildHasherDefault::<DefaultHasher>::default().hash_one(normalized)
+}
+
+/// Adds `id` under `name` to the name index `names`.
+fn index_name_in(names: &mut HashMap<u64, NameSlot>, id: ConversationId, name: &str) {
+    let key = name_key(&naming::normalize(name));
+    match names.entry(key) {
+        std::collections::hash_map::Entry::Vacant(slot) => {
+            slot.insert(NameSlot::One(id));
+        }
+        std::collections::hash_map::Entry::Occupied(mut slot) => {
+            let slot = slot.get_mut();
+            *slot = NameSlot::Many(slot.ids().iter().copied().chain([id]).collect());
+        }
+    }
 }
 
 /// The registry actor. Start it with [`ConversationRegistry::open`] then `Supervisor::start*`.
@@ -284,11 +330,8 @@ pub struct ConversationRegistry {
 }
 
 impl ConversationRegistry {
-    /// Adds the entry of `stored`, copying the strings it keeps rather than moving them: at
-    /// startup the parse (on the prefetch thread, in that thread's malloc arena) is freed
-    /// whole, so it goes back to the OS instead of staying pinned by strings moved out of it
-    /// (moving them saved no measurable time and cost 0.4–1.4 MB of idle RSS at 10,000
-    /// conversations).
+    /// Adds the entry of `stored`, at the end of registry order (in a cluster, at its place
+    /// by creation time).
     fn insert_entry(&mut self, id: ConversationId, stored: StoredConversation) {
         let order = if self.config.cluster.is_some() {
             self.cluster_order_key(id, &stored.created_at)
@@ -297,34 +340,17 @@ impl ConversationRegistry {
             self.next_order - 1
         };
         self.order.insert(order, id);
-        self.index_name(id, &stored.name);
+        index_name_in(&mut self.names, id, &stored.name);
         let StoredConversation {
             name,
             created_at,
             message_count,
-            mut extra,
+            extra,
             ..
         } = stored;
-        // Kept in the entry only (not twice); `snapshot` writes it back into the record. A
-        // `messageCount` that is not a whole number is replaced by this count.
-        let message_count = message_count.unwrap_or(0);
-        extra.remove("messageCount");
-        let extra = (!extra.is_empty()).then(|| Box::new(extra));
         self.entries.insert(
             id,
-            Box::new(Entry {
-                name: Box::from(name.as_str()),
-                created_at: Box::from(created_at.as_str()),
-                extra,
-                order,
-                state: LoadState::Unloaded,
-                generation: 0,
-                attaches_sent: 0,
-                client_count: None,
-                message_count,
-                deleting: false,
-                revision: 0,
-            }),
+            Entry::unloaded(order, &name, &created_at, message_count, extra),
         );
     }
 
@@ -338,16 +364,7 @@ impl ConversationRegistry {
 
     /// Adds `id` under `name` to the name index.
     fn index_name(&mut self, id: ConversationId, name: &str) {
-        let key = name_key(&naming::normalize(name));
-        match self.names.entry(key) {
-            std::collections::hash_map::Entry::Vacant(slot) => {
-                slot.insert(NameSlot::One(id));
-            }
-            std::collections::hash_map::Entry::Occupied(mut slot) => {
-                let slot = slot.get_mut();
-                *slot = NameSlot::Many(slot.ids().iter().copied().chain([id]).collect());
-            }
-        }
+        index_name_in(&mut self.names, id, name);
     }
 
     /// Removes `id` (indexed under `name`) from the name index.

@@ -522,19 +522,7 @@ impl ConversationRegistry {
     /// The registry-order key of a conversation in a cluster: its creation time in
     /// milliseconds, then its id, so every node orders the list alike.
     pub(super) fn cluster_order_key(&self, id: ConversationId, created_at: &str) -> u64 {
-        let millis = created_at
-            .parse::<jiff::Timestamp>()
-            .map(|t| t.as_millisecond().max(0) as u64)
-            .unwrap_or(0);
-        let tie = u64::from(u16::from_be_bytes([
-            id.as_uuid().as_bytes()[0],
-            id.as_uuid().as_bytes()[1],
-        ]));
-        let mut key = (millis << 16) | tie;
-        while self.order.contains_key(&key) {
-            key += 1;
-        }
-        key
+        cluster_order_key(&self.order, id, created_at)
     }
 
     /// Makes the local copy agree with `record`, stored at `revision`: adds it, or renames it,
@@ -773,4 +761,26 @@ impl ConversationRegistry {
             actix::spawn(cluster.share_counts(counts));
         });
     }
+}
+
+/// The registry-order key of a conversation in a cluster, free in `order`: its creation time
+/// in milliseconds, then its id, so every node orders the list alike.
+pub(super) fn cluster_order_key(
+    order: &std::collections::BTreeMap<u64, ConversationId>,
+    id: ConversationId,
+    created_at: &str,
+) -> u64 {
+    let millis = created_at
+        .parse::<jiff::Timestamp>()
+        .map(|t| t.as_millisecond().max(0) as u64)
+        .unwrap_or(0);
+    let tie = u64::from(u16::from_be_bytes([
+        id.as_uuid().as_bytes()[0],
+        id.as_uuid().as_bytes()[1],
+    ]));
+    let mut key = (millis << 16) | tie;
+    while order.contains_key(&key) {
+        key += 1;
+    }
+    key
 }

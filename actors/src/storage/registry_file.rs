@@ -1,7 +1,7 @@
 //! The conversation registry file, `conversations/conversations.json`: what one entry looks
 //! like ([`StoredConversation`]), loading it at startup (legacy keys, the `--repair` rule, then
-//! the [journal](super::journal) replayed on top; the parse itself starts early, on its own
-//! thread, as a [`RegistryPrefetch`]), and folding everything back into it.
+//! the [journal](super::journal) replayed on top; the parse itself may come early,
+//! [`read_early`], and feeds a sink, [`EntrySink`]), and folding everything back into it.
 //!
 //! The file is TypeAgent's format, `{"sessions":[…]}`, and after a clean shutdown it alone is
 //! complete, so TypeAgent's own server can read it. It is only ever replaced whole
@@ -11,11 +11,13 @@
 //! ([`write_clean_marker`]). Read and folded by the
 //! [`ConversationRegistry`](crate::registry::ConversationRegistry).
 
+use std::borrow::Cow;
 use std::collections::HashSet;
 use std::fs;
 use std::io;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
+use serde::de::{IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -71,209 +73,347 @@ pub struct LoadedRegistry {
     pub deleted: Vec<String>,
 }
 
-/// The registry file as parsed: each element of `sessions` is read straight into a
-/// [`StoredConversation`] ([`FileEntry`]), with no `serde_json::Value` tree of the whole file
-/// in between (10,000 entries parsed as a tree took 45 ms and peaked at 20 MB).
-#[derive(Deserialize)]
-struct RegistryFile {
-    /// The entries, in registry order.
-    #[serde(default)]
-    sessions: Vec<FileEntry>,
+/// One element of `sessions` that is an entry, as parsed: its strings borrowed from the
+/// file's bytes where nothing in them was escaped, so a sink that keeps only some of them
+/// (the registry keeps the id as a UUID) copies nothing it does not keep.
+pub struct ParsedEntry<'a> {
+    /// `conversationId`, or the legacy `sessionId`.
+    pub conversation_id: Cow<'a, str>,
+    /// `name` (empty when absent or not text).
+    pub name: Cow<'a, str>,
+    /// `createdAt`, or now when absent (which makes the entry `legacy`).
+    pub created_at: Cow<'a, str>,
+    /// `messageCount`, when it is a whole number (any other value is in `extra`).
+    pub message_count: Option<u64>,
+    /// Keys not interpreted here, written back unchanged.
+    pub extra: Map<String, Value>,
+    /// The entry is in a legacy form (`sessionId`, no `createdAt`): the file must be rewritten.
+    pub legacy: bool,
 }
 
-/// One element of `sessions` as read from the file: `None` when it is not an object or has
-/// no text `conversationId` (nor legacy `sessionId`): skipped with a warning, as TypeAgent
-/// would not find it either. Otherwise the entry and whether it needs a rewrite (legacy
-/// `sessionId`, no `createdAt`).
-struct FileEntry(Option<(StoredConversation, bool)>);
-
-/// A key of a registry entry: the four Roundtable reads, or any other (kept in `extra`).
-/// Known keys are matched on the borrowed text, so they cost no allocation.
-enum EntryKey {
-    /// `conversationId`.
-    ConversationId,
-    /// `sessionId` (TypeAgent's legacy name for the id).
-    SessionId,
-    /// `name`.
-    Name,
-    /// `createdAt`.
-    CreatedAt,
-    /// `messageCount`.
-    MessageCount,
-    /// Anything else, written back unchanged.
-    Other(String),
+impl ParsedEntry<'_> {
+    /// The entry as stored.
+    fn into_stored(self) -> StoredConversation {
+        StoredConversation {
+            conversation_id: self.conversation_id.into_owned(),
+            name: self.name.into_owned(),
+            created_at: self.created_at.into_owned(),
+            message_count: self.message_count,
+            extra: self.extra,
+        }
+    }
 }
 
-impl<'de> Deserialize<'de> for EntryKey {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct KeyVisitor;
-        impl serde::de::Visitor<'_> for KeyVisitor {
-            type Value = EntryKey;
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("a key")
-            }
-            fn visit_str<E: serde::de::Error>(self, key: &str) -> Result<EntryKey, E> {
-                Ok(match key {
-                    "conversationId" => EntryKey::ConversationId,
-                    "sessionId" => EntryKey::SessionId,
-                    "name" => EntryKey::Name,
-                    "createdAt" => EntryKey::CreatedAt,
-                    "messageCount" => EntryKey::MessageCount,
-                    other => EntryKey::Other(other.to_string()),
-                })
+/// What the registry file's parse hands its entries to, one at a time in file order, so that
+/// no list of them is built unless the sink builds one ([`FileEntries`] does; the registry's
+/// startup tables are filled straight from the file).
+pub trait EntrySink {
+    /// An element of `sessions` that is an entry.
+    fn entry(&mut self, entry: ParsedEntry<'_>);
+    /// An element that is not an object or has no text `conversationId` (nor legacy
+    /// `sessionId`): skipped, as TypeAgent would not find it either; the file must be
+    /// rewritten without it.
+    fn not_an_entry(&mut self);
+}
+
+/// Parses `bytes`, TypeAgent's `{"sessions":[…]}`, into `sink`. Other top-level keys are
+/// ignored; a missing `sessions` is an empty registry. On an error the sink holds part of the
+/// file and must be dropped.
+pub fn parse_registry(bytes: &[u8], sink: &mut impl EntrySink) -> Result<(), serde_json::Error> {
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    serde::de::DeserializeSeed::deserialize(FileSeed(sink), &mut de)?;
+    de.end()
+}
+
+/// The whole file: an object whose `sessions` array goes to the sink (read the way a derived
+/// `Deserialize` of a struct with that one field reads it: from an object, or from an array
+/// whose first element is the field; a repeated `sessions` is an error).
+struct FileSeed<'s, S>(&'s mut S);
+
+impl<'de, S: EntrySink> serde::de::DeserializeSeed<'de> for FileSeed<'_, S> {
+    type Value = ();
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_struct("RegistryFile", &["sessions"], self)
+    }
+}
+
+impl<'de, S: EntrySink> Visitor<'de> for FileSeed<'_, S> {
+    type Value = ();
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("struct RegistryFile")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let mut seen = false;
+        while let Some(key) = map.next_key::<Text<'de>>()? {
+            if key.as_str() == Some("sessions") {
+                if seen {
+                    return Err(serde::de::Error::duplicate_field("sessions"));
+                }
+                seen = true;
+                map.next_value_seed(SessionsSeed(&mut *self.0))?;
+            } else {
+                map.next_value::<IgnoredAny>()?;
             }
         }
-        d.deserialize_str(KeyVisitor)
+        Ok(())
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        seq.next_element_seed(SessionsSeed(self.0))?;
+        Ok(())
     }
 }
 
-/// The text of a value, or `None` when it is not a string (read as absent, as
-/// `Value::as_str` did).
-fn text_of(value: Value) -> Option<String> {
-    match value {
-        Value::String(s) => Some(s),
-        _ => None,
+/// The `sessions` array: each element to the sink.
+struct SessionsSeed<'s, S>(&'s mut S);
+
+impl<'de, S: EntrySink> serde::de::DeserializeSeed<'de> for SessionsSeed<'_, S> {
+    type Value = ();
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_seq(self)
     }
 }
 
-impl<'de> Deserialize<'de> for FileEntry {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        use serde::de::{IgnoredAny, MapAccess, SeqAccess, Visitor};
-        struct EntryVisitor;
-        impl<'de> Visitor<'de> for EntryVisitor {
-            type Value = FileEntry;
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("a registry entry")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<FileEntry, A::Error> {
-                // A repeated key: the last one counts (as in a parsed JSON object).
-                let (mut id, mut legacy_id, mut name, mut created_at) = (None, None, None, None);
-                let mut message_count = None;
-                let mut extra = Map::new();
-                while let Some(key) = map.next_key::<EntryKey>()? {
+impl<'de, S: EntrySink> Visitor<'de> for SessionsSeed<'_, S> {
+    type Value = ();
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a sequence")
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while seq.next_element_seed(EntrySeed(&mut *self.0))?.is_some() {}
+        Ok(())
+    }
+}
+
+/// One element of `sessions`: an entry, or (anything but an object with a text id) not one.
+struct EntrySeed<'s, S>(&'s mut S);
+
+impl<'de, S: EntrySink> serde::de::DeserializeSeed<'de> for EntrySeed<'_, S> {
+    type Value = ();
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        match d.deserialize_any(EntryVisitor)? {
+            Some(entry) => self.0.entry(entry),
+            None => self.0.not_an_entry(),
+        }
+        Ok(())
+    }
+}
+
+/// Reads one element of `sessions`: `None` when it is not an entry.
+struct EntryVisitor;
+
+impl<'de> Visitor<'de> for EntryVisitor {
+    type Value = Option<ParsedEntry<'de>>;
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a registry entry")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        // A repeated key: the last one counts (as in a parsed JSON object).
+        let (mut id, mut legacy_id, mut name, mut created_at) = (None, None, None, None);
+        let mut message_count = None;
+        let mut extra = Map::new();
+        while let Some(key) = map.next_key::<Text<'de>>()? {
+            let Some(key) = key.into_cow() else {
+                continue;
+            };
+            match &*key {
+                "conversationId" => id = map.next_value::<Text<'de>>()?.into_cow(),
+                "sessionId" => legacy_id = map.next_value::<Text<'de>>()?.into_cow(),
+                "name" => name = map.next_value::<Text<'de>>()?.into_cow(),
+                "createdAt" => created_at = map.next_value::<Text<'de>>()?.into_cow(),
+                "messageCount" => {
                     let value: Value = map.next_value()?;
-                    match key {
-                        EntryKey::ConversationId => id = text_of(value),
-                        EntryKey::SessionId => legacy_id = text_of(value),
-                        EntryKey::Name => name = text_of(value),
-                        EntryKey::CreatedAt => created_at = text_of(value),
-                        EntryKey::MessageCount => match value.as_u64() {
-                            Some(count) => {
-                                message_count = Some(count);
-                                extra.remove("messageCount");
-                            }
-                            None => {
-                                message_count = None;
-                                extra.insert("messageCount".into(), value);
-                            }
-                        },
-                        EntryKey::Other(k) => {
-                            extra.insert(k, value);
+                    match value.as_u64() {
+                        Some(count) => {
+                            message_count = Some(count);
+                            extra.remove("messageCount");
+                        }
+                        None => {
+                            message_count = None;
+                            extra.insert("messageCount".into(), value);
                         }
                     }
                 }
-                let mut legacy = false;
-                let conversation_id = match (id, legacy_id) {
-                    (Some(id), _) => id,
-                    (None, Some(id)) => {
-                        legacy = true;
-                        id
-                    }
-                    (None, None) => return Ok(FileEntry(None)),
-                };
-                let created_at = created_at.unwrap_or_else(|| {
-                    legacy = true;
-                    crate::clock::now_iso()
-                });
-                let entry = StoredConversation {
-                    conversation_id,
-                    name: name.unwrap_or_default(),
-                    created_at,
-                    message_count,
-                    extra,
-                };
-                Ok(FileEntry(Some((entry, legacy))))
-            }
-            // Anything but an object is not an entry (skipped, not an error).
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<FileEntry, A::Error> {
-                while seq.next_element::<IgnoredAny>()?.is_some() {}
-                Ok(FileEntry(None))
-            }
-            fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<FileEntry, E> {
-                Ok(FileEntry(None))
-            }
-            fn visit_i64<E: serde::de::Error>(self, _: i64) -> Result<FileEntry, E> {
-                Ok(FileEntry(None))
-            }
-            fn visit_u64<E: serde::de::Error>(self, _: u64) -> Result<FileEntry, E> {
-                Ok(FileEntry(None))
-            }
-            fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<FileEntry, E> {
-                Ok(FileEntry(None))
-            }
-            fn visit_str<E: serde::de::Error>(self, _: &str) -> Result<FileEntry, E> {
-                Ok(FileEntry(None))
-            }
-            fn visit_unit<E: serde::de::Error>(self) -> Result<FileEntry, E> {
-                Ok(FileEntry(None))
+                _ => {
+                    extra.insert(key.into_owned(), map.next_value()?);
+                }
             }
         }
-        d.deserialize_any(EntryVisitor)
+        let mut legacy = false;
+        let conversation_id = match (id, legacy_id) {
+            (Some(id), _) => id,
+            (None, Some(id)) => {
+                legacy = true;
+                id
+            }
+            (None, None) => return Ok(None),
+        };
+        let created_at = created_at.unwrap_or_else(|| {
+            legacy = true;
+            Cow::Owned(crate::clock::now_iso())
+        });
+        Ok(Some(ParsedEntry {
+            conversation_id,
+            name: name.unwrap_or_default(),
+            created_at,
+            message_count,
+            extra,
+            legacy,
+        }))
+    }
+    // Anything but an object is not an entry (skipped, not an error).
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(None)
+    }
+    fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_i64<E: serde::de::Error>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_u64<E: serde::de::Error>(self, _: u64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_str<E: serde::de::Error>(self, _: &str) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
     }
 }
 
-/// `conversations.json` read and parsed on a thread of its own, started as soon as the
-/// instance lock is held ([`RegistryPrefetch::start`]), so that the parse, the longest step of
-/// a large instance's start (10,000 entries: ~6 ms in a fresh process), runs beside the node
-/// log's replay and the search index's opening instead of after them. Nothing else writes the
-/// file before the registry opens, except a format upgrade or a migration:
-/// [`ConversationRegistry::open`](crate::registry::ConversationRegistry::open) hands the
-/// prefetch to [`load_registry`] only when neither ran, and drops it otherwise. A prefetch
-/// that did not parse cleanly is ignored: the file is read again the ordinary way, so a missing
-/// or corrupt file and `--repair` behave exactly as without one.
-pub struct RegistryPrefetch(std::thread::JoinHandle<Option<FileEntries>>);
+/// A JSON value read for its text: borrowed from the input when nothing in it was escaped,
+/// `Other` for any other value (read as absent, as `Value::as_str` does), whose contents are
+/// skipped without being built.
+enum Text<'de> {
+    /// Straight from the input.
+    Borrowed(&'de str),
+    /// Unescaped into a string of its own.
+    Owned(String),
+    /// Not a string.
+    Other,
+}
 
-impl RegistryPrefetch {
-    /// Starts reading and parsing `layout`'s registry file. `None` when no thread can be
-    /// started (the registry is then read when it opens).
-    pub fn start(layout: &Layout) -> Option<RegistryPrefetch> {
-        let path = layout.registry_file();
-        std::thread::Builder::new()
-            .name("registry-prefetch".into())
-            .spawn(move || {
-                let bytes = fs::read(&path).ok()?;
-                let file = serde_json::from_slice::<RegistryFile>(&bytes).ok()?;
-                drop(bytes);
-                Some(FileEntries::of(file, &path))
-            })
-            .map(RegistryPrefetch)
-            .map_err(|e| log::debug!("registry prefetch: cannot start a thread: {e}"))
-            .ok()
+impl<'de> Text<'de> {
+    fn as_str(&self) -> Option<&str> {
+        match self {
+            Text::Borrowed(s) => Some(s),
+            Text::Owned(s) => Some(s),
+            Text::Other => None,
+        }
     }
 
-    /// The parsed file's entries, once the thread is done; `None` when it did not parse.
-    fn take(self) -> Option<FileEntries> {
-        self.0.join().ok().flatten()
+    fn into_cow(self) -> Option<Cow<'de, str>> {
+        match self {
+            Text::Borrowed(s) => Some(Cow::Borrowed(s)),
+            Text::Owned(s) => Some(Cow::Owned(s)),
+            Text::Other => None,
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Text<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct TextVisitor;
+        impl<'de> Visitor<'de> for TextVisitor {
+            type Value = Text<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("any value")
+            }
+            fn visit_borrowed_str<E: serde::de::Error>(self, s: &'de str) -> Result<Text<'de>, E> {
+                Ok(Text::Borrowed(s))
+            }
+            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<Text<'de>, E> {
+                Ok(Text::Owned(s.to_string()))
+            }
+            fn visit_string<E: serde::de::Error>(self, s: String) -> Result<Text<'de>, E> {
+                Ok(Text::Owned(s))
+            }
+            fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<Text<'de>, E> {
+                Ok(Text::Other)
+            }
+            fn visit_i64<E: serde::de::Error>(self, _: i64) -> Result<Text<'de>, E> {
+                Ok(Text::Other)
+            }
+            fn visit_u64<E: serde::de::Error>(self, _: u64) -> Result<Text<'de>, E> {
+                Ok(Text::Other)
+            }
+            fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<Text<'de>, E> {
+                Ok(Text::Other)
+            }
+            fn visit_unit<E: serde::de::Error>(self) -> Result<Text<'de>, E> {
+                Ok(Text::Other)
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Text<'de>, A::Error> {
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(Text::Other)
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Text<'de>, A::Error> {
+                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(Text::Other)
+            }
+        }
+        d.deserialize_any(TextVisitor)
+    }
+}
+
+/// What [`read_early`] made of the registry file.
+pub enum Prefetched<S> {
+    /// The sink filled from the file (there was no journal to replay over it).
+    Sink(S),
+    /// The file's entries, for the journal's replay.
+    Entries(FileEntries),
+}
+
+/// Reads and parses `layout`'s registry file ahead of the registry's opening, while the
+/// server's start does its disk work (the node log's replay, the search index's opening) on
+/// another thread: at 10,000 entries the parse is the longest step of a start. With no
+/// registry journal to replay over the file (a clean shutdown folded it), the entries go
+/// straight into `sink` (the registry's own tables); otherwise, or without a sink, they are
+/// collected as [`FileEntries`] for the replay. `None` when the file is missing or does not
+/// parse: the registry then reads it the ordinary way, so a missing or corrupt file and
+/// `--repair` behave exactly as without this. Nothing else writes the file before the
+/// registry opens, except a format upgrade or a migration:
+/// [`ConversationRegistry::open`](crate::registry::ConversationRegistry::open) drops what
+/// this read when either ran.
+///
+/// Meant for the main thread: its malloc arena grows in large steps, where a thread's own
+/// arena grows a page at a time, each step an `mprotect` holding the address-space lock that
+/// every other thread's page faults wait on (10,000 entries: ~570 of them, and the disk work
+/// beside it took 4–9 ms instead of 1–2).
+pub fn read_early<S: EntrySink>(layout: &Layout, sink: Option<S>) -> Option<Prefetched<S>> {
+    // Before the parse's buffers come and go (see the function's docs).
+    crate::memory::pin_allocator_thresholds();
+    let path = layout.registry_file();
+    let bytes = fs::read(&path).ok()?;
+    match sink {
+        Some(mut sink) if !layout.journal_file().exists() => {
+            parse_registry(&bytes, &mut sink).ok()?;
+            Some(Prefetched::Sink(sink))
+        }
+        _ => FileEntries::parse(&bytes, &path)
+            .ok()
+            .map(Prefetched::Entries),
     }
 }
 
 /// Loads `conversations.json` and replays the journal. A file that does not parse is an error
 /// (never overwritten); with `repair` it is moved aside to `conversations.json.corrupt-<ts>` first.
-/// `prefetched`: the same file already parsed ([`RegistryPrefetch`]), used when it parsed.
+/// `prefetched`: the same file already parsed ([`read_early`]), used when it parsed.
 pub fn load_registry(
     layout: &Layout,
     repair: bool,
-    prefetched: Option<RegistryPrefetch>,
+    prefetched: Option<FileEntries>,
 ) -> Result<LoadedRegistry, StoreError> {
     let path = layout.registry_file();
     let mut loaded = LoadedRegistry::default();
-    let parsed = match prefetched.and_then(RegistryPrefetch::take) {
+    let parsed = match prefetched {
         Some(entries) => Some(Ok(entries)),
         None => match fs::read(&path) {
-            Ok(bytes) => Some(
-                serde_json::from_slice::<RegistryFile>(&bytes)
-                    .map(|file| FileEntries::of(file, &path)),
-            ),
+            Ok(bytes) => Some(FileEntries::parse(&bytes, &path)),
             Err(e) if e.kind() == io::ErrorKind::NotFound => None,
             Err(e) => return Err(StoreError::Io { path, source: e }),
         },
@@ -282,6 +422,7 @@ pub fn load_registry(
         Some(Ok(FileEntries {
             entries,
             needs_fold,
+            ..
         })) => {
             loaded.entries = entries;
             loaded.needs_fold = needs_fold;
@@ -300,14 +441,7 @@ pub fn load_registry(
             );
             loaded.needs_fold = true;
         }
-        Some(Err(e)) => {
-            return Err(StoreError::Corrupt {
-                path,
-                line: e.line(),
-                column: e.column(),
-                message: e.to_string(),
-            })
-        }
+        Some(Err(e)) => return Err(corrupt(path, &e)),
         None => {}
     }
     let replayed = replay_journal(&layout.journal_file(), u64::MAX, &mut loaded.entries)?;
@@ -316,39 +450,57 @@ pub fn load_registry(
     Ok(loaded)
 }
 
-/// The registry file's entries, ready for the journal's replay: entries with no id skipped
-/// (with a warning), duplicates dropped. Made on the prefetch thread when there is one.
-struct FileEntries {
+/// The error of a registry file that does not parse.
+fn corrupt(path: PathBuf, e: &serde_json::Error) -> StoreError {
+    StoreError::Corrupt {
+        path,
+        line: e.line(),
+        column: e.column(),
+        message: e.to_string(),
+    }
+}
+
+/// The registry file's entries as a list, ready for the journal's replay: entries with no id
+/// skipped (with a warning), duplicates dropped (by its own parse).
+pub struct FileEntries {
     /// In registry order.
     entries: Vec<StoredConversation>,
     /// An entry was skipped or is in a legacy form: the file must be rewritten.
     needs_fold: bool,
+    /// Elements skipped for having no id (warned about once the parse is done).
+    skipped: usize,
 }
 
 impl FileEntries {
-    fn of(file: RegistryFile, path: &Path) -> FileEntries {
-        let mut needs_fold = false;
-        let mut entries = Vec::with_capacity(file.sessions.len());
-        for FileEntry(raw) in file.sessions {
-            match raw {
-                Some((entry, legacy)) => {
-                    needs_fold |= legacy;
-                    entries.push(entry);
-                }
-                None => {
-                    log::warn!(
-                        "{}: skipping a registry entry with no conversationId",
-                        path.display()
-                    );
-                    needs_fold = true;
-                }
-            }
+    /// Parses the registry file's `bytes` (read from `path`, named in the warnings).
+    fn parse(bytes: &[u8], path: &Path) -> Result<FileEntries, serde_json::Error> {
+        let mut file = FileEntries {
+            entries: Vec::new(),
+            needs_fold: false,
+            skipped: 0,
+        };
+        parse_registry(bytes, &mut file)?;
+        if file.skipped > 0 {
+            log::warn!(
+                "{}: skipping {} registry entries with no conversationId",
+                path.display(),
+                file.skipped
+            );
         }
-        drop_duplicate_ids(&mut entries);
-        FileEntries {
-            entries,
-            needs_fold,
-        }
+        drop_duplicate_ids(&mut file.entries);
+        Ok(file)
+    }
+}
+
+impl EntrySink for FileEntries {
+    fn entry(&mut self, entry: ParsedEntry<'_>) {
+        self.needs_fold |= entry.legacy;
+        self.entries.push(entry.into_stored());
+    }
+
+    fn not_an_entry(&mut self) {
+        self.skipped += 1;
+        self.needs_fold = true;
     }
 }
 
@@ -384,20 +536,9 @@ pub fn read_registry_at(
     let mut entries = Vec::new();
     if let Some(path) = registry {
         let bytes = fs::read(path).map_err(io_err(path))?;
-        let file: RegistryFile =
-            serde_json::from_slice(&bytes).map_err(|e| StoreError::Corrupt {
-                path: path.to_path_buf(),
-                line: e.line(),
-                column: e.column(),
-                message: e.to_string(),
-            })?;
-        entries = file
-            .sessions
-            .into_iter()
-            .filter_map(|FileEntry(raw)| raw)
-            .map(|(entry, _)| entry)
-            .collect();
-        drop_duplicate_ids(&mut entries);
+        entries = FileEntries::parse(&bytes, path)
+            .map_err(|e| corrupt(path.to_path_buf(), &e))?
+            .entries;
     }
     if let Some((path, len)) = journal {
         replay_journal(path, len, &mut entries)?;
@@ -406,10 +547,16 @@ pub fn read_registry_at(
 }
 
 /// Accepts `conversationId`, or the legacy `sessionId` (second value: true = needs rewrite);
-/// `None` for what is not an entry. The same rules as the file's own parse ([`FileEntry`]).
+/// `None` for what is not an entry. The same rules as the file's own parse ([`EntryVisitor`]).
 #[cfg(test)]
 pub(super) fn entry_from_value(raw: &Value) -> Option<(StoredConversation, bool)> {
-    FileEntry::deserialize(raw).ok().and_then(|FileEntry(e)| e)
+    let text = serde_json::to_vec(raw).expect("a value serializes");
+    let mut de = serde_json::Deserializer::from_slice(&text);
+    let entry = serde::Deserializer::deserialize_any(&mut de, EntryVisitor)
+        .ok()
+        .flatten()?;
+    let legacy = entry.legacy;
+    Some((entry.into_stored(), legacy))
 }
 
 /// Serializes the registry the way TypeAgent writes it: `{"sessions":[…]}`, two-space indented.
