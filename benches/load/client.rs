@@ -11,7 +11,7 @@
 //! Frame text, callIds and answer recognition come from `tests/support/protocol.rs`, shared
 //! with the integration tests' blocking client.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};
@@ -56,7 +56,15 @@ pub struct Client {
     /// dropped mid-send (the fleet's members race it against their commands), so the reply
     /// stays here until tungstenite has queued it, and the next `recv` sends it first.
     unsent_reply: Option<String>,
+    /// When the last text frame of [`LARGE_FRAME`] bytes or more was received, before it was
+    /// parsed: `startup` tells the server's time to a long list's arrival from the harness's
+    /// own parse of it (10,000 entries: ~10 ms into a `serde_json::Value`). Only large frames
+    /// are timed, so the millions of small ones cost no clock read.
+    large_frame_at: Option<Instant>,
 }
+
+/// A text frame at least this long is timed on arrival ([`Client::large_frame_received_at`]).
+pub const LARGE_FRAME: usize = 64 * 1024;
 
 impl Client {
     /// Connects to `url` (already checked to be loopback).
@@ -121,6 +129,7 @@ impl Client {
             ws,
             call_ids: CallIds::default(),
             unsent_reply: None,
+            large_frame_at: None,
         })
     }
 
@@ -149,16 +158,21 @@ impl Client {
                 return Incoming::Closed(None);
             }
             match self.ws.next().await {
-                Some(Ok(Message::Text(text))) => match classify(text) {
-                    Incoming::Invoked(reply) => {
-                        self.unsent_reply = Some(reply.frame.clone());
-                        return match self.send_reply().await {
-                            Ok(()) => Incoming::Invoked(reply),
-                            Err(()) => Incoming::Closed(None),
-                        };
+                Some(Ok(Message::Text(text))) => {
+                    if text.len() >= LARGE_FRAME {
+                        self.large_frame_at = Some(Instant::now());
                     }
-                    other => return other,
-                },
+                    match classify(text) {
+                        Incoming::Invoked(reply) => {
+                            self.unsent_reply = Some(reply.frame.clone());
+                            return match self.send_reply().await {
+                                Ok(()) => Incoming::Invoked(reply),
+                                Err(()) => Incoming::Closed(None),
+                            };
+                        }
+                        other => return other,
+                    }
+                }
                 Some(Ok(Message::Close(frame))) => {
                     return Incoming::Closed(frame.map(|f| u16::from(f.code)))
                 }
@@ -166,6 +180,12 @@ impl Client {
                 Some(Err(_)) | None => return Incoming::Closed(None),
             }
         }
+    }
+
+    /// When the last text frame of [`LARGE_FRAME`] bytes or more arrived, before the harness
+    /// parsed it.
+    pub fn large_frame_received_at(&self) -> Option<Instant> {
+        self.large_frame_at
     }
 
     /// Sends the pending reply to a server invoke, if any. Cancel-safe: the reply leaves
