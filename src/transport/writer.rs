@@ -193,7 +193,7 @@ fn encode(codec: &mut Codec, frame: Outgoing, buf: &mut BytesMut) -> bool {
             buf.reserve(frame.text_len() + 10);
             text_header(buf, frame.text_len());
             buf.extend_from_slice(prefix.as_bytes());
-            put_decimal(buf, number);
+            buf.extend_from_slice(roundtable_actors::protocol::decimal(number, &mut [0; 20]));
             buf.extend_from_slice(tail.as_bytes());
             return false;
         }
@@ -238,21 +238,6 @@ fn text_header(buf: &mut BytesMut, len: usize) {
         buf.put_u8(127);
         buf.put_u64(len as u64);
     }
-}
-
-/// `n` in decimal ASCII.
-fn put_decimal(buf: &mut BytesMut, mut n: u64) {
-    let mut digits = [0u8; 20];
-    let mut start = digits.len();
-    loop {
-        start -= 1;
-        digits[start] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    buf.extend_from_slice(&digits[start..]);
 }
 
 #[cfg(test)]

@@ -93,18 +93,23 @@ fn write_json_string(out: &mut Vec<u8>, text: &str) {
 
 /// `n` in decimal.
 fn write_json_number(out: &mut Vec<u8>, n: u64) {
-    let mut digits = [0u8; 20];
+    out.extend_from_slice(decimal(n, &mut [0; 20]));
+}
+
+/// `n` in decimal ASCII, written at the end of `digits`: the digits' slice of it. For
+/// writers that put numbers between prepared parts (this module's objects, the socket
+/// writer's spliced calls).
+pub fn decimal(mut n: u64, digits: &mut [u8; 20]) -> &[u8] {
     let mut start = digits.len();
-    let mut rest = n;
     loop {
         start -= 1;
-        digits[start] = b'0' + (rest % 10) as u8;
-        rest /= 10;
-        if rest == 0 {
+        digits[start] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
             break;
         }
     }
-    out.extend_from_slice(&digits[start..]);
+    &digits[start..]
 }
 
 /// One `findConversations` hit.

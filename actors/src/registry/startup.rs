@@ -106,25 +106,11 @@ impl StartupTables {
             message_count,
             extra,
         } = stored;
-        self.add(
-            &conversation_id,
-            &name,
-            &created_at,
-            message_count,
-            extra,
-            || StoredConversation {
-                conversation_id: conversation_id.clone(),
-                name: name.clone(),
-                created_at: created_at.clone(),
-                message_count,
-                extra: serde_json::Map::new(),
-            },
-        );
+        self.add(&conversation_id, &name, &created_at, message_count, extra);
     }
 
     /// Enters one record: a UUID id as an unloaded entry, unless it repeats one entered or
-    /// its name marks it ephemeral; any other id into `foreign` (made by `stored`, which is
-    /// given the fields it lacks).
+    /// its name marks it ephemeral; any other id into `foreign`, as stored.
     fn add(
         &mut self,
         id_text: &str,
@@ -132,14 +118,19 @@ impl StartupTables {
         created_at: &str,
         message_count: Option<u64>,
         extra: serde_json::Map<String, serde_json::Value>,
-        stored: impl FnOnce() -> StoredConversation,
     ) {
         let Some(id) = ConversationId::parse(id_text) else {
             if self.foreign_ids.insert(id_text.to_string()) {
                 log::warn!(
                     "registry entry {id_text:?} has an id that is not a UUID; kept on disk but not served"
                 );
-                self.foreign.push(StoredConversation { extra, ..stored() });
+                self.foreign.push(StoredConversation {
+                    conversation_id: id_text.to_string(),
+                    name: name.to_string(),
+                    created_at: created_at.to_string(),
+                    message_count,
+                    extra,
+                });
             } else {
                 self.duplicates += 1;
             }
@@ -180,20 +171,7 @@ impl EntrySink for StartupTables {
             extra,
             ..
         } = entry;
-        self.add(
-            &conversation_id,
-            &name,
-            &created_at,
-            message_count,
-            extra,
-            || StoredConversation {
-                conversation_id: conversation_id.to_string(),
-                name: name.to_string(),
-                created_at: created_at.to_string(),
-                message_count,
-                extra: serde_json::Map::new(),
-            },
-        );
+        self.add(&conversation_id, &name, &created_at, message_count, extra);
     }
 
     fn not_an_entry(&mut self) {
