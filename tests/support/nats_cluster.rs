@@ -21,6 +21,8 @@ struct Member {
     port: u16,
     /// Route (cluster) port on 127.0.0.1.
     route_port: u16,
+    /// HTTP monitoring port on 127.0.0.1 (`/jsz`: who is in JetStream's metadata group).
+    monitor_port: u16,
     /// JetStream store, kept across restarts.
     store: PathBuf,
     /// Everything it logged, over all its lives.
@@ -44,7 +46,9 @@ fn free_port() -> u16 {
 
 impl NatsCluster {
     /// Starts three servers and waits until JetStream's cluster has elected its metadata
-    /// leader (before that, creating a bucket fails).
+    /// leader (before that, creating a bucket fails) and all three are current members of
+    /// its metadata group (before that, a bucket with three replicas has "no suitable peers
+    /// for placement": a node of the CI nemesis once gave up after 30 s of that).
     pub fn start() -> NatsCluster {
         NatsCluster::start_but(None)
     }
@@ -59,6 +63,7 @@ impl NatsCluster {
                 child: None,
                 port: free_port(),
                 route_port: free_port(),
+                monitor_port: free_port(),
                 store: temp.path().join(format!("n{i}")),
                 log: Arc::default(),
             })
@@ -73,9 +78,43 @@ impl NatsCluster {
         leader_rx
             .recv_timeout(START_TIMEOUT)
             .unwrap_or_else(|_| panic!("no JetStream metadata leader in the NATS cluster"));
-        NatsCluster {
+        let cluster = NatsCluster {
             members,
             _temp: temp,
+        };
+        if absent.is_none() {
+            cluster.wait_all_in_meta_group();
+        }
+        cluster
+    }
+
+    /// Waits until the metadata leader reports both other servers as current members of
+    /// JetStream's metadata group, polling each server's `/jsz` (nats-server says nothing on
+    /// its own when a peer becomes current); panics with every server's log after
+    /// [`START_TIMEOUT`].
+    fn wait_all_in_meta_group(&self) {
+        let deadline = Instant::now() + START_TIMEOUT;
+        loop {
+            let current = self
+                .members
+                .iter()
+                .filter_map(|m| current_meta_peers(m.monitor_port))
+                .max()
+                .unwrap_or(0);
+            if current == self.members.len() {
+                return;
+            }
+            if Instant::now() >= deadline {
+                let logs: String = (0..self.members.len())
+                    .map(|i| format!("--- n{i}\n{}", self.log(i)))
+                    .collect();
+                panic!(
+                    "JetStream's metadata group has {current} current members of {} after {} s:\n{logs}",
+                    self.members.len(),
+                    START_TIMEOUT.as_secs()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
         }
     }
 
@@ -127,6 +166,7 @@ fn spawn(i: usize, member: &mut Member, routes: &[u16], leader: Option<mpsc::Sen
             &format!("nats://127.0.0.1:{}", member.route_port),
         ])
         .args(["--routes", &others.join(",")])
+        .args(["-m", &member.monitor_port.to_string()])
         .arg("-sd")
         .arg(&member.store)
         .stdout(Stdio::null())
@@ -170,6 +210,25 @@ fn spawn(i: usize, member: &mut Member, routes: &[u16], leader: Option<mpsc::Sen
         );
     }
     member.child = Some(child);
+}
+
+/// The current members of JetStream's metadata group as the server monitored on `port` sees
+/// them, when it is the group's leader (itself and its current replicas); `None` otherwise or
+/// when it does not answer.
+fn current_meta_peers(port: u16) -> Option<usize> {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    stream
+        .write_all(b"GET /jsz HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+        .ok()?;
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).ok()?;
+    let body = &answer[answer.find("\r\n\r\n")? + 4..];
+    let jsz: serde_json::Value = serde_json::from_str(body).ok()?;
+    let replicas = jsz["meta_cluster"]["replicas"].as_array()?;
+    let current = replicas.iter().filter(|r| r["current"] == true).count();
+    Some(1 + current)
 }
 
 impl Drop for NatsCluster {

@@ -148,7 +148,13 @@ pub fn run(config: Config) -> Result<Report, String> {
             .collect(),
     );
     for node in nodes.iter() {
-        start_node(&config, node)?;
+        // A node that cannot start is often NATS's doing: say what the servers logged.
+        start_node(&config, node).map_err(|e| {
+            let logs: String = (0..3)
+                .map(|i| format!("--- nats n{i}\n{}", nats.log(i)))
+                .collect();
+            format!("{e}\nThe NATS servers logged:\n{logs}")
+        })?;
     }
     let shared = Arc::new(Shared::new(config.conversations));
     let ids = workers::create_conversations(&nodes, config.conversations)?;
