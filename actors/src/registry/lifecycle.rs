@@ -21,7 +21,7 @@ use crate::conversation::{
 };
 use crate::metrics::Metrics;
 use crate::storage::journal::RegistryWriter;
-use crate::storage::registry_file::{Prefetched, StoredConversation};
+use crate::storage::registry_file::{EntrySink, Prefetched, StoredConversation};
 use crate::storage::StoreError;
 use crate::storage::{format, layout, migrate, registry_file, snapshot};
 
@@ -102,7 +102,7 @@ impl ConversationRegistry {
                 let mut tables = StartupTables::new(clustered);
                 tables.needs_fold = loaded.needs_fold;
                 for stored in loaded.entries {
-                    tables.add_stored(stored);
+                    tables.entry(stored.into());
                 }
                 (tables, loaded.deleted)
             }

@@ -286,6 +286,43 @@ fn index_name_in(names: &mut HashMap<u64, NameSlot>, id: ConversationId, name: &
     }
 }
 
+/// The registry's maps of conversations, borrowed together: the one way a conversation
+/// enters them, whether the running registry ([`ConversationRegistry::insert_entry`]) or the
+/// start's tables (`startup.rs`) hold them.
+struct Tables<'a> {
+    entries: &'a mut HashMap<ConversationId, Box<Entry>>,
+    order: &'a mut BTreeMap<u64, ConversationId>,
+    next_order: &'a mut u64,
+    names: &'a mut HashMap<u64, NameSlot>,
+}
+
+impl Tables<'_> {
+    /// Enters `id`, unloaded: at the end of registry order, or (`clustered`) at its place by
+    /// creation time; under its name in the name index.
+    fn enter(
+        self,
+        clustered: bool,
+        id: ConversationId,
+        name: &str,
+        created_at: &str,
+        message_count: Option<u64>,
+        extra: serde_json::Map<String, serde_json::Value>,
+    ) {
+        let order = if clustered {
+            shared::cluster_order_key(self.order, id, created_at)
+        } else {
+            *self.next_order += 1;
+            *self.next_order - 1
+        };
+        self.order.insert(order, id);
+        index_name_in(self.names, id, name);
+        self.entries.insert(
+            id,
+            Entry::unloaded(order, name, created_at, message_count, extra),
+        );
+    }
+}
+
 /// The registry actor. Start it with [`ConversationRegistry::open`] then `Supervisor::start*`.
 pub struct ConversationRegistry {
     /// Settings.
@@ -333,24 +370,20 @@ impl ConversationRegistry {
     /// Adds the entry of `stored`, at the end of registry order (in a cluster, at its place
     /// by creation time).
     fn insert_entry(&mut self, id: ConversationId, stored: StoredConversation) {
-        let order = if self.config.cluster.is_some() {
-            self.cluster_order_key(id, &stored.created_at)
-        } else {
-            self.next_order += 1;
-            self.next_order - 1
-        };
-        self.order.insert(order, id);
-        index_name_in(&mut self.names, id, &stored.name);
-        let StoredConversation {
-            name,
-            created_at,
-            message_count,
-            extra,
-            ..
-        } = stored;
-        self.entries.insert(
+        let clustered = self.config.cluster.is_some();
+        Tables {
+            entries: &mut self.entries,
+            order: &mut self.order,
+            next_order: &mut self.next_order,
+            names: &mut self.names,
+        }
+        .enter(
+            clustered,
             id,
-            Entry::unloaded(order, &name, &created_at, message_count, extra),
+            &stored.name,
+            &stored.created_at,
+            stored.message_count,
+            stored.extra,
         );
     }
 

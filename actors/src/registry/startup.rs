@@ -9,7 +9,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use super::{index_name_in, shared::cluster_order_key, Entry, NameSlot};
+use super::{Entry, NameSlot, Tables};
 use crate::ids::ConversationId;
 use crate::storage::layout::{Layout, EPHEMERAL_PREFIXES};
 use crate::storage::registry_file::{self, EntrySink, ParsedEntry, StoredConversation};
@@ -97,40 +97,16 @@ impl StartupTables {
         }
     }
 
-    /// Enters one stored record, as loaded from the file and the journal.
-    pub(super) fn add_stored(&mut self, stored: StoredConversation) {
-        let StoredConversation {
-            conversation_id,
-            name,
-            created_at,
-            message_count,
-            extra,
-        } = stored;
-        self.add(&conversation_id, &name, &created_at, message_count, extra);
-    }
-
     /// Enters one record: a UUID id as an unloaded entry, unless it repeats one entered or
     /// its name marks it ephemeral; any other id into `foreign`, as stored.
-    fn add(
-        &mut self,
-        id_text: &str,
-        name: &str,
-        created_at: &str,
-        message_count: Option<u64>,
-        extra: serde_json::Map<String, serde_json::Value>,
-    ) {
-        let Some(id) = ConversationId::parse(id_text) else {
-            if self.foreign_ids.insert(id_text.to_string()) {
+    fn add(&mut self, entry: ParsedEntry<'_>) {
+        let Some(id) = ConversationId::parse(&entry.conversation_id) else {
+            if self.foreign_ids.insert(entry.conversation_id.to_string()) {
                 log::warn!(
-                    "registry entry {id_text:?} has an id that is not a UUID; kept on disk but not served"
+                    "registry entry {:?} has an id that is not a UUID; kept on disk but not served",
+                    entry.conversation_id
                 );
-                self.foreign.push(StoredConversation {
-                    conversation_id: id_text.to_string(),
-                    name: name.to_string(),
-                    created_at: created_at.to_string(),
-                    message_count,
-                    extra,
-                });
+                self.foreign.push(entry.into_stored());
             } else {
                 self.duplicates += 1;
             }
@@ -140,22 +116,25 @@ impl StartupTables {
             self.duplicates += 1;
             return;
         }
-        if EPHEMERAL_PREFIXES.iter().any(|p| name.starts_with(p)) {
+        if EPHEMERAL_PREFIXES.iter().any(|p| entry.name.starts_with(p)) {
             self.ephemeral.push(id);
             self.needs_fold = true;
             return;
         }
-        let order = if self.clustered {
-            cluster_order_key(&self.order, id, created_at)
-        } else {
-            self.next_order += 1;
-            self.next_order - 1
-        };
-        self.order.insert(order, id);
-        index_name_in(&mut self.names, id, name);
-        self.entries.insert(
+        let clustered = self.clustered;
+        Tables {
+            entries: &mut self.entries,
+            order: &mut self.order,
+            next_order: &mut self.next_order,
+            names: &mut self.names,
+        }
+        .enter(
+            clustered,
             id,
-            Entry::unloaded(order, name, created_at, message_count, extra),
+            &entry.name,
+            &entry.created_at,
+            entry.message_count,
+            entry.extra,
         );
     }
 }
@@ -163,15 +142,7 @@ impl StartupTables {
 impl EntrySink for StartupTables {
     fn entry(&mut self, entry: ParsedEntry<'_>) {
         self.needs_fold |= entry.legacy;
-        let ParsedEntry {
-            conversation_id,
-            name,
-            created_at,
-            message_count,
-            extra,
-            ..
-        } = entry;
-        self.add(&conversation_id, &name, &created_at, message_count, extra);
+        self.add(entry);
     }
 
     fn not_an_entry(&mut self) {
@@ -248,7 +219,7 @@ mod tests {
         let file = load_registry(&layout, false, None).unwrap();
         loaded.needs_fold = file.needs_fold;
         for stored in file.entries {
-            loaded.add_stored(stored);
+            loaded.entry(stored.into());
         }
         assert_eq!(contents(&early), contents(&loaded));
         let read = match read_registry_early(&layout, false) {

@@ -91,9 +91,24 @@ pub struct ParsedEntry<'a> {
     pub legacy: bool,
 }
 
+/// A stored record as an entry (its strings moved, not copied): the journal's replay hands
+/// its result to the same sink as the file's parse.
+impl From<StoredConversation> for ParsedEntry<'static> {
+    fn from(stored: StoredConversation) -> Self {
+        ParsedEntry {
+            conversation_id: Cow::Owned(stored.conversation_id),
+            name: Cow::Owned(stored.name),
+            created_at: Cow::Owned(stored.created_at),
+            message_count: stored.message_count,
+            extra: stored.extra,
+            legacy: false,
+        }
+    }
+}
+
 impl ParsedEntry<'_> {
     /// The entry as stored.
-    fn into_stored(self) -> StoredConversation {
+    pub fn into_stored(self) -> StoredConversation {
         StoredConversation {
             conversation_id: self.conversation_id.into_owned(),
             name: self.name.into_owned(),

@@ -198,39 +198,33 @@ pub async fn run(ctx: &Ctx) -> Result<ScenarioReport, String> {
         false,
         |v| v < 20.0,
     );
-    if let (Some(f), Some(e)) = (
-        report.figure("idle_rss_mb").map(|f| f.value),
-        report.figure("empty_idle_rss_mb").map(|f| f.value),
-    ) {
-        report
-            .figures
-            .push(Figure::new("idle_rss_over_empty_mb", f - e, "MB"));
-    }
-    if let (Some(f), Some(e)) = (
-        report.figure("exec_to_first_list_ms").map(|f| f.value),
-        report
-            .figure("empty_exec_to_first_list_ms")
-            .map(|f| f.value),
-    ) {
-        report
-            .figures
-            .push(Figure::new("first_list_over_empty_x", f / e, "x"));
-    }
+    push_derived(
+        &mut report,
+        "idle_rss_over_empty_mb",
+        ("idle_rss_mb", "empty_idle_rss_mb"),
+        |f, e| f - e,
+        "MB",
+    );
+    push_derived(
+        &mut report,
+        "first_list_over_empty_x",
+        ("exec_to_first_list_ms", "empty_exec_to_first_list_ms"),
+        |f, e| f / e,
+        "x",
+    );
     // The same without the harness's own parse of the 10,000-entry answer into a
     // `serde_json::Value` (about 10 ms on this machine), which the empty instance's one-entry
     // answer does not pay: the server's part of the figure.
-    if let (Some(f), Some(e)) = (
-        report
-            .figure("exec_to_first_list_received_ms")
-            .map(|f| f.value),
-        report
-            .figure("empty_exec_to_first_list_ms")
-            .map(|f| f.value),
-    ) {
-        report
-            .figures
-            .push(Figure::new("first_list_received_over_empty_x", f / e, "x"));
-    }
+    push_derived(
+        &mut report,
+        "first_list_received_over_empty_x",
+        (
+            "exec_to_first_list_received_ms",
+            "empty_exec_to_first_list_ms",
+        ),
+        |f, e| f / e,
+        "x",
+    );
     report.target(
         "idle_rss_over_empty_mb",
         "idle RSS with 10,000 conversations at most 4 MB over an empty server's (issue 11)",
@@ -280,6 +274,23 @@ async fn boot(ctx: &Ctx, dir: &Path, n: usize) -> Result<Booted, String> {
         ));
     }
     Ok(((ready, server), listening, connected, client))
+}
+
+/// Pushes `name`, `combine` of the full instance's figure and the empty one's (`of`), when
+/// both were measured.
+fn push_derived(
+    report: &mut ScenarioReport,
+    name: &str,
+    of: (&str, &str),
+    combine: fn(f64, f64) -> f64,
+    unit: &'static str,
+) {
+    let value = |name| report.figure(name).map(|f| f.value);
+    if let (Some(full), Some(empty)) = (value(of.0), value(of.1)) {
+        report
+            .figures
+            .push(Figure::new(name, combine(full, empty), unit));
+    }
 }
 
 /// The median of `values` (the mean of the middle two when their number is even).
