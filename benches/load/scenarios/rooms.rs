@@ -129,6 +129,7 @@ async fn measure(
         .step_by(per_room)
         .map(|m| m.cmds.clone())
         .collect();
+    let fsyncs_before = log_fsyncs(server);
     let light = fleet::drive(
         &stats,
         &mut done,
@@ -142,6 +143,9 @@ async fn measure(
         &format!("rooms {}: light load", kind.name()),
     )
     .await;
+    let light_fsyncs = log_fsyncs(server)
+        .zip(fsyncs_before)
+        .map(|(after, before)| after - before);
     let delivery = stats.delivery.lock().expect("histogram lock").clone();
     let errors = stats.submit_errors.load(Ordering::Relaxed);
     let invokes = stats.invokes_answered.load(Ordering::Relaxed);
@@ -198,5 +202,20 @@ async fn measure(
         "light_last_delivery",
         &light.turn_latency,
     ));
+    if let Some(fsyncs) = light_fsyncs {
+        // The node log's fsyncs while many conversations take turns at once: what a turn
+        // costs in fsyncs outside `fanout`'s closed loop, whose window bounds the sharing.
+        figures.push(Figure::new(
+            "light_log_fsyncs_per_turn",
+            fsyncs / light.completed.max(1) as f64,
+            "fsyncs",
+        ));
+    }
     Ok((figures, notes))
+}
+
+/// The server's node-log fsyncs so far (`None` for a baseline, or without metrics).
+fn log_fsyncs(server: &Running) -> Option<f64> {
+    let port = server.process.as_ref()?.port;
+    crate::server::metric(port, "roundtable_log_fsyncs_total")
 }
