@@ -23,7 +23,11 @@
 //!   a revision is asked of the leader too, and the watch starts again from the snapshot's
 //!   revision (and read-your-writes waits for it from there);
 //! - nothing newer than the snapshot is undone, and the deletes this copy applied are
-//!   remembered ([`SharedCopy`]) until a snapshot shows them.
+//!   remembered ([`SharedCopy`]) until a snapshot shows them;
+//! - the audit: every check also asks the leader about a slice of the copy's conversations,
+//!   in turn, whatever the snapshot shows (a copy and a snapshot read from the same stale
+//!   replica agree on what is wrong), all of them at once after a fault
+//!   ([`SharedCopy::start_sweep`]).
 //!
 //! Checks and repairs are counted (`/health`'s `registryReconciles`, `registryRepairs`). Once
 //! a check is applied, the copy is current to the snapshot's revision, so the reads waiting
@@ -33,7 +37,7 @@
 //! watch flags its restarts and takes rewinds from here; the watch and the catalog record
 //! deletes in [`SharedCopy`].
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -51,8 +55,9 @@ pub const DEFAULT_RECONCILE_TIME: Duration = Duration::from_secs(30);
 /// How often [`check_the_copy`] looks whether a check is due (a reconnect, a restarted watch).
 const LOOK_EVERY: Duration = Duration::from_secs(1);
 
-/// Conversations one check asks the store's leader about, at most (one request each); the
-/// rest wait for the next check, which then comes within [`LOOK_EVERY`].
+/// Conversations one check asks the store's leader about, at most (one request each): its
+/// differences first, then the audit's next ones. The rest wait for the next check, which
+/// comes within [`LOOK_EVERY`] after a fault, else a reconcile time later.
 pub const MAX_CONFIRMATIONS: usize = 1024;
 
 /// Conversations one check may remove on the store's leader's word, at least (or 1% of the
@@ -80,7 +85,7 @@ pub const MAX_REMEMBERED_DELETES: usize = 65_536;
 /// the watch must start again from when the snapshot shows it delivered revisions the store
 /// does not have.
 #[derive(Message)]
-#[rtype(result = "Option<u64>")]
+#[rtype(result = "CheckOutcome")]
 pub struct SharedSnapshot {
     /// The store's records and delete markers, and the revision they are current to.
     pub snapshot: RegistrySnapshot,
@@ -93,6 +98,21 @@ pub struct SharedSnapshot {
     /// over, one above it only ahead of a lagging watch; a snapshot current to less means the
     /// watch delivered revisions the store does not have.
     pub watch_at: u64,
+    /// The check follows a fault (NATS came back, the watch started again): every
+    /// conversation of the copy is asked of the store's leader, not only those that differ
+    /// from the snapshot (the audit: see this module's docs).
+    pub sweep: bool,
+}
+
+/// What a check tells [`check_the_copy`].
+#[derive(Debug, Default, MessageResponse)]
+pub struct CheckOutcome {
+    /// The watch must start again from this revision: the snapshot shows it delivered
+    /// revisions the store does not have.
+    pub rewind: Option<u64>,
+    /// A round of the audit started by a fault has conversations still to ask about: the
+    /// next check comes at the next look, not a reconcile time later.
+    pub sweep_left: bool,
 }
 
 /// The deletes this node's copy applied that a snapshot may not show yet.
@@ -107,6 +127,12 @@ pub(super) struct SharedCopy {
     /// is removed only when a check at least [`absence_proof_gap`] later still finds it so.
     /// Each check keeps only its own finds, which are at most its removal bound.
     absent_since: HashMap<ConversationId, Instant>,
+    /// Conversations the audit has still to ask the store's leader about, in id order; at
+    /// most the copy's size (a new round replaces the old one).
+    sweep_left: VecDeque<ConversationId>,
+    /// The round under way follows a fault: checks come one after another until it is done,
+    /// instead of one per reconcile time.
+    sweep_urgent: bool,
 }
 
 impl SharedCopy {
@@ -155,6 +181,55 @@ impl SharedCopy {
         }
         self.absent_since = still;
         long
+    }
+
+    /// Starts a round of the audit over `ids` (the copy's conversations). The audit asks the
+    /// store's leader about every conversation in turn, whatever the snapshot says, because a
+    /// difference between the copy and a snapshot is not the only sign of a wrong copy. On
+    /// NATS 2.9.10, under the nemesis, a node's copy and its snapshots agreed on an old name
+    /// for good: both were read from a replica that had missed a rename (or had held a write
+    /// the cluster dropped), so no check found a difference to ask about. `urgent`: the round
+    /// follows a fault (NATS came back, the watch started again or went past the store), and
+    /// checks come one after another until it is done.
+    fn start_sweep(&mut self, mut ids: Vec<ConversationId>, urgent: bool) {
+        ids.sort_unstable();
+        self.sweep_left = ids.into();
+        self.sweep_urgent = urgent;
+    }
+
+    /// Whether an urgent round still has conversations to ask about.
+    fn urgent_left(&self) -> bool {
+        self.sweep_urgent && !self.sweep_left.is_empty()
+    }
+
+    /// Adds to `confirm` (the differences, asked first) up to [`MAX_CONFIRMATIONS`] in all
+    /// from the audit, skipping those already there or no longer in the copy; a finished
+    /// round starts again over `all()`.
+    fn take_sweep(
+        &mut self,
+        confirm: &mut Vec<ConversationId>,
+        in_copy: impl Fn(ConversationId) -> bool,
+        all: impl FnOnce() -> Vec<ConversationId>,
+    ) {
+        if self.sweep_left.is_empty() {
+            self.start_sweep(all(), false);
+        }
+        let asked: HashSet<ConversationId> = confirm.iter().copied().collect();
+        while confirm.len() < MAX_CONFIRMATIONS {
+            let Some(id) = self.sweep_left.pop_front() else {
+                break;
+            };
+            if in_copy(id) && !asked.contains(&id) {
+                confirm.push(id);
+            }
+        }
+    }
+
+    /// Puts back at the sweep's front the conversations a check could not ask about.
+    fn resweep(&mut self, ids: impl DoubleEndedIterator<Item = ConversationId>) {
+        for id in ids.rev() {
+            self.sweep_left.push_front(id);
+        }
     }
 
     /// Lets go of the deletes `snapshot` shows, or whose revision it covers.
@@ -279,13 +354,14 @@ fn plan(
 }
 
 impl Handler<SharedSnapshot> for ConversationRegistry {
-    type Result = Option<u64>;
+    type Result = CheckOutcome;
 
-    fn handle(&mut self, msg: SharedSnapshot, ctx: &mut Self::Context) -> Option<u64> {
+    fn handle(&mut self, msg: SharedSnapshot, ctx: &mut Self::Context) -> CheckOutcome {
         let SharedSnapshot {
             snapshot,
             start,
             watch_at,
+            sweep,
         } = msg;
         let covered = snapshot.watch_from.saturating_sub(1);
         let node = self
@@ -350,29 +426,56 @@ impl Handler<SharedSnapshot> for ConversationRegistry {
             let removal = self.delete_local(id);
             ctx.spawn(removal.map(|_, _, _| ()));
         }
+        if !start {
+            let live = || -> Vec<ConversationId> {
+                self.entries
+                    .iter()
+                    .filter(|(_, e)| !e.deleting)
+                    .map(|(id, _)| *id)
+                    .collect()
+            };
+            if sweep || rewind.is_some() {
+                let live = live();
+                log::info!(
+                    "cluster node {node}: registry check after a fault: asking the store's \
+                     leader about all {} conversations",
+                    live.len()
+                );
+                self.shared_copy.start_sweep(live, true);
+            }
+            let entries = &self.entries;
+            self.shared_copy
+                .take_sweep(&mut plan.confirm, |id| entries.contains_key(&id), live);
+        }
         if plan.confirm.is_empty() {
-            self.checked(&snapshot, 0, start, ctx);
+            self.checked(&snapshot, 0, true, start, ctx);
         } else {
             let removable = plan.removable.into_iter().collect();
             self.confirm_with_leader(plan.confirm, removable, snapshot, start, ctx);
         }
-        rewind
+        CheckOutcome {
+            rewind,
+            sweep_left: self.shared_copy.urgent_left(),
+        }
     }
 }
 
 impl ConversationRegistry {
-    /// A check is applied: counted, its deletes let go, the reads waiting for its revision go.
+    /// A check is applied: counted (`complete`: every conversation it asked the leader about
+    /// was answered; one that was not is left to the next check and not counted), its
+    /// deletes let go, the reads waiting for its revision go.
     fn checked(
         &mut self,
         snapshot: &RegistrySnapshot,
         repairs: usize,
+        complete: bool,
         start: bool,
         ctx: &mut Context<Self>,
     ) {
         let covered = snapshot.watch_from.saturating_sub(1);
         self.shared_copy.forget_shown(snapshot);
         if let (false, Some(cluster)) = (start, &self.config.cluster) {
-            cluster.count_reconcile(1, repairs);
+            cluster.count_reconcile(usize::from(complete), repairs);
             log::debug!(
                 "cluster node {}: registry check at revision {covered}: {repairs} repairs",
                 cluster.node()
@@ -403,6 +506,7 @@ impl ConversationRegistry {
             );
             ids.truncate(MAX_CONFIRMATIONS);
         }
+        let all_asked = ids.clone();
         // What each entry was when asked: an answer about a changed entry is not applied.
         let asked: Vec<(ConversationId, Option<u64>)> = ids
             .iter()
@@ -435,6 +539,15 @@ impl ConversationRegistry {
         ctx.spawn(answers.into_actor(self).map(move |answers, act, ctx| {
             let node = cluster.node().to_string();
             let mut repairs = 0;
+            // Not answered (an error, or not asked after one): asked again by the next check.
+            let unanswered: Vec<ConversationId> = answers
+                .iter()
+                .filter(|(_, answer)| answer.is_err())
+                .map(|(id, _)| *id)
+                .chain(all_asked[answers.len()..].iter().copied())
+                .collect();
+            let complete = unanswered.is_empty();
+            act.shared_copy.resweep(unanswered.into_iter());
             let unchanged = |act: &Self, id: &ConversationId, held: &Option<u64>| {
                 act.entries.get(id).map(|e| e.revision) == *held
                     && !act.entries.get(id).is_some_and(|e| e.deleting)
@@ -533,7 +646,7 @@ impl ConversationRegistry {
                     Ok(None) => {}
                 }
             }
-            act.checked(&snapshot, repairs, start, ctx);
+            act.checked(&snapshot, repairs, complete, start, ctx);
         }));
     }
 }
@@ -563,6 +676,8 @@ pub(super) async fn check_the_copy(
     let mut last = Instant::now();
     let mut was_reachable = true;
     let mut due = false;
+    // Whether the check due follows a fault (then it sweeps: see `SharedCopy::start_sweep`).
+    let mut after_fault = false;
     loop {
         tokio::time::sleep(LOOK_EVERY.min(every)).await;
         if !registry.connected() {
@@ -570,10 +685,10 @@ pub(super) async fn check_the_copy(
         }
         let reachable = shared.reachable();
         // The watch may have lost changes while NATS was away, however it resumed.
-        due |= reachable && !was_reachable;
+        after_fault |= reachable && !was_reachable;
         was_reachable = reachable;
-        due |= watch.restarted.swap(false, Ordering::SeqCst);
-        due |= last.elapsed() >= every;
+        after_fault |= watch.restarted.swap(false, Ordering::SeqCst);
+        due |= after_fault || last.elapsed() >= every;
         if !due || !reachable {
             continue;
         }
@@ -584,13 +699,16 @@ pub(super) async fn check_the_copy(
                     snapshot,
                     start: false,
                     watch_at,
+                    sweep: after_fault,
                 };
                 match registry.send(check).await {
-                    Ok(watch_from) => {
-                        if let Some(from) = watch_from {
+                    Ok(outcome) => {
+                        if let Some(from) = outcome.rewind {
                             watch.rewind.store(from, Ordering::SeqCst);
                         }
-                        due = false;
+                        // A sweep not finished goes on at the next look.
+                        due = outcome.sweep_left;
+                        after_fault = false;
                         last = Instant::now();
                     }
                     Err(_) => return,
@@ -777,5 +895,48 @@ mod tests {
         let t3 = t2 + Duration::from_secs(1);
         assert!(copy.long_absent(&[id(2)], t3, gap).is_empty());
         assert!(copy.long_absent(&[id(2)], t3 + gap, gap).contains(&id(2)));
+    }
+
+    #[test]
+    fn every_conversation_is_asked_of_the_leader_in_turn() {
+        let mut copy = SharedCopy::default();
+        // The copy: MAX_CONFIRMATIONS + 10 conversations, in no order; one goes meanwhile.
+        let n = MAX_CONFIRMATIONS + 10;
+        let ids: Vec<ConversationId> = (0..n)
+            .rev()
+            .map(|i| {
+                ConversationId::parse(&format!("{i:08x}-0000-4000-8000-000000000000")).unwrap()
+            })
+            .collect();
+        copy.start_sweep(ids.clone(), true);
+        let gone = ids[0];
+        let in_copy = |i: ConversationId| i != gone;
+        // The check's own differences come first and are not asked twice.
+        let difference = ids[5];
+        let mut confirm = vec![difference];
+        copy.take_sweep(&mut confirm, in_copy, Vec::new);
+        assert!(copy.urgent_left(), "10 more to ask");
+        assert_eq!(confirm.len(), MAX_CONFIRMATIONS);
+        assert_eq!(confirm[0], difference);
+        assert_eq!(confirm.iter().filter(|&&i| i == difference).count(), 1);
+        assert!(confirm[1..].windows(2).all(|w| w[0] < w[1]), "in id order");
+        // Two were not answered: they are asked first by the next check, then the rest.
+        copy.resweep([confirm[1], confirm[2]].into_iter());
+        let mut next = Vec::new();
+        copy.take_sweep(&mut next, in_copy, Vec::new);
+        assert_eq!(&next[..2], &confirm[1..3]);
+        let mut asked: HashSet<ConversationId> = confirm.iter().copied().collect();
+        asked.extend(next.iter().copied());
+        assert!(
+            ids.iter().all(|i| asked.contains(i) || *i == gone),
+            "every one asked"
+        );
+        assert!(!asked.contains(&gone), "not one no longer in the copy");
+        assert!(!copy.urgent_left());
+        // Without a fault the audit goes on in rounds, one slice per check.
+        let mut third = Vec::new();
+        copy.take_sweep(&mut third, in_copy, || ids[..3].to_vec());
+        assert_eq!(third.len(), 2, "a new round: {third:?}");
+        assert!(!copy.urgent_left(), "not urgent");
     }
 }

@@ -275,6 +275,7 @@ pub async fn start_shared_sync(
             snapshot,
             start: true,
             watch_at: 0,
+            sweep: false,
         })
         .await
         .map_err(|e| SharedError(format!("registry actor: {e}")))?;

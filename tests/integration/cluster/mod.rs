@@ -484,6 +484,9 @@ fn losing_nats_fails_writes_clearly_and_recovers() {
     nats.restart();
     for node in &nodes {
         eventually("health to recover", || node.http_get("/health").0 == 200);
+        // Back from a fault, a node asks the store's leader about every conversation it has,
+        // not only those its next snapshot shows otherwise (`registry/reconcile.rs`).
+        node.wait_log("registry check after a fault: asking the store's leader about all");
     }
     on_a.create("after");
     eventually("the other node to hear of it", || {
