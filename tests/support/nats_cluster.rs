@@ -216,16 +216,11 @@ fn spawn(i: usize, member: &mut Member, routes: &[u16], leader: Option<mpsc::Sen
 /// them, when it is the group's leader (itself and its current replicas); `None` otherwise or
 /// when it does not answer.
 fn current_meta_peers(port: u16) -> Option<usize> {
-    use std::io::{Read, Write};
-    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
-    stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
-    stream
-        .write_all(b"GET /jsz HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
-        .ok()?;
-    let mut answer = String::new();
-    stream.read_to_string(&mut answer).ok()?;
-    let body = &answer[answer.find("\r\n\r\n")? + 4..];
-    let jsz: serde_json::Value = serde_json::from_str(body).ok()?;
+    let (status, body) = super::server::http_get(port, "/jsz", Duration::from_secs(2)).ok()?;
+    if status != 200 {
+        return None;
+    }
+    let jsz: serde_json::Value = serde_json::from_str(&body).ok()?;
     let replicas = jsz["meta_cluster"]["replicas"].as_array()?;
     let current = replicas.iter().filter(|r| r["current"] == true).count();
     Some(1 + current)
