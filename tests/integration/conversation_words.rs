@@ -206,6 +206,8 @@ fn the_model_calls_manage_conversation() {
 
     let ack = a.submit(&id, "tidy up");
     let rid = Client::request_id(&ack);
+    // A model's switch is first put to the requester (tests/integration/consent.rs).
+    a.answer_choice(&id, true);
     let calls = a.until_complete(&id, &rid);
     let sent = actions(&calls);
     assert_eq!(sent.len(), 1, "{calls:?}");
@@ -562,8 +564,11 @@ fn a_handoff_never_writes_into_a_running_turn() {
         ]
     );
 
-    // Asked by the model: after the reply, never inside it.
-    let calls = a.run_turn(&work, "bring research over");
+    // Asked by the model: after the reply, never inside it (once the requester allowed it,
+    // tests/integration/consent.rs).
+    let ack = a.submit(&work, "bring research over");
+    a.answer_choice(&work, true);
+    let calls = a.until_complete(&work, &Client::request_id(&ack));
     let texts = Client::texts(&calls);
     assert_eq!(
         texts.last().unwrap(),
@@ -584,8 +589,11 @@ fn a_handoff_never_writes_into_a_running_turn() {
     assert!(next.contains("Summary 1."), "{next}");
     assert_eq!(user_text(bodies.last().unwrap()), "and now?");
 
-    // One handoff per reply.
-    let calls = a.run_turn(&work, "twice");
+    // One handoff per reply: the second is refused before anyone is asked about it.
+    let ack = a.submit(&work, "twice");
+    a.answer_choice(&work, true);
+    let calls = a.until_complete(&work, &Client::request_id(&ack));
+    assert!(calls.iter().all(|(m, _)| m != "requestChoice"), "{calls:?}");
     let bodies = model.bodies.lock().unwrap().clone();
     let told: Vec<Value> = bodies.iter().rev().find(|b| !is_summary(b)).unwrap()["messages"]
         .as_array()

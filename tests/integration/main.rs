@@ -18,6 +18,7 @@ mod client_agent_lifecycle;
 mod client_agents;
 mod cluster;
 mod completion;
+mod consent;
 mod context_meter;
 mod conversation_words;
 mod durability;

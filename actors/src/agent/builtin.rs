@@ -46,6 +46,10 @@ impl Provider for BuiltinProvider {
         "builtin"
     }
 
+    fn acts_on_typed_words_only(&self) -> bool {
+        true
+    }
+
     fn complete(
         &self,
         request: ProviderRequest,

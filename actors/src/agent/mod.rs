@@ -208,6 +208,15 @@ pub trait Provider: Send + Sync {
     fn context_window(&self) -> Option<u64> {
         None
     }
+    /// Whether every tool call it makes comes only from the words the requester typed
+    /// (fixed phrases, never tool output or another participant's text), as the offline
+    /// `builtin` provider's do. Such a call is the requester's own, as a typed `@conversation`
+    /// is, so a conversation action it takes is not asked about again; a real model can be
+    /// steered by what it reads (a tool result, a web page), so its conversation moves and
+    /// handoffs ask the requester first (README, "Security": consent).
+    fn acts_on_typed_words_only(&self) -> bool {
+        false
+    }
     /// One model call.
     fn complete(
         &self,

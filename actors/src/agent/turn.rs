@@ -88,6 +88,10 @@ pub struct ToolCallContext<'a> {
     /// The call's index among the request's actions (`actionIndex` of its `setDisplayInfo`):
     /// what a client agent's `setDynamicDisplay` names.
     pub action_index: usize,
+    /// Conversation moves and handoffs the model asks for (`manage_conversation`) are first
+    /// put to the requester as a yes/no question: false only for a provider whose calls come
+    /// from the requester's typed words alone ([`Provider::acts_on_typed_words_only`]).
+    pub ask_before_conversation_actions: bool,
 }
 
 /// How a tool server is doing, for `@system config` / `@system config agents`.
@@ -226,6 +230,13 @@ pub trait TurnSink {
     /// the turn has ended; the request then completes with its outcome. `Err` says why not
     /// (one handoff per turn). The default refuses (no conversation here).
     fn handoff(&self, source: &str) -> Result<(), String> {
+        let _ = source;
+        Err("there is no conversation here to hand off into".to_string())
+    }
+    /// Whether [`TurnSink::handoff`] would take `source` now, without booking it: a handoff
+    /// the requester is asked to allow first is checked here, so nobody is asked about one
+    /// that would be refused anyway. The default refuses as `handoff` does.
+    fn check_handoff(&self, source: &str) -> Result<(), String> {
         let _ = source;
         Err("there is no conversation here to hand off into".to_string())
     }
@@ -384,6 +395,7 @@ pub async fn run_turn(input: TurnInput, sink: &dyn TurnSink) -> TurnOutcome {
                 sink,
                 working_directory: input.working_directory.as_deref(),
                 action_index: index,
+                ask_before_conversation_actions: !input.provider.acts_on_typed_words_only(),
             };
             let output = call_tool(&name, tool_input, &input.tool_servers, context, &tools).await;
             let (content, is_error) = (output.text, output.is_error);
@@ -542,7 +554,11 @@ async fn call_tool(
         ASK_USER => return interactive::ask_user(&input, sink).await.into(),
         ASK_USER_FORM => return interactive::ask_user_form(&input, sink).await.into(),
         PROPOSE_ACTION => return propose(input, servers, context, offered).await,
-        MANAGE_CONVERSATION => return manage_conversation::run(&input, sink).into(),
+        MANAGE_CONVERSATION => {
+            return manage_conversation::run(&input, sink, context.ask_before_conversation_actions)
+                .await
+                .into()
+        }
         _ => {}
     }
     if let Some(result) = tools::run_builtin_tool(name, &input) {
@@ -739,6 +755,7 @@ mod tests {
                 sink: &sink,
                 working_directory: None,
                 action_index: 0,
+                ask_before_conversation_actions: true,
             },
             &offered,
         ));
@@ -756,6 +773,7 @@ mod tests {
                 sink: &sink,
                 working_directory: None,
                 action_index: 0,
+                ask_before_conversation_actions: true,
             },
             &offered,
         ));

@@ -367,15 +367,20 @@ impl TurnSink for ConversationSink {
     }
 
     fn handoff(&self, source: &str) -> Result<(), String> {
-        if let Some(booked) = self.handoff.borrow().as_ref() {
-            return Err(HandoffError::AlreadyBooked(booked.clone()).to_string());
-        }
+        self.check_handoff(source)?;
         *self.handoff.borrow_mut() = Some(source.to_string());
         self.addr.do_send(TurnEvent::Booked {
             turn: self.turn,
             booking: TurnBooking::Handoff(source.to_string()),
         });
         Ok(())
+    }
+
+    fn check_handoff(&self, _source: &str) -> Result<(), String> {
+        match self.handoff.borrow().as_ref() {
+            Some(booked) => Err(HandoffError::AlreadyBooked(booked.clone()).to_string()),
+            None => Ok(()),
+        }
     }
 }
 

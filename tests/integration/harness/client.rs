@@ -285,6 +285,19 @@ impl Client {
             .unwrap_or_else(|| panic!("no {method} call on {channel}; inbox: {:?}", self.inbox))
     }
 
+    /// Waits for a private `requestChoice` of `conversation` and answers it (`yesNo`: `yes`);
+    /// returns the choice's args (`[requestId, choiceId, kind, message, choices, …]`).
+    pub fn answer_choice(&mut self, conversation: &str, yes: bool) -> Value {
+        let choice = self.expect_call(&protocol::clientio(conversation), "requestChoice");
+        self.invoke(
+            &protocol::dispatcher(conversation),
+            "respondToChoice",
+            json!([choice[1], yes]),
+        )
+        .expect("respondToChoice");
+        choice
+    }
+
     /// Like [`Client::expect_call`], but `None` when no such call arrives within `timeout`.
     pub fn try_expect_call(
         &mut self,

@@ -183,18 +183,77 @@ pub fn describe(payload: &Value) -> String {
     }
 }
 
+/// Whether the requester is asked before `payload` goes to its client when a model asked
+/// for it: the subcommands that move the user to another conversation (`new`, `switch`,
+/// `prev`, `next`) or change a name everyone sees (`rename`). Reading ones (`list`, `info`,
+/// `find`, `search`) show the requester only what its client can already list; `delete` is
+/// confirmed by the client itself (Roundtable's and TypeAgent's clients ask before they
+/// delete), so it is not asked twice.
+fn needs_consent(payload: &Value) -> bool {
+    matches!(
+        payload["subcommand"].as_str(),
+        Some("new" | "switch" | "prev" | "next" | "rename")
+    )
+}
+
+/// The yes/no question put to the requester before a model's conversation action runs.
+fn consent_question(what: &str) -> String {
+    format!("The assistant asks to {what}. Allow it?")
+}
+
+/// Puts `what` to the requester (`requestChoice` yes/no, to the requesting client only) and
+/// answers `Err` with what the model is told when it is not allowed: declined, or not
+/// answered (time-out, cancel, nobody to ask).
+async fn ask_consent(sink: &dyn TurnSink, what: &str) -> Result<(), String> {
+    let answer = sink
+        .ask(
+            consent_question(what),
+            vec!["Yes".to_string(), "No".to_string()],
+            true,
+        )
+        .await;
+    match answer {
+        Ok(0) => Ok(()),
+        Ok(_) => Err(format!(
+            "the user declined: you may not {what}; nothing was done"
+        )),
+        Err(why) => Err(format!(
+            "the user did not allow it ({why}); nothing was done"
+        )),
+    }
+}
+
 /// Runs a call through the turn's sink: the payload goes to the requesting client (or the
-/// handoff is booked for the turn's end); the text tells the model what will happen.
-pub fn run(input: &Value, sink: &dyn TurnSink) -> Result<String, String> {
+/// handoff is booked for the turn's end); the text tells the model what will happen. With
+/// `ask_first` (a model that may have been steered by what it read, see
+/// [`Provider::acts_on_typed_words_only`](crate::agent::Provider::acts_on_typed_words_only)),
+/// a move, a rename or a handoff is first put to the requester, and runs only when allowed:
+/// a handoff copies another conversation's words into this one, where everyone in it reads
+/// them, and a move takes the user somewhere they did not choose.
+pub async fn run(input: &Value, sink: &dyn TurnSink, ask_first: bool) -> Result<String, String> {
     match request(input)? {
         ConversationRequest::Client(payload) => {
             let what = describe(&payload);
+            if ask_first && needs_consent(&payload) {
+                ask_consent(sink, &what).await?;
+            }
             sink.client_action("manage-conversation", payload)?;
             Ok(format!(
                 "Your client app will {what} when this reply ends, and show the result itself."
             ))
         }
         ConversationRequest::Handoff(source) => {
+            if ask_first {
+                sink.check_handoff(&source)?;
+                ask_consent(
+                    sink,
+                    &format!(
+                        "copy a summary of the conversation \"{source}\" into this one, where \
+                         everyone in it can read it"
+                    ),
+                )
+                .await?;
+            }
             sink.handoff(&source)?;
             Ok(format!(
                 "When this reply ends, the server summarizes the conversation \"{source}\" and \
@@ -284,6 +343,115 @@ mod tests {
             error(json!("list")),
             "tool input must be a JSON object, got a string"
         );
+    }
+
+    /// A sink that answers every question with `answer` and records what was asked and
+    /// what was booked.
+    struct Asked {
+        answer: Result<usize, String>,
+        questions: std::cell::RefCell<Vec<(String, Vec<String>, bool)>>,
+        booked: std::cell::RefCell<Vec<String>>,
+    }
+
+    impl Asked {
+        fn answering(answer: Result<usize, String>) -> Asked {
+            Asked {
+                answer,
+                questions: Default::default(),
+                booked: Default::default(),
+            }
+        }
+    }
+
+    impl TurnSink for Asked {
+        fn display(&self, _content: Value, _extra: Option<Value>) {}
+        fn ask(
+            &self,
+            question: String,
+            choices: Vec<String>,
+            private: bool,
+        ) -> crate::agent::LocalBoxFuture<'static, Result<usize, String>> {
+            self.questions
+                .borrow_mut()
+                .push((question, choices, private));
+            let answer = self.answer.clone();
+            Box::pin(async move { answer })
+        }
+        fn client_action(&self, _action: &str, data: Value) -> Result<(), String> {
+            self.booked.borrow_mut().push(data.to_string());
+            Ok(())
+        }
+        fn handoff(&self, source: &str) -> Result<(), String> {
+            self.booked.borrow_mut().push(format!("handoff {source}"));
+            Ok(())
+        }
+        fn check_handoff(&self, _source: &str) -> Result<(), String> {
+            Ok(())
+        }
+    }
+
+    fn block_on<F: std::future::Future>(f: F) -> F::Output {
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(f)
+    }
+
+    /// Finding 4 of the third security review: a model's move, rename or handoff is put to
+    /// the requester (privately, yes/no) and runs only when allowed; reading subcommands and
+    /// delete (which the clients confirm) are not asked; a provider that acts on typed words
+    /// only is never asked about.
+    #[test]
+    fn a_models_moves_renames_and_handoffs_ask_the_requester_first() {
+        let input = |sub: &str| match sub {
+            "switch" => json!({"subcommand": "switch", "name": "secret-plans"}),
+            "rename" => json!({"subcommand": "rename", "newName": "pwned"}),
+            "delete" => json!({"subcommand": "delete", "name": "x"}),
+            "handoff" => json!({"subcommand": "handoff", "name": "secret-plans"}),
+            sub => json!({ "subcommand": sub }),
+        };
+        for sub in ["new", "switch", "prev", "next", "rename", "handoff"] {
+            let declined = Asked::answering(Ok(1));
+            let error = block_on(run(&input(sub), &declined, true)).unwrap_err();
+            assert!(error.starts_with("the user declined: you may not "), "{sub}: {error}");
+            assert!(declined.booked.borrow().is_empty(), "{sub}: booked when declined");
+            let questions = declined.questions.borrow();
+            assert_eq!(questions.len(), 1, "{sub}");
+            let (question, choices, private) = &questions[0];
+            assert!(question.starts_with("The assistant asks to "), "{question}");
+            assert!(question.ends_with(". Allow it?"), "{question}");
+            assert_eq!(choices, &["Yes", "No"]);
+            assert!(private, "{sub}: only the requester is asked");
+
+            let allowed = Asked::answering(Ok(0));
+            assert!(block_on(run(&input(sub), &allowed, true)).is_ok(), "{sub}");
+            assert_eq!(allowed.booked.borrow().len(), 1, "{sub}");
+
+            let unanswered = Asked::answering(Err("no answer in time".into()));
+            assert_eq!(
+                block_on(run(&input(sub), &unanswered, true)).unwrap_err(),
+                "the user did not allow it (no answer in time); nothing was done"
+            );
+            assert!(unanswered.booked.borrow().is_empty());
+
+            let typed = Asked::answering(Ok(1));
+            assert!(block_on(run(&input(sub), &typed, false)).is_ok(), "{sub}");
+            assert!(typed.questions.borrow().is_empty(), "{sub}: typed words asked");
+            assert_eq!(typed.booked.borrow().len(), 1, "{sub}");
+        }
+        let handoff = Asked::answering(Ok(1));
+        let _ = block_on(run(&input("handoff"), &handoff, true));
+        assert_eq!(
+            handoff.questions.borrow()[0].0,
+            "The assistant asks to copy a summary of the conversation \"secret-plans\" into \
+             this one, where everyone in it can read it. Allow it?"
+        );
+        for sub in ["list", "info", "delete"] {
+            let sink = Asked::answering(Ok(1));
+            assert!(block_on(run(&input(sub), &sink, true)).is_ok(), "{sub}");
+            assert!(sink.questions.borrow().is_empty(), "{sub} asked");
+            assert_eq!(sink.booked.borrow().len(), 1, "{sub}");
+        }
     }
 
     #[test]
