@@ -23,7 +23,7 @@ use super::interaction::{
 };
 use super::tools::interactive::{self, ASK_USER_FORM, PROPOSE_ACTION};
 use super::tools::{manage_conversation, MANAGE_CONVERSATION};
-use super::usage::Usage;
+use super::usage::{self, Usage};
 use super::{
     attachments, tools, valid_tool_name, ChatMessage, ContentBlock, LocalBoxFuture, Provider,
     ProviderRequest, Role, ToolSpec,
@@ -354,8 +354,16 @@ pub async fn run_turn(input: TurnInput, sink: &dyn TurnSink) -> TurnOutcome {
                 return TurnOutcome::new(messages, Some(text), usage);
             }
         };
-        if response.usage.is_some() {
-            usage = response.usage;
+        match response.usage {
+            Some(reported) if !reported.is_plausible() => log::warn!(
+                "the model reported usage of {} input and {} output tokens, above the {} a \
+                 report may carry: ignored",
+                reported.input_tokens,
+                reported.output_tokens,
+                usage::MAX_USAGE_TOKENS
+            ),
+            Some(reported) => usage = Some(reported),
+            None => {}
         }
         let mut calls = Vec::new();
         for block in &response.content {
@@ -870,6 +878,29 @@ mod tests {
         let none = Reports(|_| None);
         let out = block_on(run_turn(input(Arc::new(none), "go"), &Recorder::default()));
         assert_eq!((out.messages.len(), out.usage), (4, None));
+        // Finding 8 of the third security review: a figure past the bound is not believed;
+        // the call before it still counts.
+        let absurd = Reports(|call| {
+            Some(Usage {
+                input_tokens: if call == 0 { 100 } else { i64::MAX as u64 },
+                output_tokens: 5,
+                model: None,
+            })
+        });
+        let out = block_on(run_turn(
+            input(Arc::new(absurd), "go"),
+            &Recorder::default(),
+        ));
+        assert_eq!(out.usage, Some(usage(100)));
+        let edge = Reports(|_| {
+            Some(Usage {
+                input_tokens: usage::MAX_USAGE_TOKENS,
+                output_tokens: usage::MAX_USAGE_TOKENS + 1,
+                model: None,
+            })
+        });
+        let out = block_on(run_turn(input(Arc::new(edge), "go"), &Recorder::default()));
+        assert_eq!(out.usage, None);
     }
 
     /// A tool's images reach the model after the results, and the history keeps a note.

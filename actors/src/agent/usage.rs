@@ -24,6 +24,13 @@ use serde::{Deserialize, Serialize};
 /// answer (the network), and the meter goes to every client and to disk after every turn.
 pub const MAX_MODEL_CHARS: usize = 200;
 
+/// Largest token count a usage report may carry and still be believed: 2^30, a hundred times
+/// the largest context windows models have (~10M tokens) and far below 2^53, where JavaScript
+/// clients stop counting exactly. A report above it (a broken or hostile endpoint answered
+/// 9,223,372,036,854,775,807) is ignored as if the call had reported nothing, so the meter
+/// never shows a figure clients round and keeps it until a reset.
+pub const MAX_USAGE_TOKENS: u64 = 1 << 30;
+
 /// What one model call used, as the provider reported it.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Usage {
@@ -35,6 +42,13 @@ pub struct Usage {
     /// The model that answered, as it named itself (`model` of the answer); `None` when the
     /// answer does not say.
     pub model: Option<String>,
+}
+
+impl Usage {
+    /// Whether both counts are believable (at most [`MAX_USAGE_TOKENS`] each).
+    pub fn is_plausible(&self) -> bool {
+        self.input_tokens <= MAX_USAGE_TOKENS && self.output_tokens <= MAX_USAGE_TOKENS
+    }
 }
 
 /// How much of the model's context a conversation occupies: what `getStatus`, `@system

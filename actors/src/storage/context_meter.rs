@@ -15,7 +15,7 @@ use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
-use crate::agent::usage::ContextMeter;
+use crate::agent::usage::{ContextMeter, MAX_USAGE_TOKENS};
 
 /// The meter file's name.
 pub const FILE_NAME: &str = "contextMeter.jsonl";
@@ -91,10 +91,20 @@ fn read_last(path: &Path) -> io::Result<Stored> {
         .split(|b| *b == b'\n')
         .rev()
         .find_map(|line| serde_json::from_slice::<Option<ContextMeter>>(line).ok());
-    Ok(Stored {
-        meter: meter.flatten(),
-        len,
-    })
+    // A meter recorded before usage reports were bounded may hold a figure no model gives
+    // (9,223,372,036,854,775,807 was seen): not shown again, as if cleared.
+    let meter = meter.flatten().filter(|m| {
+        let believable = m.context_tokens <= MAX_USAGE_TOKENS;
+        if !believable {
+            log::warn!(
+                "{}: ignoring a recorded context of {} tokens (above {MAX_USAGE_TOKENS})",
+                path.display(),
+                m.context_tokens
+            );
+        }
+        believable
+    });
+    Ok(Stored { meter, len })
 }
 
 #[cfg(test)]
@@ -127,6 +137,10 @@ mod tests {
         assert_eq!(load(&file).meter, Some(meter(250)));
         bytes.extend(b"99}\n");
         bytes.extend(line(None));
+        std::fs::write(&file, &bytes).unwrap();
+        assert_eq!(load(&file).meter, None);
+        // A figure above the usage bound, recorded before it existed, is not believed.
+        bytes.extend(line(Some(&meter(i64::MAX as u64))));
         std::fs::write(&file, &bytes).unwrap();
         assert_eq!(load(&file).meter, None);
         assert_eq!(line(None), b"null\n");
