@@ -21,7 +21,8 @@ pub fn validate_length(name: &str) -> RpcResult<()> {
 
 /// A new or changed name: the length rule first (as TypeAgent checks it), then no control
 /// characters (C0, DEL, C1: a name is printed in terminals and UIs, where `ESC ] 52 ;` writes
-/// the clipboard and `ESC ] 0 ;` the window title).
+/// the clipboard and `ESC ] 0 ;` the window title), then no invisible or direction-changing
+/// characters ([`invisible_character`]).
 pub fn validate_name(name: &str) -> RpcResult<()> {
     validate_length(name)?;
     if name
@@ -30,7 +31,78 @@ pub fn validate_name(name: &str) -> RpcResult<()> {
     {
         return Err(RpcError::NameControlCharacters);
     }
+    if let Some(c) = invisible_character(name) {
+        return Err(RpcError::NameInvisibleCharacters(format!(
+            "U+{:04X}",
+            u32::from(c)
+        )));
+    }
     Ok(())
+}
+
+/// Characters that change the direction of the text around them: the bidirectional marks,
+/// embeddings, overrides and isolates (`U+202E` makes what follows read backwards, so
+/// `invoice`, U+202E, `fdp.exe` shows as `invoiceexe.pdf`).
+fn changes_direction(c: char) -> bool {
+    matches!(c, '\u{61c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+/// Characters that show nothing anywhere: zero-width space, word joiner, invisible operators,
+/// the byte-order mark, the soft hyphen, the combining grapheme joiner, the Mongolian vowel
+/// separator and the Hangul fillers. A name holding one looks like a name without it.
+fn shows_nothing(c: char) -> bool {
+    matches!(
+        c,
+        '\u{ad}' | '\u{34f}' | '\u{115f}' | '\u{1160}' | '\u{180e}' | '\u{200b}' | '\u{2060}'
+            ..='\u{2064}' | '\u{3164}' | '\u{feff}' | '\u{ffa0}'
+    )
+}
+
+/// Emoji tag characters (`U+E0020`–`U+E007F`): invisible, except inside a subdivision flag,
+/// which starts with the black flag `U+1F3F4` (🏴 + tags = the flag of Scotland).
+fn is_tag(c: char) -> bool {
+    ('\u{e0000}'..='\u{e007f}').contains(&c)
+}
+
+/// The first invisible or direction-changing character of `name`, if any. The joiners
+/// `U+200C` (ZWNJ) and `U+200D` (ZWJ) are how Persian, the Indic scripts and emoji sequences
+/// (man, ZWJ, woman, ZWJ, girl: one family emoji) are written, so they are allowed between two visible characters that are not ASCII;
+/// between ASCII letters (`wo`, ZWJ, `rk`), at an end, or beside another such character, they only
+/// hide a difference, and are refused.
+pub fn invisible_character(name: &str) -> Option<char> {
+    let chars: Vec<char> = name.chars().collect();
+    let visible_non_ascii = |c: Option<&char>| {
+        c.is_some_and(|&c| {
+            !c.is_ascii()
+                && !c.is_whitespace()
+                && !changes_direction(c)
+                && !shows_nothing(c)
+                && !is_tag(c)
+                && !matches!(c, '\u{200c}' | '\u{200d}')
+        })
+    };
+    let mut in_flag = false;
+    for (i, &c) in chars.iter().enumerate() {
+        if is_tag(c) {
+            if !in_flag {
+                return Some(c);
+            }
+            continue;
+        }
+        in_flag = c == '\u{1f3f4}';
+        let refused = match c {
+            '\u{200c}' | '\u{200d}' => {
+                !(i > 0
+                    && visible_non_ascii(chars.get(i - 1))
+                    && visible_non_ascii(chars.get(i + 1)))
+            }
+            c => changes_direction(c) || shows_nothing(c),
+        };
+        if refused {
+            return Some(c);
+        }
+    }
+    None
 }
 
 /// JavaScript `trim()`: Unicode white space plus the BOM.
@@ -134,6 +206,39 @@ mod tests {
             Err(RpcError::NameControlCharacters)
         );
         assert_eq!(validate_name(""), Err(RpcError::NameLength));
+        // Finding 8 of the third security review: direction changes and invisible
+        // characters, which make two names look alike or text read backwards.
+        let invisible = |name: &str, code: &str| {
+            assert_eq!(
+                validate_name(name),
+                Err(RpcError::NameInvisibleCharacters(code.into())),
+                "{name:?}"
+            )
+        };
+        invisible("invoice\u{202e}fdp.exe", "U+202E");
+        invisible("\u{2066}isolated\u{2069}", "U+2066");
+        invisible("wo\u{200b}rk", "U+200B");
+        invisible("wo\u{200d}rk", "U+200D");
+        invisible("\u{200d}👩", "U+200D");
+        invisible("👩\u{200d}", "U+200D");
+        invisible("👩\u{200d}\u{200d}👧", "U+200D");
+        invisible("bom\u{feff}", "U+FEFF");
+        invisible("soft\u{ad}hyphen", "U+00AD");
+        invisible("tag\u{e0041}", "U+E0041");
+        assert_eq!(
+            RpcError::NameInvisibleCharacters("U+202E".into()).to_string(),
+            "Conversation name must not contain invisible or direction-changing characters \
+             (U+202E)"
+        );
+        // What the joiners and tags are for still works: emoji families, Persian, the
+        // flag of Scotland.
+        assert!(validate_name("👨\u{200d}👩\u{200d}👧 family").is_ok());
+        assert!(validate_name("می\u{200c}خواهم").is_ok());
+        assert!(validate_name(
+            "\u{1f3f4}\u{e0067}\u{e0062}\u{e0073}\u{e0063}\u{e0074}\u{e007f} trip"
+        )
+        .is_ok());
+        assert!(validate_name("עברית and English").is_ok());
         assert!(validate_name("ordinary — name ✓").is_ok());
         assert!(validate_length("").is_err());
         assert!(validate_length("   ").is_ok());

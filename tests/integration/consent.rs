@@ -102,7 +102,10 @@ fn a_models_handoff_rename_and_switch_ask_the_requester_first() {
     // No summary was asked for: one model call for the tool, one for the answer.
     assert_eq!(model.bodies.lock().unwrap().len(), asked_before + 2);
     let shown = Client::texts(&calls).join("\n");
-    assert!(!shown.contains("7431") && !shown.contains("Handoff from"), "{shown}");
+    assert!(
+        !shown.contains("7431") && !shown.contains("Handoff from"),
+        "{shown}"
+    );
     let history = b
         .invoke(&dispatcher(&work), "getDisplayHistory", json!([]))
         .unwrap()

@@ -92,9 +92,37 @@ fn names_with_control_characters_are_refused() {
             .unwrap_err(),
         "Conversation name must not contain control characters"
     );
+    // Third review, finding 8: direction changes and invisible characters, on create and
+    // rename; an emoji family (joined by U+200D) is still a name.
+    for (name, code) in [
+        ("invoice\u{202e}fdp.exe", "U+202E"),
+        ("fi\u{200b}ne", "U+200B"),
+    ] {
+        assert_eq!(
+            c.agent("createConversation", json!([name])).unwrap_err(),
+            format!(
+                "Conversation name must not contain invisible or direction-changing \
+                 characters ({code})"
+            )
+        );
+    }
+    assert_eq!(
+        c.agent("renameConversation", json!([id, "fine\u{2066}"]))
+            .unwrap_err(),
+        "Conversation name must not contain invisible or direction-changing characters \
+         (U+2066)"
+    );
+    c.create("\u{1f468}\u{200d}\u{1f469}\u{200d}\u{1f467}");
     let mut names = c.names();
     names.sort();
-    assert_eq!(names, ["default", "fine"]);
+    assert_eq!(
+        names,
+        [
+            "default",
+            "fine",
+            "\u{1f468}\u{200d}\u{1f469}\u{200d}\u{1f467}"
+        ]
+    );
 }
 
 /// Finding 4 (CLI side): a name written by another program with escape sequences, and a

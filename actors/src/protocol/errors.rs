@@ -16,6 +16,11 @@ pub enum RpcError {
     /// A name with a control character (C0, DEL or C1).
     #[error("Conversation name must not contain control characters")]
     NameControlCharacters,
+    /// A name with a character that changes the text's direction (U+202E) or shows nothing
+    /// (a zero-width space): two names that look alike could differ, and a name could make
+    /// the text after it read backwards. Names the character by its code point.
+    #[error("Conversation name must not contain invisible or direction-changing characters ({0})")]
+    NameInvisibleCharacters(String),
     /// Another conversation already has this name (trimmed, case-insensitive); quotes the
     /// existing name as stored.
     #[error("A conversation named \"{0}\" already exists. Pick a different name.")]

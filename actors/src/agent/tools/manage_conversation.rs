@@ -413,8 +413,14 @@ mod tests {
         for sub in ["new", "switch", "prev", "next", "rename", "handoff"] {
             let declined = Asked::answering(Ok(1));
             let error = block_on(run(&input(sub), &declined, true)).unwrap_err();
-            assert!(error.starts_with("the user declined: you may not "), "{sub}: {error}");
-            assert!(declined.booked.borrow().is_empty(), "{sub}: booked when declined");
+            assert!(
+                error.starts_with("the user declined: you may not "),
+                "{sub}: {error}"
+            );
+            assert!(
+                declined.booked.borrow().is_empty(),
+                "{sub}: booked when declined"
+            );
             let questions = declined.questions.borrow();
             assert_eq!(questions.len(), 1, "{sub}");
             let (question, choices, private) = &questions[0];
@@ -436,7 +442,10 @@ mod tests {
 
             let typed = Asked::answering(Ok(1));
             assert!(block_on(run(&input(sub), &typed, false)).is_ok(), "{sub}");
-            assert!(typed.questions.borrow().is_empty(), "{sub}: typed words asked");
+            assert!(
+                typed.questions.borrow().is_empty(),
+                "{sub}: typed words asked"
+            );
             assert_eq!(typed.booked.borrow().len(), 1, "{sub}");
         }
         let handoff = Asked::answering(Ok(1));
