@@ -54,6 +54,9 @@ pub struct ServerConfig {
     pub stall_timeout: Duration,
     /// Bounds of each socket's outbound queue.
     pub outbox: OutboxLimits,
+    /// `--max-sockets`: WebSocket connections served at once; `None` takes what the
+    /// descriptor limit leaves after the reserve for files (`server/descriptors.rs`).
+    pub max_sockets: Option<usize>,
     /// HTTP worker threads (and conversation arbiters); 0 = one per core.
     pub workers: usize,
     /// Which model backend the agent loop uses.
@@ -98,6 +101,7 @@ impl ServerConfig {
             ping_interval: Duration::from_secs(30),
             stall_timeout: Duration::from_secs(30),
             outbox: OutboxLimits::default(),
+            max_sockets: None,
             workers: 0,
             provider: ProviderChoice::Builtin,
             max_iterations: 10,
@@ -179,6 +183,11 @@ pub struct ServeArgs {
     /// Largest outbound queue per socket, in frames.
     #[arg(long, default_value_t = 4096)]
     pub(crate) max_queued_frames: usize,
+    /// Most WebSocket connections served at once; an upgrade past it is answered 503.
+    /// Default: the descriptor limit (raised to the hard limit at start) less a reserve for
+    /// files; the start-up log says both.
+    #[arg(long)]
+    pub(crate) max_sockets: Option<usize>,
     /// The agent's model backend (openai reads ROUNDTABLE_OPENAI_BASE_URL, _MODEL, _API_KEY).
     #[arg(
         long,
@@ -418,6 +427,7 @@ impl TryFrom<ServeArgs> for ServerConfig {
         config.repair = args.repair;
         config.reindex = args.reindex;
         config.outbox.max_frames = args.max_queued_frames.max(1);
+        config.max_sockets = args.max_sockets;
         config.outbox.max_bytes = args.max_queued_bytes.max(1024);
         config.outbox.server = Some(ServerBudget::new(args.max_queued_bytes_total.max(1024)));
         let default_directory = args

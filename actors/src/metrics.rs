@@ -11,6 +11,9 @@ use std::sync::Mutex;
 pub struct Metrics {
     /// WebSocket connections open right now.
     pub sockets: AtomicI64,
+    /// WebSocket upgrades answered 503 because [`Metrics::sockets`] was at the cap
+    /// (`--max-sockets`, or what the descriptor limit allows).
+    pub sockets_refused: AtomicU64,
     /// Client actors alive right now (one per socket per joined conversation).
     pub joined_clients: AtomicI64,
     /// Conversation actors alive right now.

@@ -134,7 +134,7 @@ pub fn backup_refusal(req: &HttpRequest) -> Option<HttpResponse> {
 }
 
 /// The peer's address for the log.
-fn peer_text(req: &HttpRequest) -> String {
+pub fn peer_text(req: &HttpRequest) -> String {
     req.peer_addr()
         .map_or_else(|| "an unknown peer".into(), |a| a.to_string())
 }

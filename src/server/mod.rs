@@ -9,6 +9,8 @@
 //! - [`web`]: the built-in web client's files, served to plain requests.
 //! - [`backup`]: `GET /backup`, a consistent snapshot streamed as an archive.
 //! - [`restart`]: the `restart` RPC: the listening sockets kept across a re-exec.
+//! - [`descriptors`]: the descriptor limit raised at start and shared between sockets and
+//!   files (the socket cap).
 //!
 //! Who talks to it: the binary (`roundtable serve`) and tests call [`serve`]; the transport
 //! reads [`AppState`] and asks for a stop through it (the `shutdown` RPC).
@@ -44,6 +46,7 @@ use crate::providers;
 use crate::transport;
 
 pub mod backup;
+pub mod descriptors;
 pub mod guards;
 pub mod peer;
 pub mod restart;
@@ -83,6 +86,8 @@ pub struct AppState {
     pub cluster: Option<Cluster>,
     /// `serve --cluster`: the relay links toward other nodes and from them.
     pub relay_links: crate::transport::RelayLinks,
+    /// How the descriptors are shared: the WebSocket cap the upgrade route enforces.
+    pub descriptors: descriptors::DescriptorBudget,
 }
 
 /// Bytes all connections together may hold in messages being reassembled from fragments;
@@ -111,6 +116,30 @@ pub enum StartError {
     Io(#[from] io::Error),
 }
 
+/// Raises the descriptor limit to the hard one and shares it between sockets and files
+/// ([`descriptors`]); says what it got. A `--max-sockets` that does not fit is refused.
+fn descriptor_budget(config: &ServerConfig) -> Result<descriptors::DescriptorBudget, StartError> {
+    let limit = match descriptors::raise_limit() {
+        Ok((before, now)) if now > before => {
+            log::info!("descriptor limit raised from {before} to {now} (the hard limit)");
+            now
+        }
+        Ok((_, now)) => now,
+        Err(e) => {
+            log::warn!("cannot read or raise the descriptor limit ({e}); assuming 1024");
+            1024
+        }
+    };
+    let budget = descriptors::DescriptorBudget::new(limit, config.max_sockets)
+        .map_err(StartError::Config)?;
+    log::info!(
+        "up to {} WebSocket connections (descriptor limit {limit}, {} kept for files)",
+        budget.sockets,
+        limit.saturating_sub(budget.connections as u64)
+    );
+    Ok(budget)
+}
+
 /// The actors and threads [`serve`] starts before it listens, stopped in order at the end.
 struct Started {
     /// The supervised registry actor.
@@ -136,6 +165,7 @@ struct Started {
 /// called inside an actix `System`. Returns after the registry has been saved and every socket
 /// closed; for a restart, with the listening sockets to hand to the next image.
 pub async fn serve(config: ServerConfig) -> Result<restart::Stopped, StartError> {
+    let descriptors = descriptor_budget(&config)?;
     let layout = Layout::new(&config.instance_dir);
     let lock = InstanceLock::acquire(&layout.root)?;
     let metrics = Arc::new(Metrics::default());
@@ -197,9 +227,14 @@ pub async fn serve(config: ServerConfig) -> Result<restart::Stopped, StartError>
         inbound: InboundBudget::new(INBOUND_REASSEMBLY_BUDGET),
         cluster,
         relay_links: Default::default(),
+        descriptors,
     });
     let mut server = actix_server::Server::build()
         .workers(cores)
+        // Each worker stops accepting at its share: past the sockets' cap and the HTTP
+        // headroom, new connections wait in the backlog instead of taking the descriptors
+        // the conversations' files need.
+        .max_concurrent_connections(descriptors.connections.div_ceil(cores))
         .shutdown_timeout(5)
         .disable_signals();
     for listener in listeners {

@@ -15,7 +15,7 @@ use actix_web::{HttpRequest, HttpResponse};
 use roundtable_actors::metrics::Metrics;
 use roundtable_actors::registry::{GetRegistryStats, RegistryStats};
 
-use super::{guards, web, AppState};
+use super::{descriptors, guards, web, AppState};
 use crate::transport;
 
 /// How long `/health` waits for the registry before calling it unresponsive.
@@ -109,6 +109,30 @@ const METRICS: &[MetricSpec] = &[
         kind: "gauge",
         help: "Open WebSocket connections.",
         read: |s| Metrics::gauge(&s.state.metrics.sockets).into(),
+    },
+    MetricSpec {
+        name: "roundtable_max_sockets",
+        kind: "gauge",
+        help: "WebSocket connections served at once; an upgrade past it is answered 503.",
+        read: |s| s.state.descriptors.sockets as i128,
+    },
+    MetricSpec {
+        name: "roundtable_sockets_refused_total",
+        kind: "counter",
+        help: "WebSocket upgrades answered 503 because the socket cap was reached.",
+        read: |s| Metrics::get(&s.state.metrics.sockets_refused).into(),
+    },
+    MetricSpec {
+        name: "roundtable_descriptor_limit",
+        kind: "gauge",
+        help: "The process's descriptor limit (RLIMIT_NOFILE, raised to the hard limit at start).",
+        read: |s| s.state.descriptors.limit as i128,
+    },
+    MetricSpec {
+        name: "roundtable_descriptors_open",
+        kind: "gauge",
+        help: "Descriptors the process has open (-1 where /proc/self/fd cannot be read).",
+        read: |_| descriptors::open_descriptors().map_or(-1, i128::from),
     },
     MetricSpec {
         name: "roundtable_joined_clients",
@@ -427,6 +451,22 @@ pub async fn upgrade(req: HttpRequest, state: Data<AppState>) -> HttpResponse {
     }
     if let Some(refusal) = guards::upgrade_refusal(&req, config) {
         return refusal;
+    }
+    let cap = state.descriptors.sockets;
+    if Metrics::gauge(&state.metrics.sockets) >= cap as i64 {
+        // The first refusal of a run of them is logged, then one in a thousand.
+        if Metrics::get(&state.metrics.sockets_refused).is_multiple_of(1000) {
+            log::warn!(
+                "WebSocket upgrade from {} refused: {cap} WebSocket connections are open, the \
+                 most this server serves at once (--max-sockets; descriptor limit {})",
+                guards::peer_text(&req),
+                state.descriptors.limit
+            );
+        }
+        Metrics::inc(&state.metrics.sockets_refused);
+        return HttpResponse::ServiceUnavailable()
+            .insert_header((header::RETRY_AFTER, "5"))
+            .body(descriptors::at_capacity_text(cap));
     }
     let echo = config.echo_path.as_deref() == Some(req.path());
     transport::start(&req, state.into_inner(), echo)

@@ -21,6 +21,7 @@ mod completion;
 mod consent;
 mod context_meter;
 mod conversation_words;
+mod descriptors;
 mod durability;
 mod interactions;
 mod lifecycle;

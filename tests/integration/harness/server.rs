@@ -80,12 +80,24 @@ impl Server {
         extra: &[&str],
         envs: &[(&str, &str)],
     ) -> Result<Server, String> {
+        Server::try_start_with(dir, extra, envs, |_| {})
+    }
+
+    /// Like [`Server::try_start_env`], with `customize` given the server's command last (a
+    /// test that starts it under a resource limit).
+    pub fn try_start_with(
+        dir: &Path,
+        extra: &[&str],
+        envs: &[(&str, &str)],
+        customize: impl FnOnce(&mut std::process::Command),
+    ) -> Result<Server, String> {
         let mut cmd = child::serve_command(Path::new(binary()), dir, extra);
         cmd.env(
             "RUST_LOG",
             std::env::var("ROUNDTABLE_TEST_RUST_LOG").unwrap_or_else(|_| "info".into()),
         )
         .envs(envs.iter().copied());
+        customize(&mut cmd);
         let stderr = Stderr {
             keep: None,
             echo: std::env::var_os("ROUNDTABLE_TEST_LOG").is_some(),
