@@ -63,6 +63,19 @@ pub enum ContentBlock {
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         is_error: bool,
     },
+    /// The model's thinking before its answer (`reasoning_content` / `reasoning` of
+    /// OpenAI-compatible servers, an Anthropic `thinking` block): shown to the people as the
+    /// model's thinking, kept in the turn's own messages (Anthropic needs a tool-using turn's
+    /// thinking block back, with its `signature`, on the turn's next call), and never in the
+    /// committed history nor sent back on a later turn.
+    Thinking {
+        /// What the model thought, as it wrote it.
+        text: String,
+        /// The provider's proof that the block is unaltered (Anthropic's `signature`); `None`
+        /// where the provider gives none.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        signature: Option<String>,
+    },
     /// An image the user attached to a request (`submitCommand`'s `attachments`), for the
     /// model to look at. Only the turn it came with carries it: the committed history keeps a
     /// text note instead (see [`attachments`]), so one picture is not re-sent with every
@@ -175,6 +188,21 @@ pub struct ProviderResponse {
     pub usage: Option<usage::Usage>,
 }
 
+/// A piece of a model's answer as the provider streams it, in the order written. Tool calls
+/// are not pieces: a provider assembles each one (its argument deltas joined by index) and
+/// gives it whole in the [`ProviderResponse`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AnswerDelta {
+    /// More words of the answer's text.
+    Text(String),
+    /// More words of the model's thinking (see [`ContentBlock::Thinking`]).
+    Thinking(String),
+}
+
+/// Where a streaming provider hands each [`AnswerDelta`] as it arrives (on the calling
+/// thread, in order, before the call's future resolves).
+pub type DeltaSink = Box<dyn FnMut(AnswerDelta)>;
+
 /// Why a provider call failed. The text is shown to the user.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ProviderError {
@@ -222,4 +250,17 @@ pub trait Provider: Send + Sync {
         &self,
         request: ProviderRequest,
     ) -> LocalBoxFuture<'static, Result<ProviderResponse, ProviderError>>;
+    /// One model call whose answer is streamed: every piece of its text and thinking goes to
+    /// `deltas` as it arrives, and the response is the whole answer, as [`Provider::complete`]
+    /// gives it (its text blocks equal to the text pieces joined). Dropping the future stops
+    /// the call (its HTTP request is closed). The default streams nothing and answers
+    /// [`Provider::complete`]'s response.
+    fn complete_streaming(
+        &self,
+        request: ProviderRequest,
+        deltas: DeltaSink,
+    ) -> LocalBoxFuture<'static, Result<ProviderResponse, ProviderError>> {
+        let _ = deltas;
+        self.complete(request)
+    }
 }

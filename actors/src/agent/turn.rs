@@ -282,13 +282,21 @@ pub struct TurnOutcome {
 impl TurnOutcome {
     /// The outcome of a turn whose messages are `messages`: the user's message and tool
     /// results lose their images, which the history does not keep
-    /// ([`attachments::for_history`]).
+    /// ([`attachments::for_history`]), and the model's answers their thinking, which is never
+    /// sent back on a later turn ([`ContentBlock::Thinking`]).
     fn new(messages: Vec<ChatMessage>, error: Option<String>, usage: Option<Usage>) -> TurnOutcome {
         let messages = messages
             .into_iter()
             .map(|m| match m.role {
                 Role::User => attachments::for_history(m),
-                Role::Assistant => m,
+                Role::Assistant => ChatMessage {
+                    role: Role::Assistant,
+                    content: m
+                        .content
+                        .into_iter()
+                        .filter(|b| !matches!(b, ContentBlock::Thinking { .. }))
+                        .collect(),
+                },
             })
             .collect();
         TurnOutcome {
@@ -901,6 +909,56 @@ mod tests {
         });
         let out = block_on(run_turn(input(Arc::new(edge), "go"), &Recorder::default()));
         assert_eq!(out.usage, None);
+    }
+
+    /// A provider that thinks before it answers, then calls a tool, then answers.
+    struct Thinks;
+    impl Provider for Thinks {
+        fn name(&self) -> &str {
+            "thinks"
+        }
+        fn complete(
+            &self,
+            r: ProviderRequest,
+        ) -> LocalBoxFuture<'static, Result<ProviderResponse, ProviderError>> {
+            let thought = ContentBlock::Thinking {
+                text: "let me see".into(),
+                signature: Some("sig".into()),
+            };
+            let content = if r.messages.len() == 1 {
+                vec![
+                    thought,
+                    ContentBlock::ToolUse {
+                        id: "c1".into(),
+                        name: "calculate".into(),
+                        input: json!({"expression": "1+1"}),
+                    },
+                ]
+            } else {
+                // The turn's own thinking comes back within the turn (Anthropic needs it).
+                assert!(r.messages[1].content.contains(&thought), "{:?}", r.messages);
+                vec![thought, ContentBlock::Text { text: "2".into() }]
+            };
+            Box::pin(async move {
+                Ok(ProviderResponse {
+                    content,
+                    usage: None,
+                })
+            })
+        }
+    }
+
+    /// The model's thinking stays within its turn: the committed history never holds it.
+    #[test]
+    fn thinking_is_not_kept_in_the_history() {
+        let out = block_on(run_turn(input(Arc::new(Thinks), "go"), &Recorder::default()));
+        assert_eq!(out.error, None);
+        assert_eq!(out.messages.len(), 4);
+        assert!(out.messages.iter().all(|m| m
+            .content
+            .iter()
+            .all(|b| !matches!(b, ContentBlock::Thinking { .. }))));
+        assert_eq!(out.messages[3].joined_text(), "2");
     }
 
     /// A tool's images reach the model after the results, and the history keeps a note.
