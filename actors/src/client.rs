@@ -186,6 +186,21 @@ impl ClientOutput {
         self.push(frame, &shared)
     }
 
+    /// Queues a whole frame of another channel (an invoke's answer the conversation gives in
+    /// line with this client's calls), in order with them (or held with them until ready).
+    pub fn send_frame(&mut self, frame: String) -> Sent {
+        let frame = Outgoing::Text(frame);
+        let shared = SharedBytes::new(0);
+        if !self.ready {
+            if self.held.len() >= MAX_HELD_FRAMES {
+                return Sent::SlowConsumer;
+            }
+            self.held.push((frame, shared));
+            return Sent::Held;
+        }
+        self.push(frame, &shared)
+    }
+
     /// The join result is queued: the held frames go out in order, then every frame directly.
     /// Answers the first failure, if any.
     pub fn go_live(&mut self) -> Sent {

@@ -45,7 +45,7 @@ use actix::prelude::*;
 use actix_web::{HttpMessage as _, HttpRequest, HttpResponse};
 use roundtable_actors::client::{ConversationGone, OutboundCall};
 use roundtable_actors::conversation::{
-    deleted_status, Conversation, DispatcherCall, DispatcherInvoke, DispatcherReply,
+    deleted_status, Conversation, DispatcherCall, DispatcherInvoke, DispatcherReply, InvokeOrigin,
 };
 use roundtable_actors::ids::{ConnectionId, ConversationId, ConversationRef};
 use roundtable_actors::metrics::Metrics;
@@ -325,6 +325,12 @@ impl Connection {
             call_id,
             protocol::invoke_result_raw(channel, call_id, result_json),
         );
+    }
+
+    /// The invoke was answered by the conversation, which queued the `invokeResult` on this
+    /// socket itself ([`DispatcherReply::Sent`]): it is no longer in flight.
+    pub(super) fn answered_in_line(&mut self, channel: &str, call_id: u64) {
+        self.in_flight.remove(&(channel.to_string(), call_id));
     }
 
     /// Answers the invoke with `frame`, its whole `invokeResult` frame built by whoever
@@ -631,9 +637,15 @@ impl Connection {
                 method: method.clone(),
                 args,
                 trace,
+                in_line: Some(InvokeOrigin {
+                    channel: channel.clone(),
+                    call_id,
+                }),
             });
             ctx.spawn(req.into_actor(self).map(move |res, act, ctx| {
                 match res {
+                    // Queued on this socket by the conversation, in line with its calls.
+                    Ok(Ok(DispatcherReply::Sent)) => act.answered_in_line(&channel, call_id),
                     Ok(Ok(DispatcherReply::Raw(json))) => act.reply_raw(&channel, call_id, &json),
                     Ok(Ok(DispatcherReply::Value(v))) => {
                         act.reply(&channel, call_id, &method, Ok(v))

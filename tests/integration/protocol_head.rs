@@ -395,6 +395,40 @@ fn a_storage_failure_is_reason_server_stopping() {
 
 // ---- commandComplete, the call order, setDisplayInfo (items 2 and 3) --------------------
 
+/// Issue 50 (a): the builtin answers `ask me …` with a question; TypeAgent's CLI records its
+/// prompt's raw mode at the submit's answer, and with the question first it stopped taking
+/// Enter once the question was cancelled. The answer reaches the submitter first, then the
+/// question.
+#[test]
+fn a_submits_answer_comes_before_its_question() {
+    let server = Server::start(&[]);
+    let (mut a, id) = server.joined("ask-order");
+    let call_id = a.send_invoke(
+        &dispatcher(&id),
+        "submitCommand",
+        json!(["ask me is it cold?", null, null, "q-1", "question-1"]),
+    );
+    let mut frames = Vec::new();
+    let deadline = Instant::now() + WAIT;
+    while !frames
+        .iter()
+        .any(|f: &Value| f["message"]["name"] == "requestInteraction")
+    {
+        assert!(Instant::now() < deadline, "{frames:?}");
+        if let Some(f) = a.read_frame(Duration::from_millis(200)) {
+            frames.push(f);
+        }
+    }
+    let answer = frames
+        .iter()
+        .position(|f| f["message"]["callId"] == call_id && f["message"]["type"] == "invokeResult");
+    let question = frames
+        .iter()
+        .position(|f| f["message"]["name"] == "requestInteraction")
+        .unwrap();
+    assert!(answer.is_some_and(|answer| answer < question), "{frames:?}");
+}
+
 /// One `@` command, as a second client sees it and as its submitter sees it: exactly
 /// TypeAgent's order, `setDisplayInfo` with the command's words, `commandComplete` with
 /// `{metrics: {parse, command, actions: [], duration}, traceId}` and one `queueStateChanged`,
@@ -437,11 +471,14 @@ fn one_request_goes_out_in_typeagents_order() {
         .iter()
         .position(|f| f["message"]["callId"] == call_id && f["message"]["type"] == "invokeResult")
         .expect("the submit's answer");
-    let set_user = frames
+    // The answer comes first, before any call of its request, as TypeAgent's server sends it
+    // (issue 50: TypeAgent's CLI records its prompt's state at the answer, and a question
+    // that came first left its prompt refusing Enter).
+    let first_call = frames
         .iter()
-        .position(|f| f["message"]["name"] == "setUserRequest")
+        .position(|f| f["message"]["type"] == "call" && f.to_string().contains("order-1"))
         .unwrap();
-    assert!(answer > set_user, "{frames:?}");
+    assert!(answer < first_call, "{frames:?}");
     // Started by this submit (and already finished): `running`, with its `startedAt`, as
     // TypeAgent's entry on an idle queue.
     let entry = &frames[answer]["message"]["result"]["entry"];

@@ -951,7 +951,10 @@ mod tests {
     /// The model's thinking stays within its turn: the committed history never holds it.
     #[test]
     fn thinking_is_not_kept_in_the_history() {
-        let out = block_on(run_turn(input(Arc::new(Thinks), "go"), &Recorder::default()));
+        let out = block_on(run_turn(
+            input(Arc::new(Thinks), "go"),
+            &Recorder::default(),
+        ));
         assert_eq!(out.error, None);
         assert_eq!(out.messages.len(), 4);
         assert!(out.messages.iter().all(|m| m

@@ -12,7 +12,7 @@ use super::client_agents::AgentQuery;
 use super::completion;
 use super::feedback::{self, Feedback, HideOp};
 use super::interactions::ChoiceReply;
-use super::queue::{CancelReason, Request, STORAGE_ERROR};
+use super::queue::{CancelReason, Request};
 use super::{Conversation, AGENT_SOURCE};
 use crate::agent::attachments;
 use crate::ids::{ConnectionId, RequestId};
@@ -26,6 +26,10 @@ pub enum DispatcherReply {
     Value(Option<Value>),
     /// Raw JSON text for the `result` key.
     Raw(String),
+    /// The conversation queued the whole `invokeResult` frame on the caller's socket itself,
+    /// in line with the calls it sends that client (a submit's answer goes out before any
+    /// call of its request, as TypeAgent's server sends it): the connection sends nothing.
+    Sent,
 }
 
 /// An invoke on `dispatcher:<id>` from one client.
@@ -41,6 +45,19 @@ pub struct DispatcherInvoke {
     /// The client's trace context (`metadata.traceparent`, valid): a submitted request
     /// carries its trace id; `None` gives it a fresh one.
     pub trace: Option<TraceParent>,
+    /// Where the invoke came from, when the caller lets the conversation answer a submit in
+    /// line ([`DispatcherReply::Sent`]); `None`: every answer comes back as the message's
+    /// result.
+    pub in_line: Option<InvokeOrigin>,
+}
+
+/// An invoke's channel (as the client spelled it) and callId: what its answer frame names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InvokeOrigin {
+    /// `dispatcher:<id>`, exactly as the invoke named it.
+    pub channel: String,
+    /// The invoke's callId.
+    pub call_id: u64,
 }
 
 /// What a [`DispatcherInvoke`] answers with; an `async` answer waits for a write barrier or
@@ -314,7 +331,12 @@ impl Handler<DispatcherInvoke> for Conversation {
             return fail(RpcError::ConversationNotFound(self.setup.id.to_string()));
         }
         let answer = match DispatcherRequest::parse(&msg.method, &msg.args, msg.connection_id) {
-            Ok(request) => self.dispatch(request.traced(msg.trace), msg.connection_id, ctx),
+            Ok(request) => self.dispatch(
+                request.traced(msg.trace),
+                msg.connection_id,
+                msg.in_line,
+                ctx,
+            ),
             Err(e) => fail(e),
         };
         self.throttle(ctx);
@@ -328,12 +350,15 @@ impl Conversation {
         &mut self,
         request: DispatcherRequest,
         connection_id: ConnectionId,
+        in_line: Option<InvokeOrigin>,
         ctx: &mut Context<Self>,
     ) -> Answer {
         match request {
-            DispatcherRequest::Submit(request) => self.submit_command(request, false, ctx),
+            DispatcherRequest::Submit(request) => self.submit_command(request, false, in_line, ctx),
             // Queued first; the running request is cancelled once it is (queue.rs).
-            DispatcherRequest::Interrupt(request) => self.submit_command(request, true, ctx),
+            DispatcherRequest::Interrupt(request) => {
+                self.submit_command(request, true, in_line, ctx)
+            }
             DispatcherRequest::GetDisplayHistory { after_seq, page } => {
                 self.display_history(after_seq, page)
             }
@@ -412,19 +437,28 @@ impl Conversation {
     }
 
     /// `submitCommand` / `interrupt` (`front`): a refusal at once, or `{ok:true}` once the
-    /// acceptance is durable (`storage_error` when it could not be written).
-    fn submit_command(&mut self, request: Request, front: bool, ctx: &mut Context<Self>) -> Answer {
-        match self.submit(request, front, ctx) {
+    /// acceptance is durable (`storage_error` when it could not be written). With `in_line`
+    /// the accepted request's answer is queued on the requester's socket at the acceptance
+    /// barrier's place ([`DispatcherReply::Sent`]), so it reaches the client before any call
+    /// of its request (`setUserRequest`, a question, `commandComplete`), as TypeAgent's
+    /// server sends it; TypeAgent's CLI records its prompt's state at that reply.
+    fn submit_command(
+        &mut self,
+        request: Request,
+        front: bool,
+        in_line: Option<InvokeOrigin>,
+        ctx: &mut Context<Self>,
+    ) -> Answer {
+        match self.submit(request, front, in_line, ctx) {
             Err(refusal) => value(refusal),
-            Ok((answer, accepted)) => Box::pin(async move {
-                let answer = match accepted.await {
-                    Ok(Ok(())) => answer,
-                    Ok(Err(cause)) => {
-                        json!({"ok": false, "error": STORAGE_ERROR, "message": cause})
-                    }
-                    Err(_) => json!({"ok": false, "error": "server_stopping"}),
-                };
-                Ok(DispatcherReply::Value(Some(answer)))
+            Ok(accepted) => Box::pin(async move {
+                Ok(match accepted.await {
+                    Ok(Some(answer)) => DispatcherReply::Value(Some(answer)),
+                    Ok(None) => DispatcherReply::Sent,
+                    Err(_) => DispatcherReply::Value(Some(
+                        json!({"ok": false, "error": "server_stopping"}),
+                    )),
+                })
             }),
         }
     }

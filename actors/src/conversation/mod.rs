@@ -138,7 +138,9 @@ pub use client_agents::{
     ClientAgentRemoved, CloseClientAgentCall, InvokeClientAgent, OpenAction, RegisterClientAgent,
     UnregisterClientAgent,
 };
-pub use dispatcher::{deleted_status, DispatcherCall, DispatcherInvoke, DispatcherReply};
+pub use dispatcher::{
+    deleted_status, DispatcherCall, DispatcherInvoke, DispatcherReply, InvokeOrigin,
+};
 pub use handoff::{
     read_chat_tail, HandoffError, SourceHistory, HANDOFF_INSTRUCTION, HANDOFF_SYSTEM,
     MAX_PACKET_BYTES,

@@ -20,15 +20,18 @@
 //! `QueueCancelReason` ([`CancelReason::wire`]); the conversation's own, finer reason goes
 //! into the chat note and the logs.
 
+use std::cell::RefCell;
 use std::fmt;
 use std::path::PathBuf;
+use std::rc::Rc;
 use std::time::Duration;
 
 use actix::prelude::*;
 use serde_json::{json, Value};
 use tokio::sync::oneshot;
 
-use super::routing::{Audience, DisplayMode};
+use super::dispatcher::InvokeOrigin;
+use super::routing::{self, Audience, DisplayMode};
 use super::timing::RequestTiming;
 use super::Conversation;
 use crate::agent::{ChatMessage, Role};
@@ -355,15 +358,17 @@ impl Conversation {
 
     /// Queues a request (`front`: an `interrupt`, which goes first and then cancels the
     /// running request, as TypeAgent's `interrupt` does). `Err` is a refusal to answer at
-    /// once; `Ok` is the `{ok:true}` answer and what it must wait for: the acceptance being
-    /// durable (a failed write cancels the request and turns the answer into a
-    /// `storage_error` refusal).
+    /// once; `Ok` resolves once the acceptance is durable (a failed write cancels the request
+    /// and turns the answer into a `storage_error` refusal) with the answer, or with `None`
+    /// when it was queued on the requester's socket at the barrier's place (`in_line`: ahead
+    /// of every call of the request).
     pub(super) fn submit(
         &mut self,
         mut request: Request,
         front: bool,
+        in_line: Option<InvokeOrigin>,
         ctx: &mut Context<Self>,
-    ) -> Result<(Value, oneshot::Receiver<Result<(), String>>), Value> {
+    ) -> Result<oneshot::Receiver<Option<Value>>, Value> {
         if self.stopping {
             return Err(json!({"ok": false, "error": "server_stopping"}));
         }
@@ -403,6 +408,11 @@ impl Conversation {
             submitted_at: request.submitted_at,
         }));
         let (accepted_tx, accepted_rx) = oneshot::channel();
+        // The answer depends on whether this submit started the request (below); the barrier
+        // resolves later, when it is known.
+        let answer_slot: Rc<RefCell<Option<Value>>> = Rc::default();
+        let answer_later = answer_slot.clone();
+        let origin = request.origin;
         let request_id = request.request_id.clone();
         let entry = request.entry("queued");
         if front {
@@ -415,6 +425,17 @@ impl Conversation {
         // idle conversation's fast turn (a command, an echo) makes one fsync, not two in a
         // row. A slow turn's answer waits at most `SYNC_LINGER` more.
         self.after_durable(ctx, move |act, written, ctx| {
+            let answer = match &written {
+                Ok(()) => answer_later.borrow_mut().take().expect("set by submit"),
+                Err(cause) => json!({"ok": false, "error": STORAGE_ERROR, "message": cause}),
+            };
+            let answer = match in_line {
+                Some(invoke) => {
+                    act.answer_in_line(origin, &invoke, &answer);
+                    None
+                }
+                None => Some(answer),
+            };
             if let Err(e) = &written {
                 log::error!(
                     "conversation {}: request {request_id} could not be recorded: {e}",
@@ -422,7 +443,7 @@ impl Conversation {
                 );
                 act.cancel_by_id(&request_id, CancelReason::StorageError, ctx);
             }
-            let _ = accepted_tx.send(written);
+            let _ = accepted_tx.send(answer);
         });
         self.version += 1;
         log::debug!(
@@ -455,7 +476,20 @@ impl Conversation {
         if let Some(at) = started {
             entry["startedAt"] = at.into();
         }
-        Ok((json!({"ok": true, "entry": entry}), accepted_rx))
+        *answer_slot.borrow_mut() = Some(json!({"ok": true, "entry": entry}));
+        Ok(accepted_rx)
+    }
+
+    /// Queues the answer to `invoke` on the socket of `origin` (when it is still here), in
+    /// line with the calls this conversation sends it.
+    fn answer_in_line(&mut self, origin: ConnectionId, invoke: &InvokeOrigin, answer: &Value) {
+        let id = self.setup.id;
+        if let Some(slot) = self.clients.get_mut(&origin).filter(|s| !s.lost) {
+            let frame =
+                crate::protocol::invoke_result(&invoke.channel, invoke.call_id, Some(answer));
+            let sent = slot.output.send_frame(frame);
+            routing::settle(id, origin, slot, sent);
+        }
     }
 
     /// Starts the first queued request when nothing runs (`requestStarted`, `user-request`,

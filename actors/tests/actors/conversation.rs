@@ -243,6 +243,7 @@ impl Harness {
             method: method.into(),
             args: Args(args),
             trace: None,
+            in_line: None,
         }))
         .await
         .expect("the conversation answers")
@@ -250,6 +251,7 @@ impl Harness {
         match reply {
             DispatcherReply::Value(v) => v.unwrap_or(Value::Null),
             DispatcherReply::Raw(json) => serde_json::from_str(&json).expect("raw JSON"),
+            DispatcherReply::Sent => panic!("answered in line without being asked to"),
         }
     }
 
@@ -460,6 +462,7 @@ async fn a_delete_tells_every_client_then_stops_everything() {
         method: "getStatus".into(),
         args: Args(Vec::new()),
         trace: None,
+        in_line: None,
     });
     assert!(within(status).await.is_err(), "a stopped actor answered");
 }
