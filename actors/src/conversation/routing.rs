@@ -13,6 +13,7 @@ use super::{Conversation, AGENT_SOURCE};
 use crate::client::{GiveUp, OutboundCall, Sent, SocketGone};
 use crate::ids::ConnectionId;
 use crate::ids::ConversationId;
+use crate::protocol::plain_text;
 
 /// Text shown to the others when a client joins.
 pub const JOIN_NOTICE: &str = "[A new client has joined this conversation.]";
@@ -205,7 +206,9 @@ impl Conversation {
         );
     }
 
-    /// `appendDisplay` for a request: logged (unless temporary) and broadcast.
+    /// `appendDisplay` for a request: logged (unless temporary) and broadcast. Markdown gains
+    /// its plain-text alternate ([`plain_text`]), which TypeAgent's console prints instead of
+    /// raw marks.
     pub(super) fn display(
         &mut self,
         request: &Request,
@@ -213,6 +216,7 @@ impl Conversation {
         extra: Option<Value>,
         mode: DisplayMode,
     ) {
+        let content = plain_text::with_text_alternate(content);
         let mut message =
             json!({"message": content, "requestId": request.id_obj(), "source": AGENT_SOURCE});
         if let Some(Value::Object(extra)) = extra {

@@ -16,6 +16,7 @@
 //! - [`info`]: [`ConversationInfo`] and friends.
 //! - [`frames`]: WebSocket message reassembly and the inbound byte budget.
 //! - [`trace`]: an invoke's `metadata` (W3C trace context) and request trace ids.
+//! - [`plain_text`]: the plain-text alternate of a markdown display.
 
 pub mod args;
 pub mod errors;
@@ -23,6 +24,7 @@ pub mod frames;
 pub mod inbound;
 pub mod info;
 pub mod outbound;
+pub mod plain_text;
 pub mod salvage;
 pub mod trace;
 
