@@ -104,6 +104,43 @@ fn dispatcher_family_runs_requests_and_dry_runs() {
          \x20 - `times` = 2: not in the request's words (inferred)\n"
     );
     assert_eq!(last_error(&calls), Value::Null);
+    // TypeAgent's explain flags (its `ExplainCommandHandler`): taken off the text, never
+    // explained as words of the request; a bad value is an exact error.
+    let calls = cli_submit(
+        &mut a,
+        &id,
+        "@dispatcher explain --repeat 2 --filterValueInRequest what is 2+3 --concurrency 1",
+        Value::Null,
+    );
+    let text = shown(&calls);
+    assert!(
+        text.starts_with(
+            "Repeated 2 times with concurrency 1: 2 of 2 succeeded.\n\nTo handle \"what is \
+             2+3\", the assistant would first:\n- call `calculate`"
+        ),
+        "{text}"
+    );
+    let calls = cli_submit(
+        &mut a,
+        &id,
+        r#"@dispatcher explain Time in tokyo => chat.get_current_time({"timezone":"Tokyo"}) --filterReference"#,
+        Value::Null,
+    );
+    assert!(
+        shown(&calls).starts_with("Explanation of \"Time in tokyo\":\n"),
+        "{}",
+        shown(&calls)
+    );
+    let calls = cli_submit(
+        &mut a,
+        &id,
+        "@dispatcher explain what is 2+3 --repeat lots",
+        Value::Null,
+    );
+    assert_eq!(
+        last_error(&calls),
+        "Invalid value 'lots' for flag '--repeat': expected a positive integer"
+    );
     let calls = cli_submit(
         &mut a,
         &id,

@@ -10,13 +10,210 @@
 
 use serde_json::{Map, Value};
 
-use super::turn::SERVER_SEPARATOR;
+use super::turn::{describe_plan, plan, TurnInput, SERVER_SEPARATOR};
 
 /// What TypeAgent's errors quote as the accepted forms.
 const FORMAT: &str = "'<request> => translator.action(<parameters>)' or '<request> => [ translator.action1(<parameters1>), translator.action2(<parameters2>), ... ]'";
 
 /// The separator between the request and its actions.
 pub const SEPARATOR: &str = "=>";
+
+/// Most explanations one `--repeat` asks for: each may be a model call.
+pub const MAX_REPEAT: u64 = 16;
+
+/// TypeAgent's flags of `@dispatcher explain` (its `ExplainCommandHandler`: `--repeat`,
+/// `--concurrency`, `--filterValueInRequest`, `--filterReference`), read off the front and the
+/// end of the text so the request is not sent with them as words. The two filters steer
+/// TypeAgent's cache explainer, which Roundtable has none of: they are taken and change
+/// nothing here.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExplainFlags {
+    /// Explanations to make (1 to [`MAX_REPEAT`]).
+    pub repeat: u64,
+    /// How many of them run at once (at least 1; TypeAgent's default 5).
+    pub concurrency: u64,
+    /// `--filterValueInRequest` (TypeAgent's cache explainer only).
+    pub filter_value_in_request: bool,
+    /// `--filterReference` (TypeAgent's cache explainer only).
+    pub filter_reference: bool,
+}
+
+impl Default for ExplainFlags {
+    fn default() -> ExplainFlags {
+        ExplainFlags {
+            repeat: 1,
+            concurrency: 5,
+            filter_value_in_request: false,
+            filter_reference: false,
+        }
+    }
+}
+
+/// What one flag token is.
+enum Flag {
+    /// `--repeat` / `--concurrency`, with its value when written `--name=value`.
+    Number(&'static str, Option<String>),
+    /// `--filterValueInRequest` / `--filterReference`, with its value when written `=value`.
+    Switch(&'static str, Option<String>),
+}
+
+/// The flag `token` is, if it is one of the four.
+fn flag(token: &str) -> Option<Flag> {
+    let name = token.strip_prefix("--")?;
+    let (name, value) = match name.split_once('=') {
+        Some((n, v)) => (n, Some(v.to_string())),
+        None => (name, None),
+    };
+    Some(match name {
+        "repeat" => Flag::Number("repeat", value),
+        "concurrency" => Flag::Number("concurrency", value),
+        "filterValueInRequest" => Flag::Switch("filterValueInRequest", value),
+        "filterReference" => Flag::Switch("filterReference", value),
+        _ => return None,
+    })
+}
+
+impl ExplainFlags {
+    /// Sets flag `name` from `value` (`None`: a switch given bare), or says why it cannot.
+    fn set(&mut self, name: &str, value: Option<&str>) -> Result<(), String> {
+        match name {
+            "repeat" | "concurrency" => {
+                let value = value.unwrap_or("");
+                let n: u64 = value.parse().ok().filter(|n| *n >= 1).ok_or_else(|| {
+                    format!(
+                        "Invalid value '{value}' for flag '--{name}': expected a positive integer"
+                    )
+                })?;
+                if name == "repeat" {
+                    if n > MAX_REPEAT {
+                        return Err(format!(
+                            "Invalid value '{value}' for flag '--repeat': at most {MAX_REPEAT}"
+                        ));
+                    }
+                    self.repeat = n;
+                } else {
+                    self.concurrency = n;
+                }
+            }
+            _ => {
+                let on = match value {
+                    None | Some("true") => true,
+                    Some("false") => false,
+                    Some(other) => {
+                        return Err(format!(
+                            "Invalid value '{other}' for flag '--{name}': expected true or false"
+                        ))
+                    }
+                };
+                if name == "filterValueInRequest" {
+                    self.filter_value_in_request = on;
+                } else {
+                    self.filter_reference = on;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `input` without TypeAgent's explain flags at its front and end, and the flags; an exact
+/// error for a flag whose value is wrong. A flag's value is the next word (`--repeat 3`) or
+/// follows `=` (`--repeat=3`); a switch takes `true` / `false` after it, or nothing. Flags in
+/// the middle are words of the request (they could be inside its action's JSON).
+pub fn take_flags(input: &str) -> Result<(String, ExplainFlags), String> {
+    let mut flags = ExplainFlags::default();
+    let words: Vec<(usize, &str)> = input
+        .split_whitespace()
+        .map(|w| (w.as_ptr() as usize - input.as_ptr() as usize, w))
+        .collect();
+    // The words a flag takes from `at` (itself and its value), setting it in `flags`; 0 when
+    // the word there is not a flag.
+    let take = |at: usize, flags: &mut ExplainFlags| -> Result<usize, String> {
+        match words.get(at).and_then(|(_, w)| flag(w)) {
+            None => Ok(0),
+            Some(Flag::Number(name, Some(v))) | Some(Flag::Switch(name, Some(v))) => {
+                flags.set(name, Some(&v)).map(|()| 1)
+            }
+            Some(Flag::Number(name, None)) => {
+                let value = words.get(at + 1).map(|(_, w)| *w);
+                flags.set(name, value).map(|()| 2)
+            }
+            Some(Flag::Switch(name, None)) => match words.get(at + 1).map(|(_, w)| *w) {
+                Some(v @ ("true" | "false")) => flags.set(name, Some(v)).map(|()| 2),
+                _ => flags.set(name, None).map(|()| 1),
+            },
+        }
+    };
+    let mut first = 0;
+    loop {
+        match take(first, &mut flags)? {
+            0 => break,
+            n => first += n,
+        }
+    }
+    // From the end: a flag and its value that reach the end exactly, again and again (a
+    // flag-like word whose group stops short is a word of the request, and sets nothing).
+    let mut last = words.len();
+    'outer: while last > first {
+        for start in (first..last).rev().take(2) {
+            let mut trial = flags.clone();
+            let taken = take(start, &mut trial)?;
+            if taken > 0 && start + taken == last {
+                flags = trial;
+                last = start;
+                continue 'outer;
+            }
+        }
+        break;
+    }
+    let text = match (words.get(first), last > first) {
+        (Some(&(from, _)), true) => {
+            let (to, word) = words[last - 1];
+            input[from..to + word.len()].to_string()
+        }
+        _ => String::new(),
+    };
+    Ok((text, flags))
+}
+
+/// The line that heads a repeated explanation: how many ran and how many succeeded.
+pub fn repeated_header(flags: &ExplainFlags, succeeded: u64) -> String {
+    format!(
+        "Repeated {} times with concurrency {}: {succeeded} of {} succeeded.\n\n",
+        flags.repeat, flags.concurrency, flags.repeat
+    )
+}
+
+/// A model's plan for `request`, made `flags.repeat` times, at most `flags.concurrency` at
+/// once (one [`TurnInput`] each): the first plan described ([`describe_plan`]), headed by how
+/// many succeeded when there were several; the first error when none did.
+pub async fn plan_repeated(
+    request: &str,
+    inputs: Vec<TurnInput>,
+    flags: &ExplainFlags,
+    explain: bool,
+) -> Result<String, String> {
+    use futures_util::StreamExt as _;
+    let results: Vec<_> = futures_util::stream::iter(inputs.into_iter().map(plan))
+        .buffered(flags.concurrency.max(1) as usize)
+        .collect()
+        .await;
+    let succeeded = results.iter().filter(|r| r.is_ok()).count() as u64;
+    let first = results
+        .iter()
+        .find(|r| r.is_ok())
+        .or(results.first())
+        .cloned()
+        .unwrap_or_else(|| Ok(Vec::new()));
+    let shown = first
+        .map(|blocks| describe_plan(request, &blocks, explain))
+        .map_err(|e| e.to_string())?;
+    Ok(if flags.repeat > 1 {
+        repeated_header(flags, succeeded) + &shown
+    } else {
+        shown
+    })
+}
 
 /// One action of the given translation.
 #[derive(Debug, Clone, PartialEq)]
@@ -214,6 +411,64 @@ fn flatten(path: String, value: &Value, out: &mut Vec<(String, Value)>) {
 
 #[cfg(test)]
 mod tests {
+    /// Issue 50 (d): TypeAgent's explain flags before or after the request are taken, not
+    /// sent as words; bad values get exact errors; a flag-like word inside stays.
+    #[test]
+    fn typeagents_explain_flags_are_read_off_the_ends() {
+        use super::*;
+        let (text, flags) = take_flags(
+            "--repeat 3 --filterReference play bach => player.play({\"x\": \"--concurrency 2\"}) \
+             --concurrency=2 --filterValueInRequest false",
+        )
+        .unwrap();
+        assert_eq!(
+            text,
+            "play bach => player.play({\"x\": \"--concurrency 2\"})"
+        );
+        assert_eq!(
+            flags,
+            ExplainFlags {
+                repeat: 3,
+                concurrency: 2,
+                filter_value_in_request: false,
+                filter_reference: true,
+            }
+        );
+        assert_eq!(
+            take_flags("what is 2+3").unwrap(),
+            ("what is 2+3".to_string(), ExplainFlags::default())
+        );
+        assert_eq!(
+            take_flags("  keep   inner  --spaces=1 x ").unwrap().0,
+            "keep   inner  --spaces=1 x"
+        );
+        assert_eq!(
+            take_flags("x --repeat many").unwrap_err(),
+            "Invalid value 'many' for flag '--repeat': expected a positive integer"
+        );
+        assert_eq!(
+            take_flags("--repeat 17 x").unwrap_err(),
+            "Invalid value '17' for flag '--repeat': at most 16"
+        );
+        assert_eq!(
+            take_flags("x --repeat").unwrap_err(),
+            "Invalid value '' for flag '--repeat': expected a positive integer"
+        );
+        assert_eq!(
+            take_flags("x --filterReference=maybe").unwrap_err(),
+            "Invalid value 'maybe' for flag '--filterReference': expected true or false"
+        );
+        assert_eq!(take_flags("--repeat 2").unwrap().0, "");
+        // A flag whose group does not reach the end is a word, and sets nothing.
+        assert_eq!(
+            take_flags("mention --filterReference here").unwrap(),
+            (
+                "mention --filterReference here".to_string(),
+                ExplainFlags::default()
+            )
+        );
+    }
+
     use super::*;
 
     #[test]

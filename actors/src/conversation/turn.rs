@@ -39,9 +39,7 @@ use super::{Conversation, AGENT_SOURCE};
 use crate::agent::interaction::{
     ActionProposal, Picked, ProposalAnswer, QuestionForm, QuestionFormResponse,
 };
-use crate::agent::turn::{
-    describe_plan, plan, run_turn, TurnInput, TurnOutcome, TurnSink, TurnStep, SERVER_SEPARATOR,
-};
+use crate::agent::turn::{run_turn, TurnInput, TurnOutcome, TurnSink, TurnStep, SERVER_SEPARATOR};
 use crate::agent::{ChatMessage, LocalBoxFuture, Provider, ProviderRequest, Role};
 
 /// Longest local (provider-less) compact summary, in characters.
@@ -542,6 +540,21 @@ impl Conversation {
         explain: bool,
         ctx: &mut Context<Self>,
     ) {
+        // TypeAgent's `@dispatcher explain` flags (`--repeat 3` …) are not words of the
+        // request.
+        let (text, flags) = if explain {
+            match crate::agent::explain::take_flags(&text) {
+                Ok(taken) => taken,
+                Err(e) => {
+                    let running = self.running.as_ref().expect("running").request.clone();
+                    let error = json!({"type": "text", "content": e, "kind": "error"});
+                    self.finish_showing(turn, &running, error, Some(e), ctx);
+                    return;
+                }
+            }
+        } else {
+            (text, Default::default())
+        };
         if text.trim().is_empty() {
             let running = self.running.as_ref().expect("running").request.clone();
             let msg = format!(
@@ -562,8 +575,13 @@ impl Conversation {
                 .collect();
             match crate::agent::explain::parse_request_action(&text) {
                 Ok((request, actions)) => {
-                    let shown =
+                    let mut shown =
                         crate::agent::explain::explain(&request, &actions, &offered, AGENT_SOURCE);
+                    if flags.repeat > 1 {
+                        // Read off the text: every repetition gives the same explanation.
+                        shown =
+                            crate::agent::explain::repeated_header(&flags, flags.repeat) + &shown;
+                    }
                     let block = json!({"type": "markdown", "content": shown});
                     self.finish_showing(turn, &running, block, None, ctx);
                 }
@@ -574,17 +592,15 @@ impl Conversation {
             }
             return;
         }
-        let input = self.turn_input(text.clone(), 1);
+        let inputs = (0..flags.repeat)
+            .map(|_| self.turn_input(text.clone(), 1))
+            .collect();
         let addr = ctx.address();
         self.spawn_for_running(
             async move {
-                let result = plan(input)
-                    .await
-                    .map(|blocks| describe_plan(&text, &blocks, explain));
-                addr.do_send(TurnEvent::Planned {
-                    turn,
-                    result: result.map_err(|e| e.to_string()),
-                });
+                let result =
+                    crate::agent::explain::plan_repeated(&text, inputs, &flags, explain).await;
+                addr.do_send(TurnEvent::Planned { turn, result });
             },
             ctx,
         );
