@@ -115,7 +115,7 @@ fn strip_heading(text: &str) -> &str {
     let hashes = text.bytes().take_while(|b| *b == b'#').count();
     if (1..=6).contains(&hashes) {
         if let Some(rest) = text[hashes..].strip_prefix(' ') {
-            return rest.trim_end_matches(|c| c == '#' || c == ' ');
+            return rest.trim_end_matches(['#', ' ']);
         }
     }
     text
