@@ -123,7 +123,11 @@ fn run_request_exit_codes() {
         &["run", "request", "what", "is", "2+3"],
     );
     assert!(out.status.success(), "{}", stderr(&out));
-    assert!(stdout(&out).lines().any(|l| l == "5"), "{}", stdout(&out));
+    assert!(
+        stdout(&out).lines().any(|l| l.trim() == "[result] 5"),
+        "{}",
+        stdout(&out)
+    );
     let out = cli(
         server.port,
         home.path(),

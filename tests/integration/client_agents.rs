@@ -346,7 +346,7 @@ fn a_phone_that_disconnects_mid_call() {
     let calls = cli.until_complete(&id, &rid);
     let gone = "the client hosting agent 'androidDevice' disconnected before answering";
     assert_eq!(tool_results(&calls), [(gone.to_string(), true)]);
-    assert!(Client::texts(&calls).contains(&format!("Sorry, that did not work: {gone}")));
+    assert!(Client::texts(&calls).contains(&gone.to_string()));
     // The socket's leave (which unregisters its agents) is announced to the others.
     await_leave_notice(&mut cli, &id, &calls);
 

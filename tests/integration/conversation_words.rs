@@ -395,8 +395,6 @@ fn words_hand_off_with_the_builtin_provider() {
             "manage_conversation({\"name\":\"research\",\"subcommand\":\"handoff\"})",
             "When this reply ends, the server summarizes the conversation \"research\" and adds \
              the summary to this conversation, or says why it could not.",
-            "When this reply ends, the server summarizes the conversation \"research\" and adds \
-             the summary to this conversation, or says why it could not.",
             "**Handoff from \"research\"** (2 messages summarized)\n\nSummary of 2 earlier \
              messages. The user asked:\n- remember the number 42",
         ]

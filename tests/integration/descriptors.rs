@@ -22,24 +22,27 @@ fn at_capacity(sockets: usize) -> String {
 /// An open WebSocket, held and never read (the test ends before the first ping).
 type Held = tungstenite::WebSocket<std::net::TcpStream>;
 
-/// Opens a WebSocket to `server`: the socket, or the refusal's status and body (status 0:
-/// no HTTP answer).
+/// Opens a WebSocket to `server`: the socket, or the refusal's status and whole body, read
+/// until the server closes (status 0: no HTTP answer).
 fn try_connect(server: &Server) -> Result<Held, (u16, String)> {
+    use std::io::Read as _;
     let request = format!("ws://127.0.0.1:{}/", server.port);
     let stream =
         std::net::TcpStream::connect(("127.0.0.1", server.port)).map_err(|e| (0, e.to_string()))?;
     stream
         .set_read_timeout(Some(Duration::from_secs(10)))
         .unwrap();
+    let mut raw = stream.try_clone().unwrap();
     match tungstenite::client(request.as_str(), stream) {
         Ok((socket, _)) => Ok(socket),
         Err(tungstenite::HandshakeError::Failure(tungstenite::Error::Http(response))) => {
-            let body = response
-                .body()
-                .as_ref()
-                .map(|b| String::from_utf8_lossy(b).to_string())
-                .unwrap_or_default();
-            Err((response.status().as_u16(), body))
+            // The body may come after the head tungstenite read: read on to the close.
+            let mut body = response.body().clone().unwrap_or_default();
+            let _ = raw.read_to_end(&mut body);
+            Err((
+                response.status().as_u16(),
+                String::from_utf8_lossy(&body).into_owned(),
+            ))
         }
         Err(e) => Err((0, e.to_string())),
     }

@@ -721,9 +721,7 @@ fn proposed_actions_run_edited_or_cancelled() {
     .unwrap();
     let calls = a.until_complete(&id, &rid);
     assert!(
-        shown(&calls).contains(
-            &"Sorry, that did not work: the user cancelled the proposed calculate call".to_string()
-        ),
+        shown(&calls).contains(&"the user cancelled the proposed calculate call".to_string()),
         "{calls:?}"
     );
 }
@@ -835,7 +833,7 @@ fn forms_and_proposals_time_out() {
     assert!(shown(&calls).contains(&"The user dismissed the form without answering.".to_string()));
     let calls = a.run_turn(&id, r#"propose calculate {"expression": "1+1"}"#);
     assert!(
-        shown(&calls).contains(&"Sorry, that did not work: no answer in time".to_string()),
+        shown(&calls).contains(&"no answer in time".to_string()),
         "{calls:?}"
     );
 }

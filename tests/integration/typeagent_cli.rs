@@ -51,7 +51,8 @@ fn dispatcher_family_runs_requests_and_dry_runs() {
     let server = Server::start(&[]);
     let (mut a, id) = server.joined("CLI");
     let calls = cli_submit(&mut a, &id, "@dispatcher request what is 2+3", Value::Null);
-    assert_eq!(shown(&calls), "calculate({\"expression\":\"2+3\"})\n5\n5");
+    // The result once: the builtin does not repeat it as its answer (issue 50 (b)).
+    assert_eq!(shown(&calls), "calculate({\"expression\":\"2+3\"})\n5");
     assert_eq!(last_error(&calls), Value::Null);
     let user = calls.iter().find(|(m, _)| m == "setUserRequest").unwrap();
     assert_eq!(user.1[1], "@dispatcher request what is 2+3");
@@ -160,20 +161,20 @@ fn dispatcher_family_runs_requests_and_dry_runs() {
     );
     assert_eq!(kinds(&calls), [json!("warning")]);
 
-    // Only the request that ran is in the agent's history: user, tool call, result, answer.
+    // Only the request that ran is in the agent's history: user, tool call, result (the
+    // builtin says nothing more, and an empty answer is not kept).
     let calls = cli_submit(&mut a, &id, "@system history", Value::Null);
     assert_eq!(
         shown(&calls),
-        "Chat history: the last 4 of 4 messages\n\
+        "Chat history: the last 3 of 3 messages\n\
          #1 user: what is 2+3\n\
          #2 assistant: → calculate {\"expression\":\"2+3\"}\n\
-         #3 tool calculate: 5\n\
-         #4 assistant: 5"
+         #3 tool calculate: 5"
     );
     let calls = cli_submit(&mut a, &id, "@system history 1", Value::Null);
     assert_eq!(
         shown(&calls),
-        "Chat history: the last 1 of 4 messages\n#4 assistant: 5"
+        "Chat history: the last 1 of 3 messages\n#3 tool calculate: 5"
     );
     let calls = cli_submit(&mut a, &id, "@system history lots", Value::Null);
     let error = "@system history: N must be a whole number above 0, got \"lots\"";

@@ -395,7 +395,7 @@ async function fakeModel(t, { reportUsage = false } = {}) {
 // ---------------------------------------------------------------------------------------
 // Tests
 
-test("create a conversation from the sidebar and get 5 for 2+3 (tool call, result, answer)", async (t) => {
+test("create a conversation from the sidebar and get 5 for 2+3 (tool call, result)", async (t) => {
   const { server } = await serverFor(t);
   const { page } = await openClient(t, server);
   assert.equal(await title(page), "Web", "a fresh page opens the conversation named Web");
@@ -410,7 +410,7 @@ test("create a conversation from the sidebar and get 5 for 2+3 (tool call, resul
   assert.match(await call.textContent(), /calculate/);
   assert.match(await call.textContent(), /"expression":"2\+3"/);
   assert.equal((await page.locator(".msg.tool-result .tool-body").textContent()).trim(), "5");
-  await page.locator(".msg.agent:not(.tool) .msg-body", { hasText: /^5$/ }).waitFor();
+  await page.locator(".msg.tool-result .tool-body", { hasText: /^5$/ }).waitFor();
   await waitIdle(page);
   assert.ok(await page.locator("#cancel").isHidden(), "no Cancel button when nothing of mine runs");
 
@@ -574,7 +574,7 @@ test("a second browser sees new messages live, in both directions", async (t) =>
   await send(a.page, "what is 2+3");
   await b.page.locator(".msg.user .user-text", { hasText: "what is 2+3" }).waitFor();
   await b.page.locator(".msg.tool-call").waitFor();
-  await b.page.locator(".msg.agent:not(.tool) .msg-body", { hasText: /^5$/ }).waitFor();
+  await b.page.locator(".msg.tool-result .tool-body", { hasText: /^5$/ }).waitFor();
   assert.match(await b.page.locator(".msg.user .meta").first().textContent(), /Another client/);
   assert.match(await a.page.locator(".msg.user .meta").first().textContent(), /You/);
 
@@ -586,7 +586,8 @@ test("a second browser sees new messages live, in both directions", async (t) =>
   const log = await assertMatchesLog(a.page, rpc);
   await assertMatchesLog(b.page, rpc);
   assert.equal(log.filter((e) => e.type === "user-request").length, 2);
-  assert.deepEqual(await agentTexts(b.page), ["5", "echo: hello from B"]);
+  // The builtin shows a tool's result once, as the result (issue 50 (b)): no answer repeats it.
+  assert.deepEqual(await agentTexts(b.page), ["echo: hello from B"]);
 
   // A question asked in A is answerable in B (live) and in C, which joins while it is pending
   // (JoinConversationResult.pendingInteractions); C's answer updates everyone in place.
@@ -668,7 +669,7 @@ test("reload restores the open conversation (localStorage)", async (t) => {
   await createFromSidebar(page, "Reload me");
   const id = await currentId(page);
   await send(page, "what is 2+3");
-  await page.locator(".msg.agent:not(.tool) .msg-body", { hasText: /^5$/ }).waitFor();
+  await page.locator(".msg.tool-result .tool-body", { hasText: /^5$/ }).waitFor();
   await waitIdle(page);
   await page.reload();
   await waitReady(page, "Reload me");
@@ -787,7 +788,7 @@ test("a server restart on the same port is survived without duplicated or lost e
   await createFromSidebar(page, "Durable");
   const id = await currentId(page);
   await send(page, "what is 2+3");
-  await page.locator(".msg.agent:not(.tool) .msg-body", { hasText: /^5$/ }).waitFor();
+  await page.locator(".msg.tool-result .tool-body", { hasText: /^5$/ }).waitFor();
   await send(page, "Remember **this** line");
   await page.locator(".markdown strong", { hasText: "this" }).waitFor();
   await waitIdle(page);
@@ -815,7 +816,7 @@ test("a server restart on the same port is survived without duplicated or lost e
   );
   await page.locator("#banner").waitFor({ state: "hidden", timeout: 20000 });
   await waitReady(page, "Durable");
-  await page.locator(".msg.agent:not(.tool) .msg-body", { hasText: /^42$/ }).waitFor();
+  await page.locator(".msg.tool-result .tool-body", { hasText: /^42$/ }).waitFor();
   await waitIdle(page);
   const log = await assertMatchesLog(page, rpc);
   assert.ok(log.length > before.length);
@@ -826,7 +827,7 @@ test("a server restart on the same port is survived without duplicated or lost e
 
   // And it keeps working live after the reconnect.
   await send(page, "what is 1+1");
-  await page.locator(".msg.agent:not(.tool) .msg-body", { hasText: /^2$/ }).waitFor();
+  await page.locator(".msg.tool-result .tool-body", { hasText: /^2$/ }).waitFor();
   await waitIdle(page);
   await assertMatchesLog(page, rpc);
   await shot(page, "06-after-restart");
@@ -1542,7 +1543,7 @@ test("keyboard, phone-sized screen, dark theme; README screenshot", async (t) =>
   await createFromSidebar(wide.page, "Math and weather");
   const { page } = wide;
   await send(page, "what is (2+3)*4");
-  await page.locator(".msg.agent:not(.tool) .msg-body", { hasText: /^20$/ }).waitFor();
+  await page.locator(".msg.tool-result .tool-body", { hasText: /^20$/ }).waitFor();
   await send(page, "weather in Lisbon");
   await page.locator(".msg.tool-call", { hasText: "get_weather" }).waitFor();
   await waitIdle(page);

@@ -4,8 +4,11 @@
 //! action is `<agent>__<action>`; the JSON object, optional, is the tool's input), `propose
 //! <tool> {json}` proposes that call first (`propose_action`), arithmetic goes to
 //! `calculate`, "time" to `get_current_time` (a place "in Tokyo" is looked up in the tz
-//! database), "weather" to `get_weather`, "ask me …?" to `ask_user`; once tool results are in,
-//! it answers with them. Conversation management in words ("switch to my work
+//! database), "weather" to `get_weather`, "ask me …?" to `ask_user`. Once tool results are
+//! in, it adds only what they do not already say: a tool's result is shown to everyone as its
+//! own display, so repeating it as the answer printed every result twice in TypeAgent's CLI
+//! (`5` / `5`); an answer to a question is told back ("You answered Yes."), anything else ends
+//! the turn with no more text. Conversation management in words ("switch to my work
 //! conversation", "list my conversations", "hand off my research conversation here": the
 //! phrases of `builtin/phrases.rs`) calls `manage_conversation`, ahead of the other tools, so "switch to
 //! my weather conversation" is a switch. A question or request it cannot handle gets a plain "cannot" naming
@@ -93,26 +96,23 @@ fn respond(request: &ProviderRequest) -> ProviderResponse {
         })
         .collect();
     if last.role == Role::User && !results.is_empty() {
-        return text(
-            results
-                .iter()
-                .map(|(c, err)| {
-                    if *err {
-                        return format!("Sorry, that did not work: {c}");
-                    }
-                    let Some(answer) = c.strip_prefix("answer:") else {
-                        return c.to_string();
-                    };
-                    match answer.strip_suffix(REMEMBERED_NOTE) {
-                        Some(kept) => {
-                            format!("You answered {}; I will not ask again.", kept.trim())
-                        }
-                        None => format!("You answered {}.", answer.trim()),
-                    }
-                })
-                .collect::<Vec<_>>()
-                .join("\n"),
-        );
+        // Results (and errors) are on screen already; only answers to questions are told.
+        let told: Vec<String> = results
+            .iter()
+            .filter(|(_, err)| !*err)
+            .filter_map(|(c, _)| c.strip_prefix("answer:"))
+            .map(|answer| match answer.strip_suffix(REMEMBERED_NOTE) {
+                Some(kept) => format!("You answered {}; I will not ask again.", kept.trim()),
+                None => format!("You answered {}.", answer.trim()),
+            })
+            .collect();
+        return match told.is_empty() {
+            true => ProviderResponse {
+                content: Vec::new(),
+                usage: None,
+            },
+            false => text(told.join("\n")),
+        };
     }
     let user = last.joined_text();
     let lower = user.to_lowercase();
@@ -430,7 +430,8 @@ mod tests {
                 }],
             },
         ]));
-        assert_eq!(r.content, vec![ContentBlock::Text { text: "5".into() }]);
+        // The result is on screen as the tool's own display: not said again.
+        assert_eq!(r.content, vec![]);
         let r = respond(&req(vec![ChatMessage::text(Role::User, "hello world")]));
         assert_eq!(
             r.content,

@@ -385,13 +385,21 @@ pub async fn run_turn(input: TurnInput, sink: &dyn TurnSink) -> TurnOutcome {
                 _ => {}
             }
         }
+        if calls.is_empty() {
+            // An answer with nothing in it (the builtin's after results it does not repeat)
+            // leaves no empty message in the history, which some APIs refuse.
+            if !response.content.is_empty() {
+                messages.push(ChatMessage {
+                    role: Role::Assistant,
+                    content: response.content,
+                });
+            }
+            return TurnOutcome::new(messages, None, usage);
+        }
         messages.push(ChatMessage {
             role: Role::Assistant,
             content: response.content,
         });
-        if calls.is_empty() {
-            return TurnOutcome::new(messages, None, usage);
-        }
         let mut results = Vec::new();
         let mut images = Vec::new();
         for (id, name, tool_input) in calls {
@@ -652,12 +660,13 @@ mod tests {
             &sink,
         ));
         assert_eq!(out.error, None);
-        assert_eq!(out.messages.len(), 4); // user, assistant tool_use, tool result, assistant text
-        assert_eq!(out.messages[3].joined_text(), "5");
+        // user, assistant tool_use, tool result; the empty answer is not kept
+        assert_eq!(out.messages.len(), 3);
         let shown = sink.shown.borrow();
         assert_eq!(shown[0]["extra"]["toolCall"]["name"], "calculate");
         assert_eq!(shown[1]["extra"]["toolResult"]["content"], "5");
-        assert_eq!(shown[2]["content"]["content"], "5");
+        // The result is shown once, not repeated as the answer (issue 50 (b)).
+        assert_eq!(shown.len(), 2, "{shown:?}");
         // Two model calls around one action, numbered from 0, its result reported.
         let steps = sink.steps.borrow();
         assert!(matches!(steps[0], TurnStep::ModelCall { .. }), "{steps:?}");

@@ -22,8 +22,15 @@ use serde_json::{json, Value};
 /// it the opening mark is kept as text.
 pub const MAX_SPAN: usize = 2048;
 
+/// Largest markdown given a text alternate, in bytes: the alternate is sent and logged beside
+/// the markdown, so a long answer would cost twice its size in every frame, log line and
+/// history page; past this the client shows the markdown as it is.
+pub const MAX_ALTERNATE_SOURCE_BYTES: usize = 64 * 1024;
+
 /// `content` with a `{type: "text"}` alternate when it is a markdown `DisplayContent` whose
-/// content is a string and that has no alternates yet; anything else unchanged.
+/// content is a string (at most [`MAX_ALTERNATE_SOURCE_BYTES`]), that has no alternates yet,
+/// and whose marks make a difference (text without marks is its own alternate); anything else
+/// unchanged.
 pub fn with_text_alternate(mut content: Value) -> Value {
     let Value::Object(fields) = &mut content else {
         return content;
@@ -36,7 +43,13 @@ pub fn with_text_alternate(mut content: Value) -> Value {
     let Some(markdown) = fields.get("content").and_then(Value::as_str) else {
         return content;
     };
+    if markdown.len() > MAX_ALTERNATE_SOURCE_BYTES {
+        return content;
+    }
     let text = markdown_to_text(markdown);
+    if text == markdown {
+        return content;
+    }
     fields.insert(
         "alternates".into(),
         json!([{"type": "text", "content": text}]),
@@ -314,6 +327,12 @@ mod tests {
         assert_eq!(with_text_alternate(has.clone()), has);
         let text = json!({"type": "text", "content": "**x**"});
         assert_eq!(with_text_alternate(text.clone()), text);
+        // Nothing to take away, or too long to send twice: no alternate.
+        let plain = json!({"type": "markdown", "content": "just words"});
+        assert_eq!(with_text_alternate(plain.clone()), plain);
+        let long = json!({"type": "markdown",
+                          "content": "**x** ".repeat(MAX_ALTERNATE_SOURCE_BYTES / 6 + 1)});
+        assert_eq!(with_text_alternate(long.clone()), long);
         assert_eq!(with_text_alternate(json!("plain")), json!("plain"));
     }
 
