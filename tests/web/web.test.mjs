@@ -1328,6 +1328,8 @@ test("forms, proposed actions and pick-and-remember are answered in the page; fe
   const { server } = await serverFor(t);
   const { page } = await openClient(t, server);
   const agentSaid = (text) => page.locator(".msg.agent .msg-body", { hasText: text });
+  // A tool's result is its answer, shown once as the result (issue 50 (b)).
+  const toolSaid = (text) => page.locator(".msg.tool-result .tool-body", { hasText: text });
 
   // A form to everyone (requestInteraction of type form): one fieldset per question.
   await send(page, "ask me a form Pizza: Size? S|M|…; Toppings? ham, olives; Deliver?");
@@ -1339,10 +1341,11 @@ test("forms, proposed actions and pick-and-remember are answered in the page; fe
   await form.getByRole("checkbox", { name: "olives" }).check();
   await form.getByRole("radio", { name: "Yes" }).check();
   await form.getByRole("button", { name: "Submit" }).click();
-  const answers = agentSaid("The user submitted the form");
+  const answers = toolSaid("The user submitted the form");
   await answers.waitFor();
-  // Markdown: one list item per question.
-  assert.deepEqual(await answers.locator("li").allTextContents(), ['Size? => "XL" (free text)', "Toppings? => olives", "Deliver? => Yes"]);
+  // One line per question.
+  const lines = (await answers.textContent()).split("\n").slice(1);
+  assert.deepEqual(lines, ['- Size? => "XL" (free text)', "- Toppings? => olives", "- Deliver? => Yes"]);
   await form.locator(".outcome", { hasText: "Answered: submitted" }).waitFor();
   assert.ok(await form.getByRole("button", { name: "Submit" }).isDisabled());
   await waitIdle(page);
@@ -1351,7 +1354,7 @@ test("forms, proposed actions and pick-and-remember are answered in the page; fe
   await send(page, "ask me privately a form: Deliver?");
   const mine = page.locator('.msg.interaction.choice[aria-label="Form for you"]').last();
   await mine.getByRole("button", { name: "Dismiss" }).click();
-  await agentSaid("The user dismissed the form without answering.").waitFor();
+  await toolSaid("The user dismissed the form without answering.").waitFor();
   await mine.locator(".outcome", { hasText: "Dismissed" }).waitFor();
   await waitIdle(page);
 
@@ -1360,7 +1363,7 @@ test("forms, proposed actions and pick-and-remember are answered in the page; fe
   const proposal = page.locator('.msg.interaction[aria-label="Proposed action"]').last();
   await proposal.getByText("Run calculate?").waitFor();
   await proposal.getByRole("button", { name: "Run" }).click();
-  await agentSaid("42").waitFor();
+  await toolSaid("42").waitFor();
   await proposal.locator(".outcome", { hasText: "Answered: run" }).waitFor();
   await waitIdle(page);
 
