@@ -1,0 +1,194 @@
+//! MCP servers that misbehave on purpose (`tests/mcp/hostile_server.py`, one mode per way of
+//! hurting a client, from issue 49's review): each test runs the real server against one mode
+//! and checks that the server's peak RSS stays under [`PEAK_RSS_KB`], that it still serves
+//! (another conversation's turn, the server's other tools) and that the status says what
+//! happened. The configuration and process side (names, secrets, environment, children) is
+//! `mcp_hostile_config.rs`.
+
+use serde_json::{json, Value};
+
+use crate::harness::{
+    dispatcher, eventually, planned_tool_calls, scripted, tool_results_answer, Client,
+    ScriptedHttp, Server,
+};
+use crate::support::mcp::{servers, McpServers};
+
+/// The peak RSS the server may reach against any hostile mode (the review's modes grew it
+/// to gigabytes; a server with a conversation and an MCP server connected stays well under
+/// 100 MB).
+pub const PEAK_RSS_KB: u64 = 300 * 1024;
+
+/// The stdio entry of `hostile_server.py MODE PARAMS…`.
+pub fn hostile(s: &McpServers, mode: &str, params: &[&str]) -> Value {
+    let mut args = vec![json!(s.hostile), json!(mode)];
+    args.extend(params.iter().map(|p| json!(p)));
+    json!({"command": s.python, "args": args})
+}
+
+/// Writes `{"mcpServers": servers}` to `dir/mcp.json`; its path.
+pub fn desktop_json(dir: &std::path::Path, servers: Value) -> String {
+    let path = dir.join("mcp.json");
+    std::fs::write(&path, json!({"mcpServers": servers}).to_string()).unwrap();
+    path.display().to_string()
+}
+
+/// A model that calls the tools `plan` gives for a user message's text (in one response),
+/// and answers anything else with `results: <the tool messages>`.
+pub fn model(
+    plan: impl Fn(&str) -> Vec<(&'static str, Value)> + Send + Sync + 'static,
+) -> ScriptedHttp {
+    scripted(move |_, body| {
+        planned_tool_calls(body, &plan).unwrap_or_else(|| tool_results_answer(body))
+    })
+}
+
+/// The `getStatus` entry (`mcpServers`) of MCP server `name`, asked in conversation `id`.
+pub fn mcp_status(client: &mut Client, id: &str, name: &str) -> Value {
+    let status = client
+        .invoke(&dispatcher(id), "getStatus", json!([]))
+        .unwrap();
+    status["mcpServers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == name)
+        .cloned()
+        .unwrap_or_else(|| panic!("no MCP server {name} in {status}"))
+}
+
+/// The text of the last `appendDisplay` of a turn.
+pub fn last_text(calls: &[(String, Value)]) -> String {
+    Client::texts(calls).last().cloned().unwrap_or_default()
+}
+
+/// The server still serves: a turn in a new conversation is answered, and its peak RSS
+/// stayed under [`PEAK_RSS_KB`].
+pub fn still_serves_within_bounds(server: &Server) {
+    let (mut c, id) = server.joined("bystander");
+    let answer = last_text(&c.run_turn(&id, "are you there?"));
+    assert!(answer.starts_with("results: "), "{answer}");
+    let peak = server.peak_rss_kb();
+    assert!(
+        peak < PEAK_RSS_KB,
+        "peak RSS {peak} KiB, more than {PEAK_RSS_KB} KiB"
+    );
+}
+
+/// Endless `tools/list` pages: the listing stops at 256 tools (the server connects with
+/// them), memory stays bounded.
+#[test]
+fn endless_tool_pages_stop_at_the_tool_cap() {
+    let Some(s) = servers() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let config = desktop_json(dir.path(), json!({"hostile": hostile(&s, "pages", &[])}));
+    let model = model(|_| vec![]);
+    let server = Server::with_model(&model, "m", &["--mcp-config", &config]);
+    server.wait_log("MCP server hostile: connected (");
+    server.wait_log(
+        "MCP server hostile: tools past the first 256 not read: at most 256 tools per server",
+    );
+    let (mut a, id) = server.joined("pages");
+    let status = mcp_status(&mut a, &id, "hostile");
+    assert_eq!(status["tools"], 256, "{status}");
+    still_serves_within_bounds(&server);
+}
+
+/// `tools/list_changed`, then a `tools/list` that never ends (endless pages) or never
+/// answers: the refresh stops at the tool cap, or times out after the server's `timeout`
+/// and says so in the status; the tools listed before stay offered.
+#[test]
+fn a_tool_list_change_into_endless_pages_is_bounded() {
+    let Some(s) = servers() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let mut hang = hostile(&s, "changed_pages", &["hang=1"]);
+    hang["timeout"] = json!(2);
+    let config = desktop_json(
+        dir.path(),
+        json!({"pages": hostile(&s, "changed_pages", &[]), "hang": hang}),
+    );
+    let model = model(|text| match text {
+        "change" => vec![("pages__change", json!({})), ("hang__change", json!({}))],
+        "echo" => vec![("hang__echo", json!({"text": "still here"}))],
+        _ => vec![],
+    });
+    let server = Server::with_model(&model, "m", &["--mcp-config", &config]);
+    server.wait_log("MCP server pages: connected (");
+    server.wait_log("MCP server hang: connected (");
+    let (mut a, id) = server.joined("changes");
+    let answer = last_text(&a.run_turn(&id, "change"));
+    assert!(answer.contains("changed"), "{answer}");
+    eventually("the endless refresh to stop at the tool cap", || {
+        mcp_status(&mut a, &id, "pages")["tools"] == 256
+    });
+    eventually("the unanswered refresh to time out", || {
+        let state = mcp_status(&mut a, &id, "hang")["state"].clone();
+        state
+            .as_str()
+            .unwrap()
+            .contains("; the tool list was not refreshed: tools/list gave no answer within 2 s")
+    });
+    // The tools listed before are still offered and called.
+    assert_eq!(mcp_status(&mut a, &id, "hang")["tools"], 4);
+    let answer = last_text(&a.run_turn(&id, "echo"));
+    assert!(answer.contains("echo: still here"), "{answer}");
+    still_serves_within_bounds(&server);
+}
+
+/// 100,000 `tools/list_changed` at once: one refresh runs at a time, the notifications that
+/// come meanwhile ask for one more, so the server sees a few `tools/list`, not 100,000.
+#[test]
+fn a_flood_of_list_changed_is_coalesced() {
+    let Some(s) = servers() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let config = desktop_json(
+        dir.path(),
+        json!({"hostile": hostile(&s, "changed_flood", &["count=100000"])}),
+    );
+    let model = model(|text| match text {
+        "flood" => vec![("hostile__flood", json!({}))],
+        "stats" => vec![("hostile__stats", json!({}))],
+        _ => vec![],
+    });
+    let server = Server::with_model(&model, "m", &["--mcp-config", &config]);
+    server.wait_log("MCP server hostile: connected (");
+    let (mut a, id) = server.joined("flood");
+    let answer = last_text(&a.run_turn(&id, "flood"));
+    assert!(answer.contains("flooded"), "{answer}");
+    // The server counts the tools/list requests it got.
+    let stats = last_text(&a.run_turn(&id, "stats"));
+    let key = "{\\\"lists\\\": ";
+    let start = stats.find(key).expect("the counts") + key.len();
+    let end = start + stats[start..].find(',').unwrap();
+    let lists: u64 = stats[start..end].parse().unwrap();
+    assert!(
+        lists < 1_000,
+        "{lists} tools/list for 100,000 notifications"
+    );
+    still_serves_within_bounds(&server);
+}
+
+/// A server that writes hundreds of MB to stderr without a newline, as a `\r` progress bar
+/// does: the reader keeps a bounded line (each `\r` starts it over), the server connects
+/// and its tools work.
+#[test]
+fn stderr_without_newlines_is_read_in_bounded_lines() {
+    let Some(s) = servers() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let bytes = format!("stderr_bytes={}", 350 << 20);
+    let config = desktop_json(
+        dir.path(),
+        json!({"hostile": hostile(&s, "stderr", &[&bytes, "cr=1"])}),
+    );
+    let model = model(|text| match text {
+        "echo" => vec![("hostile__echo", json!({"text": "after the bar"}))],
+        _ => vec![],
+    });
+    let server = Server::with_model(&model, "m", &["--mcp-config", &config]);
+    server.wait_log("MCP server hostile: connected (");
+    let (mut a, id) = server.joined("stderr");
+    let answer = last_text(&a.run_turn(&id, "echo"));
+    assert!(answer.contains("echo: after the bar"), "{answer}");
+    // Each `\r` overwrote the line: no line was logged, none grew past the bound.
+    assert!(!server.log().contains("MCP server hostile stderr: "));
+    still_serves_within_bounds(&server);
+}
