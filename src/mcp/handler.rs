@@ -203,7 +203,18 @@ impl Handler {
             let call = match calls.as_slice() {
                 [one] => one,
                 calls => {
-                    log::warn!(
+                    // Warned once per server: a server may send them faster than it is worth
+                    // logging each.
+                    let level = match self
+                        .shared
+                        .unowned_elicitations
+                        .fetch_add(1, Ordering::Relaxed)
+                    {
+                        0 => log::Level::Warn,
+                        _ => log::Level::Debug,
+                    };
+                    log::log!(
+                        level,
                         "MCP server {name}: elicitation with {} calls in flight: cannot tell \
                          whose it is; cancelled",
                         calls.len()

@@ -107,6 +107,8 @@ pub struct Shared {
     pub reads_roots: std::sync::atomic::AtomicBool,
     /// Woken at each `roots/list`.
     pub roots_asked: tokio::sync::Notify,
+    /// Elicitations that came with no single call to ask for (the first is warned of).
+    pub unowned_elicitations: std::sync::atomic::AtomicUsize,
 }
 
 /// Locks, ignoring poison (a panicking holder leaves plain data behind).
@@ -139,6 +141,7 @@ impl Shared {
             roots: Mutex::default(),
             reads_roots: Default::default(),
             roots_asked: tokio::sync::Notify::new(),
+            unowned_elicitations: Default::default(),
         })
     }
 

@@ -138,7 +138,7 @@ async fn pass_stdout(name: String, mut stdout: ChildStdout, mut to_rmcp: DuplexS
         };
         let mut rest = &chunk[..n];
         while !rest.is_empty() {
-            let end = rest.iter().position(|&b| b == b'\n');
+            let end = memchr::memchr(b'\n', rest);
             let piece = &rest[..end.map_or(rest.len(), |i| i + 1)];
             rest = &rest[piece.len()..];
             if let Some((scanner, len)) = &mut skipping {
@@ -269,7 +269,7 @@ impl StderrLine {
                     self.kept.clear();
                 }
             }
-            let end = bytes.iter().position(|&b| b == b'\n' || b == b'\r');
+            let end = memchr::memchr2(b'\n', b'\r', bytes);
             let text = &bytes[..end.unwrap_or(bytes.len())];
             let room = MAX_STDERR_LINE.saturating_sub(self.kept.len());
             self.kept.extend_from_slice(&text[..text.len().min(room)]);

@@ -350,9 +350,7 @@ pub fn shape(message: &[u8]) -> Shape {
 /// Whether `message` may nest past [`MAX_DEPTH`]: it has more opening brackets than that
 /// (a cheap test that spares most messages the scan).
 pub fn may_be_too_deep(message: &[u8]) -> bool {
-    message
-        .iter()
-        .filter(|&&b| b == b'{' || b == b'[')
+    memchr::memchr2_iter(b'{', b'[', message)
         .nth(MAX_DEPTH)
         .is_some()
 }

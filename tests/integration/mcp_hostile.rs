@@ -8,7 +8,7 @@
 use serde_json::{json, Value};
 
 use crate::harness::{
-    dispatcher, eventually, planned_tool_calls, scripted, tool_results_answer, Client,
+    clientio, dispatcher, eventually, planned_tool_calls, scripted, tool_results_answer, Client,
     ScriptedHttp, Server,
 };
 use crate::support::mcp::{servers, McpServers};
@@ -190,5 +190,166 @@ fn stderr_without_newlines_is_read_in_bounded_lines() {
     assert!(answer.contains("echo: after the bar"), "{answer}");
     // Each `\r` overwrote the line: no line was logged, none grew past the bound.
     assert!(!server.log().contains("MCP server hostile stderr: "));
+    still_serves_within_bounds(&server);
+}
+
+/// Answers the form interaction `q` on `client` with `answers` (a `QuestionFormResponse`).
+fn answer_form(client: &mut Client, id: &str, q: &Value, answers: Value) {
+    client
+        .invoke(
+            &dispatcher(id),
+            "respondToInteraction",
+            json!([{"interactionId": q[0]["interactionId"], "type": "form", "value": answers}]),
+        )
+        .unwrap();
+}
+
+/// How many of the server's elicitations were answered `cancel` (its `stats` tool).
+fn cancelled_elicitations(client: &mut Client, id: &str) -> u64 {
+    let stats = last_text(&client.run_turn(id, "stats"));
+    let key = "\\\"cancel\\\": ";
+    stats.find(key).map_or(0, |at| {
+        let rest = &stats[at + key.len()..];
+        rest[..rest.find(|c: char| !c.is_ascii_digit()).unwrap()]
+            .parse()
+            .unwrap()
+    })
+}
+
+/// 400 elicitations of 400 KB during one call (160 MB): past the few a call may have waiting
+/// they are cancelled at once, so nothing of them is held (the peak RSS grows by far less
+/// than was sent); the call's time-out closes the open form (`interactionCancelled`) and
+/// cancels the rest, and the turn ends.
+#[test]
+fn an_elicitation_flood_is_cancelled_past_the_per_call_cap() {
+    let Some(s) = servers() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let mut flood = hostile(&s, "elicit_flood", &["count=400", "message_bytes=400000"]);
+    flood["timeout"] = json!(3);
+    let config = desktop_json(dir.path(), json!({"hostile": flood}));
+    let model = model(|text| match text {
+        "flood" => vec![("hostile__flood", json!({}))],
+        "stats" => vec![("hostile__stats", json!({}))],
+        _ => vec![],
+    });
+    let server = Server::with_model(&model, "m", &["--mcp-config", &config]);
+    server.wait_log("MCP server hostile: connected (");
+    let (mut a, id) = server.joined("elicit");
+    let before = server.peak_rss_kb();
+    let rid = Client::request_id(&a.submit(&id, "flood"));
+    let io = clientio(&id);
+    let q = a.expect_call(&io, "requestInteraction");
+    let asked = q[0]["interactionId"].clone();
+    // The message is cut to what a form shows.
+    let message = q[0]["form"]["message"].as_str().unwrap();
+    assert!(message.chars().count() <= 1000, "{}", message.len());
+    let withdrawn = a.expect_call(&io, "interactionCancelled");
+    assert_eq!(withdrawn[0], asked);
+    let answer = last_text(&a.until_complete(&id, &rid));
+    assert!(answer.contains("did not answer within 3 s"), "{answer}");
+    let snapshot = a
+        .invoke(&dispatcher(&id), "getQueueSnapshot", json!([]))
+        .unwrap();
+    assert_eq!(snapshot["running"], Value::Null, "{snapshot}");
+    eventually("every elicitation to be answered `cancel`", || {
+        cancelled_elicitations(&mut a, &id) == 400
+    });
+    let grown = server.peak_rss_kb().saturating_sub(before);
+    assert!(
+        grown < 40 * 1024,
+        "the peak RSS grew by {grown} KiB during a 160 MB flood"
+    );
+    still_serves_within_bounds(&server);
+}
+
+/// A server that elicits and never answers the call: the form goes when the call times out
+/// (every client gets `interactionCancelled`), the turn is not left blocked on it, and the
+/// next request runs at once.
+#[test]
+fn an_open_elicitation_ends_with_its_call() {
+    let Some(s) = servers() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let mut ask = hostile(&s, "elicit_hang", &["count=6"]);
+    ask["timeout"] = json!(2);
+    let config = desktop_json(dir.path(), json!({"hostile": ask}));
+    let model = model(|text| match text {
+        "ask" => vec![("hostile__ask", json!({}))],
+        _ => vec![],
+    });
+    let server = Server::with_model(&model, "m", &["--mcp-config", &config]);
+    server.wait_log("MCP server hostile: connected (");
+    let (mut a, id) = server.joined("hang");
+    let mut b = server.connect();
+    b.join(&id);
+    let io = clientio(&id);
+    let rid = Client::request_id(&a.submit(&id, "ask"));
+    let q = b.expect_call(&io, "requestInteraction");
+    assert_eq!(q[0]["form"]["message"], "hostile asks: question 1");
+    let started = std::time::Instant::now();
+    let withdrawn = b.expect_call(&io, "interactionCancelled");
+    assert_eq!(withdrawn[0], q[0]["interactionId"]);
+    let answer = last_text(&a.until_complete(&id, &rid));
+    assert!(
+        answer.contains("hostile__ask did not answer within 2 s"),
+        "{answer}"
+    );
+    assert!(started.elapsed().as_secs() < 10, "{:?}", started.elapsed());
+    // A late answer to the withdrawn form changes nothing.
+    answer_form(
+        &mut b,
+        &id,
+        &q,
+        json!({"answers": {"ok": {"kind": "yesNo", "value": true}}}),
+    );
+    let next = last_text(&a.run_turn(&id, "next"));
+    assert!(next.starts_with("results: "), "{next}");
+    still_serves_within_bounds(&server);
+}
+
+/// 100,000 progress notifications in one call: every client gets at most one status frame
+/// per coalescing interval (the newest text), and a client that reads nothing meanwhile is
+/// not closed as a slow consumer.
+#[test]
+fn progress_floods_are_coalesced() {
+    let Some(s) = servers() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let config = desktop_json(
+        dir.path(),
+        json!({"hostile": hostile(&s, "progress", &["count=100000"])}),
+    );
+    let model = model(|text| match text {
+        "progress" => vec![("hostile__progress", json!({}))],
+        _ => vec![],
+    });
+    let server = Server::with_model(&model, "m", &["--mcp-config", &config]);
+    server.wait_log("MCP server hostile: connected (");
+    let (mut a, id) = server.joined("progress");
+    // `b` reads nothing while the call runs.
+    let mut b = server.connect();
+    b.join(&id);
+    let started = std::time::Instant::now();
+    let rid = Client::request_id(&a.submit(&id, "progress"));
+    let calls = a.until_complete(&id, &rid);
+    let elapsed = started.elapsed();
+    let statuses: Vec<&Value> = calls
+        .iter()
+        .filter(|(m, args)| m == "appendDisplay" && args[1] == "temporary")
+        .map(|(_, args)| args)
+        .collect();
+    // One per 100 ms at most, and the first one at once.
+    let bound = (elapsed.as_millis() / 100) as usize + 2;
+    assert!(
+        statuses.len() <= bound,
+        "{} status frames in {elapsed:?}",
+        statuses.len()
+    );
+    let text = statuses.last().unwrap()[0]["message"]["content"]
+        .as_str()
+        .unwrap();
+    assert!(text.starts_with("hostile__progress: "), "{text}");
+    // `b` reads everything now, and was never closed.
+    let answer = last_text(&b.until_complete(&id, &rid));
+    assert!(answer.contains("done"), "{answer}");
+    assert_eq!(b.close_code(), None);
     still_serves_within_bounds(&server);
 }
