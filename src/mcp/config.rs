@@ -213,17 +213,20 @@ struct Fields {
     enabled: bool,
 }
 
-/// Checks a server name: usable as a tool-name prefix, short enough for `NAME__tool`.
+/// Checks a server name: usable as a tool-name prefix (no `__`, and no `_` at its end, so
+/// `NAME__tool` reads back as NAME and tool: `h_`'s `echo` would be `h___echo`, which reads
+/// as `h`'s `_echo`), short enough for `NAME__tool`.
 pub fn check_name(name: &str) -> Result<(), String> {
     if name.is_empty()
         || !name
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
         || name.contains(SERVER_SEPARATOR)
+        || name.ends_with('_')
     {
         return Err(format!(
-            "MCP server name {name:?} must match ^[a-zA-Z0-9_-]+$ without \"__\" (its tools are \
-             offered as NAME__tool)"
+            "MCP server name {name:?} must match ^[a-zA-Z0-9_-]+$ without \"__\" and not end \
+             in \"_\" (its tools are offered as NAME__tool)"
         ));
     }
     let chars = name.chars().count();
@@ -533,6 +536,12 @@ mod tests {
         );
         assert!(check_name(&"n".repeat(61)).is_ok());
         assert!(err(r#"{"mcpServers": {"a__b": {"command": "x"}}}"#).contains("without \"__\""));
+        assert_eq!(
+            err(r#"{"mcpServers": {"h_": {"command": "x"}}}"#),
+            "--mcp-config m.json, server \"h_\": MCP server name \"h_\" must match \
+             ^[a-zA-Z0-9_-]+$ without \"__\" and not end in \"_\" (its tools are offered as \
+             NAME__tool)"
+        );
         assert!(err(r#"{"mcpServers": {"a": {"url": "ftp://x"}}}"#).contains("http://"));
         assert!(
             err(r#"{"mcpServers": {"a": {"type": "sse", "url": "http://x"}}}"#)

@@ -353,3 +353,74 @@ fn progress_floods_are_coalesced() {
     assert_eq!(b.close_code(), None);
     still_serves_within_bounds(&server);
 }
+
+/// The total length of the `image_url`s of a model request body.
+fn image_bytes(body: &Value) -> usize {
+    body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|m| m["content"].as_array())
+        .flatten()
+        .filter_map(|p| p["image_url"]["url"].as_str())
+        .map(str::len)
+        .sum()
+}
+
+/// A tool that answers 3 × 4 MiB images every time, called at each of a turn's 5 model calls:
+/// each model request carries at most the turn's image budget, 16 MiB (older images are
+/// dropped from later calls, the model and the clients are told; before, the requests grew
+/// by 12 MiB a call), memory stays bounded.
+#[test]
+fn tool_images_have_a_per_turn_budget() {
+    let Some(s) = servers() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let config = desktop_json(dir.path(), json!({"hostile": hostile(&s, "images", &[])}));
+    // A turn that asked to "look" calls the tool at every model call; others are answered.
+    let model = scripted(|_, body| {
+        let messages = body["messages"].as_array().unwrap();
+        let asked = messages.iter().find(|m| m["role"] == "user").unwrap();
+        if asked["content"] != "look" {
+            return tool_results_answer(body);
+        }
+        let calls = json!([{"id": format!("c{}", messages.len()), "type": "function",
+            "function": {"name": "hostile__images", "arguments": "{}"}}]);
+        (
+            200,
+            crate::harness::completion(
+                json!({"role": "assistant", "content": null, "tool_calls": calls}),
+            ),
+        )
+    });
+    let server = Server::with_model(
+        &model,
+        "m",
+        &["--mcp-config", &config, "--max-iterations", "5"],
+    );
+    server.wait_log("MCP server hostile: connected (");
+    let (mut a, id) = server.joined("images");
+    let calls = a.run_turn(&id, "look");
+    let texts = Client::texts(&calls).join("\n");
+    assert!(texts.contains("Stopped after 5 model calls"), "{texts}");
+    assert!(
+        texts.contains("older images of this turn are not sent to the model again"),
+        "{texts}"
+    );
+    let bodies = model.bodies.lock().unwrap().clone();
+    assert_eq!(bodies.len(), 5);
+    for (i, body) in bodies.iter().enumerate() {
+        let bytes = image_bytes(body);
+        assert!(
+            bytes <= 16 << 20,
+            "request {i} carries {bytes} bytes of images"
+        );
+    }
+    // The newest images are the ones sent; the dropped ones are named in their place.
+    let last = bodies.last().unwrap().to_string();
+    assert!(
+        last.contains("not sent again: the turn's images passed"),
+        "…"
+    );
+    drop(bodies);
+    still_serves_within_bounds(&server);
+}

@@ -1,12 +1,13 @@
 //! MCP servers that misbehave on purpose, the configuration and process side (issue 49's
 //! finding 8): tool definitions that cannot be offered (too deep, nameless, twice, a schema
-//! that is no object) skip that tool only; stdio servers get an allowlisted environment; no
-//! child is left a zombie. The resource bounds are `mcp_hostile.rs`.
+//! that is no object) skip that tool only; a server name that could be routed wrongly is
+//! refused; stdio servers get an allowlisted environment; no child is left a zombie. The
+//! resource bounds are `mcp_hostile.rs`.
 
 use serde_json::{json, Value};
 
 use super::mcp_hostile::{desktop_json, hostile, last_text, mcp_status, model};
-use crate::harness::{eventually, Server};
+use crate::harness::{binary, eventually, Server, WAIT};
 use crate::support::mcp::servers;
 
 /// A tools/list with a tool nested 120 levels deep (past serde_json's recursion limit), a
@@ -54,6 +55,54 @@ fn bad_tool_definitions_skip_that_tool_only() {
         ]
     );
     assert_eq!(mcp_status(&mut a, &id, "hostile")["tools"], 5);
+}
+
+/// `serve` with `--mcp-config FILE`, expected to refuse it: its exit code and the last line
+/// of its stderr. A `serve` that starts instead is killed and fails the test.
+fn serve_refused(config: &str) -> (Option<i32>, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = std::process::Command::new(binary())
+        .args(["serve", "--port", "0", "--instance-dir"])
+        .arg(dir.path())
+        .args(["--mcp-config", config])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + WAIT;
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("serve started with {config} instead of refusing it");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(25));
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    let last = stderr.trim_end().lines().last().unwrap_or("").to_string();
+    (status.code(), last)
+}
+
+/// A server named `h_` would offer its tool `echo` as `h___echo`, which reads as server `h`'s
+/// tool `_echo`: refused at start, naming the server.
+#[test]
+fn server_names_ending_in_an_underscore_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = desktop_json(dir.path(), json!({"h_": {"command": "x"}}));
+    let (code, last) = serve_refused(&config);
+    assert_eq!(code, Some(2));
+    assert_eq!(
+        last,
+        format!(
+            "roundtable: --mcp-config {config}, server \"h_\": MCP server name \"h_\" must match \
+             ^[a-zA-Z0-9_-]+$ without \"__\" and not end in \"_\" (its tools are offered as \
+             NAME__tool)"
+        )
+    );
 }
 
 /// A stdio server gets HOME, PATH and the like and its own `env`, not the server's
