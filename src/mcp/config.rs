@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use roundtable_actors::agent::turn::SERVER_SEPARATOR;
-use roundtable_actors::redact::redact_url_credentials;
+use roundtable_actors::redact::{redact_args, redact_url_credentials};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -75,18 +75,18 @@ pub struct McpServerConfig {
 
 impl McpServerConfig {
     /// How it is reached, without secrets: `stdio: mcp-server-time --local-timezone UTC`,
-    /// `Streamable HTTP: http://***@host/mcp`.
+    /// `stdio: mcp-remote https://h/mcp --api-key ***`, `Streamable HTTP:
+    /// http://***@host/mcp`.
     pub fn transport_text(&self) -> String {
         match &self.transport {
             McpTransport::Stdio { command, args, .. } => {
-                let mut text = format!("stdio: {command}");
-                for arg in args {
+                let mut text = format!("stdio: {}", redact_url_credentials(command));
+                // Arguments may carry a token too (see `redact_args`); the line stays short.
+                for arg in redact_args(args) {
                     text.push(' ');
-                    text.push_str(arg);
+                    text.push_str(&arg);
                 }
-                // Arguments may carry a token too: keep the status line short and
-                // credential-free.
-                redact_url_credentials(&clip(&text, 200))
+                clip(&text, 200)
             }
             McpTransport::Http { url, .. } => {
                 format!("Streamable HTTP: {}", redact_url_credentials(url))
@@ -94,7 +94,8 @@ impl McpServerConfig {
         }
     }
 
-    /// The entry as `config show` prints it: every setting, env and header values `***`.
+    /// The entry as `config show` prints it: every setting, env and header values `***`, and
+    /// the secrets of `args` ([`redact_args`]).
     pub fn shown(&self) -> String {
         let mut out = String::from("{ ");
         match &self.transport {
@@ -106,10 +107,8 @@ impl McpServerConfig {
             } => {
                 let _ = write!(out, "command = {command:?}");
                 if !args.is_empty() {
-                    let args: Vec<String> = args
-                        .iter()
-                        .map(|a| format!("{:?}", redact_url_credentials(a)))
-                        .collect();
+                    let args: Vec<String> =
+                        redact_args(args).iter().map(|a| format!("{a:?}")).collect();
                     let _ = write!(out, ", args = [{}]", args.join(", "));
                 }
                 if !env.is_empty() {

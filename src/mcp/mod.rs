@@ -22,6 +22,7 @@ pub mod config;
 pub mod content;
 pub mod elicit;
 pub mod handler;
+pub mod http;
 pub mod listing;
 pub mod server;
 pub mod stdio;

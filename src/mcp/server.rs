@@ -1,8 +1,9 @@
 //! One MCP server: its supervisor ([`supervise`]: start it, list its tools, follow its list
 //! changes, restart it with backoff), the state its parts share ([`Shared`]) and its
 //! [`ToolServer`] face for the agent loop ([`McpServer`]). Its parts: the process of a stdio
-//! server ([`super::stdio`]), the client handler ([`super::handler`]), the listing and its
-//! refresher ([`super::listing`]), the calls ([`super::call`]).
+//! server ([`super::stdio`]), the HTTP client of a Streamable HTTP one ([`super::http`]), the
+//! client handler ([`super::handler`]), the listing and its refresher ([`super::listing`]),
+//! the calls ([`super::call`]).
 //!
 //! Threads: the supervisor, the handler and each call's request run on the MCP thread's
 //! runtime ([`super::McpHub`]). A conversation's turn calls [`McpServer::call`] on its own
@@ -37,6 +38,7 @@ use tokio::sync::watch;
 use super::call::{self, InFlight};
 use super::config::{McpServerConfig, McpTransport};
 use super::handler::Handler;
+use super::http::BoundedClient;
 use super::listing;
 use super::stdio::{self, ServerProcess};
 
@@ -209,7 +211,7 @@ enum Transport {
     /// A child's pipes.
     Stdio(stdio::Pipes),
     /// A Streamable HTTP session.
-    Http(StreamableHttpClientTransport<reqwest::Client>),
+    Http(StreamableHttpClientTransport<BoundedClient>),
 }
 
 /// Starts a stdio server's process, or prepares the HTTP transport.
@@ -242,8 +244,9 @@ fn start(shared: &Shared) -> Result<(Transport, Option<ServerProcess>), String> 
                 .custom_headers(custom)
                 .max_json_response_size(MAX_HTTP_MESSAGE_BYTES)
                 .max_sse_event_size(MAX_HTTP_MESSAGE_BYTES);
+            let client = BoundedClient::new()?;
             Ok((
-                Transport::Http(StreamableHttpClientTransport::from_config(config)),
+                Transport::Http(StreamableHttpClientTransport::with_client(client, config)),
                 None,
             ))
         }

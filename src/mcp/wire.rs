@@ -13,7 +13,8 @@
 //!   and event bounds): an answer becomes an error answer to its request, so the call fails at
 //!   once instead of waiting for its time-out.
 //!
-//! Who talks to it: the stdio reader ([`super::stdio`]) for every line a child writes.
+//! Who talks to it: the stdio reader ([`super::stdio`]) for every line a child writes, the
+//! Streamable HTTP client ([`super::http`]) for every SSE event of an answer.
 
 use serde_json::{json, Value};
 

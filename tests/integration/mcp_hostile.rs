@@ -11,7 +11,7 @@ use crate::harness::{
     clientio, dispatcher, eventually, planned_tool_calls, scripted, tool_results_answer, Client,
     ScriptedHttp, Server,
 };
-use crate::support::mcp::{servers, McpServers};
+use crate::support::mcp::{servers, HttpServer, McpServers};
 
 /// The peak RSS the server may reach against any hostile mode (the review's modes grew it
 /// to gigabytes; a server with a conversation and an MCP server connected stays well under
@@ -422,5 +422,51 @@ fn tool_images_have_a_per_turn_budget() {
         "…"
     );
     drop(bodies);
+    still_serves_within_bounds(&server);
+}
+
+/// A result over the 16 MiB message bound over Streamable HTTP (a JSON answer, an SSE
+/// event): that call is an error result, and the next call on the same transport works; the
+/// server is not restarted.
+#[test]
+fn a_result_over_the_http_bound_fails_that_call_only() {
+    let Some(s) = servers() else { return };
+    let big = format!("result_bytes={}", 20 << 20);
+    let json_web = HttpServer::hostile(&s, "big", &[&big]);
+    let sse_web = HttpServer::hostile(&s, "big", &[&big, "sse=1"]);
+    let dir = tempfile::tempdir().unwrap();
+    let config = desktop_json(
+        dir.path(),
+        json!({"web": {"url": json_web.url}, "sse": {"url": sse_web.url}}),
+    );
+    let model = model(|text| match text {
+        "big" => vec![
+            ("web__big", json!({})),
+            ("web__echo", json!({"text": "json after"})),
+            ("sse__big", json!({})),
+            ("sse__echo", json!({"text": "sse after"})),
+        ],
+        _ => vec![],
+    });
+    let server = Server::with_model(&model, "m", &["--mcp-config", &config]);
+    server.wait_log("MCP server web: connected (");
+    server.wait_log("MCP server sse: connected (");
+    let (mut a, id) = server.joined("big");
+    let answer = last_text(&a.run_turn(&id, "big"));
+    for name in ["web", "sse"] {
+        assert!(
+            answer.contains(&format!(
+                "ERROR: MCP server `{name}` answered more than 16 MiB"
+            )),
+            "{answer}"
+        );
+    }
+    assert!(answer.contains("echo: json after"), "{answer}");
+    assert!(answer.contains("echo: sse after"), "{answer}");
+    assert_eq!(
+        server.log().matches("MCP server web: connected (").count(),
+        1
+    );
+    assert!(mcp_status(&mut a, &id, "web")["state"] == "connected");
     still_serves_within_bounds(&server);
 }

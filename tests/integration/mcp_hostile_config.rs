@@ -1,60 +1,65 @@
 //! MCP servers that misbehave on purpose, the configuration and process side (issue 49's
 //! finding 8): tool definitions that cannot be offered (too deep, nameless, twice, a schema
 //! that is no object) skip that tool only; a server name that could be routed wrongly is
-//! refused; stdio servers get an allowlisted environment; no child is left a zombie. The
-//! resource bounds are `mcp_hostile.rs`.
+//! refused; secrets in `args` and URLs are never shown; stdio servers get an allowlisted
+//! environment; no child is left a zombie. The resource bounds are `mcp_hostile.rs`.
 
 use serde_json::{json, Value};
 
 use super::mcp_hostile::{desktop_json, hostile, last_text, mcp_status, model};
-use crate::harness::{binary, eventually, Server, WAIT};
-use crate::support::mcp::servers;
+use crate::harness::{binary, eventually, Client, Server, WAIT};
+use crate::support::mcp::{servers, HttpServer};
 
 /// A tools/list with a tool nested 120 levels deep (past serde_json's recursion limit), a
-/// tool listed twice, one without a name and one whose schema is not an object: each of them
-/// is skipped with a warning naming it, the rest are offered and called.
+/// tool listed twice, one without a name and one whose schema is not an object, from a stdio
+/// server and from a Streamable HTTP one answering in SSE: each of them is skipped with a
+/// warning naming it, the rest are offered and called.
 #[test]
 fn bad_tool_definitions_skip_that_tool_only() {
     let Some(s) = servers() else { return };
+    let web = HttpServer::hostile(&s, "schemas", &["sse=1"]);
     let dir = tempfile::tempdir().unwrap();
-    let config = desktop_json(dir.path(), json!({"hostile": hostile(&s, "schemas", &[])}));
+    let config = desktop_json(
+        dir.path(),
+        json!({"hostile": hostile(&s, "schemas", &[]), "web": {"url": web.url}}),
+    );
     let model = model(|text| match text {
-        "echo" => vec![("hostile__echo", json!({"text": "fine"}))],
+        "echo" => vec![
+            ("hostile__echo", json!({"text": "fine"})),
+            ("web__echo", json!({"text": "fine too"})),
+        ],
         _ => vec![],
     });
     let server = Server::with_model(&model, "m", &["--mcp-config", &config]);
-    server.wait_log("MCP server hostile: connected (");
-    for warning in [
-        "MCP server hostile: tool \"deep\" skipped: it is nested more than 100 levels deep",
-        "MCP server hostile: tool \"dup\" skipped: listed twice",
-        "MCP server hostile: a tool without a name skipped",
-        "MCP server hostile: tool \"notobject\" skipped: its input schema is not a JSON object",
-    ] {
-        server.wait_log(warning);
+    for name in ["hostile", "web"] {
+        server.wait_log(&format!("MCP server {name}: connected ("));
+        for warning in [
+            "tool \"deep\" skipped: it is nested more than 100 levels deep",
+            "tool \"dup\" skipped: listed twice",
+            "a tool without a name skipped",
+            "tool \"notobject\" skipped: its input schema is not a JSON object",
+        ] {
+            server.wait_log(&format!("MCP server {name}: {warning}"));
+        }
     }
     let (mut a, id) = server.joined("schemas");
     let answer = last_text(&a.run_turn(&id, "echo"));
     assert!(answer.contains("echo: fine"), "{answer}");
+    assert!(answer.contains("echo: fine too"), "{answer}");
     let bodies = model.bodies.lock().unwrap().clone();
-    let mut offered: Vec<String> = bodies[0]["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["function"]["name"].as_str().unwrap().to_string())
-        .filter(|n| n.starts_with("hostile__"))
-        .collect();
-    offered.sort();
-    assert_eq!(
-        offered,
-        [
-            "hostile__dup",
-            "hostile__echo",
-            "hostile__env",
-            "hostile__ok",
-            "hostile__stats"
-        ]
-    );
-    assert_eq!(mcp_status(&mut a, &id, "hostile")["tools"], 5);
+    for name in ["hostile", "web"] {
+        let prefix = format!("{name}__");
+        let mut offered: Vec<String> = bodies[0]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["function"]["name"].as_str().unwrap().to_string())
+            .filter_map(|n| n.strip_prefix(&prefix).map(str::to_string))
+            .collect();
+        offered.sort();
+        assert_eq!(offered, ["dup", "echo", "env", "ok", "stats"]);
+        assert_eq!(mcp_status(&mut a, &id, name)["tools"], 5);
+    }
 }
 
 /// `serve` with `--mcp-config FILE`, expected to refuse it: its exit code and the last line
@@ -103,6 +108,94 @@ fn server_names_ending_in_an_underscore_are_refused() {
              NAME__tool)"
         )
     );
+}
+
+/// Secrets in a stdio server's `args` (`--api-key VALUE`, `--token=VALUE`, `KEY=VALUE`) and
+/// in an HTTP server's URL (`?api_key=`) appear nowhere: not in `getStatus`, `@system
+/// config`, `@system config agents`, `config show`, nor the log (rmcp's own lines included).
+#[test]
+fn secrets_in_args_and_urls_are_never_shown() {
+    let Some(s) = servers() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut stdio = hostile(
+        &s,
+        "plain",
+        &[
+            "--api-key",
+            "sk-arg-secret-1",
+            "--token=tok-arg-secret-2",
+            "API_KEY=env-style-secret-3",
+        ],
+    );
+    stdio["env"] = json!({"GIVEN": "given-secret-5"});
+    let config = desktop_json(
+        dir.path(),
+        json!({
+            "hostile": stdio,
+            "remote": {"url": format!("http://127.0.0.1:{closed}/mcp?api_key=url-secret-4")},
+        }),
+    );
+    let model = model(|_| vec![]);
+    let server = Server::with_model(&model, "m", &["--mcp-config", &config]);
+    server.wait_log("MCP server hostile: connected (");
+    server.wait_log("MCP server remote: ");
+    let (mut a, id) = server.joined("secrets");
+    eventually("the unreachable server to fail", || {
+        mcp_status(&mut a, &id, "remote")["state"]
+            .as_str()
+            .unwrap()
+            .starts_with("failed: ")
+    });
+    let status = mcp_status(&mut a, &id, "hostile");
+    assert_eq!(
+        status["transport"],
+        format!(
+            "stdio: {} {} plain --api-key *** --token=*** API_KEY=***",
+            s.python.display(),
+            s.hostile.display()
+        )
+    );
+    let status = a
+        .invoke(&crate::harness::dispatcher(&id), "getStatus", json!([]))
+        .unwrap()
+        .to_string();
+    let agents = Client::texts(&a.run_turn(&id, "@system config agents")).join("\n");
+    let config_text = Client::texts(&a.run_turn(&id, "@system config")).join("\n");
+    let out = std::process::Command::new(binary())
+        .args(["config", "show", "--instance-dir"])
+        .arg(dir.path().join("other"))
+        .args(["--mcp-config", &config])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let shown = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        shown.contains("--api-key\", \"***\", \"--token=***\", \"API_KEY=***\""),
+        "{shown}"
+    );
+    let log = server.log();
+    for (what, text) in [
+        ("getStatus", &status),
+        ("@system config agents", &agents),
+        ("@system config", &config_text),
+        ("config show", &shown),
+        ("the log", &log),
+    ] {
+        for secret in [
+            "sk-arg-secret-1",
+            "tok-arg-secret-2",
+            "env-style-secret-3",
+            "url-secret-4",
+            "given-secret-5",
+        ] {
+            assert!(!text.contains(secret), "{secret} in {what}:\n{text}");
+        }
+    }
 }
 
 /// A stdio server gets HOME, PATH and the like and its own `env`, not the server's
