@@ -425,11 +425,11 @@ fn tool_images_have_a_per_turn_budget() {
     still_serves_within_bounds(&server);
 }
 
-/// A result over the 16 MiB message bound over Streamable HTTP (a JSON answer, an SSE
-/// event): that call is an error result, and the next call on the same transport works; the
-/// server is not restarted.
+/// A result over the 16 MiB message bound, over Streamable HTTP (a JSON answer, an SSE event)
+/// and over stdio (a line): that call is an error result saying so at once, and the next
+/// call on the same transport works; no server is restarted.
 #[test]
-fn a_result_over_the_http_bound_fails_that_call_only() {
+fn a_result_over_the_bound_fails_that_call_only() {
     let Some(s) = servers() else { return };
     let big = format!("result_bytes={}", 20 << 20);
     let json_web = HttpServer::hostile(&s, "big", &[&big]);
@@ -437,7 +437,8 @@ fn a_result_over_the_http_bound_fails_that_call_only() {
     let dir = tempfile::tempdir().unwrap();
     let config = desktop_json(
         dir.path(),
-        json!({"web": {"url": json_web.url}, "sse": {"url": sse_web.url}}),
+        json!({"web": {"url": json_web.url}, "sse": {"url": sse_web.url},
+               "pipe": hostile(&s, "big", &[&big])}),
     );
     let model = model(|text| match text {
         "big" => vec![
@@ -445,28 +446,41 @@ fn a_result_over_the_http_bound_fails_that_call_only() {
             ("web__echo", json!({"text": "json after"})),
             ("sse__big", json!({})),
             ("sse__echo", json!({"text": "sse after"})),
+            ("pipe__big", json!({})),
+            ("pipe__echo", json!({"text": "stdio after"})),
         ],
         _ => vec![],
     });
     let server = Server::with_model(&model, "m", &["--mcp-config", &config]);
-    server.wait_log("MCP server web: connected (");
-    server.wait_log("MCP server sse: connected (");
+    for name in ["web", "sse", "pipe"] {
+        server.wait_log(&format!("MCP server {name}: connected ("));
+    }
     let (mut a, id) = server.joined("big");
+    let started = std::time::Instant::now();
     let answer = last_text(&a.run_turn(&id, "big"));
-    for name in ["web", "sse"] {
+    for name in ["web", "sse", "pipe"] {
         assert!(
             answer.contains(&format!(
                 "ERROR: MCP server `{name}` answered more than 16 MiB"
             )),
             "{answer}"
         );
+        assert_eq!(
+            server
+                .log()
+                .matches(&format!("MCP server {name}: connected ("))
+                .count(),
+            1
+        );
+        assert!(mcp_status(&mut a, &id, name)["state"]
+            .as_str()
+            .unwrap()
+            .starts_with("connected"));
     }
-    assert!(answer.contains("echo: json after"), "{answer}");
-    assert!(answer.contains("echo: sse after"), "{answer}");
-    assert_eq!(
-        server.log().matches("MCP server web: connected (").count(),
-        1
-    );
-    assert!(mcp_status(&mut a, &id, "web")["state"] == "connected");
+    for after in ["echo: json after", "echo: sse after", "echo: stdio after"] {
+        assert!(answer.contains(after), "{answer}");
+    }
+    // At once, not at the call's time-out (60 s).
+    assert!(started.elapsed().as_secs() < 30, "{:?}", started.elapsed());
     still_serves_within_bounds(&server);
 }
