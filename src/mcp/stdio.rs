@@ -112,14 +112,16 @@ pub fn spawn(
 }
 
 impl ServerProcess {
-    /// Kills the child (if it still runs) and waits for it: its exit status, when it came in
-    /// [`REAP_WAIT`].
+    /// Kills the child if it still runs, and waits for it (at most [`REAP_WAIT`]); its exit
+    /// status when it had exited on its own (a reason worth showing), `None` when it was
+    /// killed here.
     pub async fn stop(mut self) -> Option<std::process::ExitStatus> {
+        if let Ok(Some(status)) = self.child.try_wait() {
+            return Some(status);
+        }
         let _ = self.child.start_kill();
-        tokio::time::timeout(REAP_WAIT, self.child.wait())
-            .await
-            .ok()
-            .and_then(Result::ok)
+        let _ = tokio::time::timeout(REAP_WAIT, self.child.wait()).await;
+        None
     }
 }
 
