@@ -13,6 +13,11 @@
 //! filter: a second logger with a fixed filter takes the records the swappable one drops, and
 //! `log`'s global max level never goes below `info`.
 //!
+//! Records of other crates (rmcp, through `tracing`'s `log` feature, reqwest, hyper…) have
+//! the credentials of every URL in them hidden before they are written
+//! ([`redact_url_credentials`]): rmcp logs its HTTP errors with the request's URL, and an MCP
+//! server's URL may carry `?api_key=`. Roundtable's own records redact where they are made.
+//!
 //! Who talks to it: `main.rs` installs it ([`init`]) before anything logs; [`crate::serve`]
 //! hands [`control`] to the conversations as a [`LogFilterControl`].
 
@@ -21,6 +26,7 @@ use std::sync::{Arc, OnceLock, PoisonError, RwLock, RwLockReadGuard};
 use env_logger::{Builder, Logger};
 use log::{Log, Metadata, Record};
 use roundtable_actors::conversation::LogFilterControl;
+use roundtable_actors::redact::redact_url_credentials;
 
 /// The target of security events (see the module docs); `log::warn!(target: SECURITY, …)`.
 pub use roundtable_actors::SECURITY_LOG_TARGET as SECURITY;
@@ -39,6 +45,12 @@ pub struct ReloadableLogger {
     /// Writes the security events `current`'s filter drops (fixed filter: [`SECURITY`] at
     /// `info`).
     security: Logger,
+}
+
+/// Whether a record's `target` is Roundtable's own (its text is redacted where it is made);
+/// another crate's is redacted as it is written.
+fn is_ours(target: &str) -> bool {
+    target.starts_with("roundtable")
 }
 
 /// True for a security event at `info` or above: logged whatever the filter.
@@ -131,7 +143,20 @@ impl Log for ReloadableLogger {
     fn log(&self, record: &Record<'_>) {
         let current = self.read();
         if current.0.enabled(record.metadata()) {
-            current.0.log(record);
+            if is_ours(record.target()) {
+                current.0.log(record);
+            } else {
+                let text = redact_url_credentials(&record.args().to_string());
+                current.0.log(
+                    &Record::builder()
+                        .metadata(record.metadata().clone())
+                        .args(format_args!("{text}"))
+                        .module_path(record.module_path())
+                        .file(record.file())
+                        .line(record.line())
+                        .build(),
+                );
+            }
         } else if is_security_event(record.metadata()) {
             self.security.log(record);
         }

@@ -7,6 +7,10 @@
 //! (becomes `scheme://***@host`), and the value of every query parameter whose name says it
 //! holds a secret (`token`, `key`, `api_key`, `password`, `secret`, `auth`, `sig`…:
 //! `?token=***`). Scheme, host, port and path stay, so the message still says where.
+//!
+//! A command line (an MCP server's `args`, [`redact_args`]) hides the same way what its
+//! secret-named options carry: the word after `--api-key`, `--token=…`, `API_KEY=…`,
+//! `Authorization: …`, besides the URLs in it.
 
 /// Characters that end a URL inside free text (a message, a TOML value, a list).
 fn ends_url(c: char) -> bool {
@@ -60,6 +64,45 @@ pub fn redact_server_list(list: &str) -> String {
         })
         .collect::<Vec<_>>()
         .join(",")
+}
+
+/// `args` (a command's arguments) as they may be shown: the value of every option whose name
+/// says it holds a secret (the query parameters' rule) is `***`, whether it is the next argument
+/// (`--api-key VALUE`, unless that looks like another option), after `=` (`--token=VALUE`,
+/// `API_KEY=VALUE`) or after `: ` (`Authorization: Bearer …`, as `--header` takes it); URLs
+/// in the others are redacted as [`redact_url_credentials`] does.
+pub fn redact_args(args: &[String]) -> Vec<String> {
+    let mut shown = Vec::with_capacity(args.len());
+    let mut value_follows = false;
+    for arg in args {
+        if std::mem::take(&mut value_follows) && !arg.starts_with("--") {
+            shown.push("***".to_string());
+            continue;
+        }
+        let named = |sep: &str| {
+            arg.split_once(sep)
+                .filter(|(name, _)| is_option_name(name) && secret_parameter(name))
+                .map(|(name, _)| format!("{name}{sep}***"))
+        };
+        if let Some(hidden) = named("=").or_else(|| named(": ")) {
+            shown.push(hidden);
+            continue;
+        }
+        if arg.starts_with('-') && !arg.contains('=') && secret_parameter(arg) {
+            value_follows = true;
+        }
+        shown.push(redact_url_credentials(arg));
+    }
+    shown
+}
+
+/// Whether `name` (before `=` or `: `) reads as an option or a variable name, not as text:
+/// letters, digits, `-` and `_` only.
+fn is_option_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
 }
 
 /// `[user[:pass]@]host[:port][/path][?query][#fragment]` with the user info and secret query
@@ -133,6 +176,45 @@ mod tests {
         for (text, want) in cases {
             assert_eq!(redact_url_credentials(text), want, "{text}");
         }
+    }
+
+    #[test]
+    fn secret_options_of_a_command_line_are_hidden() {
+        let args: Vec<String> = [
+            "mcp-remote",
+            "https://u:p@h/mcp?api_key=k",
+            "--api-key",
+            "sk-1",
+            "--token=tok-2",
+            "API_KEY=env-3",
+            "--header",
+            "Authorization: Bearer b-4",
+            "--password",
+            "--verbose",
+            "--port=3",
+            "x=y",
+            "plain",
+        ]
+        .map(String::from)
+        .to_vec();
+        assert_eq!(
+            redact_args(&args),
+            [
+                "mcp-remote",
+                "https://***@h/mcp?api_key=***",
+                "--api-key",
+                "***",
+                "--token=***",
+                "API_KEY=***",
+                "--header",
+                "Authorization: ***",
+                "--password",
+                "--verbose",
+                "--port=3",
+                "x=y",
+                "plain"
+            ]
+        );
     }
 
     #[test]

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use roundtable_actors::agent::turn::SERVER_SEPARATOR;
-use roundtable_actors::redact::redact_url_credentials;
+use roundtable_actors::redact::{redact_args, redact_url_credentials};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -75,18 +75,18 @@ pub struct McpServerConfig {
 
 impl McpServerConfig {
     /// How it is reached, without secrets: `stdio: mcp-server-time --local-timezone UTC`,
-    /// `Streamable HTTP: http://***@host/mcp`.
+    /// `stdio: mcp-remote https://h/mcp --api-key ***`, `Streamable HTTP:
+    /// http://***@host/mcp`.
     pub fn transport_text(&self) -> String {
         match &self.transport {
             McpTransport::Stdio { command, args, .. } => {
-                let mut text = format!("stdio: {command}");
-                for arg in args {
+                let mut text = format!("stdio: {}", redact_url_credentials(command));
+                // Arguments may carry a token too (see `redact_args`); the line stays short.
+                for arg in redact_args(args) {
                     text.push(' ');
-                    text.push_str(arg);
+                    text.push_str(&arg);
                 }
-                // Arguments may carry a token too: keep the status line short and
-                // credential-free.
-                redact_url_credentials(&clip(&text, 200))
+                clip(&text, 200)
             }
             McpTransport::Http { url, .. } => {
                 format!("Streamable HTTP: {}", redact_url_credentials(url))
@@ -94,7 +94,8 @@ impl McpServerConfig {
         }
     }
 
-    /// The entry as `config show` prints it: every setting, env and header values `***`.
+    /// The entry as `config show` prints it: every setting, env and header values `***`, and
+    /// the secrets of `args` ([`redact_args`]).
     pub fn shown(&self) -> String {
         let mut out = String::from("{ ");
         match &self.transport {
@@ -106,10 +107,8 @@ impl McpServerConfig {
             } => {
                 let _ = write!(out, "command = {command:?}");
                 if !args.is_empty() {
-                    let args: Vec<String> = args
-                        .iter()
-                        .map(|a| format!("{:?}", redact_url_credentials(a)))
-                        .collect();
+                    let args: Vec<String> =
+                        redact_args(args).iter().map(|a| format!("{a:?}")).collect();
                     let _ = write!(out, ", args = [{}]", args.join(", "));
                 }
                 if !env.is_empty() {
@@ -213,17 +212,20 @@ struct Fields {
     enabled: bool,
 }
 
-/// Checks a server name: usable as a tool-name prefix, short enough for `NAME__tool`.
+/// Checks a server name: usable as a tool-name prefix (no `__`, and no `_` at its end, so
+/// `NAME__tool` reads back as NAME and tool: `h_`'s `echo` would be `h___echo`, which reads
+/// as `h`'s `_echo`), short enough for `NAME__tool`.
 pub fn check_name(name: &str) -> Result<(), String> {
     if name.is_empty()
         || !name
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
         || name.contains(SERVER_SEPARATOR)
+        || name.ends_with('_')
     {
         return Err(format!(
-            "MCP server name {name:?} must match ^[a-zA-Z0-9_-]+$ without \"__\" (its tools are \
-             offered as NAME__tool)"
+            "MCP server name {name:?} must match ^[a-zA-Z0-9_-]+$ without \"__\" and not end \
+             in \"_\" (its tools are offered as NAME__tool)"
         ));
     }
     let chars = name.chars().count();
@@ -533,6 +535,12 @@ mod tests {
         );
         assert!(check_name(&"n".repeat(61)).is_ok());
         assert!(err(r#"{"mcpServers": {"a__b": {"command": "x"}}}"#).contains("without \"__\""));
+        assert_eq!(
+            err(r#"{"mcpServers": {"h_": {"command": "x"}}}"#),
+            "--mcp-config m.json, server \"h_\": MCP server name \"h_\" must match \
+             ^[a-zA-Z0-9_-]+$ without \"__\" and not end in \"_\" (its tools are offered as \
+             NAME__tool)"
+        );
         assert!(err(r#"{"mcpServers": {"a": {"url": "ftp://x"}}}"#).contains("http://"));
         assert!(
             err(r#"{"mcpServers": {"a": {"type": "sse", "url": "http://x"}}}"#)

@@ -1,23 +1,32 @@
 //! MCP servers, through the official Rust SDK (`rmcp`): the configuration users already have
 //! ([`config`]: `[mcp.servers.NAME]`, `--mcp-config` desktop JSON), one supervisor per server
-//! that starts it (a child process over stdio, or a Streamable HTTP session), lists its tools,
-//! follows `tools/list_changed`, and restarts it with backoff ([`server`]); each server is a
-//! [`ToolServer`] whose tools the agent loop offers as `NAME__tool`. Results become content
-//! blocks ([`content`]); elicitation requests become the conversation's questions
-//! ([`elicit`]).
+//! that starts it (a child process over stdio, [`stdio`], or a Streamable HTTP session),
+//! lists its tools and follows `tools/list_changed` ([`listing`]), and restarts it with
+//! backoff ([`server`]); each server is a [`ToolServer`] whose tools the agent loop offers as
+//! `NAME__tool`. Calls ([`call`]) give content blocks ([`content`]); the server's requests and
+//! notifications go to the [`handler`]; elicitation requests become the conversation's
+//! questions ([`elicit`]). What a server sends is checked for shape before rmcp parses it
+//! ([`wire`]), so a message too deep or too large costs that message only.
 //!
 //! Threads: every MCP client runs on one dedicated thread, `mcp`, with its own tokio runtime
 //! ([`McpHub`]), apart from the actix arbiters; conversations reach it only through channels
-//! (see [`server`]). `serve` starts the hub before the registry and stops it (its children are
-//! killed) when the server stops.
+//! (see [`server`]). `serve` starts the hub before the registry and stops it when the server
+//! stops: every supervisor kills its child and waits for it before the thread ends (at most
+//! [`STOP_WAIT`]), so a restart in place leaves no zombie behind.
 //!
 //! Who talks to it: `crate::server` (start, stop), the conversations' turns (through
 //! `dyn ToolServer`), `@system config agents` (through [`ToolServer::status`]).
 
+pub mod call;
 pub mod config;
 pub mod content;
 pub mod elicit;
+pub mod handler;
+pub mod http;
+pub mod listing;
 pub mod server;
+pub mod stdio;
+pub mod wire;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -26,6 +35,10 @@ use roundtable_actors::agent::turn::ToolServer;
 use tokio::sync::watch;
 
 pub use config::McpServerConfig;
+
+/// Longest the hub waits, when it stops, for its supervisors to stop their servers (each kills
+/// its child and waits for it).
+pub const STOP_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// The servers as the agent loop sees them, by name (the tools' prefix).
 pub type McpToolServers = HashMap<String, Arc<dyn ToolServer>>;
@@ -47,6 +60,8 @@ impl McpHub {
         // the tree already). A second install (a restart in place) is refused harmlessly.
         let _ = rustls::crypto::ring::default_provider().install_default();
         let (stop, stop_rx) = watch::channel(false);
+        // Each supervisor holds a sender: the channel closes when the last one has stopped.
+        let (alive, mut all_stopped) = tokio::sync::mpsc::channel::<()>(1);
         let (handle_tx, handle_rx) = std::sync::mpsc::channel();
         let thread = std::thread::Builder::new()
             .name("mcp".into())
@@ -65,9 +80,14 @@ impl McpHub {
                 let mut stop_rx = stop_rx;
                 runtime.block_on(async move {
                     let _ = stop_rx.wait_for(|stopped| *stopped).await;
-                    // Give the supervisors a moment to see the stop and drop their
-                    // connections (their children are killed on drop).
-                    tokio::task::yield_now().await;
+                    // Each supervisor kills its child and waits for it, then drops its sender.
+                    let stopped = all_stopped.recv();
+                    if tokio::time::timeout(STOP_WAIT, stopped).await.is_err() {
+                        log::warn!(
+                            "MCP servers not all stopped within {} s",
+                            STOP_WAIT.as_secs()
+                        );
+                    }
                 });
                 runtime.shutdown_timeout(std::time::Duration::from_secs(2));
             })
@@ -88,9 +108,14 @@ impl McpHub {
                 config.transport_text()
             );
             let shared = server::Shared::new(config.clone(), runtime.clone());
-            runtime.spawn(server::supervise(shared.clone(), stop.subscribe()));
+            runtime.spawn(server::supervise(
+                shared.clone(),
+                stop.subscribe(),
+                alive.clone(),
+            ));
             servers.insert(config.name.clone(), Arc::new(server::McpServer { shared }));
         }
+        drop(alive);
         Ok((
             McpHub {
                 stop,

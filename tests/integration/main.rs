@@ -27,6 +27,8 @@ mod interactions;
 mod lifecycle;
 mod live_list;
 mod mcp;
+mod mcp_hostile;
+mod mcp_hostile_config;
 mod node_log;
 mod paged_history;
 mod protocol_head;

@@ -220,10 +220,21 @@ pub fn listening_port(line: &str) -> Option<u16> {
 
 /// `VmRSS` of a process in KB, from `/proc/<pid>/status`; `None` once it is gone.
 pub fn rss_kb(pid: u32) -> Option<u64> {
+    status_kb(pid, "VmRSS:")
+}
+
+/// `VmHWM` of a process in KB (its peak resident set size since it started or was
+/// re-executed), from `/proc/<pid>/status`; `None` once it is gone.
+pub fn peak_rss_kb(pid: u32) -> Option<u64> {
+    status_kb(pid, "VmHWM:")
+}
+
+/// The KB figure of `field` (`VmRSS:`) in `/proc/<pid>/status`.
+fn status_kb(pid: u32, field: &str) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     status
         .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .find_map(|l| l.strip_prefix(field))
         .and_then(|v| v.split_whitespace().next())
         .and_then(|v| v.parse().ok())
 }

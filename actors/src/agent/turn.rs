@@ -4,12 +4,12 @@
 //! routes it); the new chat messages come back in the [`TurnOutcome`] and are committed by the
 //! conversation only when the turn finishes.
 //!
-//! Tool calls are routed by name: built-in tools ([`super::tools`]), the interactive tools
-//! (`ask_user`, `ask_user_form`, `propose_action`: [`super::tools::interactive`], answered by
-//! clients through the sink), `manage_conversation` ([`super::tools::manage_conversation`],
-//! booked with the sink for the turn's end), and `server__tool` names, routed by the `server` prefix to a
-//! registered [`ToolServer`]. A failing or unknown tool becomes an `is_error` tool result
-//! the model sees, never a crashed turn.
+//! Each model call offers the tools of that moment and routes the calls it returns through
+//! them ([`super::routing`]: built-ins, the asking tools, `manage_conversation`, and every
+//! registered [`ToolServer`]'s tools as `server__tool`). A failing or unknown tool becomes an
+//! `is_error` tool result the model sees, never a crashed turn. The images tools return are
+//! sent with the later model calls of the turn within a budget ([`super::images`]); the
+//! older ones past it are not sent again, and the clients are told.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -21,14 +21,14 @@ use serde_json::{json, Value};
 use super::interaction::{
     ActionProposal, Picked, ProposalAnswer, QuestionForm, QuestionFormResponse,
 };
-use super::tools::interactive::{self, ASK_USER_FORM, PROPOSE_ACTION};
-use super::tools::{manage_conversation, MANAGE_CONVERSATION};
+use super::routing::{call_tool, OfferedTools};
 use super::usage::{self, Usage};
 use super::{
-    attachments, tools, valid_tool_name, ChatMessage, ContentBlock, LocalBoxFuture, Provider,
-    ProviderRequest, Role, ToolSpec,
+    attachments, ChatMessage, ContentBlock, LocalBoxFuture, Provider, ProviderRequest, Role,
+    ToolSpec,
 };
 
+pub use super::routing::offered_tools;
 pub use super::tools::interactive::ASK_USER;
 
 /// Separator between an external tool server's name and its tool's name.
@@ -307,27 +307,6 @@ impl TurnOutcome {
     }
 }
 
-/// The tools offered to the model: built-ins, the asking tools, `manage_conversation`, and
-/// every server's tools, prefixed.
-pub fn offered_tools(servers: &HashMap<String, Arc<dyn ToolServer>>) -> Vec<ToolSpec> {
-    let mut specs = tools::builtin_tool_specs();
-    specs.extend(interactive::specs());
-    specs.push(tools::manage_conversation_spec());
-    let mut names: Vec<_> = servers.keys().collect();
-    names.sort();
-    for server in names {
-        for t in servers[server].tools() {
-            let name = format!("{server}{SERVER_SEPARATOR}{}", t.name);
-            if valid_tool_name(&name) {
-                specs.push(ToolSpec { name, ..t });
-            } else {
-                log::warn!("tool {name:?} of server {server:?} has an invalid name; not offered");
-            }
-        }
-    }
-    specs
-}
-
 /// Runs the loop. Cancellation is by dropping the future.
 pub async fn run_turn(input: TurnInput, sink: &dyn TurnSink) -> TurnOutcome {
     // Only this turn's messages are copied per model call; the history is shared.
@@ -339,12 +318,12 @@ pub async fn run_turn(input: TurnInput, sink: &dyn TurnSink) -> TurnOutcome {
     let mut usage = None;
     for _ in 0..input.max_iterations.max(1) {
         // Read per model call: a server whose tool list changed offers the new one.
-        let tools = offered_tools(&input.tool_servers);
+        let tools = OfferedTools::of(&input.tool_servers);
         let request = ProviderRequest {
             system: input.system.clone(),
             history: input.history.clone(),
             messages: messages.clone(),
-            tools: tools.clone(),
+            tools: tools.specs.clone(),
         };
         let asked = Instant::now();
         let response = input.provider.complete(request).await;
@@ -453,6 +432,19 @@ pub async fn run_turn(input: TurnInput, sink: &dyn TurnSink) -> TurnOutcome {
             role: Role::User,
             content: results,
         });
+        // The next model call carries the newest images within the budget.
+        let dropped = super::images::keep_within_budget(&mut messages);
+        if dropped > 0 {
+            let text = format!(
+                "{dropped} older images of this turn are not sent to the model again (the \
+                 turn's tool images passed {} MiB; the newest are sent)",
+                super::images::MAX_TOOL_IMAGE_BYTES >> 20
+            );
+            sink.display(
+                json!({"type": "text", "content": text, "kind": "warning"}),
+                None,
+            );
+        }
     }
     let note = format!(
         "Stopped after {} model calls without a final answer.",
@@ -526,470 +518,5 @@ pub fn describe_plan(request: &str, blocks: &[ContentBlock], explain: bool) -> S
     )
 }
 
-/// `propose_action`: shows the proposed call to everyone, then runs it as proposed, as
-/// edited (saying so), or not at all.
-async fn propose(
-    input: Value,
-    servers: &HashMap<String, Arc<dyn ToolServer>>,
-    context: ToolCallContext<'_>,
-    offered: &[ToolSpec],
-) -> ToolOutput {
-    let sink = context.sink;
-    let proposal = match interactive::proposal(&input, offered) {
-        Ok(proposal) => proposal,
-        Err(e) => return ToolOutput::error(e),
-    };
-    let tool = proposal.tool.clone();
-    let proposed = proposal.input.clone();
-    match sink.propose_action(proposal).await {
-        Err(e) => ToolOutput::error(e),
-        Ok(ProposalAnswer::Cancelled) => {
-            ToolOutput::error(format!("the user cancelled the proposed {tool} call"))
-        }
-        Ok(ProposalAnswer::Run(input)) if input == proposed => {
-            Box::pin(call_tool(&tool, input, servers, context, offered)).await
-        }
-        Ok(ProposalAnswer::Run(input)) => {
-            let shown = input.to_string();
-            let mut output = Box::pin(call_tool(&tool, input, servers, context, offered)).await;
-            if !output.is_error {
-                output.text = format!("(the user changed the input to {shown}) {}", output.text);
-            }
-            output
-        }
-    }
-}
-
-/// Runs one tool call; `offered` are the turn's tools (what `propose_action` may propose).
-async fn call_tool(
-    name: &str,
-    input: Value,
-    servers: &HashMap<String, Arc<dyn ToolServer>>,
-    context: ToolCallContext<'_>,
-    offered: &[ToolSpec],
-) -> ToolOutput {
-    let sink = context.sink;
-    if !valid_tool_name(name) {
-        return ToolOutput::error(format!(
-            "invalid tool name {name:?}: must match ^[a-zA-Z0-9_-]{{1,64}}$"
-        ));
-    }
-    match name {
-        ASK_USER => return interactive::ask_user(&input, sink).await.into(),
-        ASK_USER_FORM => return interactive::ask_user_form(&input, sink).await.into(),
-        PROPOSE_ACTION => return propose(input, servers, context, offered).await,
-        MANAGE_CONVERSATION => {
-            return manage_conversation::run(&input, sink, context.ask_before_conversation_actions)
-                .await
-                .into()
-        }
-        _ => {}
-    }
-    if let Some(result) = tools::run_builtin_tool(name, &input) {
-        return result.into();
-    }
-    if let Some((server, tool)) = name.split_once(SERVER_SEPARATOR) {
-        if let Some(s) = servers.get(server) {
-            return s.call(tool, input, context).await;
-        }
-        return ToolOutput::error(format!("no tool server named {server:?}"));
-    }
-    ToolOutput::error(format!("unknown tool {name:?}"))
-}
-
 #[cfg(test)]
-mod tests {
-    use std::cell::RefCell;
-
-    use super::*;
-    use crate::agent::builtin::BuiltinProvider;
-    use crate::agent::{ProviderError, ProviderResponse};
-
-    #[derive(Default)]
-    struct Recorder {
-        shown: RefCell<Vec<Value>>,
-        steps: RefCell<Vec<TurnStep>>,
-        answer: Option<usize>,
-    }
-
-    impl TurnSink for Recorder {
-        fn display(&self, content: Value, extra: Option<Value>) {
-            self.shown
-                .borrow_mut()
-                .push(json!({"content": content, "extra": extra}));
-        }
-        fn ask(
-            &self,
-            _q: String,
-            _c: Vec<String>,
-            _p: bool,
-        ) -> LocalBoxFuture<'static, Result<usize, String>> {
-            let a = self.answer.ok_or_else(|| "cancelled".to_string());
-            Box::pin(async move { a })
-        }
-        fn step(&self, step: TurnStep) {
-            self.steps.borrow_mut().push(step);
-        }
-    }
-
-    fn block_on<F: std::future::Future>(f: F) -> F::Output {
-        tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap()
-            .block_on(f)
-    }
-
-    fn input(provider: Arc<dyn Provider>, command: &str) -> TurnInput {
-        TurnInput {
-            provider,
-            system: String::new(),
-            history: Default::default(),
-            command: command.into(),
-            attachments: Vec::new(),
-            max_iterations: 10,
-            tool_servers: HashMap::new(),
-            working_directory: None,
-        }
-    }
-
-    #[test]
-    fn builtin_loop_calls_calculate_then_answers() {
-        let sink = Recorder::default();
-        let out = block_on(run_turn(
-            input(Arc::new(BuiltinProvider), "what is 2+3"),
-            &sink,
-        ));
-        assert_eq!(out.error, None);
-        // user, assistant tool_use, tool result; the empty answer is not kept
-        assert_eq!(out.messages.len(), 3);
-        let shown = sink.shown.borrow();
-        assert_eq!(shown[0]["extra"]["toolCall"]["name"], "calculate");
-        assert_eq!(shown[1]["extra"]["toolResult"]["content"], "5");
-        // The result is shown once, not repeated as the answer (issue 50 (b)).
-        assert_eq!(shown.len(), 2, "{shown:?}");
-        // Two model calls around one action, numbered from 0, its result reported.
-        let steps = sink.steps.borrow();
-        assert!(matches!(steps[0], TurnStep::ModelCall { .. }), "{steps:?}");
-        assert!(
-            matches!(&steps[1], TurnStep::ActionStarted { index: 0, tool, input }
-                if tool == "calculate" && input["expression"] == "2+3"),
-            "{steps:?}"
-        );
-        assert!(
-            matches!(&steps[2], TurnStep::ActionFinished { index: 0, result, is_error: false, .. }
-                if result == "5"),
-            "{steps:?}"
-        );
-        assert!(matches!(steps[3], TurnStep::ModelCall { .. }), "{steps:?}");
-        assert_eq!(steps.len(), 4);
-    }
-
-    /// A provider that always asks for a tool: the loop stops at the limit; bad tools are
-    /// errors the model sees.
-    struct Stubborn;
-    impl Provider for Stubborn {
-        fn name(&self) -> &str {
-            "stubborn"
-        }
-        fn complete(
-            &self,
-            r: ProviderRequest,
-        ) -> LocalBoxFuture<'static, Result<ProviderResponse, ProviderError>> {
-            let n = r.message_count();
-            Box::pin(async move {
-                Ok(ProviderResponse {
-                    content: vec![ContentBlock::ToolUse {
-                        id: format!("c{n}"),
-                        name: if n.is_multiple_of(2) {
-                            "no such tool".into()
-                        } else {
-                            "missing__tool".into()
-                        },
-                        input: json!({}),
-                    }],
-                    usage: None,
-                })
-            })
-        }
-    }
-
-    #[test]
-    fn iteration_limit_and_tool_errors() {
-        let sink = Recorder::default();
-        let mut i = input(Arc::new(Stubborn), "go");
-        i.max_iterations = 3;
-        let out = block_on(run_turn(i, &sink));
-        assert!(out.error.unwrap().contains("3 model calls"));
-        let errors: Vec<_> = out
-            .messages
-            .iter()
-            .flat_map(|m| &m.content)
-            .filter_map(|b| match b {
-                ContentBlock::ToolResult {
-                    content,
-                    is_error: true,
-                    ..
-                } => Some(content.clone()),
-                _ => None,
-            })
-            .collect();
-        assert_eq!(errors.len(), 3);
-        assert!(errors[0].contains("invalid tool name") || errors[0].contains("no tool server"));
-    }
-
-    struct Echo;
-    impl ToolServer for Echo {
-        fn tools(&self) -> Vec<ToolSpec> {
-            vec![ToolSpec {
-                name: "say".into(),
-                description: "echo".into(),
-                input_schema: json!({"type": "object"}),
-            }]
-        }
-        fn call<'a>(
-            &'a self,
-            tool: &'a str,
-            input: Value,
-            _context: ToolCallContext<'a>,
-        ) -> LocalBoxFuture<'a, ToolOutput> {
-            let out = format!("{tool}:{input}");
-            Box::pin(async move {
-                ToolOutput {
-                    text: out,
-                    images: vec!["data:image/png;base64,iVBORw0KGgo".into()],
-                    is_error: false,
-                }
-            })
-        }
-    }
-
-    #[test]
-    fn server_tools_are_prefixed_and_routed() {
-        let mut servers: HashMap<String, Arc<dyn ToolServer>> = HashMap::new();
-        servers.insert("echo".into(), Arc::new(Echo));
-        assert!(offered_tools(&servers)
-            .iter()
-            .any(|t| t.name == "echo__say"));
-        let sink = Recorder::default();
-        let offered = offered_tools(&servers);
-        let r = block_on(call_tool(
-            "echo__say",
-            json!({"x": 1}),
-            &servers,
-            ToolCallContext {
-                sink: &sink,
-                working_directory: None,
-                action_index: 0,
-                ask_before_conversation_actions: true,
-            },
-            &offered,
-        ));
-        assert_eq!(r.text, "say:{\"x\":1}");
-        assert_eq!(r.images.len(), 1);
-        let sink = Recorder {
-            answer: Some(1),
-            ..Default::default()
-        };
-        let r = block_on(call_tool(
-            ASK_USER,
-            json!({"question": "ok?"}),
-            &servers,
-            ToolCallContext {
-                sink: &sink,
-                working_directory: None,
-                action_index: 0,
-                ask_before_conversation_actions: true,
-            },
-            &offered,
-        ));
-        assert_eq!(r.text, "answer: No");
-    }
-
-    /// A provider that calls `echo__say` once, then answers with what it was sent.
-    struct CallsEchoOnce;
-    impl Provider for CallsEchoOnce {
-        fn name(&self) -> &str {
-            "calls-echo-once"
-        }
-        fn complete(
-            &self,
-            r: ProviderRequest,
-        ) -> LocalBoxFuture<'static, Result<ProviderResponse, ProviderError>> {
-            let first = r.messages.len() == 1;
-            let last = r.messages.last().cloned();
-            Box::pin(async move {
-                Ok(ProviderResponse {
-                    content: vec![if first {
-                        ContentBlock::ToolUse {
-                            id: "c1".into(),
-                            name: "echo__say".into(),
-                            input: json!({}),
-                        }
-                    } else {
-                        ContentBlock::Text {
-                            text: serde_json::to_string(&last).unwrap(),
-                        }
-                    }],
-                    usage: None,
-                })
-            })
-        }
-    }
-
-    /// A provider that calls `calculate` once, then answers; each call reports the usage
-    /// its `reports` gives for its call number.
-    struct Reports(fn(usize) -> Option<Usage>);
-    impl Provider for Reports {
-        fn name(&self) -> &str {
-            "reports"
-        }
-        fn complete(
-            &self,
-            r: ProviderRequest,
-        ) -> LocalBoxFuture<'static, Result<ProviderResponse, ProviderError>> {
-            let call = r.messages.len() / 2;
-            let content = vec![if call == 0 {
-                ContentBlock::ToolUse {
-                    id: "c1".into(),
-                    name: "calculate".into(),
-                    input: json!({"expression": "1+1"}),
-                }
-            } else {
-                ContentBlock::Text { text: "2".into() }
-            }];
-            let usage = (self.0)(call);
-            Box::pin(async move { Ok(ProviderResponse { content, usage }) })
-        }
-    }
-
-    /// The turn's usage is its last reporting model call's (whose input re-sends all the
-    /// turn before it); a turn whose calls report nothing has none.
-    #[test]
-    fn the_last_reported_usage_is_the_turns() {
-        let usage = |input| Usage {
-            input_tokens: input,
-            output_tokens: 5,
-            model: None,
-        };
-        let both = Reports(|call| {
-            Some(Usage {
-                input_tokens: 100 + call as u64,
-                output_tokens: 5,
-                model: None,
-            })
-        });
-        let out = block_on(run_turn(input(Arc::new(both), "go"), &Recorder::default()));
-        assert_eq!(out.usage, Some(usage(101)));
-        let first_only = Reports(|call| {
-            (call == 0).then_some(Usage {
-                input_tokens: 100,
-                output_tokens: 5,
-                model: None,
-            })
-        });
-        let out = block_on(run_turn(
-            input(Arc::new(first_only), "go"),
-            &Recorder::default(),
-        ));
-        assert_eq!(out.usage, Some(usage(100)));
-        let none = Reports(|_| None);
-        let out = block_on(run_turn(input(Arc::new(none), "go"), &Recorder::default()));
-        assert_eq!((out.messages.len(), out.usage), (4, None));
-        // Finding 8 of the third security review: a figure past the bound is not believed;
-        // the call before it still counts.
-        let absurd = Reports(|call| {
-            Some(Usage {
-                input_tokens: if call == 0 { 100 } else { i64::MAX as u64 },
-                output_tokens: 5,
-                model: None,
-            })
-        });
-        let out = block_on(run_turn(
-            input(Arc::new(absurd), "go"),
-            &Recorder::default(),
-        ));
-        assert_eq!(out.usage, Some(usage(100)));
-        let edge = Reports(|_| {
-            Some(Usage {
-                input_tokens: usage::MAX_USAGE_TOKENS,
-                output_tokens: usage::MAX_USAGE_TOKENS + 1,
-                model: None,
-            })
-        });
-        let out = block_on(run_turn(input(Arc::new(edge), "go"), &Recorder::default()));
-        assert_eq!(out.usage, None);
-    }
-
-    /// A provider that thinks before it answers, then calls a tool, then answers.
-    struct Thinks;
-    impl Provider for Thinks {
-        fn name(&self) -> &str {
-            "thinks"
-        }
-        fn complete(
-            &self,
-            r: ProviderRequest,
-        ) -> LocalBoxFuture<'static, Result<ProviderResponse, ProviderError>> {
-            let thought = ContentBlock::Thinking {
-                text: "let me see".into(),
-                signature: Some("sig".into()),
-            };
-            let content = if r.messages.len() == 1 {
-                vec![
-                    thought,
-                    ContentBlock::ToolUse {
-                        id: "c1".into(),
-                        name: "calculate".into(),
-                        input: json!({"expression": "1+1"}),
-                    },
-                ]
-            } else {
-                // The turn's own thinking comes back within the turn (Anthropic needs it).
-                assert!(r.messages[1].content.contains(&thought), "{:?}", r.messages);
-                vec![thought, ContentBlock::Text { text: "2".into() }]
-            };
-            Box::pin(async move {
-                Ok(ProviderResponse {
-                    content,
-                    usage: None,
-                })
-            })
-        }
-    }
-
-    /// The model's thinking stays within its turn: the committed history never holds it.
-    #[test]
-    fn thinking_is_not_kept_in_the_history() {
-        let out = block_on(run_turn(
-            input(Arc::new(Thinks), "go"),
-            &Recorder::default(),
-        ));
-        assert_eq!(out.error, None);
-        assert_eq!(out.messages.len(), 4);
-        assert!(out.messages.iter().all(|m| m
-            .content
-            .iter()
-            .all(|b| !matches!(b, ContentBlock::Thinking { .. }))));
-        assert_eq!(out.messages[3].joined_text(), "2");
-    }
-
-    /// A tool's images reach the model after the results, and the history keeps a note.
-    #[test]
-    fn tool_images_go_to_the_model_not_the_history() {
-        let mut i = input(Arc::new(CallsEchoOnce), "go");
-        i.tool_servers.insert("echo".into(), Arc::new(Echo));
-        let out = block_on(run_turn(i, &Recorder::default()));
-        let seen = out.messages.last().unwrap().joined_text();
-        assert!(seen.contains("\"type\":\"image\""), "{seen}");
-        assert!(
-            seen.contains("image returned by tool call c1 (echo__say)"),
-            "{seen}"
-        );
-        let results = &out.messages[2];
-        assert!(results
-            .content
-            .iter()
-            .all(|b| !matches!(b, ContentBlock::Image { .. })));
-        assert!(results.joined_text().contains("not kept in the history"));
-    }
-}
+mod tests;

@@ -8,10 +8,10 @@
 use actix::prelude::*;
 use serde_json::{json, Value};
 
+use super::choices::ChoiceReply;
 use super::client_agents::AgentQuery;
 use super::completion;
 use super::feedback::{self, Feedback, HideOp};
-use super::interactions::ChoiceReply;
 use super::queue::{CancelReason, Request};
 use super::{Conversation, AGENT_SOURCE};
 use crate::agent::attachments;

@@ -80,6 +80,7 @@
 mod agent_context;
 mod catalog;
 mod chat;
+mod choices;
 mod client_agents;
 pub mod commands;
 pub mod completion;
@@ -91,6 +92,7 @@ mod interactions;
 mod meter;
 mod queue;
 mod routing;
+mod sink;
 mod system;
 mod timing;
 mod turn;
@@ -122,9 +124,10 @@ use crate::storage::display_log::DisplayLog;
 use crate::storage::log_writer::LogWriter;
 use crate::storage::requests::{self, OpenRequest};
 
+use choices::Choice;
 use client_agents::ClientAgents;
 use durable::{Held, PendingStop, ReleaseCursor};
-use interactions::{Choice, Interaction};
+use interactions::Interaction;
 use queue::{Request, Running};
 
 pub use agent_context::{

@@ -1,7 +1,7 @@
 //! Starting the work of a running request (an agent turn, `@explain` / `@translate`'s plan,
 //! `@compact`'s summary) as a future spawned on the actor, and taking its output back as
 //! [`TurnEvent`]s, each tagged with its turn number so a cancelled turn's late output is
-//! dropped. [`ConversationSink`] is the agent loop's view of the conversation.
+//! dropped. The agent loop's view of the conversation is [`ConversationSink`] (`sink.rs`).
 //!
 //! A turn may book work for its end ([`AfterTurn`]): the `takeAction` calls of the
 //! `manage_conversation` tool, sent to the requester just before the request completes (where
@@ -19,7 +19,6 @@
 //! `--tool-server`'s `server__tool`, the agent name of a client agent's `agent__action`. Its
 //! result goes out as `appendDiagnosticData(requestId, {type: "actionResult", …})` (not logged).
 
-use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,17 +29,15 @@ use tokio::sync::oneshot;
 
 use super::commands::{COMMANDS, CONVERSATION_SUBCOMMANDS, DISPATCHER_SUBCOMMANDS};
 use super::handoff::{HandoffError, Packet};
-use super::interactions::{AnswerSender, Asked, TurnAsk};
+use super::interactions::AnswerSender;
 use super::routing::DisplayMode;
+use super::sink::ConversationSink;
 use super::system::{
     CONFIG_SUBCOMMANDS, METER_SUBCOMMANDS, SESSION_SUBCOMMANDS, SUBCOMMANDS as SYSTEM_SUBCOMMANDS,
 };
 use super::{Conversation, AGENT_SOURCE};
-use crate::agent::interaction::{
-    ActionProposal, Picked, ProposalAnswer, QuestionForm, QuestionFormResponse,
-};
-use crate::agent::turn::{run_turn, TurnInput, TurnOutcome, TurnSink, TurnStep, SERVER_SEPARATOR};
-use crate::agent::{ChatMessage, LocalBoxFuture, Provider, ProviderRequest, Role};
+use crate::agent::turn::{run_turn, TurnInput, TurnOutcome, TurnStep, SERVER_SEPARATOR};
+use crate::agent::{ChatMessage, Provider, ProviderRequest, Role};
 
 /// Longest local (provider-less) compact summary, in characters.
 const LOCAL_SUMMARY_CHARS: usize = 4000;
@@ -237,166 +234,6 @@ impl Handler<TurnEvent> for Conversation {
         self.announce_blocked_change(ctx);
         self.throttle(ctx);
     }
-}
-
-/// The running turn's view of its conversation.
-struct ConversationSink {
-    /// The conversation running the turn.
-    addr: Addr<Conversation>,
-    /// The turn's number, stamped on every event.
-    turn: u64,
-    /// `takeAction` calls booked so far (at most [`MAX_CLIENT_ACTIONS_PER_TURN`]).
-    client_actions: Cell<usize>,
-    /// The handoff booked, if any (one per turn).
-    handoff: RefCell<Option<String>>,
-}
-
-impl ConversationSink {
-    /// The sink of turn `turn` of the conversation at `addr`, nothing booked yet.
-    fn new(addr: Addr<Conversation>, turn: u64) -> ConversationSink {
-        ConversationSink {
-            addr,
-            turn,
-            client_actions: Cell::new(0),
-            handoff: RefCell::new(None),
-        }
-    }
-}
-
-impl TurnSink for ConversationSink {
-    fn display(&self, content: Value, extra: Option<Value>) {
-        self.addr.do_send(TurnEvent::Display {
-            turn: self.turn,
-            content,
-            extra,
-        });
-    }
-
-    fn ask(
-        &self,
-        question: String,
-        choices: Vec<String>,
-        private: bool,
-    ) -> LocalBoxFuture<'static, Result<usize, String>> {
-        let (tx, rx) = oneshot::channel();
-        self.addr.do_send(TurnEvent::Ask {
-            turn: self.turn,
-            question,
-            choices,
-            private,
-            reply: tx,
-        });
-        Box::pin(async move {
-            rx.await
-                .unwrap_or_else(|_| Err("the question was dropped".into()))
-        })
-    }
-
-    fn step(&self, step: TurnStep) {
-        self.addr.do_send(TurnEvent::Step {
-            turn: self.turn,
-            step,
-        });
-    }
-
-    fn status(&self, text: String) {
-        self.addr.do_send(TurnEvent::Status {
-            turn: self.turn,
-            text,
-        });
-    }
-
-    fn ask_remember(
-        &self,
-        question: String,
-        choices: Vec<String>,
-        checkbox_label: String,
-    ) -> LocalBoxFuture<'static, Result<Picked, String>> {
-        let (reply, rx) = oneshot::channel();
-        self.ask_more(Asked::Remember {
-            question,
-            choices,
-            checkbox_label,
-            reply,
-        });
-        Box::pin(answered(rx))
-    }
-
-    fn ask_form(
-        &self,
-        form: QuestionForm,
-        private: bool,
-    ) -> LocalBoxFuture<'static, Result<QuestionFormResponse, String>> {
-        let (reply, rx) = oneshot::channel();
-        self.ask_more(Asked::Form {
-            form,
-            private,
-            reply,
-        });
-        Box::pin(answered(rx))
-    }
-
-    fn propose_action(
-        &self,
-        proposal: ActionProposal,
-    ) -> LocalBoxFuture<'static, Result<ProposalAnswer, String>> {
-        let (reply, rx) = oneshot::channel();
-        self.ask_more(Asked::Proposal { proposal, reply });
-        Box::pin(answered(rx))
-    }
-
-    fn client_action(&self, action: &str, data: Value) -> Result<(), String> {
-        let booked = self.client_actions.get();
-        if booked >= MAX_CLIENT_ACTIONS_PER_TURN {
-            return Err(format!(
-                "this reply already sent {MAX_CLIENT_ACTIONS_PER_TURN} actions to the client, \
-                 the most one reply may send"
-            ));
-        }
-        self.client_actions.set(booked + 1);
-        self.addr.do_send(TurnEvent::Booked {
-            turn: self.turn,
-            booking: TurnBooking::ClientAction {
-                action: action.to_string(),
-                data,
-            },
-        });
-        Ok(())
-    }
-
-    fn handoff(&self, source: &str) -> Result<(), String> {
-        self.check_handoff(source)?;
-        *self.handoff.borrow_mut() = Some(source.to_string());
-        self.addr.do_send(TurnEvent::Booked {
-            turn: self.turn,
-            booking: TurnBooking::Handoff(source.to_string()),
-        });
-        Ok(())
-    }
-
-    fn check_handoff(&self, _source: &str) -> Result<(), String> {
-        match self.handoff.borrow().as_ref() {
-            Some(booked) => Err(HandoffError::AlreadyBooked(booked.clone()).to_string()),
-            None => Ok(()),
-        }
-    }
-}
-
-impl ConversationSink {
-    /// Sends a form, a pick-and-remember or a proposal to the conversation
-    /// (`interactions.rs`).
-    fn ask_more(&self, asked: Asked) {
-        self.addr.do_send(TurnAsk {
-            turn: self.turn,
-            asked,
-        });
-    }
-}
-
-/// The answer on `rx`, or why none came.
-async fn answered<T>(rx: oneshot::Receiver<Result<T, String>>) -> Result<T, String> {
-    rx.await
-        .unwrap_or_else(|_| Err("the question was dropped".into()))
 }
 
 /// The `@compact` summary: the provider's, when it gives a real one, else a bounded local one.

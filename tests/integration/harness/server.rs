@@ -190,6 +190,11 @@ impl Server {
         child::rss_kb(self.pid()).expect("VmRSS")
     }
 
+    /// The server's peak resident set size in KiB (`VmHWM`, since it started).
+    pub fn peak_rss_kb(&self) -> u64 {
+        child::peak_rss_kb(self.pid()).expect("VmHWM")
+    }
+
     /// A plain HTTP GET; returns (status, body).
     pub fn http_get(&self, path: &str) -> (u16, String) {
         child::http_get(self.port, path, WAIT).unwrap()

@@ -1,0 +1,448 @@
+use std::cell::RefCell;
+
+use super::*;
+use crate::agent::builtin::BuiltinProvider;
+use crate::agent::routing::call_tool;
+use crate::agent::{ProviderError, ProviderResponse};
+
+#[derive(Default)]
+struct Recorder {
+    shown: RefCell<Vec<Value>>,
+    steps: RefCell<Vec<TurnStep>>,
+    answer: Option<usize>,
+}
+
+impl TurnSink for Recorder {
+    fn display(&self, content: Value, extra: Option<Value>) {
+        self.shown
+            .borrow_mut()
+            .push(json!({"content": content, "extra": extra}));
+    }
+    fn ask(
+        &self,
+        _q: String,
+        _c: Vec<String>,
+        _p: bool,
+    ) -> LocalBoxFuture<'static, Result<usize, String>> {
+        let a = self.answer.ok_or_else(|| "cancelled".to_string());
+        Box::pin(async move { a })
+    }
+    fn step(&self, step: TurnStep) {
+        self.steps.borrow_mut().push(step);
+    }
+}
+
+fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap()
+        .block_on(f)
+}
+
+fn input(provider: Arc<dyn Provider>, command: &str) -> TurnInput {
+    TurnInput {
+        provider,
+        system: String::new(),
+        history: Default::default(),
+        command: command.into(),
+        attachments: Vec::new(),
+        max_iterations: 10,
+        tool_servers: HashMap::new(),
+        working_directory: None,
+    }
+}
+
+#[test]
+fn builtin_loop_calls_calculate_then_answers() {
+    let sink = Recorder::default();
+    let out = block_on(run_turn(
+        input(Arc::new(BuiltinProvider), "what is 2+3"),
+        &sink,
+    ));
+    assert_eq!(out.error, None);
+    // user, assistant tool_use, tool result; the empty answer is not kept
+    assert_eq!(out.messages.len(), 3);
+    let shown = sink.shown.borrow();
+    assert_eq!(shown[0]["extra"]["toolCall"]["name"], "calculate");
+    assert_eq!(shown[1]["extra"]["toolResult"]["content"], "5");
+    // The result is shown once, not repeated as the answer (issue 50 (b)).
+    assert_eq!(shown.len(), 2, "{shown:?}");
+    // Two model calls around one action, numbered from 0, its result reported.
+    let steps = sink.steps.borrow();
+    assert!(matches!(steps[0], TurnStep::ModelCall { .. }), "{steps:?}");
+    assert!(
+        matches!(&steps[1], TurnStep::ActionStarted { index: 0, tool, input }
+            if tool == "calculate" && input["expression"] == "2+3"),
+        "{steps:?}"
+    );
+    assert!(
+        matches!(&steps[2], TurnStep::ActionFinished { index: 0, result, is_error: false, .. }
+            if result == "5"),
+        "{steps:?}"
+    );
+    assert!(matches!(steps[3], TurnStep::ModelCall { .. }), "{steps:?}");
+    assert_eq!(steps.len(), 4);
+}
+
+/// A provider that always asks for a tool: the loop stops at the limit; bad tools are
+/// errors the model sees.
+struct Stubborn;
+impl Provider for Stubborn {
+    fn name(&self) -> &str {
+        "stubborn"
+    }
+    fn complete(
+        &self,
+        r: ProviderRequest,
+    ) -> LocalBoxFuture<'static, Result<ProviderResponse, ProviderError>> {
+        let n = r.message_count();
+        Box::pin(async move {
+            Ok(ProviderResponse {
+                content: vec![ContentBlock::ToolUse {
+                    id: format!("c{n}"),
+                    name: if n.is_multiple_of(2) {
+                        "no such tool".into()
+                    } else {
+                        "missing__tool".into()
+                    },
+                    input: json!({}),
+                }],
+                usage: None,
+            })
+        })
+    }
+}
+
+#[test]
+fn iteration_limit_and_tool_errors() {
+    let sink = Recorder::default();
+    let mut i = input(Arc::new(Stubborn), "go");
+    i.max_iterations = 3;
+    let out = block_on(run_turn(i, &sink));
+    assert!(out.error.unwrap().contains("3 model calls"));
+    let errors: Vec<_> = out
+        .messages
+        .iter()
+        .flat_map(|m| &m.content)
+        .filter_map(|b| match b {
+            ContentBlock::ToolResult {
+                content,
+                is_error: true,
+                ..
+            } => Some(content.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(errors.len(), 3);
+    assert!(errors[0].contains("invalid tool name") || errors[0].contains("no tool server"));
+}
+
+struct Echo;
+impl ToolServer for Echo {
+    fn tools(&self) -> Vec<ToolSpec> {
+        vec![ToolSpec {
+            name: "say".into(),
+            description: "echo".into(),
+            input_schema: json!({"type": "object"}),
+        }]
+    }
+    fn call<'a>(
+        &'a self,
+        tool: &'a str,
+        input: Value,
+        _context: ToolCallContext<'a>,
+    ) -> LocalBoxFuture<'a, ToolOutput> {
+        let out = format!("{tool}:{input}");
+        Box::pin(async move {
+            ToolOutput {
+                text: out,
+                images: vec!["data:image/png;base64,iVBORw0KGgo".into()],
+                is_error: false,
+            }
+        })
+    }
+}
+
+#[test]
+fn server_tools_are_prefixed_and_routed() {
+    let mut servers: HashMap<String, Arc<dyn ToolServer>> = HashMap::new();
+    servers.insert("echo".into(), Arc::new(Echo));
+    assert!(offered_tools(&servers)
+        .iter()
+        .any(|t| t.name == "echo__say"));
+    let sink = Recorder::default();
+    let offered = OfferedTools::of(&servers);
+    let r = block_on(call_tool(
+        "echo__say",
+        json!({"x": 1}),
+        &servers,
+        ToolCallContext {
+            sink: &sink,
+            working_directory: None,
+            action_index: 0,
+            ask_before_conversation_actions: true,
+        },
+        &offered,
+    ));
+    assert_eq!(r.text, "say:{\"x\":1}");
+    assert_eq!(r.images.len(), 1);
+    let sink = Recorder {
+        answer: Some(1),
+        ..Default::default()
+    };
+    let r = block_on(call_tool(
+        ASK_USER,
+        json!({"question": "ok?"}),
+        &servers,
+        ToolCallContext {
+            sink: &sink,
+            working_directory: None,
+            action_index: 0,
+            ask_before_conversation_actions: true,
+        },
+        &offered,
+    ));
+    assert_eq!(r.text, "answer: No");
+}
+
+/// A tool server whose tools are named as given.
+struct Named(Vec<&'static str>);
+impl ToolServer for Named {
+    fn tools(&self) -> Vec<ToolSpec> {
+        self.0
+            .iter()
+            .map(|name| ToolSpec {
+                name: name.to_string(),
+                description: String::new(),
+                input_schema: json!({"type": "object"}),
+            })
+            .collect()
+    }
+    fn call<'a>(
+        &'a self,
+        tool: &'a str,
+        _input: Value,
+        _context: ToolCallContext<'a>,
+    ) -> LocalBoxFuture<'a, ToolOutput> {
+        Box::pin(async move { ToolOutput::text(format!("{tool} ran")) })
+    }
+}
+
+/// Calls go through the names as offered, not by splitting at the first `__`: server `h_`'s
+/// tool `dup` (`h___dup`) reaches `h_`, not server `h` as a tool `_dup`; a name another tool
+/// already took (`h_`'s `say` after `h`'s `_say`: both `h___say`), a nameless tool and a tool
+/// listed twice are offered once, or not at all.
+#[test]
+fn calls_are_routed_by_the_offered_names() {
+    let mut servers: HashMap<String, Arc<dyn ToolServer>> = HashMap::new();
+    servers.insert("h_".into(), Arc::new(Named(vec!["say", "", "dup", "dup"])));
+    servers.insert("h".into(), Arc::new(Named(vec!["_say", "other"])));
+    let offered = OfferedTools::of(&servers);
+    let names: Vec<&str> = offered
+        .specs
+        .iter()
+        .map(|t| t.name.as_str())
+        .filter(|n| n.starts_with('h'))
+        .collect();
+    assert_eq!(names, ["h___say", "h__other", "h___dup"]);
+    let sink = Recorder::default();
+    let context = ToolCallContext {
+        sink: &sink,
+        working_directory: None,
+        action_index: 0,
+        ask_before_conversation_actions: true,
+    };
+    let run = |name| block_on(call_tool(name, json!({}), &servers, context, &offered)).text;
+    assert_eq!(run("h___dup"), "dup ran");
+    assert_eq!(run("h___say"), "_say ran");
+    assert_eq!(run("h__other"), "other ran");
+    assert_eq!(run("h___nothing"), "unknown tool \"h___nothing\"");
+}
+
+/// A provider that calls `echo__say` once, then answers with what it was sent.
+struct CallsEchoOnce;
+impl Provider for CallsEchoOnce {
+    fn name(&self) -> &str {
+        "calls-echo-once"
+    }
+    fn complete(
+        &self,
+        r: ProviderRequest,
+    ) -> LocalBoxFuture<'static, Result<ProviderResponse, ProviderError>> {
+        let first = r.messages.len() == 1;
+        let last = r.messages.last().cloned();
+        Box::pin(async move {
+            Ok(ProviderResponse {
+                content: vec![if first {
+                    ContentBlock::ToolUse {
+                        id: "c1".into(),
+                        name: "echo__say".into(),
+                        input: json!({}),
+                    }
+                } else {
+                    ContentBlock::Text {
+                        text: serde_json::to_string(&last).unwrap(),
+                    }
+                }],
+                usage: None,
+            })
+        })
+    }
+}
+
+/// A provider that calls `calculate` once, then answers; each call reports the usage
+/// its `reports` gives for its call number.
+struct Reports(fn(usize) -> Option<Usage>);
+impl Provider for Reports {
+    fn name(&self) -> &str {
+        "reports"
+    }
+    fn complete(
+        &self,
+        r: ProviderRequest,
+    ) -> LocalBoxFuture<'static, Result<ProviderResponse, ProviderError>> {
+        let call = r.messages.len() / 2;
+        let content = vec![if call == 0 {
+            ContentBlock::ToolUse {
+                id: "c1".into(),
+                name: "calculate".into(),
+                input: json!({"expression": "1+1"}),
+            }
+        } else {
+            ContentBlock::Text { text: "2".into() }
+        }];
+        let usage = (self.0)(call);
+        Box::pin(async move { Ok(ProviderResponse { content, usage }) })
+    }
+}
+
+/// The turn's usage is its last reporting model call's (whose input re-sends all the
+/// turn before it); a turn whose calls report nothing has none.
+#[test]
+fn the_last_reported_usage_is_the_turns() {
+    let usage = |input| Usage {
+        input_tokens: input,
+        output_tokens: 5,
+        model: None,
+    };
+    let both = Reports(|call| {
+        Some(Usage {
+            input_tokens: 100 + call as u64,
+            output_tokens: 5,
+            model: None,
+        })
+    });
+    let out = block_on(run_turn(input(Arc::new(both), "go"), &Recorder::default()));
+    assert_eq!(out.usage, Some(usage(101)));
+    let first_only = Reports(|call| {
+        (call == 0).then_some(Usage {
+            input_tokens: 100,
+            output_tokens: 5,
+            model: None,
+        })
+    });
+    let out = block_on(run_turn(
+        input(Arc::new(first_only), "go"),
+        &Recorder::default(),
+    ));
+    assert_eq!(out.usage, Some(usage(100)));
+    let none = Reports(|_| None);
+    let out = block_on(run_turn(input(Arc::new(none), "go"), &Recorder::default()));
+    assert_eq!((out.messages.len(), out.usage), (4, None));
+    // Finding 8 of the third security review: a figure past the bound is not believed;
+    // the call before it still counts.
+    let absurd = Reports(|call| {
+        Some(Usage {
+            input_tokens: if call == 0 { 100 } else { i64::MAX as u64 },
+            output_tokens: 5,
+            model: None,
+        })
+    });
+    let out = block_on(run_turn(
+        input(Arc::new(absurd), "go"),
+        &Recorder::default(),
+    ));
+    assert_eq!(out.usage, Some(usage(100)));
+    let edge = Reports(|_| {
+        Some(Usage {
+            input_tokens: usage::MAX_USAGE_TOKENS,
+            output_tokens: usage::MAX_USAGE_TOKENS + 1,
+            model: None,
+        })
+    });
+    let out = block_on(run_turn(input(Arc::new(edge), "go"), &Recorder::default()));
+    assert_eq!(out.usage, None);
+}
+
+/// A provider that thinks before it answers, then calls a tool, then answers.
+struct Thinks;
+impl Provider for Thinks {
+    fn name(&self) -> &str {
+        "thinks"
+    }
+    fn complete(
+        &self,
+        r: ProviderRequest,
+    ) -> LocalBoxFuture<'static, Result<ProviderResponse, ProviderError>> {
+        let thought = ContentBlock::Thinking {
+            text: "let me see".into(),
+            signature: Some("sig".into()),
+        };
+        let content = if r.messages.len() == 1 {
+            vec![
+                thought,
+                ContentBlock::ToolUse {
+                    id: "c1".into(),
+                    name: "calculate".into(),
+                    input: json!({"expression": "1+1"}),
+                },
+            ]
+        } else {
+            // The turn's own thinking comes back within the turn (Anthropic needs it).
+            assert!(r.messages[1].content.contains(&thought), "{:?}", r.messages);
+            vec![thought, ContentBlock::Text { text: "2".into() }]
+        };
+        Box::pin(async move {
+            Ok(ProviderResponse {
+                content,
+                usage: None,
+            })
+        })
+    }
+}
+
+/// The model's thinking stays within its turn: the committed history never holds it.
+#[test]
+fn thinking_is_not_kept_in_the_history() {
+    let out = block_on(run_turn(
+        input(Arc::new(Thinks), "go"),
+        &Recorder::default(),
+    ));
+    assert_eq!(out.error, None);
+    assert_eq!(out.messages.len(), 4);
+    assert!(out.messages.iter().all(|m| m
+        .content
+        .iter()
+        .all(|b| !matches!(b, ContentBlock::Thinking { .. }))));
+    assert_eq!(out.messages[3].joined_text(), "2");
+}
+
+/// A tool's images reach the model after the results, and the history keeps a note.
+#[test]
+fn tool_images_go_to_the_model_not_the_history() {
+    let mut i = input(Arc::new(CallsEchoOnce), "go");
+    i.tool_servers.insert("echo".into(), Arc::new(Echo));
+    let out = block_on(run_turn(i, &Recorder::default()));
+    let seen = out.messages.last().unwrap().joined_text();
+    assert!(seen.contains("\"type\":\"image\""), "{seen}");
+    assert!(
+        seen.contains("image returned by tool call c1 (echo__say)"),
+        "{seen}"
+    );
+    let results = &out.messages[2];
+    assert!(results
+        .content
+        .iter()
+        .all(|b| !matches!(b, ContentBlock::Image { .. })));
+    assert!(results.joined_text().contains("not kept in the history"));
+}
