@@ -30,6 +30,7 @@ pub mod log_stream;
 pub mod names;
 pub mod registry_kv;
 pub mod search;
+pub mod takeover;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -11,6 +11,7 @@ mod failover;
 mod fencing;
 mod isolation;
 mod nemesis;
+mod power_loss;
 mod reconcile;
 mod relay_links;
 mod replicas;
