@@ -251,6 +251,11 @@ pub struct ServeArgs {
     /// A file whose first line is the NATS token for --cluster (or $ROUNDTABLE_CLUSTER_TOKEN).
     #[arg(long)]
     pub(crate) cluster_token_file: Option<PathBuf>,
+    /// A file whose first line is the cluster secret (every node the same; at least 16
+    /// bytes; mode 0600): it authenticates the nodes' messages to each other. Required with
+    /// --cluster. Make one: head -c 32 /dev/urandom | base64 > FILE; chmod 600 FILE.
+    #[arg(long)]
+    pub(crate) cluster_secret_file: Option<PathBuf>,
     /// A NATS .creds file (user JWT and nkey seed) for --cluster.
     #[arg(long, env = "ROUNDTABLE_CLUSTER_CREDS")]
     pub(crate) cluster_creds: Option<PathBuf>,
@@ -433,6 +438,7 @@ impl TryFrom<ServeArgs> for ServerConfig {
             reconcile_time: args.reconcile_time,
             replicas: args.cluster_replicas,
             name: args.cluster_name,
+            secret_file: args.cluster_secret_file,
             auth: cluster::ClusterAuthArgs {
                 user: args.cluster_user,
                 password_file: args.cluster_password_file,

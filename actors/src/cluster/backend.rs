@@ -64,7 +64,12 @@ impl RegistryBackend {
     }
 }
 
-/// What an owner shares about one conversation on `rt.counts`.
+/// Counts in one message on `rt.counts`: ~150 bytes each, so a message stays far below
+/// NATS' default `max_payload` (1 MiB).
+const COUNTS_PER_MESSAGE: usize = 1024;
+
+/// What an owner shares about one conversation on `rt.counts` (a flush's counts go as a few
+/// sealed messages, each a JSON array of these).
 #[derive(Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct CountsMessage {
@@ -153,25 +158,26 @@ impl SharedStore for RegistryBackend {
     fn share_counts(&self, counts: Vec<SharedCounts>) -> BoxFuture<'static, ()> {
         let cluster = self.cluster.clone();
         let node = cluster.node().to_string();
-        let payloads: Vec<Vec<u8>> = counts
+        let shared: Vec<CountsMessage> = counts
             .into_iter()
-            .filter_map(|c| {
-                serde_json::to_vec(&CountsMessage {
-                    conversation_id: c.conversation_id,
-                    client_count: c.client_count,
-                    message_count: c.message_count,
-                    node: node.clone(),
-                })
-                .ok()
+            .map(|c| CountsMessage {
+                conversation_id: c.conversation_id,
+                client_count: c.client_count,
+                message_count: c.message_count,
+                node: node.clone(),
             })
             .collect();
         Box::pin(async move {
-            for payload in payloads {
-                if let Err(e) = cluster
-                    .client()
-                    .publish(cluster.names().counts_subject(), payload.into())
-                    .await
-                {
+            if shared.is_empty() {
+                return;
+            }
+            // A few sealed messages per flush (at most one flush per `UPDATE_INTERVAL`): each
+            // is stamped (`seal.rs`), and the receivers remember its nonce.
+            let subject = cluster.names().counts_subject();
+            for batch in shared.chunks(COUNTS_PER_MESSAGE) {
+                let body = serde_json::to_vec(batch).expect("counts serialize");
+                let sealed = cluster.seal_stamped(&subject, None, &body);
+                if let Err(e) = cluster.client().publish(subject.clone(), sealed).await {
                     log::debug!("cluster: counts not shared: {e}");
                 }
             }
@@ -190,20 +196,28 @@ impl SharedStore for RegistryBackend {
                 .await
                 .map_err(|e| SharedError(format!("subscribe to {subject}: {e}")))?;
             let me = cluster.node().to_string();
-            let others = counts.filter_map(move |message| {
-                let counts = match serde_json::from_slice::<CountsMessage>(&message.payload) {
-                    Ok(shared) if shared.node != me => Some(SharedCounts {
-                        conversation_id: shared.conversation_id,
-                        client_count: shared.client_count,
-                        message_count: shared.message_count,
-                    }),
-                    Ok(_) => None,
-                    Err(e) => {
+            let others = counts.flat_map(move |message| {
+                // Only counts a node holding the cluster secret shared (`seal.rs`).
+                let shared = cluster
+                    .open_stamped("counts", &subject, None, &message.payload)
+                    .map(serde_json::from_slice::<Vec<CountsMessage>>);
+                let counts: Vec<SharedCounts> = match shared {
+                    Some(Ok(shared)) => shared
+                        .into_iter()
+                        .filter(|c| c.node != me)
+                        .map(|c| SharedCounts {
+                            conversation_id: c.conversation_id,
+                            client_count: c.client_count,
+                            message_count: c.message_count,
+                        })
+                        .collect(),
+                    Some(Err(e)) => {
                         log::debug!("cluster: unreadable counts: {e}");
-                        None
+                        Vec::new()
                     }
+                    None => Vec::new(),
                 };
-                std::future::ready(counts)
+                futures_util::stream::iter(counts)
             });
             Ok(others.boxed())
         })

@@ -29,6 +29,7 @@ pub mod lease;
 pub mod log_stream;
 pub mod names;
 pub mod registry_kv;
+pub mod seal;
 pub mod search;
 pub mod takeover;
 
@@ -75,6 +76,9 @@ pub struct ClusterSettings {
     /// How the node authenticates to NATS and checks its TLS certificate (`--cluster-user`,
     /// `--cluster-creds`, `--cluster-tls-ca`, …); credentials in the URL work as well.
     pub auth: ClusterAuth,
+    /// The cluster secret (`--cluster-secret-file`, the same on every node): every message
+    /// one node sends another is sealed with it ([`seal`]).
+    pub secret: seal::ClusterSecret,
 }
 
 /// How a node proves itself to NATS, and which certificates it trusts: at most one of user
@@ -219,6 +223,9 @@ pub struct ClusterStats {
     pub leases_lost: AtomicU64,
     /// Nodes alive in `rt_nodes` at the last count (this one included).
     pub known_nodes: AtomicU64,
+    /// Node-to-node messages refused by the cluster's own authentication ([`seal`]): a
+    /// wrong or missing seal, a replay, a stale timestamp.
+    pub auth_refused: AtomicU64,
 }
 
 impl ClusterStats {
@@ -271,6 +278,8 @@ struct Inner {
     nodes: jetstream::kv::Store,
     /// Counters (shared with the connection's event callback).
     stats: Arc<ClusterStats>,
+    /// The cluster secret's key and what the checks of seals remember ([`seal`]).
+    sealing: seal::Sealing,
 }
 
 /// A snapshot of the cluster state for `/health`.
@@ -311,6 +320,8 @@ pub struct ClusterStatus {
     pub leases_lost: u64,
     /// Nodes alive at the last count.
     pub nodes: u64,
+    /// Node-to-node messages refused by the cluster's authentication.
+    pub auth_refused: u64,
 }
 
 impl Cluster {
@@ -359,8 +370,11 @@ impl Cluster {
         let log_stream = Cluster::open_log_stream(&js, names, replicas).await?;
         let owners = lease::open_bucket(&js, names, settings.lease_time, replicas).await?;
         let nodes = search::open_bucket(&js, names, settings.lease_time, replicas).await?;
+        warn_if_anonymous(&settings, &client);
+        let sealing = seal::Sealing::new(&settings.secret);
         let cluster = Cluster {
             inner: Arc::new(Inner {
+                sealing,
                 settings,
                 client,
                 registry,
@@ -469,6 +483,7 @@ impl Cluster {
             lease_renewals: stats.lease_renewals.load(Ordering::Relaxed),
             leases_lost: stats.leases_lost.load(Ordering::Relaxed),
             nodes: stats.known_nodes.load(Ordering::Relaxed),
+            auth_refused: stats.auth_refused.load(Ordering::Relaxed),
         }
     }
 }
@@ -605,6 +620,38 @@ async fn ensure_replicas(
              --cluster-replicas, and cannot be updated ({}); going on with {current}",
             crate::redact::redact_url_credentials(&e.to_string())
         ),
+    }
+}
+
+/// Warns, with the word `anonymous` and what it means, when the NATS server accepts clients
+/// without credentials (its INFO says `auth_required: false`) or this node logs in without
+/// any: then whoever can reach NATS can read every conversation in the log stream and the
+/// registry, and write them (the cluster secret keeps them from the nodes' relays, searches
+/// and counts, not from JetStream's data).
+fn warn_if_anonymous(settings: &ClusterSettings, client: &async_nats::Client) {
+    let auth = &settings.auth;
+    let with_credentials = auth.user_password.is_some()
+        || auth.token.is_some()
+        || auth.creds.is_some()
+        || auth.tls_client.is_some()
+        || crate::redact::redact_server_list(&settings.url) != settings.url;
+    let server_open = !client.server_info().auth_required;
+    if server_open || !with_credentials {
+        let why = if server_open {
+            "the NATS server accepts anonymous clients"
+        } else {
+            "this node connects to NATS anonymously (no credentials)"
+        };
+        log::warn!(
+            target: crate::SECURITY_LOG_TARGET,
+            "cluster node {}: {why}: anyone who can reach {} can read every conversation in the \
+             stream {} and the bucket {}, and change them; give NATS users with passwords and \
+             permissions (README, Security: the NATS row; docs/cluster.md, \"Who can do what\")",
+            settings.node_name,
+            settings.shown_url(),
+            settings.names.log_stream(),
+            settings.names.registry_bucket(),
+        );
     }
 }
 
