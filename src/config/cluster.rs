@@ -491,4 +491,63 @@ mod tests {
             "--cluster-user is for a cluster node: it needs --cluster"
         );
     }
+
+    /// `--cluster` needs the secret; a secret file others can read, an empty or a short one
+    /// is refused, naming the flag and the path and never the content.
+    #[test]
+    fn the_cluster_secret_is_required_private_and_long_enough() {
+        use std::os::unix::fs::PermissionsExt;
+        let flags = |secret_file: Option<PathBuf>| ClusterFlags {
+            url: Some("nats://127.0.0.1:4222".into()),
+            node_name: Some("a".into()),
+            lease_time: 6.0,
+            reconcile_time: 30.0,
+            replicas: 1,
+            name: "rt".into(),
+            secret_file,
+            auth: ClusterAuthArgs::default(),
+        };
+        let err = from_flags(flags(None)).unwrap_err().to_string();
+        assert!(
+            err.starts_with("--cluster needs --cluster-secret-file FILE")
+                && err.contains("head -c 32 /dev/urandom | base64 > cluster-secret"),
+            "{err}"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("secret");
+        let write = |text: &str, mode: u32| {
+            std::fs::write(&file, text).unwrap();
+            std::fs::set_permissions(&file, std::fs::Permissions::from_mode(mode)).unwrap();
+        };
+        write("a long enough cluster secret\n", 0o644);
+        let err = from_flags(flags(Some(file.clone())))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("other users can read it (mode 644)") && !err.contains("long enough"),
+            "{err}"
+        );
+        write("\n", 0o600);
+        assert!(from_flags(flags(Some(file.clone())))
+            .unwrap_err()
+            .to_string()
+            .ends_with("the file is empty"));
+        write("short\n", 0o600);
+        assert!(from_flags(flags(Some(file.clone())))
+            .unwrap_err()
+            .to_string()
+            .contains("at least 16 are needed"));
+        write("a long enough cluster secret\nignored\n", 0o600);
+        let settings = from_flags(flags(Some(file.clone()))).unwrap().unwrap();
+        assert!(!format!("{settings:?}").contains("long enough"));
+        let alone = ClusterFlags {
+            url: None,
+            node_name: None,
+            ..flags(Some(file))
+        };
+        assert_eq!(
+            from_flags(alone).unwrap_err().to_string(),
+            "--cluster-secret-file is for a cluster node: it needs --cluster"
+        );
+    }
 }

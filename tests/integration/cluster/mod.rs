@@ -6,6 +6,7 @@
 //! `relay_links.rs`: relayed clients of one node share one link; `fencing.rs`: the log stream's
 //! fence across one node's ownership epochs of a conversation.
 
+mod attack;
 mod auth;
 mod failover;
 mod fencing;
