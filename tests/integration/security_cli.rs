@@ -702,7 +702,9 @@ fn url_credentials_are_redacted_everywhere_they_are_shown() {
             "--cluster",
             cluster,
             "--cluster-secret-file",
-            crate::support::server::cluster_secret_file().to_str().unwrap(),
+            crate::support::server::cluster_secret_file()
+                .to_str()
+                .unwrap(),
         ],
         &[],
     );

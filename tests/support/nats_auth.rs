@@ -304,3 +304,51 @@ impl Operator {
         }
     }
 }
+
+/// The `nats-server` config README's Security section gives (docs/cluster.md, "Who can do
+/// what"): user `node_user` may use only the subjects of cluster `rt` (its relays, searches
+/// and counts, its log stream, its three KV buckets and the JetStream API calls on them, the
+/// inboxes of answers and replays); `app_user` stands for any other client of the same NATS
+/// server, which gets none of them. JetStream syncs every write on 2.10 and later.
+pub fn cluster_permissions_config(
+    node_user: &str,
+    node_password: &str,
+    app_user: &str,
+    app_password: &str,
+) -> String {
+    let streams = ["RT_LOG", "KV_rt_registry", "KV_rt_owners", "KV_rt_nodes"];
+    let mut publish = vec![
+        "rt.>".to_string(),
+        "$KV.rt_registry.>".into(),
+        "$KV.rt_owners.>".into(),
+        "$KV.rt_nodes.>".into(),
+        "$JS.API.INFO".into(),
+        "_INBOX.>".into(),
+    ];
+    for stream in streams {
+        publish.extend([
+            format!("$JS.API.STREAM.*.{stream}"),
+            format!("$JS.API.STREAM.MSG.*.{stream}"),
+            format!("$JS.API.CONSUMER.*.{stream}"),
+            format!("$JS.API.CONSUMER.*.{stream}.>"),
+            format!("$JS.API.DIRECT.GET.{stream}"),
+            format!("$JS.API.DIRECT.GET.{stream}.>"),
+            format!("$JS.FC.{stream}.>"),
+        ]);
+    }
+    let list = |subjects: &[String]| {
+        subjects
+            .iter()
+            .map(|s| format!("\"{s}\""))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    format!(
+        "authorization {{\n  users = [\n    {{ user: \"{node_user}\", password: \"{node_password}\", \
+         permissions: {{\n      publish: {{ allow: [{}] }},\n      subscribe: {{ allow: [\"rt.>\", \
+         \"_INBOX.>\"] }}\n    }} }},\n    {{ user: \"{app_user}\", password: \"{app_password}\", \
+         permissions: {{\n      publish: {{ allow: [\"app.>\", \"_INBOX.>\"] }},\n      subscribe: \
+         {{ allow: [\"app.>\", \"_INBOX.>\"] }}\n    }} }}\n  ]\n}}\n",
+        list(&publish)
+    )
+}
