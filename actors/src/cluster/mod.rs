@@ -2,7 +2,9 @@
 //! node, and what lives in JetStream: the shared registry ([`registry_kv`], bucket
 //! `rt_registry`), ownership leases ([`lease`], `rt_owners`), conversation files
 //! ([`log_stream`], stream `RT_LOG`), the node list and cross-node search ([`search`],
-//! `rt_nodes`, `rt.search`); and the node's cluster state for `/health` and `/metrics`. The
+//! `rt_nodes`, `rt.search`); taking a conversation over ([`takeover`]: its files made to hold
+//! every acknowledged write, its subject claimed); the cluster secret's seals on every
+//! node-to-node message ([`seal`]); and the node's cluster state for `/health` and `/metrics`. The
 //! design as built is `docs/cluster.md`; the relays between nodes live in the transport
 //! (`src/transport/relay/`). Those are the names of the default cluster name `rt`; every
 //! bucket, stream and subject comes from [`names::Names`] (`--cluster-name`).

@@ -1,7 +1,7 @@
 //! Taking a conversation over (docs/cluster.md "Durability" and "Claims"): once this node
 //! holds a conversation's lease, its files must hold every acknowledged write before the
 //! conversation actor opens them, and the subject `rt.log.<id>` must be claimed so that no
-//! earlier owner writes after them. [`RegistryBackend::bring_files_current`] does both.
+//! earlier owner writes after them. `RegistryBackend::bring_files_current` does both.
 //!
 //! Where the files come from. Usually the log stream is ahead of this node's copy (another
 //! node wrote since, or this node never held the conversation) and the directory is rebuilt
@@ -10,7 +10,7 @@
 //! exists from 2.10 on), so a power cut that takes NATS loses the tail of the stream, while
 //! this node's files were fsynced before every acknowledgement. So the node never replaces
 //! files that are ahead of the stream: it compares its copy with the stream's, file by file
-//! ([`plan`]), and
+//! (`plan`), and
 //! - a file whose local content extends the stream's (the stream's bytes are a prefix of the
 //!   node's) is *republished*: a `replace` record with the node's content, fenced on the
 //!   subject's last record, logged at WARN with what was republished;
@@ -116,7 +116,7 @@ impl Cluster {
     /// Rebuilds `dir` (a conversation's directory) from its records in the stream: the files
     /// exactly as the last owner wrote them, and nothing else. Answers the number of messages
     /// read and the stream sequence of the last one (0: none). For a directory nothing else
-    /// holds (a backup's); a takeover goes through [`RegistryBackend::bring_files_current`].
+    /// holds (a backup's); a takeover goes through `RegistryBackend::bring_files_current`.
     pub async fn restore_conversation(
         &self,
         id: ConversationId,
