@@ -91,8 +91,9 @@ enum Kind {
     Streamed = b'F' as isize,
 }
 
-/// The key and the receiver's memory of nonces and refusals (one per [`Cluster`]).
-pub(super) struct Sealing {
+/// The key and the receiver's memory of nonces and refusals (one per [`Cluster`], whose
+/// methods of the same names count and log what these refuse).
+pub struct Sealing {
     /// HMAC-SHA256 with the cluster secret.
     key: hmac::Key,
     /// Nonces of random numbers.
@@ -113,7 +114,8 @@ struct Nonces {
 }
 
 impl Sealing {
-    pub(super) fn new(secret: &ClusterSecret) -> Sealing {
+    /// Seals and checks with `secret`.
+    pub fn new(secret: &ClusterSecret) -> Sealing {
         Sealing {
             key: hmac::Key::new(hmac::HMAC_SHA256, secret.0.as_bytes()),
             random: SystemRandom::new(),
@@ -210,17 +212,15 @@ pub struct StreamOpener {
     last: (u64, u64),
 }
 
-impl Cluster {
+impl Sealing {
     /// `body` sealed as a stamped message to `subject` with reply subject `reply`.
     pub fn seal_stamped(&self, subject: &str, reply: Option<&str>, body: &[u8]) -> Bytes {
-        let sealing = &self.inner.sealing;
         let mut fields = [0u8; 24];
         fields[..8].copy_from_slice(&now_ms().to_be_bytes());
-        sealing
-            .random
+        self.random
             .fill(&mut fields[8..])
             .expect("the system's random numbers");
-        let mac = sealing.mac(Kind::Stamped, subject, reply.unwrap_or(""), &fields, body);
+        let mac = self.mac(Kind::Stamped, subject, reply.unwrap_or(""), &fields, body);
         let mut out = Vec::with_capacity(body.len() + STAMP_LEN);
         out.extend_from_slice(body);
         out.extend_from_slice(&fields);
@@ -228,48 +228,36 @@ impl Cluster {
         out.into()
     }
 
-    /// The body of a stamped message received on `subject` (reply `reply`), when its seal is
-    /// good, its timestamp within [`STAMP_WINDOW`] and its nonce new; else `None` (refused:
-    /// counted and logged, `what` names the message).
+    /// The body of a stamped message received on `subject` (reply `reply`) when its seal is
+    /// good, its timestamp within [`STAMP_WINDOW`] and its nonce new; else why not.
     pub fn open_stamped<'a>(
         &self,
-        what: &str,
         subject: &str,
         reply: Option<&str>,
         payload: &'a [u8],
-    ) -> Option<&'a [u8]> {
-        let sealing = &self.inner.sealing;
-        let checked = (|| {
-            let split = payload
-                .len()
-                .checked_sub(STAMP_LEN)
-                .ok_or("no seal (not from a node of this cluster)")?;
-            let (body, seal) = payload.split_at(split);
-            let (fields, mac) = seal.split_at(24);
-            if !sealing.verify(
-                Kind::Stamped,
-                subject,
-                reply.unwrap_or(""),
-                fields,
-                body,
-                mac,
-            ) {
-                return Err("a wrong seal (not made with this cluster's secret)");
-            }
-            let stamp = u64::from_be_bytes(fields[..8].try_into().expect("8 bytes"));
-            if now_ms().abs_diff(stamp) > STAMP_WINDOW.as_millis() as u64 {
-                return Err("a timestamp outside the window (a replay, or clocks apart)");
-            }
-            sealing.fresh_nonce(fields[8..].try_into().expect("16 bytes"), Instant::now())?;
-            Ok(body)
-        })();
-        match checked {
-            Ok(body) => Some(body),
-            Err(why) => {
-                self.refused(what, subject, why);
-                None
-            }
+    ) -> Result<&'a [u8], &'static str> {
+        let split = payload
+            .len()
+            .checked_sub(STAMP_LEN)
+            .ok_or("no seal (not from a node of this cluster)")?;
+        let (body, seal) = payload.split_at(split);
+        let (fields, mac) = seal.split_at(24);
+        if !self.verify(
+            Kind::Stamped,
+            subject,
+            reply.unwrap_or(""),
+            fields,
+            body,
+            mac,
+        ) {
+            return Err("a wrong seal (not made with this cluster's secret)");
         }
+        let stamp = u64::from_be_bytes(fields[..8].try_into().expect("8 bytes"));
+        if now_ms().abs_diff(stamp) > STAMP_WINDOW.as_millis() as u64 {
+            return Err("a timestamp outside the window (a replay, or clocks apart)");
+        }
+        self.fresh_nonce(fields[8..].try_into().expect("16 bytes"), Instant::now())?;
+        Ok(body)
     }
 
     /// `body` sealed as the next message of `stream`, to `subject`.
@@ -278,10 +266,7 @@ impl Cluster {
         let mut fields = [0u8; 16];
         fields[..8].copy_from_slice(&stream.epoch.to_be_bytes());
         fields[8..].copy_from_slice(&stream.sequence.to_be_bytes());
-        let mac = self
-            .inner
-            .sealing
-            .mac(Kind::Streamed, subject, "", &fields, body);
+        let mac = self.mac(Kind::Streamed, subject, "", &fields, body);
         let mut out = Vec::with_capacity(body.len() + STREAM_SEAL_LEN);
         out.extend_from_slice(body);
         out.extend_from_slice(&fields);
@@ -289,37 +274,71 @@ impl Cluster {
         out.into()
     }
 
-    /// The body of a message of the stream `stream` reads on `subject`, when its seal is good
-    /// and it comes after the last one taken; else `None` (refused: counted and logged).
+    /// The body of a message of the stream `stream` reads on `subject` when its seal is good
+    /// and it comes after the last one taken; else why not.
+    pub fn open_stream<'a>(
+        &self,
+        stream: &mut StreamOpener,
+        subject: &str,
+        payload: &'a [u8],
+    ) -> Result<&'a [u8], &'static str> {
+        let split = payload
+            .len()
+            .checked_sub(STREAM_SEAL_LEN)
+            .ok_or("no seal (not from a node of this cluster)")?;
+        let (body, seal) = payload.split_at(split);
+        let (fields, mac) = seal.split_at(16);
+        if !self.verify(Kind::Streamed, subject, "", fields, body, mac) {
+            return Err("a wrong seal (not made with this cluster's secret)");
+        }
+        let epoch = u64::from_be_bytes(fields[..8].try_into().expect("8 bytes"));
+        let sequence = u64::from_be_bytes(fields[8..].try_into().expect("8 bytes"));
+        if (epoch, sequence) <= stream.last {
+            return Err("a replay (its sequence was taken already)");
+        }
+        stream.last = (epoch, sequence);
+        Ok(body)
+    }
+}
+
+impl Cluster {
+    /// [`Sealing::seal_stamped`] with this node's key.
+    pub fn seal_stamped(&self, subject: &str, reply: Option<&str>, body: &[u8]) -> Bytes {
+        self.inner.sealing.seal_stamped(subject, reply, body)
+    }
+
+    /// [`Sealing::open_stamped`] with this node's key; a refused message is counted and
+    /// logged (`what` names it) and answers `None`.
+    pub fn open_stamped<'a>(
+        &self,
+        what: &str,
+        subject: &str,
+        reply: Option<&str>,
+        payload: &'a [u8],
+    ) -> Option<&'a [u8]> {
+        match self.inner.sealing.open_stamped(subject, reply, payload) {
+            Ok(body) => Some(body),
+            Err(why) => {
+                self.refused(what, subject, why);
+                None
+            }
+        }
+    }
+
+    /// [`Sealing::seal_stream`] with this node's key.
+    pub fn seal_stream(&self, stream: &mut StreamSealer, subject: &str, body: &[u8]) -> Bytes {
+        self.inner.sealing.seal_stream(stream, subject, body)
+    }
+
+    /// [`Sealing::open_stream`] with this node's key; a refused message is counted and logged
+    /// and answers `None`.
     pub fn open_stream<'a>(
         &self,
         stream: &mut StreamOpener,
         subject: &str,
         payload: &'a [u8],
     ) -> Option<&'a [u8]> {
-        let checked = (|| {
-            let split = payload
-                .len()
-                .checked_sub(STREAM_SEAL_LEN)
-                .ok_or("no seal (not from a node of this cluster)")?;
-            let (body, seal) = payload.split_at(split);
-            let (fields, mac) = seal.split_at(16);
-            if !self
-                .inner
-                .sealing
-                .verify(Kind::Streamed, subject, "", fields, body, mac)
-            {
-                return Err("a wrong seal (not made with this cluster's secret)");
-            }
-            let epoch = u64::from_be_bytes(fields[..8].try_into().expect("8 bytes"));
-            let sequence = u64::from_be_bytes(fields[8..].try_into().expect("8 bytes"));
-            if (epoch, sequence) <= stream.last {
-                return Err("a replay (its sequence was taken already)");
-            }
-            stream.last = (epoch, sequence);
-            Ok(body)
-        })();
-        match checked {
+        match self.inner.sealing.open_stream(stream, subject, payload) {
             Ok(body) => Some(body),
             Err(why) => {
                 self.refused("a relay frame", subject, why);
@@ -415,6 +434,84 @@ mod tests {
             b"body",
             mac.as_ref()
         ));
+    }
+
+    /// A stream's messages are taken once each, in order, on their own subject only; a
+    /// later epoch (a link task started again) goes on, an earlier one is refused.
+    #[test]
+    fn stream_messages_are_taken_once_in_order_on_their_subject() {
+        let s = sealing();
+        let mut sender = StreamSealer::default();
+        let first = s.seal_stream(&mut sender, "rt.node.a.relay.r1.in", b"one");
+        let second = s.seal_stream(&mut sender, "rt.node.a.relay.r1.in", b"two");
+        let mut receiver = StreamOpener::default();
+        let subject = "rt.node.a.relay.r1.in";
+        assert!(s
+            .open_stream(
+                &mut StreamOpener::default(),
+                "rt.node.a.relay.r2.in",
+                &first
+            )
+            .is_err());
+        assert_eq!(
+            s.open_stream(&mut receiver, subject, &first),
+            Ok(&b"one"[..])
+        );
+        assert!(
+            s.open_stream(&mut receiver, subject, &first).is_err(),
+            "a replay"
+        );
+        assert_eq!(
+            s.open_stream(&mut receiver, subject, &second),
+            Ok(&b"two"[..])
+        );
+        assert!(
+            s.open_stream(&mut receiver, subject, &first).is_err(),
+            "out of order"
+        );
+        let mut restarted = StreamSealer {
+            epoch: sender.epoch + 1,
+            sequence: 0,
+        };
+        let third = s.seal_stream(&mut restarted, subject, b"three");
+        assert_eq!(
+            s.open_stream(&mut receiver, subject, &third),
+            Ok(&b"three"[..])
+        );
+        let late = s.seal_stream(&mut sender, subject, b"late");
+        assert!(
+            s.open_stream(&mut receiver, subject, &late).is_err(),
+            "an earlier epoch"
+        );
+        let mut tampered = second.to_vec();
+        tampered[0] ^= 1;
+        assert!(s
+            .open_stream(&mut StreamOpener::default(), subject, &tampered)
+            .is_err());
+        assert!(s.open_stream(&mut receiver, subject, b"short").is_err());
+    }
+
+    /// A stamped message opens once, on its subject and reply subject only.
+    #[test]
+    fn stamped_messages_open_once_on_their_subjects() {
+        let s = sealing();
+        let sealed = s.seal_stamped("rt.node.a.relay.open", Some("_INBOX.x"), b"{}");
+        assert!(s
+            .open_stamped("rt.node.a.relay.open", Some("_INBOX.y"), &sealed)
+            .is_err());
+        assert!(s
+            .open_stamped("rt.node.b.relay.open", Some("_INBOX.x"), &sealed)
+            .is_err());
+        assert_eq!(
+            s.open_stamped("rt.node.a.relay.open", Some("_INBOX.x"), &sealed),
+            Ok(&b"{}"[..])
+        );
+        assert!(s
+            .open_stamped("rt.node.a.relay.open", Some("_INBOX.x"), &sealed)
+            .is_err());
+        assert!(s
+            .open_stamped("rt.search", None, b"{\"query\": \"x\"}")
+            .is_err());
     }
 
     #[test]

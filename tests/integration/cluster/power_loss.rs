@@ -7,7 +7,7 @@
 //! republish what its files hold beyond the stream, not replace them with the shorter stream,
 //! and must keep (and write again) a conversation whose create the bucket lost.
 
-use serde_json::Value;
+use serde_json::{json, Value};
 
 use super::{answer, nats_or_skip};
 use crate::harness::*;
@@ -100,4 +100,82 @@ fn a_power_cut_that_loses_jetstreams_tail_loses_no_acknowledged_turn() {
     );
     on_b.join(&fresh);
     assert_eq!(commands(&on_b.history(&fresh)), ["what is 4+5"]);
+}
+
+/// The same power cut, then another node takes the conversation over from the shorter stream
+/// and writes on top of it before the first node is back: the two histories diverged. The
+/// first node deletes nothing: its copy (with the turn JetStream lost) goes to
+/// `<instance>/set-aside/`, said at ERROR, and the cluster's version (with the other node's
+/// turn) is served.
+#[test]
+fn a_copy_that_diverged_from_the_stream_is_set_aside_not_deleted() {
+    let Some(mut nats) = nats_or_skip() else {
+        return;
+    };
+    let url = nats.url();
+    let instance = tempfile::tempdir().unwrap();
+    let args = |name: &'static str| {
+        [
+            "--cluster",
+            url.as_str(),
+            "--node-name",
+            name,
+            "--lease-time",
+            "2",
+        ]
+    };
+    let a = Server::start_in(instance.path(), &args("a"));
+    let (mut client, id) = a.joined("shared");
+    assert_eq!(answer(&client.run_turn(&id, "what is 1+1")), "2");
+    let copies = tempfile::tempdir().unwrap();
+    let synced = copies.path().join("store");
+    nats.copy_store(&synced);
+    assert_eq!(answer(&client.run_turn(&id, "what is 2+3")), "5");
+    drop(client);
+    a.kill();
+    nats.stop();
+    nats.replace_store(&synced);
+    nats.restart();
+
+    // b takes it over from the stream (which lost "2+3") and writes a turn of its own.
+    let b = Server::start(&args("b"));
+    let mut on_b = b.connect();
+    eventually("b to take the conversation over", || {
+        on_b.agent("joinConversation", json!([{"conversationId": id}]))
+            .is_ok()
+    });
+    assert_eq!(answer(&on_b.run_turn(&id, "what is 4+5")), "9");
+    drop(on_b);
+    b.shutdown();
+
+    let a = Server::start_in(instance.path(), &args("a"));
+    let mut client = a.connect();
+    client.join(&id);
+    assert_eq!(
+        commands(&client.history(&id)),
+        ["what is 1+1", "what is 4+5"],
+        "the cluster's version is served"
+    );
+    let set_aside: Vec<_> = std::fs::read_dir(instance.path().join("set-aside"))
+        .expect("a set-aside directory")
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(set_aside.len(), 1, "{set_aside:?}");
+    assert!(set_aside[0]
+        .file_name()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .starts_with(&id));
+    let kept = std::fs::read_to_string(set_aside[0].join("displayLog.jsonl")).unwrap();
+    assert!(kept.contains("what is 2+3"), "{kept}");
+    let log = a.log();
+    let line = log
+        .lines()
+        .find(|l| l.contains("differ both ways"))
+        .unwrap_or_else(|| panic!("no word of the divergence:\n{log}"));
+    assert!(
+        line.contains("ERROR") && line.contains("set-aside"),
+        "{line}"
+    );
 }
