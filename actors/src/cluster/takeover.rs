@@ -9,21 +9,25 @@
 //! acknowledged: NATS 2.9 syncs its file store only about every two minutes (`sync_interval`
 //! exists from 2.10 on), so a power cut that takes NATS loses the tail of the stream, while
 //! this node's files were fsynced before every acknowledgement. So the node never replaces
-//! files that are ahead of the stream: it compares its copy with the stream's, file by file
-//! (`plan`), and
-//! - a file whose local content extends the stream's (the stream's bytes are a prefix of the
-//!   node's) is *republished*: a `replace` record with the node's content, fenced on the
-//!   subject's last record, logged at WARN with what was republished;
-//! - a file the stream holds more of is taken from the stream, as before;
+//! files that are ahead of the stream. It compares its copy with the stream's, file by file
+//! (`plan`):
+//! - when another node claimed the subject last and this copy holds nothing the stream lacked
+//!   at that claim (what that node took over), the copy is only behind: the files that differ
+//!   are taken from the stream, whatever that node rewrote since (a journal compaction);
+//! - otherwise a file whose local content extends the stream's (the stream's bytes are a
+//!   prefix of the node's) is *republished*: a `replace` record with the node's content,
+//!   fenced on the subject's last record, logged at WARN with what was republished; a file
+//!   the stream holds more of is taken from the stream;
 //! - a file that differs both ways (a whole-file replace: the request journal's compaction,
 //!   the chat history, the context meter) is the node's when the subject's last claim is this
 //!   node's (every record after that claim is this node's own, so its copy is the newer one),
 //!   or when nothing was ever written to the subject;
-//! - when another node claimed the subject since and the two copies differ both ways (that
-//!   node wrote on top of a stream that had lost this node's writes), the histories have
-//!   diverged: nothing is deleted. The node's directory is moved to
+//! - when another node claimed the subject, this copy holds writes the stream lacked then,
+//!   and the copies differ both ways (that node wrote on top), the histories have diverged:
+//!   nothing is deleted. The node's directory is moved to
 //!   `<instance>/set-aside/<id>-<unix seconds>/`, logged at ERROR with what to do, and the
-//!   stream's version is served.
+//!   stream's version is served. (The writes may also be ones the fence refused because this
+//!   node had been deposed, never acknowledged: the copy is kept all the same.)
 //!
 //! Who talks to it: [`RegistryBackend`]'s `acquire` (the registry taking a lease) and
 //! `restore` (a backup rebuilding a conversation it does not own).
@@ -60,6 +64,9 @@ pub struct StreamCopy {
     pub last_sequence: u64,
     /// The node of the subject's last claim (`Rt-Owner`), if it has one.
     pub last_claim: Option<String>,
+    /// The files as the stream had them when that claim was made: what the claiming node
+    /// took over.
+    pub at_last_claim: Option<HashMap<String, Vec<u8>>>,
 }
 
 impl Cluster {
@@ -88,6 +95,7 @@ impl Cluster {
                 };
                 if let Some(owner) = header("Rt-Owner") {
                     copy.last_claim = Some(owner);
+                    copy.at_last_claim = Some(copy.files.clone());
                 }
                 let (Some(file), Some(op)) = (header("Rt-File"), header("Rt-Op")) else {
                     return;
@@ -317,9 +325,42 @@ struct Plan {
     diverged: bool,
 }
 
+/// Whether the node's copy holds anything `base` (the stream's files at some point) lacks.
+fn holds_more(local: &HashMap<String, Vec<u8>>, base: &HashMap<String, Vec<u8>>) -> bool {
+    local.iter().any(|(name, l)| {
+        let b = base.get(name).map_or(&[][..], Vec::as_slice);
+        matches!(compare(l, b), Compared::LocalAhead | Compared::Different)
+    })
+}
+
 /// Decides, file by file, which copy of a conversation is kept (see the module docs).
-/// `mine`: the subject's last claim is this node's, or nothing was ever written to it.
-fn plan(local: &HashMap<String, Vec<u8>>, stream: &HashMap<String, Vec<u8>>, mine: bool) -> Plan {
+/// `mine`: the subject's last claim is this node's, or nothing was ever written to it. Else
+/// `at_claim`: the stream's files when its last claim (another node's) was made, `None` when
+/// the subject has no claim at all.
+fn plan(
+    local: &HashMap<String, Vec<u8>>,
+    stream: &HashMap<String, Vec<u8>>,
+    at_claim: Option<&HashMap<String, Vec<u8>>>,
+    mine: bool,
+) -> Plan {
+    // Another node took it over, and this copy holds nothing the stream lacked then: it is
+    // only behind (whatever that node rewrote since, a compaction included).
+    if !mine && at_claim.is_some_and(|base| !holds_more(local, base)) {
+        let names: BTreeSet<&String> = local.keys().chain(stream.keys()).collect();
+        let rewrite = names
+            .into_iter()
+            .filter(|name| {
+                let l = local.get(*name).map_or(&[][..], Vec::as_slice);
+                let s = stream.get(*name).map_or(&[][..], Vec::as_slice);
+                l != s
+            })
+            .cloned()
+            .collect();
+        return Plan {
+            rewrite,
+            ..Plan::default()
+        };
+    }
     let names: BTreeSet<&String> = local.keys().chain(stream.keys()).collect();
     let mut plan = Plan::default();
     let mut different = Vec::new();
@@ -337,7 +378,9 @@ fn plan(local: &HashMap<String, Vec<u8>>, stream: &HashMap<String, Vec<u8>>, min
         plan.republish.extend(different);
         plan.republish.sort();
     } else if !different.is_empty() || (!plan.republish.is_empty() && !plan.rewrite.is_empty()) {
-        // Another node wrote on top of a stream that lacks this node's writes.
+        // This copy holds writes the stream lacks, and the stream holds writes this copy
+        // lacks (another node wrote on top): the histories diverged. (Ahead only: the
+        // extensions are republished; behind only: the stream's files are taken.)
         return Plan {
             republish: Vec::new(),
             rewrite: stream.keys().cloned().collect(),
@@ -425,7 +468,7 @@ impl RegistryBackend {
         let me = self.cluster.node();
         let mine = stream.last_claim.as_deref() == Some(me)
             || (stream.last_claim.is_none() && stream.records == 0);
-        let plan = plan(&local, &stream.files, mine);
+        let plan = plan(&local, &stream.files, stream.at_last_claim.as_ref(), mine);
         let mut last = stream.last_sequence;
         if plan.diverged {
             let aside = set_aside_path(dir, id);
@@ -440,12 +483,14 @@ impl RegistryBackend {
             })
             .await?;
             log::error!(
-                "conversation {id}: this node's copy and the log stream differ both ways: \
-                 node {} wrote on top of a stream that lacks some of this node's writes \
-                 (JetStream lost writes it had acknowledged?). Nothing was deleted: this \
-                 node's copy was moved to {}, and the stream's version ({} records, through \
-                 stream sequence {last}) is served. Compare the two display logs \
-                 (displayLog.jsonl) and enter again what only the set-aside copy holds.",
+                "conversation {id}: this node's copy and the log stream differ both ways: it \
+                 holds writes the stream lacked when node {} took the conversation over, and \
+                 that node wrote on top (JetStream lost writes it had acknowledged, or this \
+                 node's last writes were refused because it had been deposed and were never \
+                 acknowledged). Nothing was deleted: this node's copy was moved to {}, and the \
+                 stream's version ({} records, through stream sequence {last}) is served. \
+                 Compare the two display logs (displayLog.jsonl) and enter again what only the \
+                 set-aside copy holds.",
                 stream.last_claim.as_deref().unwrap_or("(unknown)"),
                 aside.display(),
                 stream.records,
@@ -511,30 +556,37 @@ mod tests {
         let stream = files(&[("displayLog.jsonl", "a\n"), ("requests.jsonl", "r1\n")]);
         let local = files(&[("displayLog.jsonl", "a\nb\n"), ("requests.jsonl", "r1\n")]);
         for mine in [true, false] {
+            let at_claim = (!mine).then_some(&stream);
+            let plan = |local, stream| plan(local, stream, at_claim, mine);
             assert_eq!(
-                plan(&local, &stream, mine),
+                plan(&local, &stream),
                 Plan {
                     republish: vec!["displayLog.jsonl".into()],
                     ..Plan::default()
                 }
             );
             assert_eq!(
-                plan(&stream, &local, mine),
+                plan(&stream, &local),
                 Plan {
                     rewrite: vec!["displayLog.jsonl".into()],
                     ..Plan::default()
                 }
             );
-            assert_eq!(plan(&local, &local, mine), Plan::default());
+            assert_eq!(plan(&local, &local), Plan::default());
         }
         // A conversation the stream has nothing of (its create and first turn lost).
         assert_eq!(
-            plan(&local, &HashMap::new(), true).republish,
+            plan(&local, &HashMap::new(), None, true).republish,
             ["displayLog.jsonl", "requests.jsonl"]
         );
         // An empty file the node prepared is no difference.
         assert_eq!(
-            plan(&files(&[("history.jsonl", "")]), &HashMap::new(), false),
+            plan(
+                &files(&[("history.jsonl", "")]),
+                &HashMap::new(),
+                None,
+                false
+            ),
             Plan::default()
         );
     }
@@ -546,17 +598,45 @@ mod tests {
         let stream = files(&[("displayLog.jsonl", "a\n"), ("requests.jsonl", "r1\nr2\n")]);
         let local = files(&[("displayLog.jsonl", "a\nb\n"), ("requests.jsonl", "c\n")]);
         assert_eq!(
-            plan(&local, &stream, true),
+            plan(&local, &stream, None, true),
             Plan {
                 republish: vec!["displayLog.jsonl".into(), "requests.jsonl".into()],
                 ..Plan::default()
             }
         );
-        assert!(plan(&local, &stream, false).diverged);
+        assert!(plan(&local, &stream, Some(&stream), false).diverged);
         // Ahead in one file and behind in another, after another node's claim: diverged too.
         let behind = files(&[("displayLog.jsonl", "a\nb\n"), ("requests.jsonl", "r1\n")]);
-        assert!(plan(&behind, &stream, false).diverged);
-        assert!(!plan(&behind, &stream, true).diverged);
+        let at_claim = files(&[("displayLog.jsonl", "a\n"), ("requests.jsonl", "r1\n")]);
+        assert!(plan(&behind, &stream, Some(&at_claim), false).diverged);
+        assert!(!plan(&behind, &stream, None, true).diverged);
+    }
+
+    /// A copy that holds nothing beyond what the stream had when another node took over is
+    /// only behind, whatever that node rewrote since (its compaction of the journal).
+    #[test]
+    fn a_copy_behind_another_nodes_takeover_is_replaced_even_after_a_compaction() {
+        let local = files(&[("displayLog.jsonl", "a\n"), ("requests.jsonl", "r1\nr2\n")]);
+        let at_claim = local.clone();
+        let stream = files(&[("displayLog.jsonl", "a\nb\n"), ("requests.jsonl", "c\n")]);
+        assert_eq!(
+            plan(&local, &stream, Some(&at_claim), false),
+            Plan {
+                rewrite: vec!["displayLog.jsonl".into(), "requests.jsonl".into()],
+                ..Plan::default()
+            }
+        );
+        // Holding a write the stream lacked at the takeover makes it a divergence instead.
+        let more = files(&[
+            ("displayLog.jsonl", "a\nx\n"),
+            ("requests.jsonl", "r1\nr2\n"),
+        ]);
+        assert!(plan(&more, &stream, Some(&at_claim), false).diverged);
+        // The other node wrote nothing since its claim: the extension is republished.
+        assert_eq!(
+            plan(&more, &at_claim, Some(&at_claim), false).republish,
+            ["displayLog.jsonl"]
+        );
     }
 
     #[test]
