@@ -260,6 +260,11 @@ pub struct ServeArgs {
     /// A file whose first line is the NATS token for --cluster (or $ROUNDTABLE_CLUSTER_TOKEN).
     #[arg(long)]
     pub(crate) cluster_token_file: Option<PathBuf>,
+    /// A file whose first line is the cluster secret (every node the same; at least 16
+    /// bytes; mode 0600): it authenticates the nodes' messages to each other. Required with
+    /// --cluster. Make one: head -c 32 /dev/urandom | base64 > FILE; chmod 600 FILE.
+    #[arg(long)]
+    pub(crate) cluster_secret_file: Option<PathBuf>,
     /// A NATS .creds file (user JWT and nkey seed) for --cluster.
     #[arg(long, env = "ROUNDTABLE_CLUSTER_CREDS")]
     pub(crate) cluster_creds: Option<PathBuf>,
@@ -443,6 +448,7 @@ impl TryFrom<ServeArgs> for ServerConfig {
             reconcile_time: args.reconcile_time,
             replicas: args.cluster_replicas,
             name: args.cluster_name,
+            secret_file: args.cluster_secret_file,
             auth: cluster::ClusterAuthArgs {
                 user: args.cluster_user,
                 password_file: args.cluster_password_file,
@@ -576,18 +582,36 @@ mod tests {
         assert!(matches!(err, ConfigError::EmptyToken));
     }
 
+    /// `--cluster-secret-file=<a private secret file>` (kept while the directory lives).
+    fn secret_flag() -> (tempfile::TempDir, String) {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("cluster-secret");
+        std::fs::write(&file, "a cluster secret for the tests\n").unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let flag = format!("--cluster-secret-file={}", file.display());
+        (dir, flag)
+    }
+
+    /// `config` of `--cluster` with a secret and `flags`.
+    fn cluster_config(flags: &[&str]) -> Result<ServerConfig, ConfigError> {
+        let (_dir, secret) = secret_flag();
+        let mut all = vec!["--cluster=nats://127.0.0.1:4222", secret.as_str()];
+        all.extend_from_slice(flags);
+        config(&all)
+    }
+
     #[test]
     fn cluster_replicas_are_one_to_five() {
-        let url = "--cluster=nats://127.0.0.1:4222";
-        let settings = |flags: &[&str]| config(flags).map(|c| c.cluster.unwrap().replicas);
-        assert_eq!(settings(&[url, "--node-name=a"]).unwrap(), 1);
+        let settings = |flags: &[&str]| cluster_config(flags).map(|c| c.cluster.unwrap().replicas);
+        assert_eq!(settings(&["--node-name=a"]).unwrap(), 1);
         assert_eq!(
-            settings(&[url, "--node-name=a", "--cluster-replicas=3"]).unwrap(),
+            settings(&["--node-name=a", "--cluster-replicas=3"]).unwrap(),
             3
         );
         for bad in ["0", "6"] {
-            let err = settings(&[url, "--node-name=a", &format!("--cluster-replicas={bad}")])
-                .unwrap_err();
+            let err =
+                settings(&["--node-name=a", &format!("--cluster-replicas={bad}")]).unwrap_err();
             assert_eq!(
                 err.to_string(),
                 format!("--cluster-replicas must be 1 to 5 (JetStream replicas), not {bad}")
@@ -598,16 +622,15 @@ mod tests {
 
     #[test]
     fn cluster_names_are_checked() {
-        let url = "--cluster=nats://127.0.0.1:4222";
-        let names = |flags: &[&str]| config(flags).map(|c| c.cluster.unwrap().names);
-        assert_eq!(names(&[url, "--node-name=a"]).unwrap(), Names::default());
+        let names = |flags: &[&str]| cluster_config(flags).map(|c| c.cluster.unwrap().names);
+        assert_eq!(names(&["--node-name=a"]).unwrap(), Names::default());
         assert_eq!(
-            names(&[url, "--node-name=a", "--cluster-name=One"])
+            names(&["--node-name=a", "--cluster-name=One"])
                 .unwrap()
                 .registry_bucket(),
             "one_registry"
         );
-        let err = names(&[url, "--node-name=a", "--cluster-name=a.b"]).unwrap_err();
+        let err = names(&["--node-name=a", "--cluster-name=a.b"]).unwrap_err();
         assert_eq!(
             err.to_string(),
             "--cluster-name \"a.b\" may contain only letters, digits, '-' and '_'"

@@ -172,6 +172,7 @@ settings! {
     "cluster-user" => cluster_user: String = Some, "The NATS user of the cluster (its password from cluster-password-file or $ROUNDTABLE_CLUSTER_PASSWORD).";
     "cluster-password-file" => cluster_password_file: PathBuf = Some, "A file whose first line is the password of cluster-user.";
     "cluster-token-file" => cluster_token_file: PathBuf = Some, "A file whose first line is the cluster's NATS token (or $ROUNDTABLE_CLUSTER_TOKEN).";
+    "cluster-secret-file" => cluster_secret_file: PathBuf = Some, "A file whose first line is the cluster secret every node shares (required with cluster; mode 0600).";
     "cluster-creds" => cluster_creds: PathBuf = Some, "A NATS .creds file (user JWT and nkey seed) for the cluster.";
     "cluster-tls-ca" => cluster_tls_ca: PathBuf = Some, "PEM certificates that sign the NATS server's TLS certificate.";
     "cluster-tls-cert" => cluster_tls_cert: PathBuf = Some, "This node's TLS client certificate (PEM) for NATS.";

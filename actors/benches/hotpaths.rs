@@ -4,7 +4,8 @@
 //! then every socket's outbox receiver drained), the per-recipient splice alone
 //! (`OutboundCall::new` once + `call_frame` per client), display-log append
 //! (`DisplayLog::append` on a `LogWriter`), and history reads (`read_range`: the last 10
-//! entries, the first 100) on a 100,000-entry log. Run with
+//! entries, the first 100) on a 100,000-entry log, and the cluster secret's seal of a relay
+//! message (sealed and opened). Run with
 //! `cargo bench -p roundtable-actors --bench hotpaths`.
 
 use std::hint::black_box;
@@ -191,12 +192,37 @@ fn display_log(c: &mut Criterion) {
     g.finish();
 }
 
+/// The cluster secret's seal on one relay message (`cluster/seal.rs`): what every NATS message
+/// of a relay or link costs on top of its publish, sender and receiver together, for a small
+/// link message (one frame) and a large one (many clients' frames at once).
+fn cluster_seal(c: &mut Criterion) {
+    use roundtable_actors::cluster::seal::{ClusterSecret, Sealing, StreamOpener, StreamSealer};
+    let sealing =
+        Sealing::new(&ClusterSecret::new("a cluster secret for the bench".into()).unwrap());
+    let subject = "rt.node.b.link.0f8fad5b-d9cb-469f-a165-70867728950e.out";
+    let mut g = c.benchmark_group("cluster_seal");
+    for size in [256usize, 16 << 10] {
+        let body = vec![b'x'; size];
+        g.throughput(Throughput::Bytes(size as u64));
+        g.bench_with_input(BenchmarkId::new("seal_and_open", size), &body, |b, body| {
+            let mut sender = StreamSealer::default();
+            let mut receiver = StreamOpener::default();
+            b.iter(|| {
+                let sealed = sealing.seal_stream(&mut sender, subject, black_box(body));
+                let opened = sealing.open_stream(&mut receiver, subject, &sealed);
+                assert_eq!(opened.map(<[u8]>::len), Ok(body.len()));
+            })
+        });
+    }
+    g.finish();
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default()
         .warm_up_time(Duration::from_millis(500))
         .measurement_time(Duration::from_secs(2))
         .sample_size(30);
-    targets = codec, routing, display_log
+    targets = codec, routing, display_log, cluster_seal
 }
 criterion_main!(benches);

@@ -1,11 +1,12 @@
 //! The cluster flags of `roundtable serve` (docs/cluster.md): `--cluster` and its server list,
-//! the node's name, lease and check times, replicas, the cluster's name, and the NATS
-//! credentials and TLS files. [`from_flags`] checks them into the [`ClusterSettings`] the
+//! the node's name, lease and check times, replicas, the cluster's name, the cluster secret,
+//! and the NATS credentials and TLS files. [`from_flags`] checks them into the [`ClusterSettings`] the
 //! server connects with; secrets come from files or the environment, never from a flag, and
 //! no error shows one. `config.rs` calls it from `ServerConfig::try_from`.
 
 use std::path::{Path, PathBuf};
 
+use roundtable_actors::cluster::seal::ClusterSecret;
 use roundtable_actors::cluster::{ClusterAuth, ClusterSettings, Names};
 
 use super::{positive_seconds, warn_if_readable_by_others, ConfigError};
@@ -24,6 +25,8 @@ pub(super) struct ClusterFlags {
     pub(super) replicas: usize,
     /// `--cluster-name`.
     pub(super) name: String,
+    /// `--cluster-secret-file`.
+    pub(super) secret_file: Option<PathBuf>,
     /// The credential and TLS flags.
     pub(super) auth: ClusterAuthArgs,
 }
@@ -34,7 +37,19 @@ pub(super) fn from_flags(flags: ClusterFlags) -> Result<Option<ClusterSettings>,
     let auth = cluster_auth(flags.auth, flags.url.as_deref(), |var| {
         std::env::var(var).ok()
     })?;
-    let Some(mut cluster) = cluster_settings(flags.url, flags.node_name)? else {
+    let clustered = flags.url.is_some();
+    let secret = match (flags.secret_file, clustered) {
+        (Some(file), true) => Some(cluster_secret(&file)?),
+        (Some(_), false) => {
+            return Err(ConfigError::Invalid {
+                flag: "cluster-secret-file",
+                message: "is for a cluster node: it needs --cluster".into(),
+            })
+        }
+        (None, true) => return Err(ConfigError::Cluster(NO_SECRET.into())),
+        (None, false) => None,
+    };
+    let Some(mut cluster) = cluster_settings(flags.url, flags.node_name, secret)? else {
         return Ok(None);
     };
     cluster.auth = auth;
@@ -54,6 +69,7 @@ pub(super) fn from_flags(flags: ClusterFlags) -> Result<Option<ClusterSettings>,
 fn cluster_settings(
     url: Option<String>,
     node_name: Option<String>,
+    secret: Option<ClusterSecret>,
 ) -> Result<Option<ClusterSettings>, ConfigError> {
     let Some(url) = url else {
         return match node_name {
@@ -104,7 +120,45 @@ fn cluster_settings(
         replicas: 1,
         names: Default::default(),
         auth: Default::default(),
+        secret: secret.expect("from_flags refuses --cluster without a secret"),
     }))
+}
+
+/// What `--cluster` without `--cluster-secret-file` says.
+const NO_SECRET: &str = "--cluster needs --cluster-secret-file FILE: a secret every node of \
+     the cluster shares, which authenticates their messages to each other (access to NATS \
+     alone must not reach the conversations). Make one and give the same file to every node: \
+     head -c 32 /dev/urandom | base64 > cluster-secret; chmod 600 cluster-secret";
+
+/// The cluster secret in the first line of `path` (trimmed). Refused, naming the flag and
+/// the path and never the content, when the file cannot be read, can be read by its group or
+/// others (whoever reads it can act as a node), or holds fewer than
+/// [`MIN_SECRET_BYTES`](roundtable_actors::cluster::seal::MIN_SECRET_BYTES).
+fn cluster_secret(path: &Path) -> Result<ClusterSecret, ConfigError> {
+    use std::os::unix::fs::PermissionsExt;
+    let flag = "cluster-secret-file";
+    let invalid = |message: String| ConfigError::Invalid {
+        flag,
+        message: format!("{}: {message}", path.display()),
+    };
+    let text = std::fs::read_to_string(path).map_err(|e| invalid(e.to_string()))?;
+    let mode = std::fs::metadata(path)
+        .map_err(|e| invalid(e.to_string()))?
+        .permissions()
+        .mode()
+        & 0o777;
+    if mode & 0o044 != 0 {
+        return Err(invalid(format!(
+            "other users can read it (mode {mode:o}), and whoever reads it can act as a node \
+             of the cluster: run chmod 600 {}",
+            path.display()
+        )));
+    }
+    let secret = text.lines().next().unwrap_or("").trim().to_string();
+    if secret.is_empty() {
+        return Err(invalid("the file is empty".into()));
+    }
+    ClusterSecret::new(secret).map_err(invalid)
 }
 
 /// The cluster's credential and TLS flags as given.
@@ -435,6 +489,65 @@ mod tests {
                 .unwrap_err()
                 .to_string(),
             "--cluster-user is for a cluster node: it needs --cluster"
+        );
+    }
+
+    /// `--cluster` needs the secret; a secret file others can read, an empty or a short one
+    /// is refused, naming the flag and the path and never the content.
+    #[test]
+    fn the_cluster_secret_is_required_private_and_long_enough() {
+        use std::os::unix::fs::PermissionsExt;
+        let flags = |secret_file: Option<PathBuf>| ClusterFlags {
+            url: Some("nats://127.0.0.1:4222".into()),
+            node_name: Some("a".into()),
+            lease_time: 6.0,
+            reconcile_time: 30.0,
+            replicas: 1,
+            name: "rt".into(),
+            secret_file,
+            auth: ClusterAuthArgs::default(),
+        };
+        let err = from_flags(flags(None)).unwrap_err().to_string();
+        assert!(
+            err.starts_with("--cluster needs --cluster-secret-file FILE")
+                && err.contains("head -c 32 /dev/urandom | base64 > cluster-secret"),
+            "{err}"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("secret");
+        let write = |text: &str, mode: u32| {
+            std::fs::write(&file, text).unwrap();
+            std::fs::set_permissions(&file, std::fs::Permissions::from_mode(mode)).unwrap();
+        };
+        write("a long enough cluster secret\n", 0o644);
+        let err = from_flags(flags(Some(file.clone())))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("other users can read it (mode 644)") && !err.contains("long enough"),
+            "{err}"
+        );
+        write("\n", 0o600);
+        assert!(from_flags(flags(Some(file.clone())))
+            .unwrap_err()
+            .to_string()
+            .ends_with("the file is empty"));
+        write("short\n", 0o600);
+        assert!(from_flags(flags(Some(file.clone())))
+            .unwrap_err()
+            .to_string()
+            .contains("at least 16 are needed"));
+        write("a long enough cluster secret\nignored\n", 0o600);
+        let settings = from_flags(flags(Some(file.clone()))).unwrap().unwrap();
+        assert!(!format!("{settings:?}").contains("long enough"));
+        let alone = ClusterFlags {
+            url: None,
+            node_name: None,
+            ..flags(Some(file))
+        };
+        assert_eq!(
+            from_flags(alone).unwrap_err().to_string(),
+            "--cluster-secret-file is for a cluster node: it needs --cluster"
         );
     }
 }

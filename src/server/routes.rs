@@ -339,7 +339,7 @@ pub async fn metrics_text(req: HttpRequest, state: Data<AppState>) -> HttpRespon
 /// The cluster's metrics (`serve --cluster` only; a single node prints none of them).
 fn cluster_metrics(out: &mut String, status: &roundtable_actors::cluster::ClusterStatus) {
     let node = status.node.replace('\\', "\\\\").replace('"', "\\\"");
-    let rows: [(&str, &str, &str, u64); 14] = [
+    let rows: [(&str, &str, &str, u64); 15] = [
         (
             "roundtable_cluster_nats_connected",
             "gauge",
@@ -423,6 +423,12 @@ fn cluster_metrics(out: &mut String, status: &roundtable_actors::cluster::Cluste
             "counter",
             "Ownership leases lost (a renewal failed; the conversation stopped here).",
             status.leases_lost,
+        ),
+        (
+            "roundtable_cluster_auth_refused_total",
+            "counter",
+            "Node-to-node messages refused by the cluster's authentication (no or a wrong seal, a replay, a stale timestamp).",
+            status.auth_refused,
         ),
     ];
     for (name, kind, help, value) in rows {

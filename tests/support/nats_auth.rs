@@ -304,3 +304,68 @@ impl Operator {
         }
     }
 }
+
+/// The `nats-server` config README's Security section gives (docs/cluster.md, "Who can do
+/// what"): each of `nodes` (user, password) is a node of cluster `rt` whose NATS user may
+/// publish only the cluster's subjects (relays, searches, counts, its log stream, its three
+/// KV buckets and the JetStream API calls on them, the inboxes of answers and replays) and
+/// subscribe only to its own relays (`rt.node.<user>.>`), searches, counts and inboxes (so
+/// the node users are the node names); `app` (user, password) stands for any other client
+/// of the same NATS server, which gets none of them. JetStream syncs every write on 2.10
+/// and later (tests/support/nats.rs adds it).
+pub fn cluster_permissions_config(nodes: &[(&str, &str)], app: (&str, &str)) -> String {
+    let streams = ["RT_LOG", "KV_rt_registry", "KV_rt_owners", "KV_rt_nodes"];
+    let mut publish = vec![
+        "rt.>".to_string(),
+        "$KV.rt_registry.>".into(),
+        "$KV.rt_owners.>".into(),
+        "$KV.rt_nodes.>".into(),
+        "$JS.API.INFO".into(),
+        "_INBOX.>".into(),
+    ];
+    for stream in streams {
+        publish.extend([
+            format!("$JS.API.STREAM.*.{stream}"),
+            format!("$JS.API.STREAM.MSG.*.{stream}"),
+            format!("$JS.API.CONSUMER.*.{stream}"),
+            format!("$JS.API.CONSUMER.*.{stream}.>"),
+            format!("$JS.API.DIRECT.GET.{stream}"),
+            format!("$JS.API.DIRECT.GET.{stream}.>"),
+            format!("$JS.FC.{stream}.>"),
+        ]);
+    }
+    let list = |subjects: &[String]| {
+        subjects
+            .iter()
+            .map(|s| format!("\"{s}\""))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut users: Vec<String> = nodes
+        .iter()
+        .map(|(user, password)| {
+            let subscribe = [
+                format!("rt.node.{user}.>"),
+                "rt.search".into(),
+                "rt.counts".into(),
+                "_INBOX.>".into(),
+            ];
+            format!(
+                "    {{ user: \"{user}\", password: \"{password}\", permissions: {{\n      \
+                 publish: {{ allow: [{}] }},\n      subscribe: {{ allow: [{}] }}\n    }} }}",
+                list(&publish),
+                list(&subscribe)
+            )
+        })
+        .collect();
+    let (app_user, app_password) = app;
+    users.push(format!(
+        "    {{ user: \"{app_user}\", password: \"{app_password}\", permissions: {{\n      \
+         publish: {{ allow: [\"app.>\", \"_INBOX.>\"] }},\n      subscribe: {{ allow: \
+         [\"app.>\", \"_INBOX.>\"] }}\n    }} }}"
+    ));
+    format!(
+        "authorization {{\n  users = [\n{}\n  ]\n}}\n",
+        users.join(",\n")
+    )
+}

@@ -158,7 +158,7 @@ fn spawn(i: usize, member: &mut Member, routes: &[u16], leader: Option<mpsc::Sen
         .filter(|(j, _)| *j != i)
         .map(|(_, p)| format!("nats://127.0.0.1:{p}"))
         .collect();
-    let mut child = Command::new("nats-server")
+    let mut child = Command::new(super::nats::binary())
         .args(["-js", "-a", "127.0.0.1", "-p", &member.port.to_string()])
         .args(["--server_name", &format!("n{i}"), "--cluster_name", "rtn"])
         .args([
@@ -172,7 +172,12 @@ fn spawn(i: usize, member: &mut Member, routes: &[u16], leader: Option<mpsc::Sen
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
-        .unwrap_or_else(|e| panic!("cannot run nats-server ({e}): install Debian's nats-server"));
+        .unwrap_or_else(|e| {
+            panic!(
+                "cannot run {} ({e}): install Debian's nats-server",
+                super::nats::binary()
+            )
+        });
     let stderr = child.stderr.take().expect("piped");
     let log = member.log.clone();
     let (ready_tx, ready_rx) = mpsc::channel::<()>();

@@ -22,7 +22,9 @@ const EXIT_POLL: Duration = Duration::from_millis(10);
 /// `<bin> serve --port 0 --host 127.0.0.1 --instance-dir <dir> <extra…>`, with the environment
 /// variables that would override those flags (or turn on a token, a provider, a config file,
 /// cluster settings and credentials or the systemd protocol) removed, so the developer's shell
-/// cannot change what is under test.
+/// cannot change what is under test. A node (`--cluster` in `extra`) gets
+/// `--cluster-secret-file` with [`cluster_secret_file`] unless `extra` names one: every node
+/// of a test shares it, as a real cluster's nodes do.
 pub fn serve_command(bin: &Path, instance_dir: &Path, extra: &[&str]) -> Command {
     let mut cmd = Command::new(bin);
     cmd.args([
@@ -34,21 +36,47 @@ pub fn serve_command(bin: &Path, instance_dir: &Path, extra: &[&str]) -> Command
         "--instance-dir",
     ])
     .arg(instance_dir)
-    .args(extra)
-    .env_remove("ROUNDTABLE_TOKEN")
-    .env_remove("ROUNDTABLE_PORT")
-    .env_remove("ROUNDTABLE_PROVIDER")
-    .env_remove("ROUNDTABLE_CONFIG")
-    .env_remove("ROUNDTABLE_CLUSTER_NAME")
-    .env_remove("ROUNDTABLE_CLUSTER_REPLICAS")
-    .env_remove("ROUNDTABLE_CLUSTER_USER")
-    .env_remove("ROUNDTABLE_CLUSTER_PASSWORD")
-    .env_remove("ROUNDTABLE_CLUSTER_TOKEN")
-    .env_remove("ROUNDTABLE_CLUSTER_CREDS")
-    .env_remove("NOTIFY_SOCKET")
-    .env_remove("WATCHDOG_USEC")
-    .env_remove("JOURNAL_STREAM");
+    .args(extra);
+    if extra.contains(&"--cluster") && !extra.contains(&"--cluster-secret-file") {
+        cmd.arg("--cluster-secret-file").arg(cluster_secret_file());
+    }
+    cmd.env_remove("ROUNDTABLE_TOKEN")
+        .env_remove("ROUNDTABLE_PORT")
+        .env_remove("ROUNDTABLE_PROVIDER")
+        .env_remove("ROUNDTABLE_CONFIG")
+        .env_remove("ROUNDTABLE_CLUSTER_NAME")
+        .env_remove("ROUNDTABLE_CLUSTER_REPLICAS")
+        .env_remove("ROUNDTABLE_CLUSTER_USER")
+        .env_remove("ROUNDTABLE_CLUSTER_PASSWORD")
+        .env_remove("ROUNDTABLE_CLUSTER_TOKEN")
+        .env_remove("ROUNDTABLE_CLUSTER_CREDS")
+        .env_remove("NOTIFY_SOCKET")
+        .env_remove("WATCHDOG_USEC")
+        .env_remove("JOURNAL_STREAM");
     cmd
+}
+
+/// The cluster secret file of the nodes this process starts (mode 0600, in a directory of
+/// its own under the system's temporary directory), made once.
+pub fn cluster_secret_file() -> &'static Path {
+    static FILE: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    FILE.get_or_init(|| {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::Builder::new()
+            .prefix("roundtable-test-secret-")
+            .tempdir()
+            .expect("a directory for the cluster secret")
+            .keep();
+        let file = dir.join("cluster-secret");
+        std::fs::write(
+            &file,
+            format!("test cluster secret {}\n", std::process::id()),
+        )
+        .expect("the cluster secret written");
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600))
+            .expect("the cluster secret made private");
+        file
+    })
 }
 
 /// What to do with the child's stderr lines besides finding the port.

@@ -4,13 +4,13 @@
 //! [`OwnershipService`] (leases, and the files and fence that come with taking one), over this
 //! node's [`Cluster`] connection and its log stream's [`LogReplicator`]. Each method hands the
 //! work to the file that owns it (`registry_kv.rs`, `lease.rs`, `log_stream.rs`, `search.rs`);
-//! what is here is the glue, the counts' wire format, and bringing a conversation's files
-//! current when its lease is taken.
+//! what is here is the glue and the counts' wire format; bringing a conversation's files
+//! current when its lease is taken is `takeover.rs`'s.
 //!
 //! Who talks to it: `serve` builds it ([`RegistryBackend::new`]) and hands it to the registry
 //! (`RegistryConfig::cluster`) and to `start_shared_sync`; the registry actor calls it.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use futures_util::future::BoxFuture;
@@ -24,7 +24,7 @@ use super::{Cluster, ClusterError};
 use crate::ids::ConversationId;
 use crate::registry::{
     ChangeStream, Lease, OwnershipService, RegistryRecord, RegistrySnapshot, SharedCounts,
-    SharedError, SharedStore, Written,
+    SharedError, SharedFuture, SharedStore, Written,
 };
 use crate::search::ContentHit;
 use crate::storage::log_writer::LogWriter;
@@ -35,21 +35,17 @@ impl From<ClusterError> for SharedError {
     }
 }
 
-/// How many times a taking-over node reads a conversation's files again when an earlier
-/// owner keeps writing after them; past it the lease is given back and the join fails.
-const CLAIM_ATTEMPTS: usize = 5;
-
 /// What the registry uses of the cluster; cheap to clone.
 #[derive(Clone)]
 pub struct RegistryBackend {
     /// The connection, the buckets and the log stream.
-    cluster: Cluster,
+    pub(super) cluster: Cluster,
     /// The log writer's replica, whose per-conversation progress says whether this node's
     /// files are current and holds the fence of each owned conversation's writes.
-    replicator: LogReplicator,
+    pub(super) replicator: LogReplicator,
     /// The log writer itself: before a conversation's files are rebuilt from the stream, it
     /// logs that the node log's older records of them no longer apply.
-    log_writer: LogWriter,
+    pub(super) log_writer: LogWriter,
 }
 
 impl RegistryBackend {
@@ -68,7 +64,12 @@ impl RegistryBackend {
     }
 }
 
-/// What an owner shares about one conversation on `rt.counts`.
+/// Counts in one message on `rt.counts`: ~150 bytes each, so a message stays far below
+/// NATS' default `max_payload` (1 MiB).
+const COUNTS_PER_MESSAGE: usize = 1024;
+
+/// What an owner shares about one conversation on `rt.counts` (a flush's counts go as a few
+/// sealed messages, each a JSON array of these).
 #[derive(Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct CountsMessage {
@@ -100,6 +101,11 @@ impl SharedStore for RegistryBackend {
     fn create(&self, record: RegistryRecord) -> BoxFuture<'static, Result<Written, SharedError>> {
         let cluster = self.cluster.clone();
         Box::pin(async move { Ok(cluster.create_conversation(&record).await?) })
+    }
+
+    fn create_lost(&self, record: RegistryRecord) -> SharedFuture<Option<Written>> {
+        let cluster = self.cluster.clone();
+        Box::pin(async move { Ok(cluster.create_lost_conversation(&record).await?) })
     }
 
     fn rename(
@@ -152,25 +158,26 @@ impl SharedStore for RegistryBackend {
     fn share_counts(&self, counts: Vec<SharedCounts>) -> BoxFuture<'static, ()> {
         let cluster = self.cluster.clone();
         let node = cluster.node().to_string();
-        let payloads: Vec<Vec<u8>> = counts
+        let shared: Vec<CountsMessage> = counts
             .into_iter()
-            .filter_map(|c| {
-                serde_json::to_vec(&CountsMessage {
-                    conversation_id: c.conversation_id,
-                    client_count: c.client_count,
-                    message_count: c.message_count,
-                    node: node.clone(),
-                })
-                .ok()
+            .map(|c| CountsMessage {
+                conversation_id: c.conversation_id,
+                client_count: c.client_count,
+                message_count: c.message_count,
+                node: node.clone(),
             })
             .collect();
         Box::pin(async move {
-            for payload in payloads {
-                if let Err(e) = cluster
-                    .client()
-                    .publish(cluster.names().counts_subject(), payload.into())
-                    .await
-                {
+            if shared.is_empty() {
+                return;
+            }
+            // A few sealed messages per flush (at most one flush per `UPDATE_INTERVAL`): each
+            // is stamped (`seal.rs`), and the receivers remember its nonce.
+            let subject = cluster.names().counts_subject();
+            for batch in shared.chunks(COUNTS_PER_MESSAGE) {
+                let body = serde_json::to_vec(batch).expect("counts serialize");
+                let sealed = cluster.seal_stamped(&subject, None, &body);
+                if let Err(e) = cluster.client().publish(subject.clone(), sealed).await {
                     log::debug!("cluster: counts not shared: {e}");
                 }
             }
@@ -189,20 +196,28 @@ impl SharedStore for RegistryBackend {
                 .await
                 .map_err(|e| SharedError(format!("subscribe to {subject}: {e}")))?;
             let me = cluster.node().to_string();
-            let others = counts.filter_map(move |message| {
-                let counts = match serde_json::from_slice::<CountsMessage>(&message.payload) {
-                    Ok(shared) if shared.node != me => Some(SharedCounts {
-                        conversation_id: shared.conversation_id,
-                        client_count: shared.client_count,
-                        message_count: shared.message_count,
-                    }),
-                    Ok(_) => None,
-                    Err(e) => {
+            let others = counts.flat_map(move |message| {
+                // Only counts a node holding the cluster secret shared (`seal.rs`).
+                let shared = cluster
+                    .open_stamped("counts", &subject, None, &message.payload)
+                    .map(serde_json::from_slice::<Vec<CountsMessage>>);
+                let counts: Vec<SharedCounts> = match shared {
+                    Some(Ok(shared)) => shared
+                        .into_iter()
+                        .filter(|c| c.node != me)
+                        .map(|c| SharedCounts {
+                            conversation_id: c.conversation_id,
+                            client_count: c.client_count,
+                            message_count: c.message_count,
+                        })
+                        .collect(),
+                    Some(Err(e)) => {
                         log::debug!("cluster: unreadable counts: {e}");
-                        None
+                        Vec::new()
                     }
+                    None => Vec::new(),
                 };
-                std::future::ready(counts)
+                futures_util::stream::iter(counts)
             });
             Ok(others.boxed())
         })
@@ -291,64 +306,5 @@ impl OwnershipService for RegistryBackend {
 
     fn count_lease_lost(&self) {
         self.cluster.stats().count_lease_lost();
-    }
-}
-
-impl RegistryBackend {
-    /// Makes `dir` hold `id`'s files as the log stream has them, once this node has taken its
-    /// lease, and claims the subject ([`Cluster::claim_log`]) so that no earlier owner writes
-    /// after what the files hold. The files are kept as they are when this process wrote them
-    /// last and nobody wrote after it (an eviction and a reload here need no restore), else
-    /// rebuilt from the stream; a claim refused because an earlier owner wrote after the
-    /// files were read reads them again. Answers the stream sequence the conversation's next
-    /// write is fenced on (the claim's).
-    async fn bring_files_current(
-        &self,
-        id: ConversationId,
-        dir: &Path,
-    ) -> Result<u64, ClusterError> {
-        for _ in 0..CLAIM_ATTEMPTS {
-            let last = self.files_current(id, dir).await?;
-            if let Some(fence) = self.cluster.claim_log(id, last).await? {
-                return Ok(fence);
-            }
-            log::warn!(
-                "conversation {id}: a record reached the log stream after stream sequence \
-                 {last}, the last one this node's files hold (an earlier owner still \
-                 writing); reading it again"
-            );
-        }
-        Err(ClusterError(format!(
-            "conversation {id}: still written by another node after {CLAIM_ATTEMPTS} restores"
-        )))
-    }
-
-    /// Makes `dir` hold `id`'s files through the subject's last record (kept when this process
-    /// wrote them last and nobody wrote after it, else rebuilt); that record's sequence.
-    async fn files_current(&self, id: ConversationId, dir: &Path) -> Result<u64, ClusterError> {
-        let current = self.replicator.current_through(id);
-        if current.is_some() && dir.is_dir() {
-            let last = self.cluster.last_log_sequence(id).await?;
-            if Some(last) == current {
-                log::info!(
-                    "conversation {id}: owned by this node; its files are current (stream \
-                     sequence {last})"
-                );
-                return Ok(last);
-            }
-        }
-        // The files are about to be replaced from outside the writer: a replay after a crash
-        // must not write this node's older records of them into the rebuilt files.
-        self.log_writer
-            .forget(dir.to_path_buf())
-            .await
-            .map_err(|_| {
-                ClusterError::new("forget the node log's records", "log writer stopped")
-            })?;
-        let (records, last) = self.cluster.restore_conversation(id, dir).await?;
-        log::info!(
-            "conversation {id}: owned by this node; {records} log records restored (through stream sequence {last})"
-        );
-        Ok(last)
     }
 }

@@ -373,7 +373,7 @@ async fn publish(
 ) {
     use futures_util::stream::FuturesUnordered;
     let js = cluster.jetstream().clone();
-    let max = (cluster.client().server_info().max_payload.max(8192)) - 4096;
+    let max = record_piece(&cluster);
     let mut waiting: HashMap<ConversationId, std::collections::VecDeque<Record>> = HashMap::new();
     let start = |record: &Record| {
         let subject = cluster.names().log_subject(record.conversation);
@@ -427,10 +427,47 @@ async fn send(
         bytes,
         epoch,
     } = record;
-    let mut expected = match replicator.fence(id, epoch) {
+    let expected = match replicator.fence(id, epoch) {
         Ok(expected) => expected,
         Err(outcome) => return (id, number, epoch, outcome),
     };
+    match publish_record(&js, &subject, max, &file, op, bytes, expected).await {
+        Ok(expected) => (id, number, epoch, Outcome::Stored(expected)),
+        Err(why) => (id, number, epoch, Outcome::Failed(why.to_string())),
+    }
+}
+
+/// Why [`publish_record`] did not store a record.
+#[derive(Debug)]
+pub(super) enum RecordError {
+    /// The fence refused it: another record reached the subject after the one it was fenced
+    /// on (JetStream's text).
+    WrongLastSequence(String),
+    /// Anything else (NATS gone, a time-out, a JetStream error).
+    Other(String),
+}
+
+impl std::fmt::Display for RecordError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RecordError::WrongLastSequence(why) | RecordError::Other(why) => f.write_str(why),
+        }
+    }
+}
+
+/// Publishes one record of `file` (`op` with `bytes`) to `subject` and waits for JetStream's
+/// acknowledgement: in parts of at most `max` bytes (`Rt-Part`), each fenced on the sequence
+/// the previous one got when `expected` is given (`Nats-Expected-Last-Subject-Sequence`).
+/// Answers the last part's sequence (`None` when unfenced: the caller does not track it).
+pub(super) async fn publish_record(
+    js: &jetstream::Context,
+    subject: &str,
+    max: usize,
+    file: &str,
+    op: FileOp,
+    bytes: Bytes,
+    mut expected: Option<u64>,
+) -> Result<Option<u64>, RecordError> {
     let parts: Vec<Bytes> = if bytes.is_empty() {
         vec![bytes]
     } else {
@@ -442,7 +479,7 @@ async fn send(
     let count = parts.len();
     for (k, part) in parts.into_iter().enumerate() {
         let mut headers = HeaderMap::new();
-        headers.insert("Rt-File", file.as_str());
+        headers.insert("Rt-File", file);
         headers.insert("Rt-Op", op_header(op));
         if count > 1 {
             headers.insert("Rt-Part", format!("{}/{count}", k + 1).as_str());
@@ -453,24 +490,30 @@ async fn send(
                 last.to_string().as_str(),
             );
         }
-        let stored = async {
-            js.publish_with_headers(subject.clone(), headers, part)
-                .await
-                .map_err(|e| e.to_string())?
-                .await
-                .map_err(|e| e.to_string())
-        }
-        .await;
-        match stored {
+        let ack = js
+            .publish_with_headers(subject.to_string(), headers, part)
+            .await
+            .map_err(|e| RecordError::Other(e.to_string()))?
+            .await;
+        match ack {
             Ok(ack) => {
                 if expected.is_some() {
                     expected = Some(ack.sequence);
                 }
             }
-            Err(why) => return (id, number, epoch, Outcome::Failed(why)),
+            Err(e) if e.kind() == jetstream::context::PublishErrorKind::WrongLastSequence => {
+                return Err(RecordError::WrongLastSequence(e.to_string()))
+            }
+            Err(e) => return Err(RecordError::Other(e.to_string())),
         }
     }
-    (id, number, epoch, Outcome::Stored(expected))
+    Ok(expected)
+}
+
+/// Largest part of a record one message carries: the server's `max_payload` less room for
+/// the headers.
+pub(super) fn record_piece(cluster: &Cluster) -> usize {
+    cluster.client().server_info().max_payload.max(8192) - 4096
 }
 
 impl Cluster {
@@ -506,119 +549,6 @@ impl Cluster {
                 e,
             )
         })
-    }
-
-    /// Rebuilds `dir` (a conversation's directory) from its records in the stream: the files
-    /// exactly as the last owner wrote them. Answers the number of messages read and the stream
-    /// sequence of the last one (0: none), which the new owner's first write is fenced on.
-    pub async fn restore_conversation(
-        &self,
-        id: ConversationId,
-        dir: &Path,
-    ) -> Result<(u64, u64), ClusterError> {
-        let context = format!("restoring {id} from the log stream");
-        let mut files: HashMap<String, Vec<u8>> = HashMap::new();
-        let mut records = 0;
-        let mut last_sequence = 0;
-        // Everything up to the conversation's last record now: a read that stops short fails
-        // (the nemesis found a takeover restoring a prefix and writing on from there).
-        let until = self.last_log_sequence(id).await?;
-        self.replay(
-            self.log_stream(),
-            self.names().log_subject(id),
-            jetstream::consumer::DeliverPolicy::All,
-            (until > 0).then_some(until),
-            &context,
-            |message| {
-                if let Ok(info) = message.info() {
-                    last_sequence = info.stream_sequence;
-                }
-                let headers = message.headers.as_ref();
-                let header = |name: &str| {
-                    headers
-                        .and_then(|h| h.get(name))
-                        .map(|v| v.as_str().to_string())
-                };
-                let (Some(file), Some(op)) = (header("Rt-File"), header("Rt-Op")) else {
-                    return;
-                };
-                if file.split('/').any(|part| part == ".." || part.is_empty()) {
-                    log::warn!(
-                        "conversation {id}: log record for a path outside it ignored: {file:?}"
-                    );
-                    return;
-                }
-                let content = files.entry(file).or_default();
-                // A multi-part record starts over its file with its first part when it
-                // replaces.
-                let first_part = header("Rt-Part").is_none_or(|p| p.starts_with("1/"));
-                if op == "replace" && first_part {
-                    content.clear();
-                }
-                content.extend_from_slice(&message.payload);
-                records += 1;
-            },
-        )
-        .await?;
-        let fail = |e: &dyn std::fmt::Display| ClusterError::new(&context, e);
-        let dir = dir.to_path_buf();
-        tokio::task::spawn_blocking(move || -> std::io::Result<()> {
-            if dir.exists() {
-                std::fs::remove_dir_all(&dir)?;
-            }
-            for (file, content) in files {
-                let path = dir.join(&file);
-                crate::storage::durable::create_dir_durable(path.parent().expect("inside dir"))
-                    .map_err(std::io::Error::other)?;
-                crate::storage::durable::write_atomic(&path, &content)
-                    .map_err(std::io::Error::other)?;
-            }
-            Ok(())
-        })
-        .await
-        .map_err(|e| fail(&e))?
-        .map_err(|e| fail(&e))?;
-        Ok((records, last_sequence))
-    }
-
-    /// Claims `id`'s subject for this node, which has just taken the lease and holds the
-    /// files as the stream has them through sequence `last`: publishes a claim (a message with
-    /// `Rt-Owner` and no `Rt-File`, which restores skip) fenced on `last`. Stored, no earlier
-    /// owner can write after it (its next record, fenced on its own last one, is refused), and
-    /// its sequence is the fence of this node's first write: `Some(sequence)`. `None` when
-    /// the subject moved past `last` (an owner whose lease lapsed wrote after the files were
-    /// read): the files must be read again.
-    ///
-    /// Without the claim, a deposed owner that had not noticed yet could write, and have its
-    /// write acknowledged, between this node's restore and its first write, which would then
-    /// be refused only if it came at all: meanwhile this node served a history without an
-    /// acknowledged turn (the nemesis found one: an owner resumed from `SIGSTOP` ran two turns
-    /// after the new owner's restore, and nothing was written there afterwards).
-    pub async fn claim_log(
-        &self,
-        id: ConversationId,
-        last: u64,
-    ) -> Result<Option<u64>, ClusterError> {
-        let mut headers = HeaderMap::new();
-        headers.insert("Rt-Owner", self.node());
-        headers.insert(
-            "Nats-Expected-Last-Subject-Sequence",
-            last.to_string().as_str(),
-        );
-        let context = format!("claiming {id} in the log stream");
-        let ack = self
-            .jetstream()
-            .publish_with_headers(self.names().log_subject(id), headers, Bytes::new())
-            .await
-            .map_err(|e| ClusterError::new(&context, e))?
-            .await;
-        match ack {
-            Ok(ack) => Ok(Some(ack.sequence)),
-            Err(e) if e.kind() == jetstream::context::PublishErrorKind::WrongLastSequence => {
-                Ok(None)
-            }
-            Err(e) => Err(ClusterError::new(&context, e)),
-        }
     }
 
     /// The stream sequence of `id`'s last record (0: none), without reading its records.

@@ -2,7 +2,9 @@
 //! node, and what lives in JetStream: the shared registry ([`registry_kv`], bucket
 //! `rt_registry`), ownership leases ([`lease`], `rt_owners`), conversation files
 //! ([`log_stream`], stream `RT_LOG`), the node list and cross-node search ([`search`],
-//! `rt_nodes`, `rt.search`); and the node's cluster state for `/health` and `/metrics`. The
+//! `rt_nodes`, `rt.search`); taking a conversation over ([`takeover`]: its files made to hold
+//! every acknowledged write, its subject claimed); the cluster secret's seals on every
+//! node-to-node message ([`seal`]); and the node's cluster state for `/health` and `/metrics`. The
 //! design as built is `docs/cluster.md`; the relays between nodes live in the transport
 //! (`src/transport/relay/`). Those are the names of the default cluster name `rt`; every
 //! bucket, stream and subject comes from [`names::Names`] (`--cluster-name`).
@@ -24,14 +26,16 @@
 //! answers 503 and every registry change answers `Cluster unavailable: …` instead of changing
 //! only this node's copy.
 
+mod auth;
 mod backend;
 pub mod lease;
 pub mod log_stream;
 pub mod names;
 pub mod registry_kv;
+pub mod seal;
 pub mod search;
+pub mod takeover;
 
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -40,6 +44,8 @@ use async_nats::connection::State;
 use async_nats::jetstream;
 use futures_util::StreamExt;
 
+pub use auth::ClusterAuth;
+use auth::{connect_error_text, warn_if_anonymous};
 pub use backend::RegistryBackend;
 pub use names::Names;
 
@@ -74,67 +80,9 @@ pub struct ClusterSettings {
     /// How the node authenticates to NATS and checks its TLS certificate (`--cluster-user`,
     /// `--cluster-creds`, `--cluster-tls-ca`, …); credentials in the URL work as well.
     pub auth: ClusterAuth,
-}
-
-/// How a node proves itself to NATS, and which certificates it trusts: at most one of user
-/// and password, token, `.creds` file (the flags refuse more). Its `Debug` hides the secrets.
-#[derive(Clone, Default, PartialEq, Eq)]
-pub struct ClusterAuth {
-    /// `--cluster-user` with its password (from `--cluster-password-file` or
-    /// `$ROUNDTABLE_CLUSTER_PASSWORD`, never a flag's value).
-    pub user_password: Option<(String, String)>,
-    /// The token from `--cluster-token-file` or `$ROUNDTABLE_CLUSTER_TOKEN`.
-    pub token: Option<String>,
-    /// `--cluster-creds`: a NATS `.creds` file (user JWT and nkey seed), read at connect.
-    pub creds: Option<PathBuf>,
-    /// `--cluster-tls-ca`: PEM certificates to trust for the server's (besides the system's).
-    pub tls_ca: Option<PathBuf>,
-    /// `--cluster-tls-cert` and `--cluster-tls-key`: the client certificate (PEM) and its key.
-    pub tls_client: Option<(PathBuf, PathBuf)>,
-}
-
-impl std::fmt::Debug for ClusterAuth {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ClusterAuth")
-            .field("user", &self.user_password.as_ref().map(|(user, _)| user))
-            .field("password", &self.user_password.as_ref().map(|_| "***"))
-            .field("token", &self.token.as_ref().map(|_| "***"))
-            .field("creds", &self.creds)
-            .field("tls_ca", &self.tls_ca)
-            .field("tls_client", &self.tls_client)
-            .finish()
-    }
-}
-
-impl ClusterAuth {
-    /// `options` with these credentials and certificates. Reads the `.creds` file (its
-    /// errors name the flag and the path).
-    async fn apply(
-        &self,
-        mut options: async_nats::ConnectOptions,
-    ) -> Result<async_nats::ConnectOptions, ClusterError> {
-        if let Some((user, password)) = &self.user_password {
-            options = options.user_and_password(user.clone(), password.clone());
-        }
-        if let Some(token) = &self.token {
-            options = options.token(token.clone());
-        }
-        if let Some(path) = &self.creds {
-            options = options.credentials_file(path).await.map_err(|e| {
-                ClusterError(format!(
-                    "--cluster-creds {}: not a usable NATS credentials file: {e}",
-                    path.display()
-                ))
-            })?;
-        }
-        if let Some(ca) = &self.tls_ca {
-            options = options.add_root_certificates(ca.clone());
-        }
-        if let Some((cert, key)) = &self.tls_client {
-            options = options.add_client_certificate(cert.clone(), key.clone());
-        }
-        Ok(options)
-    }
+    /// The cluster secret (`--cluster-secret-file`, the same on every node): every message
+    /// one node sends another is sealed with it ([`seal`]).
+    pub secret: seal::ClusterSecret,
 }
 
 impl ClusterSettings {
@@ -218,6 +166,9 @@ pub struct ClusterStats {
     pub leases_lost: AtomicU64,
     /// Nodes alive in `rt_nodes` at the last count (this one included).
     pub known_nodes: AtomicU64,
+    /// Node-to-node messages refused by the cluster's own authentication ([`seal`]): a
+    /// wrong or missing seal, a replay, a stale timestamp.
+    pub auth_refused: AtomicU64,
 }
 
 impl ClusterStats {
@@ -270,6 +221,8 @@ struct Inner {
     nodes: jetstream::kv::Store,
     /// Counters (shared with the connection's event callback).
     stats: Arc<ClusterStats>,
+    /// The cluster secret's key and what the checks of seals remember ([`seal`]).
+    sealing: seal::Sealing,
 }
 
 /// A snapshot of the cluster state for `/health`.
@@ -310,6 +263,8 @@ pub struct ClusterStatus {
     pub leases_lost: u64,
     /// Nodes alive at the last count.
     pub nodes: u64,
+    /// Node-to-node messages refused by the cluster's authentication.
+    pub auth_refused: u64,
 }
 
 impl Cluster {
@@ -358,8 +313,11 @@ impl Cluster {
         let log_stream = Cluster::open_log_stream(&js, names, replicas).await?;
         let owners = lease::open_bucket(&js, names, settings.lease_time, replicas).await?;
         let nodes = search::open_bucket(&js, names, settings.lease_time, replicas).await?;
+        warn_if_anonymous(&settings, &client);
+        let sealing = seal::Sealing::new(&settings.secret);
         let cluster = Cluster {
             inner: Arc::new(Inner {
+                sealing,
                 settings,
                 client,
                 registry,
@@ -468,6 +426,7 @@ impl Cluster {
             lease_renewals: stats.lease_renewals.load(Ordering::Relaxed),
             leases_lost: stats.leases_lost.load(Ordering::Relaxed),
             nodes: stats.known_nodes.load(Ordering::Relaxed),
+            auth_refused: stats.auth_refused.load(Ordering::Relaxed),
         }
     }
 }
@@ -607,28 +566,6 @@ async fn ensure_replicas(
     }
 }
 
-/// async-nats' connect error, said once and with a hint where the cause is a usual mistake:
-/// `authorization violation: nats: authorization violation` becomes `authorization
-/// violation`; a certificate the node does not trust, a client certificate the server
-/// wants, a `tls://` URL to a server without TLS get a word on the flag to look at.
-fn connect_error_text(text: &str) -> String {
-    let text = match text.split_once(": nats: ") {
-        Some((kind, detail)) if kind.eq_ignore_ascii_case(detail) => kind.to_string(),
-        _ => text.to_string(),
-    };
-    let hint = if text.contains("UnknownIssuer") || text.contains("invalid peer certificate") {
-        " (the server's certificate is not signed by a trusted CA: --cluster-tls-ca)"
-    } else if text.contains("BadCertificate") || text.contains("CertificateRequired") {
-        " (the server wants a client certificate it trusts: --cluster-tls-cert and \
-         --cluster-tls-key)"
-    } else if text.contains("InvalidContentType") {
-        " (the server does not speak TLS: a tls:// URL requires it)"
-    } else {
-        ""
-    };
-    format!("{text}{hint}")
-}
-
 impl Cluster {
     /// Reads, in order, every message of `stream` under `filter` that is there when the read
     /// starts (`policy`: all of them, or the last per subject) through an ordered consumer,
@@ -718,39 +655,5 @@ impl std::fmt::Debug for Cluster {
         f.debug_struct("Cluster")
             .field("node", &self.node())
             .finish_non_exhaustive()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn connect_errors_are_said_once_with_a_hint() {
-        assert_eq!(
-            connect_error_text("authorization violation: nats: authorization violation"),
-            "authorization violation"
-        );
-        assert_eq!(
-            connect_error_text("IO error: invalid peer certificate: UnknownIssuer"),
-            "IO error: invalid peer certificate: UnknownIssuer (the server's certificate is not \
-             signed by a trusted CA: --cluster-tls-ca)"
-        );
-        assert_eq!(connect_error_text("timed out"), "timed out");
-    }
-
-    #[test]
-    fn the_auth_debug_hides_secrets() {
-        let auth = ClusterAuth {
-            user_password: Some(("rt".into(), "pa55word".into())),
-            token: Some("t0ken".into()),
-            ..Default::default()
-        };
-        let shown = format!("{auth:?}");
-        assert!(shown.contains("\"rt\""), "{shown}");
-        assert!(
-            !shown.contains("pa55word") && !shown.contains("t0ken"),
-            "{shown}"
-        );
     }
 }

@@ -211,6 +211,31 @@ impl Cluster {
         Ok(Written::Stored(revision))
     }
 
+    /// Creates the record of a conversation the bucket lost (a node holds its files, the
+    /// bucket has no record and no delete marker: `registry/lost_records.rs`), as
+    /// [`Cluster::create_conversation`] does; `None`, writing nothing, when the bucket holds a
+    /// record or a delete marker for its id after all (a KV create would write over a
+    /// marker and bring a deleted conversation back).
+    pub async fn create_lost_conversation(
+        &self,
+        record: &RegistryRecord,
+    ) -> Result<Option<Written>, ClusterError> {
+        self.require_connected()?;
+        let bucket = self.registry_bucket();
+        let subject = format!("{}{}", bucket.prefix, conv_key(record.conversation_id));
+        match bucket
+            .stream
+            .get_last_raw_message_by_subject(&subject)
+            .await
+        {
+            Ok(_) => Ok(None),
+            Err(e) if e.kind() == jetstream::stream::LastRawMessageErrorKind::NoMessageFound => {
+                self.create_conversation(record).await.map(Some)
+            }
+            Err(e) => Err(ClusterError::new("registry record read", e)),
+        }
+    }
+
     /// Renames a conversation: claims the new name (unless only its case or spacing changes),
     /// rewrites the record with a compare-and-set, releases the old name. `Ok(None)` when the
     /// record is gone (deleted on another node); `Stored` carries the record's new revision.

@@ -123,11 +123,19 @@ impl Cluster {
                 return;
             }
         };
+        let subject = self.names().search_subject();
         while let Some(message) = requests.next().await {
-            let (Some(reply), Ok(request)) = (
-                message.reply.clone(),
-                serde_json::from_slice::<SearchRequest>(&message.payload),
-            ) else {
+            let Some(reply) = message.reply.clone() else {
+                continue;
+            };
+            // Only a node holding the cluster secret may ask (`seal.rs`): anyone else would
+            // read every node's index.
+            let Some(body) =
+                self.open_stamped("a search", &subject, Some(&reply), &message.payload)
+            else {
+                continue;
+            };
+            let Ok(request) = serde_json::from_slice::<SearchRequest>(body) else {
                 continue;
             };
             if request.from == self.node() {
@@ -145,7 +153,8 @@ impl Cluster {
                     hits,
                 };
                 let body = serde_json::to_vec(&answer).expect("an answer serializes");
-                let _ = cluster.client().publish(reply, body.into()).await;
+                let sealed = cluster.seal_stamped(&reply, None, &body);
+                let _ = cluster.client().publish(reply, sealed).await;
             });
         }
     }
@@ -171,9 +180,11 @@ impl Cluster {
             from: self.node().to_string(),
         };
         let body = serde_json::to_vec(&request).expect("a request serializes");
+        let subject = self.names().search_subject();
+        let sealed = self.seal_stamped(&subject, Some(&inbox), &body);
         if self
             .client()
-            .publish_with_reply(self.names().search_subject(), inbox, body.into())
+            .publish_with_reply(subject, inbox.clone(), sealed)
             .await
             .is_err()
         {
@@ -187,7 +198,11 @@ impl Cluster {
             let Ok(Some(message)) = tokio::time::timeout(left, answers.next()).await else {
                 break;
             };
-            if let Ok(answer) = serde_json::from_slice::<SearchAnswer>(&message.payload) {
+            let Some(body) = self.open_stamped("a search answer", &inbox, None, &message.payload)
+            else {
+                continue;
+            };
+            if let Ok(answer) = serde_json::from_slice::<SearchAnswer>(body) {
                 heard += 1;
                 hits.extend(answer.hits);
             }

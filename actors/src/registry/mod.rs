@@ -59,6 +59,7 @@ mod catch_up;
 mod directory;
 mod handoff;
 mod lifecycle;
+mod lost_records;
 mod membership;
 mod ownership;
 mod reconcile;
@@ -98,7 +99,7 @@ pub use ownership::{Lease, OwnershipService};
 pub use reconcile::{SharedSnapshot, DEFAULT_RECONCILE_TIME};
 pub use shared::{
     start_shared_sync, ChangeStream, RegistryChange, RegistryRecord, RegistrySnapshot,
-    SharedChange, SharedCounts, SharedError, SharedStore, Written,
+    SharedChange, SharedCounts, SharedError, SharedFuture, SharedStore, Written,
 };
 pub use startup::{read_registry_early, EarlyRegistry, StartupTables};
 pub use watchers::{

@@ -133,6 +133,9 @@ pub(super) struct SharedCopy {
     /// The round under way follows a fault: checks come one after another until it is done,
     /// instead of one per reconcile time.
     sweep_urgent: bool,
+    /// Conversations whose lost record this node is writing again (`lost_records.rs`): at
+    /// most one write each at a time; bounded by the copy.
+    pub(super) rewriting: HashSet<ConversationId>,
 }
 
 impl SharedCopy {
@@ -609,6 +612,15 @@ impl ConversationRegistry {
                                 record.name
                             );
                         }
+                    }
+                    // The leader has no record, the snapshot no delete marker, and this node
+                    // holds its files: the store lost it (its revisions may have started lower
+                    // again, so the snapshot need not show it absent). Writing it again
+                    // removes nothing (and writes only where the leader has no marker either),
+                    // so it is done however many look gone.
+                    Ok(None) if held.is_some() && !marked.contains(&id) && act.holds_files(id) => {
+                        repairs += 1;
+                        act.write_record_again(id, ctx);
                     }
                     Ok(None) if held.is_some() && (hold_removals || !removable.contains(&id)) => {
                         log::info!(

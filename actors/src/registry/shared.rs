@@ -159,6 +159,10 @@ pub trait SharedStore: Send + Sync + 'static {
     /// name.
     fn create(&self, record: RegistryRecord) -> BoxFuture<'static, Result<Written, SharedError>>;
 
+    /// Like `create`, for a conversation the store lost (`lost_records.rs`): only when the
+    /// store holds nothing for its id, neither a record nor a delete marker (`Ok(None)`).
+    fn create_lost(&self, record: RegistryRecord) -> SharedFuture<Option<Written>>;
+
     /// Renames a conversation (claims the new name, rewrites the record, releases the old
     /// name). `Ok(None)` when its record is gone (deleted on another node).
     fn rename(
@@ -220,6 +224,9 @@ pub trait SharedStore: Send + Sync + 'static {
         dir: PathBuf,
     ) -> BoxFuture<'static, Result<(), SharedError>>;
 }
+
+/// What most [`SharedStore`] calls answer.
+pub type SharedFuture<T> = BoxFuture<'static, Result<T, SharedError>>;
 
 /// One revision from the store's watch, or a change this node made itself.
 #[derive(Message)]

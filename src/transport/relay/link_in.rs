@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::StreamExt;
+use roundtable_actors::cluster::seal::StreamOpener;
 use roundtable_actors::cluster::Cluster;
 use roundtable_actors::ids::ConversationId;
 use roundtable_actors::metrics::Metrics;
@@ -139,14 +140,14 @@ impl InLink {
                 let subject = cluster.names().relay_link(cluster.node(), &self.id);
                 let subscription = cluster
                     .client()
-                    .subscribe(subject)
+                    .subscribe(subject.clone())
                     .await
                     .map_err(|e| format!("subscribe: {e}"))?;
                 actix::spawn(run(
                     self.clone(),
                     links.clone(),
                     subscription,
-                    cluster.lease_time(),
+                    cluster.clone(),
                 ));
                 Ok::<(), String>(())
             })
@@ -162,18 +163,24 @@ impl InLink {
     }
 }
 
-/// The link's task: hands each entry of A's messages to its relay; ends on A's silence for
-/// `silence` (A's heartbeat comes every third of it) or once no relay is left.
+/// The link's task: hands each entry of A's messages to its relay; ends on A's silence for a
+/// lease time (A's heartbeat comes every third of it) or once no relay is left. A message
+/// without the cluster's seal, or taken already, is dropped before anything reads it (and
+/// does not count as A's heartbeat).
 async fn run(
     link: Arc<InLink>,
     links: Arc<InLinks>,
     mut subscription: async_nats::Subscriber,
-    silence: Duration,
+    cluster: Cluster,
 ) {
+    let silence: Duration = cluster.lease_time();
+    let subject = cluster.names().relay_link(cluster.node(), &link.id);
+    let mut opener = StreamOpener::default();
     let mut chunks = Chunks::default();
     let mut decoder = Decoder::default();
+    let mut heard = tokio::time::Instant::now();
     while !link.retired.load(Ordering::Acquire) {
-        let message = match tokio::time::timeout(silence, subscription.next()).await {
+        let message = match tokio::time::timeout_at(heard + silence, subscription.next()).await {
             Ok(Some(m)) => m,
             Ok(None) => break,
             Err(_) => {
@@ -187,7 +194,11 @@ async fn run(
                 break;
             }
         };
-        let Some((kind, body)) = chunks.take(&message.payload) else {
+        let Some(payload) = cluster.open_stream(&mut opener, &subject, &message.payload) else {
+            continue;
+        };
+        heard = tokio::time::Instant::now();
+        let Some((kind, body)) = chunks.take(payload) else {
             continue;
         };
         if kind != LINK {

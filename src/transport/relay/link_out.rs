@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use futures_util::stream::{self, SelectAll, Stream};
 use futures_util::{FutureExt, StreamExt};
+use roundtable_actors::cluster::seal::StreamSealer;
 use roundtable_actors::cluster::Cluster;
 use roundtable_actors::outbox::{OutboxReceiver, Outgoing};
 use tokio::sync::{mpsc, oneshot, watch};
@@ -158,8 +159,10 @@ struct Link {
 impl Link {
     /// The link's task: reads its relays' outboxes, publishes link messages in order.
     async fn run(self, mut attaches: mpsc::Receiver<Attach>) {
-        let client = self.cluster.client().clone();
-        let max = max_piece(&client);
+        let cluster = self.cluster.clone();
+        let max = max_piece(cluster.client());
+        // A link task that starts again for the same link begins a later epoch.
+        let mut stream = StreamSealer::default();
         let mut encoder = Encoder::default();
         let mut relays: SelectAll<Pin<Box<dyn Stream<Item = Relayed>>>> = SelectAll::new();
         let mut beat = tokio::time::interval(self.heartbeat);
@@ -188,7 +191,7 @@ impl Link {
                     }
                     if last_sent.elapsed() >= self.heartbeat {
                         // Quiet: tell node B this one is alive.
-                        if let Err(e) = publish(&client, &self.subject, max, PING, Bytes::new()).await {
+                        if let Err(e) = publish(&cluster, &mut stream, &self.subject, max, PING, Bytes::new()).await {
                             log::warn!("cluster relay link {}: publish failed: {e}", self.subject);
                             break;
                         }
@@ -209,7 +212,9 @@ impl Link {
                     next = relays.next().now_or_never().flatten();
                 }
             }
-            if let Err(e) = publish(&client, &self.subject, max, LINK, body.into()).await {
+            if let Err(e) =
+                publish(&cluster, &mut stream, &self.subject, max, LINK, body.into()).await
+            {
                 log::warn!("cluster relay link {}: publish failed: {e}", self.subject);
                 break;
             }

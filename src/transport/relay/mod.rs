@@ -464,8 +464,16 @@ impl Connection {
                 .await
                 .map_err(|e| (e, false))?;
             let body = serde_json::to_vec(&request).expect("serializes");
+            // Sealed for this subject and this reply subject (the cluster's authentication).
+            let inbox = client.new_inbox();
+            let sealed = cluster.seal_stamped(&open_subject, Some(&inbox), &body);
             let answer = client
-                .request(open_subject, body.into())
+                .send_request(
+                    open_subject,
+                    async_nats::Request::new()
+                        .payload(sealed)
+                        .inbox(inbox.clone()),
+                )
                 .await
                 .map_err(|e| {
                     // Gone (killed, or stopping): its lease lapses soon and a join can wait.
@@ -476,12 +484,17 @@ impl Connection {
                     );
                     (format!("node {target} does not answer: {e}"), gone)
                 })?;
-            if &answer.payload[..] != b"ok" {
+            let Some(answer) =
+                cluster.open_stamped("a relay open's answer", &inbox, None, &answer.payload)
+            else {
                 return Err((
-                    format!(
-                        "node {target}: {}",
-                        String::from_utf8_lossy(&answer.payload)
-                    ),
+                    format!("node {target}: an answer without the cluster's seal"),
+                    false,
+                ));
+            };
+            if answer != b"ok" {
+                return Err((
+                    format!("node {target}: {}", String::from_utf8_lossy(answer)),
                     false,
                 ));
             }

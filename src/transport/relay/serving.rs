@@ -1,6 +1,12 @@
 //! A's side of relays: answers `rt.node.<A>.relay.open` and runs one virtual connection per
 //! cross-node join, an ordinary `Connection` fed from NATS whose outbox is read by the
 //! relay's link (`link_out.rs`: one per node B and conversation), which publishes it.
+//!
+//! Nothing reaches a virtual connection without the cluster's seal
+//! (`roundtable_actors::cluster::seal`): an open request must be stamped by a node holding the
+//! cluster secret, for this subject and its reply subject, fresh and never seen before (else
+//! it gets no answer and nothing is created), and each of the relay's frames must be the
+//! next of its sealed stream (else it is dropped before the connection reads it).
 
 use std::sync::Arc;
 
@@ -8,6 +14,7 @@ use actix::prelude::*;
 use actix_http::ws::{Message, ProtocolError};
 use bytes::Bytes;
 use futures_util::StreamExt;
+use roundtable_actors::cluster::seal::StreamOpener;
 use roundtable_actors::cluster::Cluster;
 use roundtable_actors::outbox::outbox;
 use tokio::sync::oneshot;
@@ -29,11 +36,17 @@ pub async fn serve_relays(state: Arc<AppState>, cluster: Cluster) {
             return;
         }
     };
+    let subject = cluster.names().relay_open(&me);
     while let Some(request) = requests.next().await {
         let Some(reply) = request.reply.clone() else {
             continue;
         };
-        let answer = match serde_json::from_slice::<OpenRelay>(&request.payload) {
+        let Some(body) =
+            cluster.open_stamped("a relay open", &subject, Some(&reply), &request.payload)
+        else {
+            continue; // no answer: an unauthenticated asker learns nothing
+        };
+        let answer = match serde_json::from_slice::<OpenRelay>(body) {
             Ok(open)
                 if uuid::Uuid::parse_str(&open.relay).is_ok()
                     && uuid::Uuid::parse_str(&open.link).is_ok()
@@ -49,7 +62,8 @@ pub async fn serve_relays(state: Arc<AppState>, cluster: Cluster) {
             }
             _ => Bytes::from_static(b"malformed relay request"),
         };
-        let _ = client.publish(reply, answer).await;
+        let sealed = cluster.seal_stamped(&reply, None, &answer);
+        let _ = client.publish(reply, sealed).await;
     }
 }
 
@@ -60,8 +74,9 @@ async fn open_virtual(
     open: &OpenRelay,
 ) -> Result<(), String> {
     let client = cluster.client().clone();
+    let subject = cluster.names().relay_in(cluster.node(), &open.relay);
     let inbound = client
-        .subscribe(cluster.names().relay_in(cluster.node(), &open.relay))
+        .subscribe(subject.clone())
         .await
         .map_err(|e| format!("subscribe: {e}"))?;
     let (tx, rx) = outbox(state.config.outbox.clone());
@@ -77,11 +92,14 @@ async fn open_virtual(
         },
     )?;
     let mut chunks = Chunks::default();
+    let mut opener = StreamOpener::default();
+    let sealed_by = cluster.clone();
     let frames = inbound
         .take_until(done_rx)
         .filter_map(move |message| {
-            let frame = chunks
-                .take(&message.payload)
+            let frame = sealed_by
+                .open_stream(&mut opener, &subject, &message.payload)
+                .and_then(|payload| chunks.take(payload))
                 .and_then(|(kind, body)| match kind {
                     TEXT => String::from_utf8(body)
                         .ok()

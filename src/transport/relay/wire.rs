@@ -8,6 +8,7 @@
 use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
+use roundtable_actors::cluster::seal::StreamSealer;
 use roundtable_actors::cluster::Cluster;
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
@@ -18,7 +19,7 @@ pub const MAX_RELAYED_MESSAGE: usize = 256 << 20;
 /// Frames one relay direction may have waiting for NATS.
 pub const RELAY_QUEUE_FRAMES: usize = 4096;
 /// Bytes of a NATS message's payload used for one chunk when a frame exceeds the server's
-/// `max_payload` (room left for the kind byte and headers).
+/// `max_payload` (room left for the kind byte, the seal and headers).
 pub(super) const CHUNK_MARGIN: usize = 1024;
 
 pub(super) const TEXT: u8 = b'T';
@@ -48,9 +49,13 @@ pub(super) fn max_piece(client: &async_nats::Client) -> usize {
     client.server_info().max_payload.max(4 * CHUNK_MARGIN) - CHUNK_MARGIN
 }
 
-/// Publishes one message of `kind` to `subject`, split into [`CHUNK`]s past `max` bytes.
+/// Publishes one message of `kind` to `subject`, split into [`CHUNK`]s past `max` bytes, each
+/// NATS message sealed as the next of `stream` (the cluster's own authentication,
+/// `roundtable_actors::cluster::seal`: the receiver takes each once, in order, and only from
+/// a node holding the cluster secret).
 pub(super) async fn publish(
-    client: &async_nats::Client,
+    cluster: &Cluster,
+    stream: &mut StreamSealer,
     subject: &str,
     max: usize,
     kind: u8,
@@ -63,7 +68,11 @@ pub(super) async fn publish(
         let mut payload = Vec::with_capacity(piece.len() + 1);
         payload.push(if last { kind } else { CHUNK });
         payload.extend_from_slice(&piece);
-        client.publish(subject.to_string(), payload.into()).await?;
+        let sealed = cluster.seal_stream(stream, subject, &payload);
+        cluster
+            .client()
+            .publish(subject.to_string(), sealed)
+            .await?;
         if last {
             return Ok(());
         }
@@ -82,12 +91,13 @@ impl Publisher {
     /// handle is dropped.
     pub(super) fn start(cluster: &Cluster, subject: String) -> Publisher {
         let (tx, mut rx) = mpsc::channel::<(u8, Bytes)>(RELAY_QUEUE_FRAMES);
-        let client = cluster.client().clone();
         let stats = cluster.clone();
+        let cluster = cluster.clone();
         actix::spawn(async move {
-            let max = max_piece(&client);
+            let max = max_piece(cluster.client());
+            let mut stream = StreamSealer::default();
             while let Some((kind, body)) = rx.recv().await {
-                if let Err(e) = publish(&client, &subject, max, kind, body).await {
+                if let Err(e) = publish(&cluster, &mut stream, &subject, max, kind, body).await {
                     log::warn!("cluster relay {subject}: publish failed: {e}");
                     return;
                 }

@@ -409,3 +409,94 @@ fn a_creds_file_in_operator_mode() {
         "{stderr}"
     );
 }
+
+/// README's NATS permissions (Security, the NATS row): nodes whose NATS users may use only the
+/// cluster's subjects (and listen only to their own relays) run the whole cluster (a relayed turn, search across nodes, create,
+/// rename, delete, a takeover after `kill -9`) without a single permissions violation, and
+/// another user of the same NATS server can neither read the log stream nor listen to the
+/// nodes' subjects.
+#[test]
+fn a_cluster_runs_with_nats_permissions_limited_to_its_subjects() {
+    let config = nats_auth::cluster_permissions_config(
+        &[("a", "a-pass"), ("b", "b-pass")],
+        ("app", "app-pass"),
+    );
+    let Some(nats) = nats_with(&config) else {
+        return;
+    };
+    let secrets = tempfile::tempdir().unwrap();
+    let node = |name: &str| {
+        let password = nats_auth::write_private(secrets.path(), name, &format!("{name}-pass"));
+        Server::start(&[
+            "--cluster",
+            &nats.url(),
+            "--node-name",
+            name,
+            "--cluster-user",
+            name,
+            "--cluster-password-file",
+            password.to_str().unwrap(),
+            "--lease-time",
+            "2",
+        ])
+    };
+    let a = node("a");
+    let b = node("b");
+    two_nodes_share_a_conversation(&a, &b, "permitted");
+    let (mut on_a, id) = a.joined("platypus facts");
+    on_a.run_turn(&id, "tell me about the platypus");
+    eventually("b to find a's conversation", || {
+        b.connect()
+            .agent("searchConversationContent", json!(["platypus", null]))
+            .unwrap()
+            .to_string()
+            .contains("platypus facts")
+    });
+    let mut on_b = b.connect();
+    on_b.agent("renameConversation", json!([id, "monotremes"]))
+        .unwrap();
+    let gone = on_b.create("to delete");
+    on_b.agent("deleteConversation", json!([gone])).unwrap();
+    // a dies; b takes its conversation over from the stream.
+    drop(on_a);
+    a.kill();
+    eventually("b to take the conversation over", || {
+        let mut client = b.connect();
+        client
+            .agent("joinConversation", json!([{"conversationId": id}]))
+            .is_ok()
+            && client
+                .history(&id)
+                .iter()
+                .any(|e| e["command"] == "tell me about the platypus")
+    });
+    let log = nats.log();
+    assert!(
+        !log.contains("Violation"),
+        "the nodes' user lacked a permission:\n{log}"
+    );
+    // Another user of the same server: no stream read, no listening to the nodes.
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let _in_runtime = runtime.enter();
+    runtime.block_on(async {
+        let app =
+            async_nats::ConnectOptions::with_user_and_password("app".into(), "app-pass".into())
+                .connect(nats.url())
+                .await
+                .expect("the other user connects");
+        let js = async_nats::jetstream::new(app.clone());
+        let read = tokio::time::timeout(WAIT, js.get_stream("RT_LOG")).await;
+        assert!(!matches!(read, Ok(Ok(_))), "the other user read the stream");
+        let _ = app.subscribe("rt.>").await;
+        app.flush().await.unwrap();
+    });
+    let violations = || nats.log().matches("Violation").count();
+    eventually("NATS to refuse the other user twice", || violations() >= 2);
+    let log = nats.log();
+    assert!(
+        log.lines()
+            .filter(|l| l.contains("Violation"))
+            .all(|l| l.contains("app")),
+        "{log}"
+    );
+}

@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use async_nats::HeaderMap;
 use roundtable_actors::cluster::log_stream::LogReplicator;
+use roundtable_actors::cluster::seal::ClusterSecret;
 use roundtable_actors::cluster::{Cluster, ClusterAuth, ClusterSettings, Names, RegistryBackend};
 use roundtable_actors::ids::ConversationId;
 use roundtable_actors::metrics::Metrics;
@@ -32,6 +33,8 @@ async fn connect(nats: &crate::support::nats::NatsServer, node: &str) -> Cluster
         replicas: 1,
         names: Names::default(),
         auth: ClusterAuth::default(),
+        secret: ClusterSecret::new("the fencing test's cluster secret".into())
+            .expect("long enough"),
     })
     .await
     .expect("connected to NATS")

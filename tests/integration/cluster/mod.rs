@@ -4,13 +4,17 @@
 //! (turns, interactions, client agents), delete across nodes, losing and regaining NATS,
 //! search and backup from any node. `failover.rs`: conversations moving between nodes;
 //! `relay_links.rs`: relayed clients of one node share one link; `fencing.rs`: the log stream's
-//! fence across one node's ownership epochs of a conversation.
+//! fence across one node's ownership epochs of a conversation; `attack.rs`: NATS access alone
+//! reaches no conversation (the cluster secret's seals); `power_loss.rs`: a power cut that
+//! costs JetStream acknowledged writes costs the cluster none.
 
+mod attack;
 mod auth;
 mod failover;
 mod fencing;
 mod isolation;
 mod nemesis;
+mod power_loss;
 mod reconcile;
 mod relay_links;
 mod replicas;
