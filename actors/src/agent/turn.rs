@@ -24,8 +24,8 @@ use super::interaction::{
 use super::routing::{call_tool, OfferedTools};
 use super::usage::{self, Usage};
 use super::{
-    attachments, ChatMessage, ContentBlock, LocalBoxFuture, Provider, ProviderRequest, Role,
-    ToolSpec,
+    attachments, AnswerDelta, ChatMessage, ContentBlock, DeltaSink, LocalBoxFuture, Provider,
+    ProviderError, ProviderRequest, ProviderResponse, Role, ToolSpec,
 };
 
 pub use super::routing::offered_tools;
@@ -162,8 +162,17 @@ pub enum TurnStep {
 /// Where a turn's output goes.
 pub trait TurnSink {
     /// Shows something to the clients (`appendDisplay`). `extra` holds fields merged into the
-    /// `IAgentMessage` (`toolCall`, `toolResult`) so rich clients can render blocks.
+    /// `IAgentMessage` (`toolCall`, `toolResult`) so rich clients can render blocks. The
+    /// whole text of an answer that was streamed ([`TurnSink::stream`]) comes here too, once
+    /// its model call has ended, with `"streamed": true` in `extra` (and `"thinking": true`
+    /// for the model's thinking): what the log keeps and a later client replays.
     fn display(&self, content: Value, extra: Option<Value>);
+    /// A piece of the model's answer as it is written ([`AnswerDelta`]): shown to the people
+    /// as it grows. Its whole text follows as a [`TurnSink::display`] once the model call has
+    /// ended. The default shows nothing.
+    fn stream(&self, delta: AnswerDelta) {
+        let _ = delta;
+    }
     /// Asks the user to pick one of `choices`; resolves to the chosen index. `private`: only
     /// the originating client is asked (`requestChoice`), otherwise everyone in the
     /// conversation (`requestInteraction`).
@@ -307,6 +316,53 @@ impl TurnOutcome {
     }
 }
 
+/// What a model call streamed before it ended.
+#[derive(Debug, Clone, Copy, Default)]
+struct Streamed {
+    /// Pieces of its text went to the sink.
+    text: bool,
+    /// Pieces of its thinking went to the sink.
+    thinking: bool,
+}
+
+/// One model call, its answer streamed to `sink` as it is written
+/// ([`Provider::complete_streaming`]). The provider hands pieces to a channel the loop drains
+/// while the call runs, so the sink (which the turn only borrows) never leaves this future;
+/// the channel holds at most what the provider has read of one answer, which it bounds.
+async fn call_streaming(
+    provider: &dyn Provider,
+    request: ProviderRequest,
+    sink: &dyn TurnSink,
+) -> (Result<ProviderResponse, ProviderError>, Streamed) {
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let deltas: DeltaSink = Box::new(move |delta| {
+        let _ = tx.send(delta);
+    });
+    let mut streamed = Streamed::default();
+    let mut show = |delta: AnswerDelta| {
+        match &delta {
+            AnswerDelta::Text(_) => streamed.text = true,
+            AnswerDelta::Thinking(_) => streamed.thinking = true,
+        }
+        sink.stream(delta);
+    };
+    let call = provider.complete_streaming(request, deltas);
+    tokio::pin!(call);
+    let response = loop {
+        tokio::select! {
+            biased;
+            Some(delta) = rx.recv() => show(delta),
+            response = &mut call => {
+                while let Ok(delta) = rx.try_recv() {
+                    show(delta);
+                }
+                break response;
+            }
+        }
+    };
+    (response, streamed)
+}
+
 /// Runs the loop. Cancellation is by dropping the future.
 pub async fn run_turn(input: TurnInput, sink: &dyn TurnSink) -> TurnOutcome {
     // Only this turn's messages are copied per model call; the history is shared.
@@ -326,7 +382,7 @@ pub async fn run_turn(input: TurnInput, sink: &dyn TurnSink) -> TurnOutcome {
             tools: tools.specs.clone(),
         };
         let asked = Instant::now();
-        let response = input.provider.complete(request).await;
+        let (response, streamed) = call_streaming(input.provider.as_ref(), request, sink).await;
         sink.step(TurnStep::ModelCall {
             duration: asked.elapsed(),
         });
@@ -355,8 +411,15 @@ pub async fn run_turn(input: TurnInput, sink: &dyn TurnSink) -> TurnOutcome {
         let mut calls = Vec::new();
         for block in &response.content {
             match block {
+                ContentBlock::Thinking { text, .. } if !text.trim().is_empty() => sink.display(
+                    json!({"type": "text", "content": text, "kind": "info"}),
+                    Some(json!({"thinking": true, "streamed": streamed.thinking})),
+                ),
                 ContentBlock::Text { text } if !text.trim().is_empty() => {
-                    sink.display(json!({"type": "markdown", "content": text}), None);
+                    sink.display(
+                        json!({"type": "markdown", "content": text}),
+                        streamed.text.then(|| json!({"streamed": true})),
+                    );
                 }
                 ContentBlock::ToolUse { id, name, input } => {
                     calls.push((id.clone(), name.clone(), input.clone()))

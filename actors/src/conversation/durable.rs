@@ -324,6 +324,8 @@ impl Conversation {
                     json!({"type": "user-request", "requestId": id, "command": a.command}),
                 );
             }
+            // What its answer had written, as far as it was checkpointed.
+            self.recover_answer(&a.request_id, &id, request.started_seq);
             self.log_entry(json!({
                 "type": "append-display",
                 "message": {
@@ -345,6 +347,7 @@ impl Conversation {
                 self.setup.id
             );
         }
+        self.forget_recovered_checkpoints();
         let ids: Vec<RequestId> = open.into_iter().map(|o| o.accepted.request_id).collect();
         self.after_durable(ctx, move |act, written, _| match written {
             Ok(()) => {

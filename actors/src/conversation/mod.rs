@@ -93,6 +93,7 @@ mod meter;
 mod queue;
 mod routing;
 mod sink;
+mod streaming;
 mod system;
 mod timing;
 mod turn;
@@ -317,6 +318,8 @@ pub struct Conversation {
     meter: Option<ContextMeter>,
     /// The meter's file (`sessions/chat/contextMeter.jsonl`).
     meter_path: Arc<Path>,
+    /// Where a streamed answer's checkpoints go (`streaming.rs`).
+    checkpoint_path: Arc<Path>,
     /// Bytes of the meter file (its length at load, and the appends since): it is rewritten
     /// with its last line past [`context_meter::REWRITE_AFTER_BYTES`].
     meter_file_bytes: u64,
@@ -361,6 +364,7 @@ impl Conversation {
         // A few bytes from the file's end, like the display log's last line above.
         let stored = context_meter::load(&meter_path);
         let requests_path: Arc<Path> = setup.dir.join(requests::FILE_NAME).into();
+        let setup_checkpoint_path: Arc<Path> = setup.dir.join(streaming::CHECKPOINT_FILE).into();
         Conversation {
             clientio_prefix: crate::protocol::call_prefix(&crate::protocol::clientio_channel(id))
                 .into(),
@@ -391,6 +395,7 @@ impl Conversation {
             chat_path,
             meter: stored.meter,
             meter_path,
+            checkpoint_path: setup_checkpoint_path,
             meter_file_bytes: stored.len,
             meter_changed: false,
             requests_path,
@@ -653,6 +658,10 @@ impl Handler<Attach> for Conversation {
                 working_directory: None,
             },
         );
+        // An answer being written: the words so far, then the rest live.
+        if !msg.filter {
+            self.stream_so_far_to(connection_id);
+        }
         log::debug!(
             "conversation {} connection {connection_id}: joined ({} clients)",
             self.setup.id,

@@ -248,6 +248,8 @@ pub(super) struct Running {
     /// The source of the handoff it is running (reading or summarizing), if any: a delete
     /// meanwhile says the handoff did not happen.
     pub(super) handing_off: Option<String>,
+    /// Its model's answer as it is being written (`streaming.rs`).
+    pub(super) stream: super::streaming::AnswerStream,
 }
 
 impl Running {
@@ -518,6 +520,7 @@ impl Conversation {
             timing,
             after_turn: Default::default(),
             handing_off: None,
+            stream: Default::default(),
         });
         self.broadcast(
             "requestStarted",
@@ -587,9 +590,13 @@ impl Conversation {
     /// Completes the running request: `command-result`, then `commandComplete` with its
     /// `CommandResult` (`metrics`, `traceId`, `lastError` when it failed).
     pub(super) fn finish(&mut self, turn: u64, error: Option<String>, ctx: &mut Context<Self>) {
+        if self.is_current(turn) {
+            self.stream_cut_short(super::streaming::CutShort::Incomplete, ctx);
+        }
         let Some(running) = self.running.take_if(|r| r.turn == turn) else {
             return;
         };
+        self.forget_checkpoints(&running);
         let metrics = running.timing.metrics();
         let request = running.request;
         log::debug!(
@@ -756,9 +763,12 @@ impl Conversation {
     /// logs its `command-result`, announces it (`requestCancelled`, then `commandComplete`
     /// with `cancelled: true`) and starts the next one. Nothing happens when nothing runs.
     pub(super) fn cancel_running(&mut self, reason: CancelReason, ctx: &mut Context<Self>) {
+        // The answer so far stays, marked cancelled.
+        self.stream_cut_short(super::streaming::CutShort::Cancelled, ctx);
         let Some(running) = self.running.take() else {
             return;
         };
+        self.forget_checkpoints(&running);
         let metrics = running.timing.metrics();
         if let Some(h) = running.handle {
             ctx.cancel_future(h);

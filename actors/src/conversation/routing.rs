@@ -216,6 +216,24 @@ impl Conversation {
         extra: Option<Value>,
         mode: DisplayMode,
     ) {
+        let message = self.log_display(request, content, extra, mode);
+        self.broadcast(
+            "appendDisplay",
+            json!([message, mode.as_str()]),
+            Some(request.origin),
+        );
+    }
+
+    /// The `IAgentMessage` of a display of `request`, logged (unless temporary) and not sent:
+    /// what [`display`](Self::display) sends, and what a streamed answer's whole text is
+    /// (its clients have its pieces).
+    pub(super) fn log_display(
+        &mut self,
+        request: &Request,
+        content: Value,
+        extra: Option<Value>,
+        mode: DisplayMode,
+    ) -> Value {
         let content = plain_text::with_text_alternate(content);
         let mut message =
             json!({"message": content, "requestId": request.id_obj(), "source": AGENT_SOURCE});
@@ -227,11 +245,7 @@ impl Conversation {
                 json!({"type": "append-display", "message": message, "mode": mode.as_str()}),
             );
         }
-        self.broadcast(
-            "appendDisplay",
-            json!([message, mode.as_str()]),
-            Some(request.origin),
-        );
+        message
     }
 }
 

@@ -28,7 +28,7 @@ use crate::agent::interaction::{
     ActionProposal, Picked, ProposalAnswer, QuestionForm, QuestionFormResponse,
 };
 use crate::agent::turn::{TurnSink, TurnStep};
-use crate::agent::LocalBoxFuture;
+use crate::agent::{AnswerDelta, LocalBoxFuture};
 
 /// At most one status line of a turn reaches the conversation (and its clients) per this
 /// long, the newest: a progress bar stays live (ten updates a second) while a server that
@@ -102,6 +102,13 @@ impl TurnSink for ConversationSink {
 
     /// Coalesced: the first status arms a timer of [`STATUS_COALESCE`]; when it fires, the
     /// newest status goes to the conversation (one `temporary` display to every client).
+    fn stream(&self, delta: AnswerDelta) {
+        self.addr.do_send(TurnEvent::Stream {
+            turn: self.turn,
+            delta,
+        });
+    }
+
     fn status(&self, text: String) {
         let mut slot = self.status.borrow_mut();
         slot.0 = Some(text);

@@ -37,7 +37,7 @@ use super::system::{
 };
 use super::{Conversation, AGENT_SOURCE};
 use crate::agent::turn::{run_turn, TurnInput, TurnOutcome, TurnStep, SERVER_SEPARATOR};
-use crate::agent::{ChatMessage, Provider, ProviderRequest, Role};
+use crate::agent::{AnswerDelta, ChatMessage, Provider, ProviderRequest, Role};
 
 /// Longest local (provider-less) compact summary, in characters.
 const LOCAL_SUMMARY_CHARS: usize = 4000;
@@ -156,6 +156,13 @@ pub enum TurnEvent {
         private: bool,
         /// The answer (choice index).
         reply: oneshot::Sender<Result<usize, String>>,
+    },
+    /// A piece of the model's answer as it is written (`streaming.rs`).
+    Stream {
+        /// Turn.
+        turn: u64,
+        /// The piece.
+        delta: AnswerDelta,
     },
     /// A passing status while a tool call runs (an MCP server's progress): shown as a
     /// `temporary` display, never logged.
@@ -347,7 +354,7 @@ impl Conversation {
     }
 
     /// Whether `turn` is the running request's (events of other turns are stale).
-    fn is_current(&self, turn: u64) -> bool {
+    pub(super) fn is_current(&self, turn: u64) -> bool {
         self.running.as_ref().is_some_and(|r| r.turn == turn)
     }
 
@@ -478,9 +485,23 @@ impl Conversation {
             } => {
                 if self.is_current(turn) {
                     let request = self.running.as_ref().expect("current").request.clone();
+                    let streamed = extra.as_ref().is_some_and(|e| e["streamed"] == true);
+                    if streamed
+                        && self.stream_finished(
+                            &request,
+                            content.clone(),
+                            extra.clone().unwrap_or_default(),
+                            ctx,
+                        )
+                    {
+                        return;
+                    }
+                    // Anything else ends an answer still being written (an error after it).
+                    self.stream_cut_short(super::streaming::CutShort::Incomplete, ctx);
                     self.display(&request, content, extra, DisplayMode::Block);
                 }
             }
+            TurnEvent::Stream { turn, delta } => self.stream_piece(turn, delta, ctx),
             TurnEvent::Status { turn, text } => {
                 if self.is_current(turn) {
                     let request = self.running.as_ref().expect("current").request.clone();

@@ -10,6 +10,8 @@ struct Recorder {
     shown: RefCell<Vec<Value>>,
     steps: RefCell<Vec<TurnStep>>,
     answer: Option<usize>,
+    /// Pieces streamed, with how many displays came before each.
+    pieces: RefCell<Vec<(usize, AnswerDelta)>>,
 }
 
 impl TurnSink for Recorder {
@@ -29,6 +31,10 @@ impl TurnSink for Recorder {
     }
     fn step(&self, step: TurnStep) {
         self.steps.borrow_mut().push(step);
+    }
+    fn stream(&self, delta: AnswerDelta) {
+        let shown = self.shown.borrow().len();
+        self.pieces.borrow_mut().push((shown, delta));
     }
 }
 
@@ -445,4 +451,76 @@ fn tool_images_go_to_the_model_not_the_history() {
         .iter()
         .all(|b| !matches!(b, ContentBlock::Image { .. })));
     assert!(results.joined_text().contains("not kept in the history"));
+}
+
+/// A provider that streams its thinking and its answer in pieces, each piece handed over
+/// before the call resolves (on another task, as a network read would).
+struct Streams;
+impl Provider for Streams {
+    fn name(&self) -> &str {
+        "streams"
+    }
+    fn complete(
+        &self,
+        _r: ProviderRequest,
+    ) -> LocalBoxFuture<'static, Result<ProviderResponse, ProviderError>> {
+        unreachable!("the loop streams")
+    }
+    fn complete_streaming(
+        &self,
+        _r: ProviderRequest,
+        mut deltas: DeltaSink,
+    ) -> LocalBoxFuture<'static, Result<ProviderResponse, ProviderError>> {
+        Box::pin(async move {
+            for piece in ["hm", "m"] {
+                deltas(AnswerDelta::Thinking(piece.into()));
+                tokio::task::yield_now().await;
+            }
+            for piece in ["It is ", "**5**."] {
+                deltas(AnswerDelta::Text(piece.into()));
+                tokio::task::yield_now().await;
+            }
+            Ok(ProviderResponse {
+                content: vec![
+                    ContentBlock::Thinking {
+                        text: "hmm".into(),
+                        signature: None,
+                    },
+                    ContentBlock::Text {
+                        text: "It is **5**.".into(),
+                    },
+                ],
+                usage: None,
+            })
+        })
+    }
+}
+
+/// Issue 50: the pieces reach the sink as they come, before the whole answer; then the
+/// thinking and the text are displayed whole, marked streamed, for the log.
+#[test]
+fn a_streamed_answer_reaches_the_sink_in_pieces_then_whole() {
+    let sink = Recorder::default();
+    let out = block_on(run_turn(input(Arc::new(Streams), "go"), &sink));
+    assert_eq!(out.error, None);
+    assert_eq!(
+        *sink.pieces.borrow(),
+        [
+            (0, AnswerDelta::Thinking("hm".into())),
+            (0, AnswerDelta::Thinking("m".into())),
+            (0, AnswerDelta::Text("It is ".into())),
+            (0, AnswerDelta::Text("**5**.".into())),
+        ]
+    );
+    let shown = sink.shown.borrow();
+    assert_eq!(
+        *shown,
+        [
+            json!({"content": {"type": "text", "content": "hmm", "kind": "info"},
+                   "extra": {"thinking": true, "streamed": true}}),
+            json!({"content": {"type": "markdown", "content": "It is **5**."},
+                   "extra": {"streamed": true}}),
+        ]
+    );
+    assert_eq!(out.messages[1].joined_text(), "It is **5**.");
 }
