@@ -6,6 +6,7 @@ import { dropChannels } from "./api.js";
 import { addEphemeral, addLocal, addLogged, clearView, scheduleSync } from "./log.js";
 import { addChoice, addFormChoice, clearTemporary, closeChoice, showTemporary, updateInteraction } from "./interactions.js";
 import { manageConversation } from "./manage.js";
+import { streamPiece } from "./streaming.js";
 import { moveAway } from "./navigation.js";
 import { agentNode, contentNode, localNode, systemNode } from "./render.js";
 import { applyListChange, refreshList } from "./sidebar.js";
@@ -128,6 +129,9 @@ function display(view, name, args) {
     addEphemeral(view, systemNode(message));
   } else if (mode === "temporary") {
     showTemporary(view, message);
+  } else if (mode === "inline" && name === "appendDisplay" && message.kind !== "toast" && message.kind !== "inline") {
+    // A piece of an answer being written: it grows in place until the logged whole replaces it.
+    streamPiece(view, message, addEphemeral);
   } else if (message.kind === "toast" || message.kind === "inline") {
     addEphemeral(view, agentNode(view, { type: "append-display", message, mode: "block" }));
   } else if (name === "setDisplay") {

@@ -25,6 +25,7 @@ import { localNode, renderEntry } from "./render.js";
 import { isCurrent, state } from "./state.js";
 import { refreshList } from "./sidebar.js";
 import { ui } from "./ui.js";
+import { forgetStreams, takeStream } from "./streaming.js";
 import { requestIdOf, stableStringify } from "./util.js";
 
 const SYNC_DELAY_MS = 150;
@@ -101,8 +102,13 @@ export function reconcile(view, entries) {
       pi = j + 1;
     } else {
       node = renderEntry(view, entry);
-      const before = view.provisional.slice(pi).find((p) => p.node.isConnected);
-      insertNode(node, before ? before.node : null);
+      // A streamed answer's whole text takes the place of the node it grew in.
+      const grew = takeStream(view, entry);
+      if (grew) grew.replaceWith(node);
+      else {
+        const before = view.provisional.slice(pi).find((p) => p.node.isConnected);
+        insertNode(node, before ? before.node : null);
+      }
     }
     node.dataset.seq = String(entry.seq);
     node.dataset.key = key;
@@ -217,6 +223,7 @@ export function resetMessages() {
     view.cleared = false;
     view.renderedKeys = new Set();
     view.provisional = [];
+    forgetStreams(view);
     view.interactions = new Map();
     view.outcomes = new Map();
     view.choices = new Map();
@@ -236,6 +243,7 @@ export function clearView() {
   if (view) {
     view.temporary = new Map();
     view.choices = new Map();
+    forgetStreams(view);
     // Nothing comes back by scrolling: new entries are shown from here on.
     view.topSeq = null;
     view.hasOlder = false;

@@ -128,7 +128,24 @@ export function agentNode(view, entry, { paged = false } = {}) {
   node.append(head);
   const body = el("div", "msg-body");
   body.append(contentNode(content));
-  node.append(body);
+  if (message.thinking === true) {
+    // The model's thinking: there to look at, out of the way.
+    const details = el("details", "thinking");
+    details.append(el("summary", "", "Thinking"), body);
+    node.append(details);
+  } else {
+    node.append(body);
+  }
+  // An answer that stopped before its end says so.
+  const cut = ["cancelled", "interrupted", "incomplete"].find((flag) => message[flag] === true);
+  if (cut) {
+    const why = {
+      cancelled: "Cancelled: the answer stopped here.",
+      interrupted: "Interrupted: the server stopped while this answer was being written.",
+      incomplete: "Incomplete: the answer stopped here.",
+    }[cut];
+    node.append(el("div", `answer-cut ${cut}`, why));
+  }
   if (entry.type === "set-display") {
     // setDisplay replaces the request's previous display.
     node.dataset.display = "set";

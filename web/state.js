@@ -42,6 +42,7 @@ export class View {
     this.syncChain = Promise.resolve();
     this.syncTimer = null;
     this.temporary = new Map(); // requestId → temporary status node
+    this.streams = new Map(); // requestId|kind → {node, text, frame}: answers being written (streaming.js)
     this.meter = null; // the context meter: {contextTokens, contextWindow, model} or null
     this.meterVersion = 0; // bumped by each contextMeter notification (status.js)
   }

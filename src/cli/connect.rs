@@ -66,6 +66,9 @@ type LineEditor = rustyline::Editor<CommandCompleter, rustyline::history::Defaul
 enum Ui {
     /// Print a block of text.
     Print(String),
+    /// Print a piece of an answer being written, where the last one stopped (terminal-safe
+    /// already), without ending the line.
+    Stream(String),
     /// Ask a question; answer with `Input::Answer`.
     Ask(String, Vec<String>),
     /// Read one line at this prompt (a form field…); answer with `Input::Text`.
@@ -208,6 +211,8 @@ pub async fn connect(server: &Endpoint, options: ConnectOptions) -> CliResult {
         events,
         interrupts,
         waiting: Vec::new(),
+        lines: Default::default(),
+        streaming: false,
     };
     let result = prompt_loop(&mut state, printer, &completed_in).await;
     let conversation_id = state.session.conversation_id.clone();
@@ -274,6 +279,7 @@ async fn prompt_loop(
                     if state.session.exit_requested {
                         return Ok(());
                     }
+                    state.end_stream();
                     let _ = state.ui.send(Ui::Prompt(prompt(&state.session)));
                 }
             },
@@ -285,8 +291,7 @@ async fn prompt_loop(
                     continue;
                 }
                 state.session.note_meter(&call);
-                if let Some(text) = state.render_live(call, true) {
-                    let text = terminal_safe(&text).into_owned();
+                for text in state.lines_live(call, true) {
                     match printer.as_mut() {
                         Some(p) => { let _ = p.print(text); }
                         None => println!("{text}"),
@@ -407,6 +412,12 @@ fn serve_command(
         let reply = match ui_rx.recv().ok()? {
             Ui::Print(text) => {
                 println!("{}", terminal_safe(&text));
+                continue;
+            }
+            Ui::Stream(piece) => {
+                use std::io::Write as _;
+                print!("{piece}");
+                let _ = std::io::stdout().flush();
                 continue;
             }
             Ui::Clear => {

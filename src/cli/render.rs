@@ -86,6 +86,67 @@ pub fn render_message(message: &Value) -> String {
     }
 }
 
+/// A piece of an answer being written (an `inline` display): its words and whether they are
+/// the model's thinking.
+pub fn stream_piece(message: &Value) -> (String, bool) {
+    (
+        content_text(&message["message"]),
+        message["thinking"] == true,
+    )
+}
+
+/// `text` (already made terminal-safe) dim, as the model's thinking is shown.
+pub fn dim(text: &str) -> String {
+    format!("\x1b[2m{text}\x1b[22m")
+}
+
+/// Pieces of answers being written, shown a line at a time where output is printed in whole
+/// lines (above the prompt): each piece gives the lines it completes; [`StreamLines::flush`]
+/// gives the unfinished one when something else is printed or the answer ends.
+#[derive(Debug, Default)]
+pub struct StreamLines {
+    /// The unfinished line, and whether it is thinking.
+    partial: String,
+    /// Whether `partial` is thinking.
+    thinking: bool,
+}
+
+impl StreamLines {
+    /// The lines `piece` completes (terminal-safe, thinking dim).
+    pub fn piece(&mut self, piece: &str, thinking: bool) -> Vec<String> {
+        let mut done = Vec::new();
+        if thinking != self.thinking {
+            done.extend(self.flush());
+            self.thinking = thinking;
+        }
+        self.partial.push_str(piece);
+        while let Some(at) = self.partial.find('\n') {
+            let line: String = self.partial.drain(..=at).collect();
+            done.push(self.shown(line.trim_end_matches('\n')));
+        }
+        done
+    }
+
+    /// The unfinished line, if any (terminal-safe, thinking dim).
+    pub fn flush(&mut self) -> Option<String> {
+        if self.partial.is_empty() {
+            return None;
+        }
+        let line = std::mem::take(&mut self.partial);
+        Some(self.shown(&line))
+    }
+
+    /// `line` as printed.
+    fn shown(&self, line: &str) -> String {
+        let safe = terminal_safe(line);
+        if self.thinking {
+            dim(&safe)
+        } else {
+            safe.into_owned()
+        }
+    }
+}
+
 /// "cancelled", with why when a client did not ask for it: `requestCancelled`'s reason is
 /// TypeAgent's `QueueCancelReason`, `user` for every cancel a client asked for
 /// (`cancelled: no clients`, `cancelled: server stopping` otherwise).
@@ -322,6 +383,19 @@ pub fn table(list: &[ConversationInfo], current: Option<&str>) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// Pieces become whole lines as their newlines come; the thinking is dim and ends its
+    /// line when the answer begins; escapes in pieces are made safe.
+    #[test]
+    fn stream_pieces_become_lines() {
+        let mut lines = StreamLines::default();
+        assert!(lines.piece("hm", true).is_empty());
+        assert_eq!(lines.piece("m\n\n", true), [dim("hmm"), dim("")]);
+        assert!(lines.piece("It ", false).is_empty());
+        assert!(lines.piece("is \u{1b}]0;x", false).is_empty());
+        assert_eq!(lines.flush(), Some("It is \\u{1b}]0;x".to_string()));
+        assert_eq!(lines.flush(), None);
+    }
 
     /// A replayed answer reads as the label chosen (the entry carries only its index), a form
     /// or a proposal as what became of it; an answer whose question is not shown reads as

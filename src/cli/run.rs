@@ -45,12 +45,35 @@ pub async fn run(
         .await?;
     let wait = conn.wait_command(&request_id);
     tokio::pin!(wait);
-    let print_output = |event: Event| {
-        if let Event::Call {
-            call: ClientIo::Display { message, .. },
+    // An answer is printed as it is written; the line its pieces leave open is ended before
+    // anything else.
+    let mut open_line = false;
+    let mut print_output = |event: Event| {
+        use std::io::Write as _;
+        let Event::Call {
+            call: ClientIo::Display {
+                message, inline, ..
+            },
             ..
         } = event
-        {
+        else {
+            return;
+        };
+        if inline {
+            let (piece, thinking) = crate::cli::render::stream_piece(&message);
+            let safe = terminal_safe(&piece);
+            let shown = if thinking {
+                crate::cli::render::dim(&safe)
+            } else {
+                safe.into_owned()
+            };
+            print!("{shown}");
+            let _ = std::io::stdout().flush();
+            open_line = !shown.ends_with('\n');
+        } else {
+            if std::mem::take(&mut open_line) {
+                println!();
+            }
             println!("{}", terminal_safe(&render_message(&message)));
         }
     };
@@ -63,6 +86,9 @@ pub async fn run(
     // Output sent just before the completion is still queued.
     while let Ok(event) = events.try_recv() {
         print_output(event);
+    }
+    if open_line {
+        println!();
     }
     conn.close();
     match outcome {

@@ -262,6 +262,8 @@ pub enum ClientIo {
         message: Value,
         /// `temporary` output is replaced by what follows (a status line).
         temporary: bool,
+        /// `inline` output continues the current line: a piece of an answer being written.
+        inline: bool,
     },
     /// `notify(...)`.
     Notify(Notification),
@@ -335,6 +337,7 @@ impl ClientIo {
                 ClientIo::Display {
                     message,
                     temporary: mode.as_deref() == Some("temporary"),
+                    inline: mode.as_deref() == Some("inline"),
                 }
             }
             "notify" => Self::notification(args)?,

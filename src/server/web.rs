@@ -52,6 +52,7 @@ const FILES: &[(&str, &str, &str)] = web_files![
     "sidebar.js" => JS,
     "state.js" => JS,
     "status.js" => JS,
+    "streaming.js" => JS,
     "ui.js" => JS,
     "util.js" => JS,
     "style.css" => CSS,

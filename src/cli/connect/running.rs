@@ -18,7 +18,8 @@ use tokio::sync::mpsc;
 
 use super::line::{self, Line};
 use super::{asking, page_back, pick, refresh_meter, replay, Input, Session, Ui};
-use crate::cli::{render_action, render_message};
+use crate::cli::render::{dim, stream_piece, StreamLines};
+use crate::cli::{render_action, render_message, terminal_safe};
 use crate::client::clientio::{
     Action, Choice, ChoiceKind, FormChoice, Interaction, InteractionKind, ManageConversation,
 };
@@ -66,6 +67,11 @@ pub(super) struct Prompt {
     pub interrupts: mpsc::UnboundedReceiver<()>,
     /// What waits for `/answer`, oldest first.
     pub waiting: Vec<Waiting>,
+    /// Pieces of answers being written by others' requests, printed a line at a time above
+    /// the prompt.
+    pub lines: StreamLines,
+    /// A piece of our own request's answer was printed without ending its line.
+    pub streaming: bool,
 }
 
 impl Prompt {
@@ -178,6 +184,7 @@ impl Prompt {
             return;
         }
         if let Some(text) = self.render_live(call, false) {
+            self.end_stream();
             self.print(text);
         }
     }
@@ -197,6 +204,10 @@ impl Prompt {
         let Some(call) = self.current_call(event) else {
             return true;
         };
+        if !matches!(call, ClientIo::Display { inline: true, .. }) {
+            // A question or anything else starts on a line of its own.
+            self.end_stream();
+        }
         match call {
             ClientIo::RequestInteraction(i) if i.asked_by(request_id) => {
                 self.ask_interaction(*i, request_id).await;
@@ -212,13 +223,54 @@ impl Prompt {
                 ..
             } => actions.push(command),
             call if self.own_control(&call, request_id) => {}
+            ClientIo::Display {
+                message,
+                inline: true,
+                ..
+            } => {
+                // Our answer as it is written, as it comes.
+                let (piece, thinking) = stream_piece(&message);
+                let safe = terminal_safe(&piece).into_owned();
+                let shown = if thinking { dim(&safe) } else { safe };
+                self.streaming = !shown.ends_with('\n');
+                let _ = self.ui.send(Ui::Stream(shown));
+            }
             call => {
                 if let Some(text) = self.render_live(call, false) {
+                    self.end_stream();
                     self.print(text);
                 }
             }
         }
         true
+    }
+
+    /// Ends the line our answer's pieces left open, before anything else is printed.
+    pub fn end_stream(&mut self) {
+        if std::mem::take(&mut self.streaming) {
+            let _ = self.ui.send(Ui::Stream("\n".into()));
+        }
+    }
+
+    /// What to print above the prompt for a live call: a piece of an answer being written
+    /// gives the lines it completes, anything else (the unfinished line first) its text;
+    /// every line terminal-safe.
+    pub fn lines_live(&mut self, call: ClientIo, at_prompt: bool) -> Vec<String> {
+        if let ClientIo::Display {
+            message,
+            inline: true,
+            ..
+        } = &call
+        {
+            let (piece, thinking) = stream_piece(message);
+            return self.lines.piece(&piece, thinking);
+        }
+        let Some(text) = self.render_live(call, at_prompt) else {
+            return Vec::new();
+        };
+        let mut out: Vec<String> = self.lines.flush().into_iter().collect();
+        out.push(terminal_safe(&text).into_owned());
+        out
     }
 
     /// Our request's `requestInteraction`: a question asked at the prompt, a form field by
@@ -422,9 +474,9 @@ impl Prompt {
                 let who = request_id.connection_id.unwrap_or_default();
                 (who != self.session.connection_id).then(|| format!("> [client {who}] {command}"))
             }
-            ClientIo::Display { message, temporary } => {
-                (!temporary).then(|| render_message(&message))
-            }
+            ClientIo::Display {
+                message, temporary, ..
+            } => (!temporary).then(|| render_message(&message)),
             ClientIo::Notify(n) if n.event == "commandComplete" => n.data["result"]["lastError"]
                 .as_str()
                 .map(|e| format!("error: {e}")),
