@@ -53,6 +53,10 @@ impl Provider for BuiltinProvider {
         true
     }
 
+    fn offers_demo_tools(&self) -> bool {
+        true
+    }
+
     fn complete(
         &self,
         request: ProviderRequest,

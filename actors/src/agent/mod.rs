@@ -247,6 +247,14 @@ pub trait Provider: Send + Sync {
     fn acts_on_typed_words_only(&self) -> bool {
         false
     }
+    /// Whether the model is offered the built-in demonstration tools: `get_weather` (labelled
+    /// sample data) and a `get_current_time` beside a tool server's own. Only the offline
+    /// `builtin` provider, which shows the agent loop without a model, is: a real model is
+    /// offered real tools only (`calculate`, and `get_current_time` where no server offers
+    /// one), so it never reports sample weather as the weather.
+    fn offers_demo_tools(&self) -> bool {
+        false
+    }
     /// One model call.
     fn complete(
         &self,

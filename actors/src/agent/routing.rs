@@ -35,11 +35,20 @@ pub struct OfferedTools {
 }
 
 impl OfferedTools {
-    /// The tools offered with `servers` registered: built-ins, the asking tools,
-    /// `manage_conversation`, then every server's tools (servers by name), each as
-    /// `server__tool` when that is a valid, untaken, non-empty name.
-    pub fn of(servers: &HashMap<String, Arc<dyn ToolServer>>) -> OfferedTools {
-        let mut specs = tools::builtin_tool_specs();
+    /// The tools offered with `servers` registered: built-ins (every one with `demo`, else
+    /// the real ones: [`tools::real_tool_specs`]), the asking tools, `manage_conversation`,
+    /// then every server's tools (servers by name), each as `server__tool` when that is a
+    /// valid, untaken, non-empty name.
+    pub fn of(servers: &HashMap<String, Arc<dyn ToolServer>>, demo: bool) -> OfferedTools {
+        let mut specs = if demo {
+            tools::builtin_tool_specs()
+        } else {
+            let has_time_tool = servers
+                .values()
+                .flat_map(|s| s.tools())
+                .any(|t| t.name.ends_with(tools::GET_CURRENT_TIME));
+            tools::real_tool_specs(has_time_tool)
+        };
         specs.extend(interactive::specs());
         specs.push(tools::manage_conversation_spec());
         let mut taken: HashSet<String> = specs.iter().map(|s| s.name.clone()).collect();
@@ -74,8 +83,8 @@ impl OfferedTools {
 }
 
 /// The tools offered to the model with `servers` registered (see [`OfferedTools::of`]).
-pub fn offered_tools(servers: &HashMap<String, Arc<dyn ToolServer>>) -> Vec<ToolSpec> {
-    OfferedTools::of(servers).specs
+pub fn offered_tools(servers: &HashMap<String, Arc<dyn ToolServer>>, demo: bool) -> Vec<ToolSpec> {
+    OfferedTools::of(servers, demo).specs
 }
 
 /// `propose_action`: shows the proposed call to everyone, then runs it as proposed, as
@@ -138,8 +147,11 @@ pub async fn call_tool(
         }
         _ => {}
     }
-    if let Some(result) = tools::run_builtin_tool(name, &input) {
-        return result.into();
+    // A built-in runs only when offered: a real model is not offered the demo tools.
+    if offered.specs.iter().any(|s| s.name == name) {
+        if let Some(result) = tools::run_builtin_tool(name, &input) {
+            return result.into();
+        }
     }
     if let Some((server, tool)) = offered.routes.get(name) {
         if let Some(s) = servers.get(server) {

@@ -374,7 +374,7 @@ pub async fn run_turn(input: TurnInput, sink: &dyn TurnSink) -> TurnOutcome {
     let mut usage = None;
     for _ in 0..input.max_iterations.max(1) {
         // Read per model call: a server whose tool list changed offers the new one.
-        let tools = OfferedTools::of(&input.tool_servers);
+        let tools = OfferedTools::of(&input.tool_servers, input.provider.offers_demo_tools());
         let request = ProviderRequest {
             system: input.system.clone(),
             history: input.history.clone(),
@@ -531,7 +531,7 @@ pub async fn plan(input: TurnInput) -> Result<Vec<ContentBlock>, super::Provider
             &input.command,
             &input.attachments,
         )],
-        tools: offered_tools(&input.tool_servers),
+        tools: offered_tools(&input.tool_servers, input.provider.offers_demo_tools()),
     };
     Ok(input.provider.complete(request).await?.content)
 }

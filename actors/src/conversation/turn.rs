@@ -308,8 +308,7 @@ impl Conversation {
             .join("system-prompt.md");
         std::fs::read_to_string(custom).unwrap_or_else(|_| {
             "You are the assistant of a Roundtable conversation that several people may share. \
-             Answer concisely. Use the tools when they help: calculate for arithmetic, \
-             get_current_time for the time, get_weather for (sample) weather, ask_user to ask \
+             Answer concisely. Use the tools you are offered when they help: ask_user to ask \
              the people in the conversation, manage_conversation when they ask to create, list, \
              switch, rename, delete, find or hand off conversations."
                 .to_string()
@@ -413,10 +412,13 @@ impl Conversation {
             // TypeAgent's form, `<request> => <action>`: the translation is given; it is
             // explained without a model.
             let running = self.running.as_ref().expect("running").request.clone();
-            let offered: Vec<String> = crate::agent::turn::offered_tools(&self.tool_servers())
-                .into_iter()
-                .map(|t| t.name)
-                .collect();
+            let offered: Vec<String> = crate::agent::turn::offered_tools(
+                &self.tool_servers(),
+                self.setup.runtime.provider.offers_demo_tools(),
+            )
+            .into_iter()
+            .map(|t| t.name)
+            .collect();
             match crate::agent::explain::parse_request_action(&text) {
                 Ok((request, actions)) => {
                     let mut shown =

@@ -46,6 +46,18 @@ pub fn builtin_tool_specs() -> Vec<ToolSpec> {
     ]
 }
 
+/// The built-in tools a real model is offered (see
+/// [`Provider::offers_demo_tools`](crate::agent::Provider::offers_demo_tools)):
+/// `calculate`, and `get_current_time` unless `has_time_tool` (a tool server offers one:
+/// two tools for one thing only confuse a model); never `get_weather`'s sample data.
+pub fn real_tool_specs(has_time_tool: bool) -> Vec<ToolSpec> {
+    let mut specs = vec![calculate::spec()];
+    if !has_time_tool {
+        specs.push(get_current_time::spec());
+    }
+    specs
+}
+
 /// Runs the built-in tool `name` with `input` (the model's JSON arguments).
 ///
 /// Returns `None` when `name` is not a built-in tool, otherwise `Some(Ok(text))` with the

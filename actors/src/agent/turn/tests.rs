@@ -173,11 +173,11 @@ impl ToolServer for Echo {
 fn server_tools_are_prefixed_and_routed() {
     let mut servers: HashMap<String, Arc<dyn ToolServer>> = HashMap::new();
     servers.insert("echo".into(), Arc::new(Echo));
-    assert!(offered_tools(&servers)
+    assert!(offered_tools(&servers, true)
         .iter()
         .any(|t| t.name == "echo__say"));
     let sink = Recorder::default();
-    let offered = OfferedTools::of(&servers);
+    let offered = OfferedTools::of(&servers, true);
     let r = block_on(call_tool(
         "echo__say",
         json!({"x": 1}),
@@ -243,7 +243,7 @@ fn calls_are_routed_by_the_offered_names() {
     let mut servers: HashMap<String, Arc<dyn ToolServer>> = HashMap::new();
     servers.insert("h_".into(), Arc::new(Named(vec!["say", "", "dup", "dup"])));
     servers.insert("h".into(), Arc::new(Named(vec!["_say", "other"])));
-    let offered = OfferedTools::of(&servers);
+    let offered = OfferedTools::of(&servers, true);
     let names: Vec<&str> = offered
         .specs
         .iter()
@@ -523,4 +523,65 @@ fn a_streamed_answer_reaches_the_sink_in_pieces_then_whole() {
         ]
     );
     assert_eq!(out.messages[1].joined_text(), "It is **5**.");
+}
+
+/// A tool server offering its own `get_current_time` (as an MCP time server does).
+struct TimeServer;
+impl ToolServer for TimeServer {
+    fn tools(&self) -> Vec<ToolSpec> {
+        vec![ToolSpec {
+            name: "get_current_time".into(),
+            description: "the time".into(),
+            input_schema: json!({"type": "object"}),
+        }]
+    }
+    fn call<'a>(
+        &'a self,
+        _tool: &'a str,
+        _input: Value,
+        _context: ToolCallContext<'a>,
+    ) -> LocalBoxFuture<'a, ToolOutput> {
+        Box::pin(async { ToolOutput::error("not called here".to_string()) })
+    }
+}
+
+/// Issue 50: a real model is offered real tools only — never get_weather's sample data, and
+/// no second get_current_time beside a server's; the builtin provider keeps them all; a tool
+/// not offered does not run.
+#[test]
+fn a_real_model_is_offered_real_tools_only() {
+    let names = |servers: &HashMap<String, Arc<dyn ToolServer>>, demo| -> Vec<String> {
+        offered_tools(servers, demo)
+            .into_iter()
+            .map(|t| t.name)
+            .filter(|n| !n.contains("__") && n.starts_with(|c: char| c.is_lowercase()))
+            .filter(|n| ["calculate", "get_current_time", "get_weather"].contains(&n.as_str()))
+            .collect()
+    };
+    let mut servers: HashMap<String, Arc<dyn ToolServer>> = HashMap::new();
+    assert_eq!(
+        names(&servers, true),
+        ["calculate", "get_current_time", "get_weather"]
+    );
+    assert_eq!(names(&servers, false), ["calculate", "get_current_time"]);
+    servers.insert("time".into(), Arc::new(TimeServer));
+    assert_eq!(names(&servers, false), ["calculate"]);
+    assert!(offered_tools(&servers, false)
+        .iter()
+        .any(|t| t.name == "time__get_current_time"));
+    let sink = Recorder::default();
+    let offered = OfferedTools::of(&servers, false);
+    let r = block_on(call_tool(
+        "get_weather",
+        json!({"location": "Lisbon"}),
+        &servers,
+        ToolCallContext {
+            sink: &sink,
+            working_directory: None,
+            action_index: 0,
+            ask_before_conversation_actions: true,
+        },
+        &offered,
+    ));
+    assert!(r.is_error, "{}", r.text);
 }
