@@ -57,6 +57,9 @@ pub struct ServerConfig {
     /// `--max-sockets`: WebSocket connections served at once; `None` takes what the
     /// descriptor limit leaves after the reserve for files (`server/descriptors.rs`).
     pub max_sockets: Option<usize>,
+    /// `--compact-at`: the share of the model's context window (percent) at which a
+    /// conversation compacts its history before the next model call; 0: never on its own.
+    pub compact_at: u64,
     /// HTTP worker threads (and conversation arbiters); 0 = one per core.
     pub workers: usize,
     /// Which model backend the agent loop uses.
@@ -102,6 +105,7 @@ impl ServerConfig {
             stall_timeout: Duration::from_secs(30),
             outbox: OutboxLimits::default(),
             max_sockets: None,
+            compact_at: 90,
             workers: 0,
             provider: ProviderChoice::Builtin,
             max_iterations: 10,
@@ -183,6 +187,10 @@ pub struct ServeArgs {
     /// Largest outbound queue per socket, in frames.
     #[arg(long, default_value_t = 4096)]
     pub(crate) max_queued_frames: usize,
+    /// Compact a conversation's history before a model call once its context meter reaches
+    /// this share of the model's window, in percent (1 to 100; 0: only on `@compact`).
+    #[arg(long, default_value_t = 90)]
+    pub(crate) compact_at: u64,
     /// Most WebSocket connections served at once; an upgrade past it is answered 503.
     /// Default: the descriptor limit (raised to the hard limit at start) less a reserve for
     /// files; the start-up log says both.
@@ -433,6 +441,16 @@ impl TryFrom<ServeArgs> for ServerConfig {
         config.reindex = args.reindex;
         config.outbox.max_frames = args.max_queued_frames.max(1);
         config.max_sockets = args.max_sockets;
+        if args.compact_at > 100 {
+            return Err(ConfigError::Invalid {
+                flag: "compact-at",
+                message: format!(
+                    "must be a percentage from 0 to 100, got {}",
+                    args.compact_at
+                ),
+            });
+        }
+        config.compact_at = args.compact_at;
         config.outbox.max_bytes = args.max_queued_bytes.max(1024);
         config.outbox.server = Some(ServerBudget::new(args.max_queued_bytes_total.max(1024)));
         let default_directory = args

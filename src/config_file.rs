@@ -154,6 +154,7 @@ settings! {
     "ping-interval" => ping_interval: f64 = same, "Seconds between heartbeat pings.";
     "stall-timeout" => stall_timeout: f64 = same, "Seconds a connection may take no data before it is aborted.";
     "max-queued-frames" => max_queued_frames: usize = same, "Largest outbound queue per socket, in frames.";
+    "compact-at" => compact_at: u64 = same, "Compact a conversation's history before a model call once its context meter reaches this share of the model's window, in percent (0: only on @compact).";
     "max-sockets" => max_sockets: usize = Some, "Most WebSocket connections served at once (default: the descriptor limit less a reserve for files).";
     "provider" => provider: ProviderChoice = same, "The agent's model backend: builtin or openai.";
     "max-iterations" => max_iterations: usize = same, "Model calls per turn before the agent loop gives up.";

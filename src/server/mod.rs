@@ -388,6 +388,7 @@ async fn start_registry(
                 log_filter: crate::logging::control(),
                 search: Some(search.clone()),
                 working_directory: config.working_directory.clone(),
+                compact_at: config.compact_at,
             }),
             cluster: shared.clone(),
             directory: directory.clone(),

@@ -364,6 +364,61 @@ fn compact_clears_the_meter() {
     assert_eq!(turn(&mut a, &id, "usage 900/40"), Some(meter(940)));
 }
 
+/// Issue 50: once the meter reaches `--compact-at` percent of the window (90 by default),
+/// the next turn first has the model summarize the history, every client is told, and the
+/// turn's model call reads the summary instead of the history; the meter starts over. Below
+/// the threshold, and with `--compact-at 0`, nothing is compacted on its own.
+#[test]
+fn a_nearly_full_context_is_compacted_before_the_next_model_call() {
+    let model = model_by_text();
+    let server = Server::start_env(&["--provider", "openai"], &model_env(&model));
+    let (mut a, id) = server.joined("filling up");
+    let mut b = server.connect();
+    b.join(&id);
+    // 7,000 of 8,192 tokens (85%): below the threshold.
+    assert_eq!(turn(&mut a, &id, "first usage 6900/100"), Some(meter(7000)));
+    let calls = run(&mut a, &id, "second usage 7300/100");
+    assert!(Client::texts(&calls).iter().all(|t| !t.contains("compacted")));
+    // 7,400 (90%): the next turn compacts first.
+    let rid = Client::request_id(&a.submit(&id, "third usage 500/20"));
+    let calls = own(&a.until_complete(&id, &rid), &rid).to_vec();
+    let texts = Client::texts(&calls);
+    assert!(
+        texts[0].starts_with(
+            "**Conversation compacted to stay within the model's context window** (4 messages \
+             → 1 summary; the history file keeps them all)\n\nsummary"
+        ),
+        "{texts:?}"
+    );
+    assert!(b
+        .until_complete(&id, &rid)
+        .iter()
+        .any(|(m, a)| m == "appendDisplay" && a[0]["compactSummary"] == true));
+    let bodies = model.bodies.lock().unwrap().clone();
+    let summary_request = &bodies[bodies.len() - 2];
+    assert!(summary_request.to_string().contains("Summarize our conversation"));
+    let turn_request = bodies.last().unwrap()["messages"].as_array().unwrap().clone();
+    let texts: Vec<String> = turn_request
+        .iter()
+        .filter_map(|m| m["content"].as_str().map(String::from))
+        .collect();
+    assert!(texts[1].starts_with("[summary] summary"), "{texts:?}");
+    assert_eq!(texts.last().unwrap(), "third usage 500/20");
+    assert!(!texts.iter().any(|t| t.starts_with("first")), "{texts:?}");
+    // The meter follows the turn that read the summary.
+    assert_eq!(status_meter(&mut a, &id), meter(520));
+
+    // Turned off, a full context is left to the model.
+    let off = Server::start_env(
+        &["--provider", "openai", "--compact-at", "0"],
+        &model_env(&model),
+    );
+    let (mut c, off_id) = off.joined("never on its own");
+    assert_eq!(turn(&mut c, &off_id, "usage 8000/100"), Some(meter(8100)));
+    let calls = run(&mut c, &off_id, "usage 10/1");
+    assert!(Client::texts(&calls).iter().all(|t| !t.contains("compacted")));
+}
+
 /// `roundtable backup` of a running server holds the meter file, and `roundtable restore`
 /// brings it back: the restored server shows the same meter.
 #[test]

@@ -348,8 +348,9 @@ fn at_commands_and_small_methods() {
     assert_eq!(a.agent("leaveConversation", json!([id])), Ok(Value::Null));
 }
 
-/// @compact collapses the chat history to a summary and shows it; the display log keeps
-/// everything (it is never rewritten).
+/// @compact collapses the chat history the model reads to a summary and shows it; the
+/// history file keeps every line before the summary (issue 50: history on disk is never
+/// dropped), and the display log keeps everything (it is never rewritten).
 #[test]
 fn compact_summarizes_history() {
     let server = Server::start(&[]);
@@ -379,11 +380,17 @@ fn compact_summarizes_history() {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    assert_eq!(lines.len(), 1);
-    assert!(lines[0]["content"][0]["text"]
+    // Two turns of two messages each, then the summary, marked as the compaction.
+    assert_eq!(lines.len(), 5);
+    assert_eq!(lines[0]["content"][0]["text"], "first question");
+    assert!(lines[4]["content"][0]["text"]
         .as_str()
         .unwrap()
         .starts_with("[summary]"));
+    assert_eq!(lines[4]["compaction"], true);
+    // The model's next request begins with the summary.
+    let session = Client::texts(&a.run_turn(&id, "@system session")).join("\n");
+    assert!(session.contains(", 5 in the chat history"), "{session}");
     let after = a
         .invoke(&dispatcher(&id), "getDisplayHistory", json!([]))
         .unwrap()

@@ -231,8 +231,8 @@ impl Conversation {
         compacted
     }
 
-    /// The history file now holds `compacted` and whatever was committed after it was
-    /// queued, when the file held `total_before` messages: the window becomes the same.
+    /// The history file now ends with `compacted` (appended when it held `total_before`
+    /// messages) and whatever was committed after it was queued: the window becomes the same.
     pub(super) fn chat_compacted(&mut self, compacted: Vec<ChatMessage>, total_before: usize) {
         let window = self.chat_window();
         let added = window.total.saturating_sub(total_before);
@@ -240,20 +240,25 @@ impl Conversation {
         let later = window.messages[from..].to_vec();
         let later_sizes = window.sizes[from..].to_vec();
         let mut compacted = ChatWindow::whole(compacted);
+        // Every line before it stays in the file.
+        compacted.total += total_before;
         compacted.extend(later, later_sizes);
         self.chat = Some(compacted);
     }
 
-    /// Replaces the history file with `messages` (after every append queued before);
-    /// resolves with the outcome.
-    pub(super) fn replace_chat(
+    /// Appends `compacted` (its summary first, marked as a compaction: what the agent reads
+    /// begins there, and every line before it stays on disk) after every append queued
+    /// before; resolves once it is durable.
+    pub(super) fn append_compaction(
         &self,
-        messages: &[ChatMessage],
+        compacted: &[ChatMessage],
     ) -> oneshot::Receiver<Result<(), String>> {
-        self.setup
-            .runtime
-            .log_writer
-            .replace(&self.chat_path, encode(messages))
+        let writer = &self.setup.runtime.log_writer;
+        let (summary, after) = compacted.split_first().expect("a summary first");
+        let mut bytes = chat_history::encode_compaction(summary);
+        bytes.extend(encode(after));
+        writer.append(&self.chat_path, bytes);
+        writer.sync(vec![self.chat_path.clone()])
     }
 }
 

@@ -269,7 +269,9 @@ impl Conversation {
                 let text = format!("Unknown command @{name}. Type @help for the list.");
                 self.finish_error(turn, request, text, ctx);
             }
-            Command::Compact => self.start_compact(turn, ctx),
+            Command::Compact => {
+                self.start_compact(turn, super::compaction::AfterCompact::Finish, ctx)
+            }
             Command::Explain(text) => self.start_plan(turn, text, true, ctx),
             Command::Translate(text) => self.start_plan(turn, text, false, ctx),
         }

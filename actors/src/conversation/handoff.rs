@@ -61,9 +61,10 @@ use actix::prelude::*;
 use serde_json::{json, Value};
 
 use super::chat::{MAX_CHAT_BYTES, MAX_CHAT_MESSAGES};
+use super::compaction::local_summary;
 use super::queue::Request;
 use super::routing::{Audience, DisplayMode};
-use super::turn::{local_summary, TurnEvent};
+use super::turn::TurnEvent;
 use super::ReadHandoffSource;
 use super::{Conversation, AGENT_SOURCE};
 use crate::agent::{ChatMessage, Provider, ProviderRequest, Role};

@@ -83,6 +83,7 @@ mod chat;
 mod choices;
 mod client_agents;
 pub mod commands;
+mod compaction;
 pub mod completion;
 mod dispatcher;
 mod durable;
@@ -142,6 +143,7 @@ pub use client_agents::{
     ClientAgentRemoved, CloseClientAgentCall, InvokeClientAgent, OpenAction, RegisterClientAgent,
     UnregisterClientAgent,
 };
+pub use compaction::AfterCompact;
 pub use dispatcher::{
     deleted_status, DispatcherCall, DispatcherInvoke, DispatcherReply, InvokeOrigin,
 };
@@ -204,6 +206,9 @@ pub struct RuntimeConfig {
     /// Where requests may work (`options.workingDirectory`), and where they work when they
     /// name no allowed directory.
     pub working_directory: WorkingDirectoryPolicy,
+    /// The share of the model's context window (percent) at which the conversation compacts
+    /// its history before the next model call (`--compact-at`); 0: never on its own.
+    pub compact_at: u64,
 }
 
 /// Everything a conversation needs at start.

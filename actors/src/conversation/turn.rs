@@ -20,7 +20,6 @@
 //! result goes out as `appendDiagnosticData(requestId, {type: "actionResult", …})` (not logged).
 
 use std::future::Future;
-use std::sync::Arc;
 use std::time::Duration;
 
 use actix::prelude::*;
@@ -28,6 +27,7 @@ use serde_json::{json, Value};
 use tokio::sync::oneshot;
 
 use super::commands::{COMMANDS, CONVERSATION_SUBCOMMANDS, DISPATCHER_SUBCOMMANDS};
+use super::compaction::AfterCompact;
 use super::handoff::{HandoffError, Packet};
 use super::interactions::AnswerSender;
 use super::routing::DisplayMode;
@@ -37,10 +37,8 @@ use super::system::{
 };
 use super::{Conversation, AGENT_SOURCE};
 use crate::agent::turn::{run_turn, TurnInput, TurnOutcome, TurnStep, SERVER_SEPARATOR};
-use crate::agent::{AnswerDelta, ChatMessage, Provider, ProviderRequest, Role};
+use crate::agent::AnswerDelta;
 
-/// Longest local (provider-less) compact summary, in characters.
-const LOCAL_SUMMARY_CHARS: usize = 4000;
 /// `takeAction` calls one turn may book for its requester (`manage_conversation`): a request
 /// of a few steps ("create a research conversation, then list them") fits; a model calling
 /// the tool in a loop does not make the client switch back and forth for the rest of its
@@ -226,9 +224,10 @@ pub enum TurnEvent {
         summary: String,
         /// History messages it summarizes (those the assistant held).
         replaced: usize,
-        /// Messages in the history file when the summary's history was taken: those older
-        /// than the ones summarized go with them.
+        /// Messages in the history file when the summary's history was taken.
         total_before: usize,
+        /// What the request does next.
+        then: AfterCompact,
     },
 }
 
@@ -241,59 +240,6 @@ impl Handler<TurnEvent> for Conversation {
         self.announce_blocked_change(ctx);
         self.throttle(ctx);
     }
-}
-
-/// The `@compact` summary: the provider's, when it gives a real one, else a bounded local one.
-async fn summarize(provider: &dyn Provider, history: Arc<Vec<ChatMessage>>) -> String {
-    if history.is_empty() {
-        return "(nothing to summarize)".to_string();
-    }
-    if provider.name() != "builtin" {
-        let request = ProviderRequest {
-            system: "You write faithful, compact summaries.".into(),
-            history: history.clone(),
-            messages: vec![ChatMessage::text(
-                Role::User,
-                "Summarize our conversation so far in a short paragraph, keeping names, numbers and decisions.",
-            )],
-            tools: Vec::new(),
-        };
-        if let Ok(r) = provider.complete(request).await {
-            let text = ChatMessage {
-                role: Role::Assistant,
-                content: r.content,
-            }
-            .joined_text();
-            if !text.trim().is_empty() {
-                return text;
-            }
-        }
-    }
-    local_summary(&history)
-}
-
-/// The summary written without a model (the `builtin` provider's, and `@compact`'s when the
-/// model gives none): how many messages, and what the user asked, at most
-/// [`LOCAL_SUMMARY_CHARS`].
-pub(super) fn local_summary(history: &[ChatMessage]) -> String {
-    let mut out = format!(
-        "Summary of {} earlier messages. The user asked:",
-        history.len()
-    );
-    for m in history.iter().filter(|m| m.role == Role::User) {
-        let t = m.joined_text();
-        if t.is_empty() {
-            continue;
-        }
-        let line: String = t.chars().take(200).collect();
-        if out.chars().count() + line.chars().count() + 4 > LOCAL_SUMMARY_CHARS {
-            out.push_str("\n- …");
-            break;
-        }
-        out.push_str("\n- ");
-        out.push_str(&line);
-    }
-    out
 }
 
 impl Conversation {
@@ -360,6 +306,16 @@ impl Conversation {
     /// Runs the agent loop on `text` (the running request's, or what its `@dispatcher
     /// request` wraps); it reports through [`ConversationSink`].
     pub(super) fn start_agent_turn(&mut self, turn: u64, text: String, ctx: &mut Context<Self>) {
+        if self.context_nearly_full() {
+            // The model's window is nearly full: the history is summarized first.
+            self.start_compact(turn, AfterCompact::RunTurn(text), ctx);
+            return;
+        }
+        self.run_agent_turn(turn, text, ctx);
+    }
+
+    /// Runs the agent loop on `text` now (see [`Conversation::start_agent_turn`]).
+    pub(super) fn run_agent_turn(&mut self, turn: u64, text: String, ctx: &mut Context<Self>) {
         if let Some(r) = self.running.as_mut() {
             r.timing.agent_turn();
         }
@@ -447,31 +403,6 @@ impl Conversation {
                 let result =
                     crate::agent::explain::plan_repeated(&text, inputs, &flags, explain).await;
                 addr.do_send(TurnEvent::Planned { turn, result });
-            },
-            ctx,
-        );
-    }
-
-    /// `@compact`: summarizes the history the assistant holds (see [`summarize`]). Not the
-    /// whole file: the summary is what a model reads in place of the history, and a model
-    /// cannot take more than the window (reading all of a long file into memory to summarize
-    /// it would undo the window's bound). Messages older than the window, which the
-    /// assistant no longer saw, are dropped with the rest, and the result says how many.
-    pub(super) fn start_compact(&mut self, turn: u64, ctx: &mut Context<Self>) {
-        let history = self.chat_history();
-        let total_before = self.chat_message_count();
-        let provider = self.setup.runtime.provider.clone();
-        let addr = ctx.address();
-        self.spawn_for_running(
-            async move {
-                let replaced = history.len();
-                let summary = summarize(provider.as_ref(), history).await;
-                addr.do_send(TurnEvent::Compacted {
-                    turn,
-                    summary,
-                    replaced,
-                    total_before,
-                });
             },
             ctx,
         );
@@ -567,7 +498,8 @@ impl Conversation {
                 summary,
                 replaced,
                 total_before,
-            } => self.compacted(turn, summary, (replaced, total_before), ctx),
+                then,
+            } => self.compacted(turn, summary, (replaced, total_before), then, ctx),
         }
     }
 
@@ -683,69 +615,6 @@ impl Conversation {
             ),
         };
         self.finish_showing(turn, &request, content, error, ctx);
-    }
-
-    /// `@compact` has its summary of `replaced` messages (of `total_before` in the file):
-    /// the history file is replaced, then the result is shown and the request finishes.
-    fn compacted(
-        &mut self,
-        turn: u64,
-        summary: String,
-        (replaced, total_before): (usize, usize),
-        ctx: &mut Context<Self>,
-    ) {
-        if !self.is_current(turn) {
-            return;
-        }
-        let compacted = self.compacted_chat(&summary, total_before);
-        let total_replaced = self.chat_message_count();
-        let older = total_before.saturating_sub(replaced);
-        let written = self.replace_chat(&compacted);
-        ctx.spawn(
-            async move {
-                written
-                    .await
-                    .unwrap_or_else(|_| Err("log writer stopped".into()))
-            }
-            .into_actor(self)
-            .map(move |result, act, ctx| {
-                // The file is compacted even if the request was cancelled meanwhile: the
-                // window follows it.
-                let error = match result {
-                    Ok(()) => {
-                        act.chat_compacted(compacted, total_replaced);
-                        // The history the meter measured is gone: the next turn's report
-                        // is the new baseline.
-                        act.clear_meter();
-                        None
-                    }
-                    Err(e) => Some(format!("could not compact the history: {e}")),
-                };
-                if !act.is_current(turn) {
-                    return;
-                }
-                let request = act.running.as_ref().expect("current").request.clone();
-                let dropped = if older > 0 {
-                    format!("; {older} older messages, past what the assistant held, dropped")
-                } else {
-                    String::new()
-                };
-                let text = match &error {
-                    None => format!(
-                        "**Conversation compacted** ({replaced} messages → 1 summary{dropped})\n\n{summary}"
-                    ),
-                    Some(e) => e.clone(),
-                };
-                let kind = if error.is_some() { "error" } else { "info" };
-                act.display(
-                    &request,
-                    json!({"type": "markdown", "content": text, "kind": kind}),
-                    Some(json!({"compactSummary": error.is_none()})),
-                    DisplayMode::Block,
-                );
-                act.finish(turn, error, ctx);
-            }),
-        );
     }
 }
 

@@ -31,6 +31,26 @@ pub fn path(conversation_dir: &Path, agent: &str) -> PathBuf {
         .join(FILE_NAME)
 }
 
+/// The end of a compaction's line (see [`encode_compaction`]): a message line ends with its
+/// content's `]}`, so no message a person or a model wrote can end so.
+const COMPACTION_END: &[u8] = b",\"compaction\":true}";
+
+/// A compaction's summary as a history line: the message with `"compaction": true` after it.
+/// The file keeps every line before it (nothing is dropped from disk); the part the agent
+/// reads ([`read_tail`]) begins at the newest such line.
+pub fn encode_compaction(summary: &ChatMessage) -> Vec<u8> {
+    let mut bytes = serde_json::to_vec(summary).expect("message serializes");
+    bytes.pop(); // its closing brace
+    bytes.extend_from_slice(COMPACTION_END);
+    bytes.push(b'\n');
+    bytes
+}
+
+/// Whether `line` (without its newline) is a compaction's summary.
+pub fn is_compaction(line: &[u8]) -> bool {
+    line.ends_with(COMPACTION_END)
+}
+
 /// Messages as history lines (one JSON object each).
 pub fn encode(messages: &[ChatMessage]) -> Vec<u8> {
     let mut bytes = Vec::new();
@@ -87,8 +107,8 @@ pub struct Tail {
 }
 
 /// Reads the newest messages of the history at `path`, at most `max_messages` of at most
-/// `max_bytes` and beginning with a turn ([`window_start`]), backwards from the end of the
-/// file: a load costs the bound, not the file (the older lines are only counted). A missing
+/// `max_bytes`, beginning with a turn ([`window_start`]) and at the latest with the newest
+/// compaction's summary ([`encode_compaction`]), backwards from the end of the file: a load costs the bound, not the file (the older lines are only counted). A missing
 /// file is an empty history; an unreadable one too, with a warning.
 pub fn load_tail(path: &Path, max_bytes: usize, max_messages: usize) -> Tail {
     match read_tail(path, max_bytes, max_messages) {
@@ -153,6 +173,11 @@ pub fn read_tail(path: &Path, max_bytes: usize, max_messages: usize) -> io::Resu
                     Ok(message) => {
                         bytes += size;
                         newest_first.push((message, size));
+                        if is_compaction(line) {
+                            // What the agent reads begins with the newest compaction.
+                            total += data[..start].iter().filter(|b| **b == b'\n').count();
+                            break true;
+                        }
                     }
                     Err(e) => {
                         log::warn!("{}: skipping an unreadable line: {e}", path.display())
@@ -304,6 +329,32 @@ mod tests {
 
     fn json_of(messages: &[ChatMessage]) -> serde_json::Value {
         serde_json::to_value(messages).unwrap()
+    }
+
+    /// Issue 50: a compaction keeps every line on disk; what the agent reads begins with the
+    /// newest compaction's summary, and every line is still counted and streamed; a message
+    /// whose text ends like a compaction line is no compaction.
+    #[test]
+    fn the_tail_begins_at_the_newest_compaction() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = path(dir.path(), "chat");
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        let mut bytes = encode(&tool_turn(1));
+        bytes.extend(encode_compaction(&user("[summary] one")));
+        bytes.extend(encode(&tool_turn(2)));
+        bytes.extend(encode_compaction(&user("[summary] one, two")));
+        let later = vec![user(",\"compaction\":true}"), assistant("ok")];
+        bytes.extend(encode(&later));
+        std::fs::write(&file, &bytes).unwrap();
+        let tail = load_tail(&file, 1 << 20, 100);
+        let mut expected = vec![user("[summary] one, two")];
+        expected.extend(later);
+        assert_eq!(json_of(&tail.messages), json_of(&expected));
+        assert_eq!(tail.total, 12);
+        assert_eq!(count(&file).unwrap(), 12);
+        let mut seen = 0;
+        for_each_from(&file, 0, |_, m| seen += usize::from(m.is_some())).unwrap();
+        assert_eq!(seen, 12, "every line is kept and readable");
     }
 
     /// What `encode` writes, `load_tail` reads back; a torn or foreign line in between is

@@ -152,6 +152,7 @@ fn start_with(idle_timeout: Duration) -> Harness {
         log_filter: None,
         search: None,
         working_directory: Default::default(),
+        compact_at: 90,
     });
     let id = ConversationId::new_random();
     let dir = instance.path().join("conversations").join(id.to_string());

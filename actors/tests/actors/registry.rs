@@ -74,6 +74,7 @@ fn start(idle_timeout: Duration) -> Instance {
             log_filter: None,
             search: None,
             working_directory: Default::default(),
+            compact_at: 90,
         }),
         cluster: None,
         directory: directory.clone(),
