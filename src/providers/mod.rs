@@ -1,20 +1,26 @@
-//! The model the agent loop calls: [`openai`], the OpenAI-compatible provider over HTTP
-//! (`awc`); the offline `builtin` one lives in `roundtable-actors`. External tools are MCP
-//! servers ([`crate::mcp`]).
+//! The model the agent loop calls: [`openai`], any OpenAI-compatible `/v1/chat/completions`
+//! endpoint, streamed over one HTTP stack ([`http`]: rustls with the system's or
+//! `SSL_CERT_FILE`'s roots, the environment's proxies); the offline `builtin` one lives in
+//! `roundtable-actors`. External tools are MCP servers ([`crate::mcp`]).
 //!
 //! [`crate::server::serve`] builds the provider once at start-up ([`agent_provider`]) and
 //! hands it to the registry's runtime config; conversations see only `dyn Provider`. The
-//! settings (`config.rs`, `config_file.rs`) name the choice ([`ProviderChoice`]); nothing
-//! here reads them.
+//! settings (`config.rs`, `config_file.rs`) name the choice ([`ProviderChoice`]). The pieces:
+//! `call.rs` (one streamed call: time limits, retries, errors), [`sse`] (the event-stream
+//! parser), [`retry`] (backoff, `Retry-After`), [`status`] (error answers in words).
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use roundtable_actors::agent::builtin::BuiltinProvider;
 use roundtable_actors::agent::Provider;
 use roundtable_actors::redact::redact_url_credentials;
 
+pub(crate) mod call;
+pub mod http;
 pub mod openai;
+pub mod retry;
+pub mod sse;
+pub mod status;
 
 /// The agent's model backend, as `--provider` (and the config file's `provider`) names it:
 /// defined here, with the providers it chooses between; the settings read it from here.
@@ -29,28 +35,25 @@ pub enum ProviderChoice {
     Openai,
 }
 
-/// The provider `--provider` names. `openai` reads its settings from the environment; the
-/// error names the variable that is missing or wrong.
+/// The provider `--provider` names. `openai` reads its settings from the environment (the
+/// endpoint, and the HTTP stack's roots and proxies); the error names the variable that is
+/// missing or wrong.
 pub fn agent_provider(choice: ProviderChoice) -> Result<Arc<dyn Provider>, String> {
     Ok(match choice {
         ProviderChoice::Builtin => Arc::new(BuiltinProvider),
         ProviderChoice::Openai => {
+            // The provider's TLS uses ring through its own configuration; installing it as
+            // the process's default too covers the other rustls users.
+            let _ = rustls::crypto::ring::default_provider().install_default();
             let config = openai::OpenAiConfig::from_env()?;
+            let stack = Arc::new(http::HttpStack::from_env()?);
             log::info!(
-                "agent provider: openai ({} at {})",
+                "agent provider: openai ({} at {}; {})",
                 config.model,
-                redact_url_credentials(&config.base_url)
+                redact_url_credentials(&config.base_url),
+                stack.describe()
             );
-            Arc::new(openai::OpenAiProvider::new(config))
+            Arc::new(openai::OpenAiProvider::new(config, stack))
         }
     })
-}
-
-/// An `awc` client whose connect, request and response each end within `timeout`. Built per
-/// call: `awc::Client` is `!Send`, and a call runs on whichever arbiter asked.
-fn http_client(timeout: Duration) -> awc::Client {
-    awc::Client::builder()
-        .connector(awc::Connector::new().timeout(timeout))
-        .timeout(timeout)
-        .finish()
 }

@@ -6,7 +6,8 @@
 //! and `kill -9`) and a new client seeing the same meter, backup and restore carrying it, a
 //! move between cluster nodes carrying it, and the CLI's prompt showing it.
 //!
-//! The provider does not stream (`"stream": false`), so every answer here is one JSON body.
+//! The scripted model answers every request whole (one JSON body), which the provider, though
+//! it asks for a stream, reads as the answer; streamed usage is `provider_streams.rs`'s.
 
 use std::path::Path;
 

@@ -31,6 +31,8 @@ mod node_log;
 mod paged_history;
 mod protocol_head;
 mod protocol_methods;
+mod provider_streams;
+mod provider_tls;
 mod providers;
 mod runtime;
 mod search;
