@@ -188,7 +188,8 @@ pub struct ServeArgs {
     /// files; the start-up log says both.
     #[arg(long)]
     pub(crate) max_sockets: Option<usize>,
-    /// The agent's model backend (openai reads ROUNDTABLE_OPENAI_BASE_URL, _MODEL, _API_KEY).
+    /// The agent's model backend (openai reads ROUNDTABLE_OPENAI_BASE_URL, _MODEL, _API_KEY;
+    /// anthropic ROUNDTABLE_ANTHROPIC_MODEL, _API_KEY).
     #[arg(
         long,
         env = "ROUNDTABLE_PROVIDER",

@@ -155,7 +155,7 @@ settings! {
     "stall-timeout" => stall_timeout: f64 = same, "Seconds a connection may take no data before it is aborted.";
     "max-queued-frames" => max_queued_frames: usize = same, "Largest outbound queue per socket, in frames.";
     "max-sockets" => max_sockets: usize = Some, "Most WebSocket connections served at once (default: the descriptor limit less a reserve for files).";
-    "provider" => provider: ProviderChoice = same, "The agent's model backend: builtin or openai.";
+    "provider" => provider: ProviderChoice = same, "The agent's model backend: builtin, openai or anthropic.";
     "max-iterations" => max_iterations: usize = same, "Model calls per turn before the agent loop gives up.";
     "no-clients-grace" => no_clients_grace: f64 = same, "Seconds queued work survives after the last client leaves.";
     "mcp-config" => mcp_configs: Vec<PathBuf> = same, "MCP servers in the desktop clients' JSON ({\"mcpServers\": {...}}) files.";

@@ -31,6 +31,7 @@ mod node_log;
 mod paged_history;
 mod protocol_head;
 mod protocol_methods;
+mod provider_anthropic;
 mod provider_streams;
 mod provider_tls;
 mod providers;
