@@ -18,8 +18,8 @@
 //! A certificate that does not verify fails the call with an exact text; nothing downgrades to
 //! plain HTTP or skips verification.
 //!
-//! Who uses it: [`crate::providers::agent_provider`] builds one stack for the server and gives
-//! it to the provider; `call.rs` sends each request through [`HttpStack::client`].
+//! Who uses it: [`crate::providers::ProviderSet`] builds one stack for the server and gives it
+//! to every provider; `call.rs` sends each request through [`HttpStack::client`].
 //!
 //! Why a client per thread: a `reqwest` client keeps its connections (keep-alive, so a
 //! conversation's next model call skips the TCP and TLS handshakes) on tasks of the runtime

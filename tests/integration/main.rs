@@ -32,6 +32,7 @@ mod paged_history;
 mod protocol_head;
 mod protocol_methods;
 mod provider_anthropic;
+mod provider_config;
 mod provider_streams;
 mod provider_tls;
 mod providers;

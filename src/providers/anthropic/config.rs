@@ -1,6 +1,6 @@
 //! Where the Anthropic Messages API is and how it is called: [`AnthropicConfig`], read from
-//! the `ROUNDTABLE_ANTHROPIC_*` environment at start-up (`--provider anthropic`) by
-//! [`crate::providers::agent_provider`].
+//! the `ROUNDTABLE_ANTHROPIC_*` environment at start-up (`--provider anthropic`), or made from
+//! a `kind = "anthropic"` profile of the config file, by [`crate::providers::ProviderSet`].
 
 use std::fmt;
 use std::time::Duration;
@@ -89,7 +89,7 @@ impl fmt::Debug for AnthropicConfig {
 }
 
 /// A positive whole number from `raw`, or the error naming `what` (a variable or a key).
-fn positive(what: &str, raw: &str, unit: &str) -> Result<u64, String> {
+pub(crate) fn positive(what: &str, raw: &str, unit: &str) -> Result<u64, String> {
     match raw.trim().parse::<u64>() {
         Ok(n) if n > 0 => Ok(n),
         _ => Err(format!(

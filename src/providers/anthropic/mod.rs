@@ -1,4 +1,5 @@
-//! The Anthropic Messages API as a provider of its own (`--provider anthropic`): `POST <base>/v1/messages` with `x-api-key` and
+//! The Anthropic Messages API as a provider of its own (`--provider anthropic`, or a
+//! `kind = "anthropic"` profile): `POST <base>/v1/messages` with `x-api-key` and
 //! `anthropic-version`, streamed.
 //!
 //! This module owns:
@@ -38,6 +39,7 @@ mod provider;
 mod stream;
 mod wire;
 
+pub(crate) use config::positive;
 pub use config::{
     AnthropicConfig, API_VERSION, DEFAULT_BASE_URL, DEFAULT_MAX_TOKENS, DEFAULT_TIMEOUT_SECS,
     ENV_API_KEY, ENV_API_KEY_FALLBACK, ENV_BASE_URL, ENV_CONTEXT_WINDOW, ENV_MAX_TOKENS, ENV_MODEL,

@@ -1,6 +1,6 @@
 //! Where the OpenAI-compatible endpoint is: [`OpenAiConfig`], read from the
-//! `ROUNDTABLE_OPENAI_*` environment at start-up (`--provider openai`) by
-//! [`crate::providers::agent_provider`].
+//! `ROUNDTABLE_OPENAI_*` environment at start-up (`--provider openai`), or made from a
+//! `[providers.NAME]` profile of the config file, by [`crate::providers::ProviderSet`].
 
 use std::fmt;
 use std::time::Duration;
@@ -33,7 +33,7 @@ pub const ENV_CONTEXT_WINDOW: &str = "ROUNDTABLE_OPENAI_CONTEXT_WINDOW";
 /// `Debug` never prints the API key, nor credentials in the base URL.
 #[derive(Clone, PartialEq, Eq)]
 pub struct OpenAiConfig {
-    /// The provider's name (`openai`): what logs, `@system config` and the
+    /// The provider's name (`openai`, or the profile's): what logs, `@system config` and the
     /// time-out's advice call it.
     pub name: String,
     /// Base URL up to and including the API version, e.g. `http://127.0.0.1:8080/v1`;

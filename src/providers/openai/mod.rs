@@ -6,7 +6,7 @@
 //! This module owns:
 //! - [`OpenAiConfig`] (`config.rs`): endpoint, model, optional API key, timeout and context
 //!   window, read from the `ROUNDTABLE_OPENAI_*` environment variables by
-//!   [`OpenAiConfig::from_env`];
+//!   [`OpenAiConfig::from_env`] (or from a `[providers.NAME]` profile of the config file);
 //! - [`OpenAiProvider`] (`provider.rs`): the call (through `call.rs`: the HTTP stack, time
 //!   limits, retries, error texts), streaming or not, and the listing of `/models`;
 //! - `stream.rs`: a streamed answer's chunks assembled (text, reasoning, tool calls by index,
@@ -14,8 +14,8 @@
 //! - `wire.rs`: the translation between the agent's [`ChatMessage`] / [`ContentBlock`]
 //!   history and the chat-completions wire format, in both directions (pure, no I/O).
 //!
-//! Who uses it: [`crate::providers::agent_provider`] builds it for `--provider openai`; a
-//! conversation's agent turn
+//! Who uses it: [`crate::providers::ProviderSet`] builds it for `--provider openai` and for
+//! each `kind = "openai"` profile; a conversation's agent turn
 //! (`roundtable_actors::agent::turn`) sees it only as a `dyn Provider`.
 //!
 //! Streaming: a call asks for `"stream": true` with `stream_options.include_usage` and reads
