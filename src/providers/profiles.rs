@@ -342,10 +342,7 @@ pub fn resolve_key(
         KeySource::File(path) => {
             let text = std::fs::read_to_string(path)
                 .map_err(|e| format!("provider `{name}`: api_key_file {}: {e}", path.display()))?;
-            crate::config::warn_if_readable_by_others(
-                path,
-                &format!("the API key file of provider `{name}`"),
-            );
+            warn_if_others_can_read(path, name);
             let key = text.lines().next().unwrap_or("").trim().to_owned();
             if key.is_empty() {
                 return Err(format!(
@@ -355,5 +352,23 @@ pub fn resolve_key(
             }
             Ok(Some(key))
         }
+    }
+}
+
+/// Warns (`log::warn!`) when the key file `path` of provider `name` can be read by its group
+/// or by everyone: whoever reads it can spend the account's money.
+fn warn_if_others_can_read(path: &Path, name: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    let Ok(meta) = std::fs::metadata(path) else {
+        return;
+    };
+    let mode = meta.permissions().mode() & 0o777;
+    if mode & 0o044 != 0 {
+        log::warn!(
+            "the API key file {} of provider `{name}` is readable by other users (mode {mode:o}): \
+             run chmod 600 {}",
+            path.display(),
+            path.display()
+        );
     }
 }

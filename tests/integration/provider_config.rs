@@ -129,7 +129,8 @@ fn config_show_lists_the_providers_with_their_sources() {
 }
 
 /// A profile as the default: `roundtable models` lists its endpoint's models over TLS (the
-/// key read from its key file), and the server's turns go to it.
+/// key read from its key file, which is warned about while others can read it), and the
+/// server's turns go to it.
 #[test]
 fn a_profile_is_the_default_and_lists_its_models() {
     let endpoint = ScriptedSse::tls(|_, request| {
@@ -146,7 +147,7 @@ fn a_profile_is_the_default_and_lists_its_models() {
     let dir = tempfile::tempdir().unwrap();
     let key_file = dir.path().join("local.key");
     std::fs::write(&key_file, "sk-local-file-key\n").unwrap();
-    std::fs::set_permissions(&key_file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    std::fs::set_permissions(&key_file, std::fs::Permissions::from_mode(0o644)).unwrap();
     let file = dir.path().join("rt.toml");
     std::fs::write(
         &file,
@@ -160,10 +161,24 @@ fn a_profile_is_the_default_and_lists_its_models() {
     .unwrap();
     let path = file.to_str().unwrap();
     let ca = test_ca().ca.to_str().unwrap().to_owned();
+    let warning = format!(
+        "the API key file {} of provider `local-tls` is readable by other users (mode 644): \
+         run chmod 600 {}",
+        key_file.display(),
+        key_file.display()
+    );
+    let out = roundtable(&["models", "--config", path], &[("SSL_CERT_FILE", &ca)]);
+    assert!(
+        text(&out.stderr).contains(&warning),
+        "{}",
+        text(&out.stderr)
+    );
+    std::fs::set_permissions(&key_file, std::fs::Permissions::from_mode(0o600)).unwrap();
     let out = roundtable(&["models", "--config", path], &[("SSL_CERT_FILE", &ca)]);
     assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(!text(&out.stderr).contains("readable by other users"));
     assert_eq!(text(&out.stdout), "llama-3.1-8b\nqwen3-8b\n");
-    let listing = &endpoint.requests()[0];
+    let listing = &endpoint.requests()[1];
     assert_eq!(listing.path, "/v1/models");
     assert_eq!(
         listing.header("authorization"),
