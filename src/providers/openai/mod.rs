@@ -1,6 +1,6 @@
 //! The OpenAI-compatible model provider: one [`Provider`] for any server that speaks
 //! `POST /v1/chat/completions` (llama.cpp `llama-server`, Ollama, vLLM, LM Studio, and the hosted
-//! APIs: OpenAI, OpenRouter, Groq, Together, Mistral, DeepSeek, Azure), over `http://` or
+//! APIs: OpenAI, OpenRouter, Groq, Together, Mistral, DeepSeek), over `http://` or
 //! `https://`.
 //!
 //! This module owns:
