@@ -62,17 +62,28 @@ impl ProviderSet {
         // Every provider's TLS uses ring through its own configuration; installing it as
         // the process's default too covers the other rustls users (MCP's HTTP transport).
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let stack = Arc::new(HttpStack::from_env()?);
-        ProviderSet::build_with(settings, &|name| std::env::var(name).ok(), stack)
+        ProviderSet::build_with(settings, &|name| std::env::var(name).ok(), &|| {
+            HttpStack::from_env().map(Arc::new)
+        })
     }
 
-    /// [`build`](Self::build) over any variable lookup and HTTP stack (tests).
+    /// [`build`](Self::build) over any variable lookup and HTTP stack (tests). The stack is
+    /// made once, when the first provider that calls over HTTP is built: a server with only
+    /// the offline provider reads no trust store.
     pub fn build_with(
         settings: &ProviderSettings,
         lookup: &dyn Fn(&str) -> Option<String>,
-        stack: Arc<HttpStack>,
+        make_stack: &dyn Fn() -> Result<Arc<HttpStack>, String>,
     ) -> Result<ProviderSet, String> {
         settings.check_default()?;
+        let made_stack = std::cell::OnceCell::new();
+        let stack = || -> Result<Arc<HttpStack>, String> {
+            if let Some(stack) = made_stack.get() {
+                return Ok(Arc::clone(stack));
+            }
+            let stack = make_stack()?;
+            Ok(Arc::clone(made_stack.get_or_init(|| stack)))
+        };
         let mut providers: BTreeMap<String, Arc<dyn Provider>> = BTreeMap::new();
         providers.insert("builtin".to_owned(), Arc::new(BuiltinProvider));
         let set = |name: &str| lookup(name).is_some_and(|v| !v.trim().is_empty());
@@ -93,22 +104,23 @@ impl ProviderSet {
                 }
             };
         if wanted("openai", openai::ENV_MODEL) {
-            let made = openai::OpenAiConfig::from_lookup(lookup).map(|config| {
+            let made = openai::OpenAiConfig::from_lookup(lookup).and_then(|config| {
+                let stack = stack()?;
                 log_endpoint("openai", &config.model, &config.base_url, &stack);
-                Arc::new(openai::OpenAiProvider::new(config, stack.clone())) as Arc<dyn Provider>
+                Ok(Arc::new(openai::OpenAiProvider::new(config, stack)) as Arc<dyn Provider>)
             });
             offer("openai", made)?;
         }
         if wanted("anthropic", anthropic::ENV_MODEL) {
-            let made = anthropic::AnthropicConfig::from_lookup(lookup).map(|config| {
+            let made = anthropic::AnthropicConfig::from_lookup(lookup).and_then(|config| {
+                let stack = stack()?;
                 log_endpoint("anthropic", &config.model, &config.base_url, &stack);
-                Arc::new(anthropic::AnthropicProvider::new(config, stack.clone()))
-                    as Arc<dyn Provider>
+                Ok(Arc::new(anthropic::AnthropicProvider::new(config, stack)) as Arc<dyn Provider>)
             });
             offer("anthropic", made)?;
         }
         for profile in &settings.profiles {
-            let made = from_profile(profile, lookup, &stack);
+            let made = stack().and_then(|stack| from_profile(profile, lookup, &stack));
             offer(&profile.name, made)?;
         }
         log::info!("agent provider: {} (the default)", settings.default);

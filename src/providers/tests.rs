@@ -125,7 +125,7 @@ fn profile_faults_name_the_line_and_key() {
 /// The set: builtin always; a profile per table, its key from the variable it names; the
 /// environment's openai when its model is set; a profile that cannot be built is left out
 /// unless it is the default, whose error names what is missing; an unknown default is
-/// refused with the names there are.
+/// refused with the names there are; the HTTP stack is made only when a provider needs it.
 #[test]
 fn the_set_of_providers() {
     let read = profiles(
@@ -143,7 +143,7 @@ fn the_set_of_providers() {
             ("WORK_KEY", "sk-ant-1"),
             ("ROUNDTABLE_OPENAI_MODEL", "llama"),
         ]),
-        stack(),
+        &|| Ok(stack()),
     )
     .unwrap();
     assert_eq!(
@@ -162,25 +162,32 @@ fn the_set_of_providers() {
         "no ROUNDTABLE_ANTHROPIC_MODEL"
     );
 
-    let without_key = ProviderSet::build_with(&settings("local"), &env(&[]), stack()).unwrap();
+    let without_key =
+        ProviderSet::build_with(&settings("local"), &env(&[]), &|| Ok(stack())).unwrap();
     assert!(without_key.get("work").is_none(), "left out: no key");
     assert_eq!(without_key.default_provider().name(), "local");
-    let err = ProviderSet::build_with(&settings("work"), &env(&[]), stack()).unwrap_err();
+    let err = ProviderSet::build_with(&settings("work"), &env(&[]), &|| Ok(stack())).unwrap_err();
     assert_eq!(
         err,
         "provider `work`: $WORK_KEY (its api_key_env) is not set"
     );
-    let err = ProviderSet::build_with(&settings("wrok"), &env(&[]), stack()).unwrap_err();
+    let err = ProviderSet::build_with(&settings("wrok"), &env(&[]), &|| Ok(stack())).unwrap_err();
     assert_eq!(
         err,
         "\"wrok\" names no provider: give one of builtin, openai, anthropic, local, work (a \
          name of your own is a [providers.NAME] table of the config file)"
     );
-    let err = ProviderSet::build_with(&settings("openai"), &env(&[]), stack()).unwrap_err();
+    let err = ProviderSet::build_with(&settings("openai"), &env(&[]), &|| Ok(stack())).unwrap_err();
     assert!(
         err.starts_with("ROUNDTABLE_OPENAI_MODEL is not set"),
         "{err}"
     );
+    // Only the offline provider: no HTTP stack is made (no trust store read at start).
+    let offline = ProviderSet::build_with(&ProviderSettings::builtin(), &env(&[]), &|| {
+        panic!("an HTTP stack for the builtin provider alone")
+    })
+    .unwrap();
+    assert_eq!(offline.names().collect::<Vec<_>>(), vec!["builtin"]);
 }
 
 /// A key file's first line is the key; an empty or missing file is an exact error.
