@@ -2,9 +2,10 @@
 //! test CA trusted through `SSL_CERT_FILE`): in-process, words and thinking reach the sink
 //! while the endpoint still writes, a tool call's input assembled from JSON pieces, the
 //! headers and the prompt-cache breakpoints of the request, dropping the call closes the
-//! connection, an overloaded server retried, a refused key's exact error; through the binary
-//! (`--provider anthropic` and the `ROUNDTABLE_ANTHROPIC_*` environment), a turn whose usage
-//! (cache reads and writes included) becomes the context meter.
+//! connection, an overloaded server retried, a refused key's exact error, the models listed
+//! page by page; through the binary (`--provider anthropic` and the `ROUNDTABLE_ANTHROPIC_*`
+//! environment), a turn whose usage (cache reads and writes included) becomes the context
+//! meter.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -348,4 +349,31 @@ fn the_server_runs_a_turn_on_anthropic_and_meters_it() {
         json!({"contextTokens": 12537, "contextWindow": 200000, "model": "claude-scripted-2"})
     );
     assert!(!server.log().contains(KEY), "the key is never logged");
+}
+
+/// `/v1/models` is read page by page (`after_id` = the last page's `last_id`) with the key and
+/// the version; the ids come back sorted.
+#[test]
+fn models_are_listed_page_by_page() {
+    let endpoint = ScriptedSse::tls(|n, _| {
+        let page = match n {
+            0 => json!({"data": [{"id": "claude-sonnet-x", "type": "model"}], "has_more": true,
+                        "first_id": "claude-sonnet-x", "last_id": "claude-sonnet-x"}),
+            _ => json!({"data": [{"id": "claude-haiku-x", "type": "model"}], "has_more": false,
+                        "first_id": "claude-haiku-x", "last_id": "claude-haiku-x"}),
+        };
+        Reply::json(200, page.to_string())
+    });
+    let models = run_local(provider(&endpoint).list_models()).expect("a listing");
+    assert_eq!(models, vec!["claude-haiku-x", "claude-sonnet-x"]);
+    let seen = endpoint.requests();
+    assert_eq!(
+        seen.iter().map(|r| r.path.as_str()).collect::<Vec<_>>(),
+        vec![
+            "/v1/models?limit=1000",
+            "/v1/models?limit=1000&after_id=claude-sonnet-x"
+        ]
+    );
+    assert_eq!(seen[1].header("x-api-key"), Some(KEY));
+    assert_eq!(seen[1].header("anthropic-version"), Some("2023-06-01"));
 }
