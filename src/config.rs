@@ -20,7 +20,7 @@ use roundtable_actors::cluster::ClusterSettings;
 use roundtable_actors::conversation::WorkingDirectoryPolicy;
 use roundtable_actors::outbox::{OutboxLimits, ServerBudget, DEFAULT_SERVER_QUEUED_BYTES};
 
-use crate::providers::ProviderChoice;
+use crate::providers::{ProviderProfile, ProviderSettings};
 
 /// Everything `serve` needs.
 #[derive(Debug, Clone)]
@@ -62,8 +62,9 @@ pub struct ServerConfig {
     pub compact_at: u64,
     /// HTTP worker threads (and conversation arbiters); 0 = one per core.
     pub workers: usize,
-    /// Which model backend the agent loop uses.
-    pub provider: ProviderChoice,
+    /// The model backends offered (`--provider`'s default and the config file's
+    /// `[providers.NAME]` profiles); built into a `ProviderSet` at start.
+    pub providers: ProviderSettings,
     /// Provider calls per turn before the agent loop gives up.
     pub max_iterations: usize,
     /// After the last client leaves, queued work waits this long, then is cancelled.
@@ -107,7 +108,7 @@ impl ServerConfig {
             max_sockets: None,
             compact_at: 90,
             workers: 0,
-            provider: ProviderChoice::Builtin,
+            providers: ProviderSettings::builtin(),
             max_iterations: 10,
             no_clients_grace: Duration::from_secs(30),
             // TypeAgent's per-interaction timeout.
@@ -196,14 +197,14 @@ pub struct ServeArgs {
     /// files; the start-up log says both.
     #[arg(long)]
     pub(crate) max_sockets: Option<usize>,
-    /// The agent's model backend (openai reads ROUNDTABLE_OPENAI_BASE_URL, _MODEL, _API_KEY).
-    #[arg(
-        long,
-        env = "ROUNDTABLE_PROVIDER",
-        value_enum,
-        default_value = "builtin"
-    )]
-    pub(crate) provider: ProviderChoice,
+    /// The agent's model backend: builtin (offline), openai (ROUNDTABLE_OPENAI_BASE_URL,
+    /// _MODEL, _API_KEY), anthropic (ROUNDTABLE_ANTHROPIC_MODEL, _API_KEY), or the name of a
+    /// [providers.NAME] profile of the config file.
+    #[arg(long, env = "ROUNDTABLE_PROVIDER", default_value = "builtin")]
+    pub(crate) provider: String,
+    /// The config file's `[providers.NAME]` tables (set by the config file, not a flag).
+    #[arg(skip)]
+    pub(crate) provider_profiles: Vec<ProviderProfile>,
     /// Model calls per turn before the agent loop gives up.
     #[arg(long, default_value_t = 10)]
     pub(crate) max_iterations: usize,
@@ -294,6 +295,24 @@ pub struct ServeArgs {
     /// current directory.
     #[arg(long)]
     pub(crate) working_directory_default: Option<PathBuf>,
+}
+
+impl ServeArgs {
+    /// The providers these flags (and the config file read into them) offer, the default
+    /// checked: what `serve` builds and what `roundtable models` asks.
+    pub fn provider_settings(&self) -> Result<ProviderSettings, ConfigError> {
+        let settings = ProviderSettings {
+            default: self.provider.clone(),
+            profiles: self.provider_profiles.clone(),
+        };
+        settings
+            .check_default()
+            .map_err(|message| ConfigError::Invalid {
+                flag: "provider",
+                message,
+            })?;
+        Ok(settings)
+    }
 }
 
 /// A `roundtable serve` flag that cannot be used; the text is what the user sees.
@@ -391,15 +410,17 @@ fn server_directory() -> PathBuf {
 impl TryFrom<ServeArgs> for ServerConfig {
     type Error = ConfigError;
 
-    /// Checks the flags in the order the user reads them in errors: instance directory,
-    /// durations, MCP servers, token. Logs the two warnings about exposure: a token on the
-    /// command line, and listening beyond loopback without one.
+    /// Checks the flags in the order the user reads them in errors: the provider, instance
+    /// directory, durations, MCP servers, token. Logs the two warnings about exposure: a
+    /// token on the command line, and listening beyond loopback without one.
     fn try_from(args: ServeArgs) -> Result<ServerConfig, ConfigError> {
+        let providers = args.provider_settings()?;
         let instance_dir = args
             .instance_dir
             .or_else(|| std::env::home_dir().map(|h| h.join(".roundtable")))
             .ok_or(ConfigError::NoHomeDirectory)?;
         let mut config = ServerConfig::new(instance_dir);
+        config.providers = providers;
         config.port = args.port;
         if !args.hosts.is_empty() {
             config.hosts = args.hosts;
@@ -413,7 +434,6 @@ impl TryFrom<ServeArgs> for ServerConfig {
             positive_seconds("client-agent-timeout", args.client_agent_timeout)?;
         config.mcp_servers = crate::mcp::config::merge(args.mcp_file_servers, &args.mcp_configs)
             .map_err(ConfigError::Mcp)?;
-        config.provider = args.provider;
         config.max_iterations = args.max_iterations.max(1);
         config.max_frame_bytes = args.max_frame_bytes.max(1024);
         config.node_log = roundtable_actors::storage::node_log::NodeLogConfig {

@@ -26,7 +26,8 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use crate::config::{ConfigError, ServeArgs};
-use crate::providers::ProviderChoice;
+
+mod providers;
 
 /// The config file's name inside an instance directory.
 pub const INSTANCE_CONFIG: &str = "roundtable.toml";
@@ -78,6 +79,9 @@ macro_rules! settings {
             /// `[mcp.servers.NAME]` tables.
             #[serde(default)]
             mcp: Option<McpSection>,
+            /// `[providers.NAME]` tables (model provider profiles).
+            #[serde(default)]
+            providers: BTreeMap<String, crate::providers::profiles::ProfileEntry>,
         }
 
         /// Every key: (key, clap id, help).
@@ -156,7 +160,7 @@ settings! {
     "max-queued-frames" => max_queued_frames: usize = same, "Largest outbound queue per socket, in frames.";
     "compact-at" => compact_at: u64 = same, "Compact a conversation's history before a model call once its context meter reaches this share of the model's window, in percent (0: only on @compact).";
     "max-sockets" => max_sockets: usize = Some, "Most WebSocket connections served at once (default: the descriptor limit less a reserve for files).";
-    "provider" => provider: ProviderChoice = same, "The agent's model backend: builtin or openai.";
+    "provider" => provider: String = same, "The agent's model backend: builtin, openai, anthropic or a [providers.NAME] profile.";
     "max-iterations" => max_iterations: usize = same, "Model calls per turn before the agent loop gives up.";
     "no-clients-grace" => no_clients_grace: f64 = same, "Seconds queued work survives after the last client leaves.";
     "mcp-config" => mcp_configs: Vec<PathBuf> = same, "MCP servers in the desktop clients' JSON ({\"mcpServers\": {...}}) files.";
@@ -259,6 +263,16 @@ pub fn apply_file(args: &mut ServeArgs, matches: &ArgMatches) -> Result<FileSour
         )?;
         args.mcp_file_servers.push(server);
     }
+    for (name, entry) in std::mem::take(&mut file.providers) {
+        let profile = crate::providers::profiles::from_toml(&name, entry, &path, &|offset| {
+            line_of(&text, offset)
+        })
+        .map_err(|message| ConfigError::ConfigFile {
+            path: path.clone(),
+            message,
+        })?;
+        args.provider_profiles.push(profile);
+    }
     file.apply(args, matches, &text, &path, &mut sources);
     Ok(sources)
 }
@@ -344,6 +358,10 @@ pub fn show(args: &ServeArgs, matches: &ArgMatches, file: &FileSources) -> Strin
             let _ = writeln!(out, "# MCP servers: {e}");
         }
     }
+    let env = |name: &str| std::env::var(name).ok();
+    for (line, source) in providers::lines(&args.provider_profiles, &env) {
+        let _ = writeln!(out, "{line:<48} # {source}");
+    }
     out
 }
 
@@ -378,6 +396,16 @@ pub fn init_text() -> String {
             }
         }
     }
+    out.push_str(
+        "\n# Model providers by name (`provider = \"NAME\"` above picks the default): kind\n\
+         # (\"openai\" or \"anthropic\"), model, base_url, api_key_env or api_key_file (its first\n\
+         # line), context_window, timeout (seconds); for anthropic also max_tokens and\n\
+         # thinking_budget. `roundtable models --provider NAME` lists a provider's models.\n\
+         # [providers.local]\n\
+         # kind = \"openai\"\n\
+         # base_url = \"http://127.0.0.1:8080/v1\"\n\
+         # model = \"qwen2.5-7b-instruct\"\n",
+    );
     out
 }
 
@@ -444,8 +472,8 @@ mod tests {
         let parsed: FileConfig = toml::from_str(&text).expect("init text parses");
         assert_eq!(parsed.idle_timeout.map(Spanned::into_inner), Some(300.0));
         assert_eq!(
-            parsed.provider.map(Spanned::into_inner),
-            Some(ProviderChoice::Builtin)
+            parsed.provider.map(Spanned::into_inner).as_deref(),
+            Some("builtin")
         );
         for (key, _, _) in KEYS {
             assert!(text.contains(&format!("{key} =")), "{key} missing:\n{text}");

@@ -82,6 +82,10 @@ enum Command {
         #[command(subcommand)]
         command: ConfigCmd,
     },
+    /// List the models a provider serves (its /v1/models): the configured default, or the
+    /// one --provider names (builtin, openai, anthropic or a [providers.NAME] profile); takes
+    /// the same flags as `serve`.
+    Models(Box<ServeArgs>),
     /// Run the server as a systemd service: install, uninstall or show its unit.
     Service {
         #[command(subcommand)]
@@ -307,6 +311,7 @@ fn main() -> ExitCode {
             }
         }),
         Command::Config { command } => config(command, &matches),
+        Command::Models(args) => models(*args, &matches),
         Command::Service { command } => service(command),
         Command::Completions { shell } => {
             clap_complete::generate(
@@ -364,6 +369,36 @@ fn config(command: ConfigCmd, matches: &ArgMatches) -> ExitCode {
             }
         }
     }
+}
+
+/// `roundtable models`: the provider the flags, the environment and the config file name,
+/// built as `serve` builds it, asked for its models; one per line.
+fn models(mut args: ServeArgs, matches: &ArgMatches) -> ExitCode {
+    let serve = sub_matches(matches, &["models"]);
+    let file = match roundtable::config_file::apply_file(&mut args, serve) {
+        Ok(file) => file,
+        Err(e) => return fail(&e.to_string(), 2),
+    };
+    let settings = match args.provider_settings() {
+        Ok(settings) => settings,
+        Err(e) => return fail(&roundtable::config_file::locate(e, &file).to_string(), 2),
+    };
+    cli::block_on(async move {
+        let set = roundtable::providers::ProviderSet::build(&settings)
+            .map_err(|message| cli::CliError { message, code: 2 })?;
+        let provider = set.default_provider();
+        let models = provider.list_models().await.map_err(|e| cli::CliError {
+            message: e.to_string(),
+            code: 1,
+        })?;
+        if models.is_empty() {
+            println!("{} serves no models to choose from", provider.name());
+        }
+        for model in models {
+            println!("{model}");
+        }
+        Ok(())
+    })
 }
 
 /// `roundtable service install | uninstall | status`.

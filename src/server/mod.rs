@@ -330,7 +330,10 @@ async fn start_registry(
 ) -> Result<Started, StartError> {
     let (mcp, tool_servers) =
         crate::mcp::McpHub::start(&config.mcp_servers).map_err(StartError::Config)?;
-    let provider = providers::agent_provider(config.provider).map_err(StartError::Config)?;
+    // Every provider the settings offer, built once; conversations get the default.
+    let provider_set =
+        providers::ProviderSet::build(&config.providers).map_err(StartError::Config)?;
+    let provider = provider_set.default_provider();
     let conversation_arbiters: Vec<Arbiter> = (0..cores).map(|_| Arbiter::new()).collect();
     // The disk work of the start (the node log's replay, before anything reads a conversation
     // file; the search index's opening) runs on a thread of its own while this thread reads

@@ -6,7 +6,8 @@
 //! and `kill -9`) and a new client seeing the same meter, backup and restore carrying it, a
 //! move between cluster nodes carrying it, and the CLI's prompt showing it.
 //!
-//! The provider does not stream (`"stream": false`), so every answer here is one JSON body.
+//! The scripted model answers every request whole (one JSON body), which the provider, though
+//! it asks for a stream, reads as the answer; streamed usage is `provider_streams.rs`'s.
 
 use std::path::Path;
 
@@ -378,7 +379,9 @@ fn a_nearly_full_context_is_compacted_before_the_next_model_call() {
     // 7,000 of 8,192 tokens (85%): below the threshold.
     assert_eq!(turn(&mut a, &id, "first usage 6900/100"), Some(meter(7000)));
     let calls = run(&mut a, &id, "second usage 7300/100");
-    assert!(Client::texts(&calls).iter().all(|t| !t.contains("compacted")));
+    assert!(Client::texts(&calls)
+        .iter()
+        .all(|t| !t.contains("compacted")));
     // 7,400 (90%): the next turn compacts first.
     let rid = Client::request_id(&a.submit(&id, "third usage 500/20"));
     let calls = own(&a.until_complete(&id, &rid), &rid).to_vec();
@@ -396,8 +399,13 @@ fn a_nearly_full_context_is_compacted_before_the_next_model_call() {
         .any(|(m, a)| m == "appendDisplay" && a[0]["compactSummary"] == true));
     let bodies = model.bodies.lock().unwrap().clone();
     let summary_request = &bodies[bodies.len() - 2];
-    assert!(summary_request.to_string().contains("Summarize our conversation"));
-    let turn_request = bodies.last().unwrap()["messages"].as_array().unwrap().clone();
+    assert!(summary_request
+        .to_string()
+        .contains("Summarize our conversation"));
+    let turn_request = bodies.last().unwrap()["messages"]
+        .as_array()
+        .unwrap()
+        .clone();
     let texts: Vec<String> = turn_request
         .iter()
         .filter_map(|m| m["content"].as_str().map(String::from))
@@ -416,7 +424,9 @@ fn a_nearly_full_context_is_compacted_before_the_next_model_call() {
     let (mut c, off_id) = off.joined("never on its own");
     assert_eq!(turn(&mut c, &off_id, "usage 8000/100"), Some(meter(8100)));
     let calls = run(&mut c, &off_id, "usage 10/1");
-    assert!(Client::texts(&calls).iter().all(|t| !t.contains("compacted")));
+    assert!(Client::texts(&calls)
+        .iter()
+        .all(|t| !t.contains("compacted")));
 }
 
 /// `roundtable backup` of a running server holds the meter file, and `roundtable restore`

@@ -461,8 +461,7 @@ fn each_failed_handoff_says_why_and_changes_nothing() {
         ),
         (
             "@conversation handoff research".to_string(),
-            "handoff: the summary of \"research\" failed: provider returned HTTP 400: \
-             {\"error\":\"bad request\"}",
+            "handoff: the summary of \"research\" failed: provider returned HTTP 400: bad request",
         ),
         (
             "@conversation handoff research".to_string(),

@@ -222,6 +222,39 @@ pub enum ProviderError {
     /// The endpoint answered something we cannot understand.
     #[error("provider sent an invalid response: {0}")]
     Invalid(String),
+    /// The endpoint refused the API key (HTTP 401 or 403): a wrong, expired or missing key,
+    /// or one without access to the model.
+    #[error("the provider refused the API key (HTTP {status}): {reason}")]
+    KeyRefused {
+        /// 401 or 403.
+        status: u16,
+        /// The server's reason (the key itself scrubbed from it).
+        reason: String,
+    },
+    /// The endpoint does not serve the model asked for (a 404 that names a model).
+    #[error(
+        "the provider does not serve the model `{model}` (HTTP 404): {reason}; \
+         `roundtable models` lists the models it serves"
+    )]
+    UnknownModel {
+        /// The configured model name.
+        model: String,
+        /// The server's reason.
+        reason: String,
+    },
+    /// The request was longer than the model's context window: the conversation recognises
+    /// it (`@compact` makes the history fit).
+    #[error(
+        "the conversation is longer than the model's context window ({reason}): `@compact` \
+         summarizes its history so that it fits"
+    )]
+    ContextOverflow {
+        /// The server's reason (often with both token counts).
+        reason: String,
+    },
+    /// No answer, or no next part of a streamed one, within the time limit.
+    #[error("provider timed out: {0}")]
+    Timeout(String),
 }
 
 /// A model backend.
@@ -254,6 +287,12 @@ pub trait Provider: Send + Sync {
     /// one), so it never reports sample weather as the weather.
     fn offers_demo_tools(&self) -> bool {
         false
+    }
+    /// The names of the models the endpoint serves (its `/v1/models`), sorted, for choosing
+    /// one (`roundtable models`); empty for a provider without models (the offline
+    /// `builtin`).
+    fn list_models(&self) -> LocalBoxFuture<'static, Result<Vec<String>, ProviderError>> {
+        Box::pin(async { Ok(Vec::new()) })
     }
     /// One model call.
     fn complete(

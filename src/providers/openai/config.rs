@@ -1,8 +1,11 @@
 //! Where the OpenAI-compatible endpoint is: [`OpenAiConfig`], read from the
-//! `ROUNDTABLE_OPENAI_*` environment at start-up by [`crate::providers::agent_provider`].
+//! `ROUNDTABLE_OPENAI_*` environment at start-up (`--provider openai`), or made from a
+//! `[providers.NAME]` profile of the config file, by [`crate::providers::ProviderSet`].
 
 use std::fmt;
 use std::time::Duration;
+
+use crate::providers::retry::RetryPolicy;
 
 /// Base URL used when `ROUNDTABLE_OPENAI_BASE_URL` is not set (a local llama.cpp server).
 pub const DEFAULT_BASE_URL: &str = "http://127.0.0.1:8080/v1";
@@ -30,6 +33,9 @@ pub const ENV_CONTEXT_WINDOW: &str = "ROUNDTABLE_OPENAI_CONTEXT_WINDOW";
 /// `Debug` never prints the API key, nor credentials in the base URL.
 #[derive(Clone, PartialEq, Eq)]
 pub struct OpenAiConfig {
+    /// The provider's name (`openai`, or the profile's): what logs, `@system config` and the
+    /// time-out's advice call it.
+    pub name: String,
     /// Base URL up to and including the API version, e.g. `http://127.0.0.1:8080/v1`;
     /// requests go to `<base_url without trailing slash>/chat/completions`.
     pub base_url: String,
@@ -37,15 +43,19 @@ pub struct OpenAiConfig {
     pub model: String,
     /// Sent as `Authorization: Bearer <key>` when set.
     pub api_key: Option<String>,
-    /// Deadline for a whole call: connecting, sending and reading the full response.
+    /// The time limit of a call: for its first event (or, not streamed, its whole answer),
+    /// and, capped at a minute, for each silence after (see `providers/call.rs`).
     pub timeout: Duration,
     /// The model's context window in tokens, when configured (see [`ENV_CONTEXT_WINDOW`]).
     pub context_window: Option<u64>,
+    /// How failed calls are retried (the default; tests shorten it).
+    pub retry: RetryPolicy,
 }
 
 impl fmt::Debug for OpenAiConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("OpenAiConfig")
+            .field("name", &self.name)
             .field(
                 "base_url",
                 &roundtable_actors::redact::redact_url_credentials(&self.base_url),
@@ -54,6 +64,7 @@ impl fmt::Debug for OpenAiConfig {
             .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
             .field("timeout", &self.timeout)
             .field("context_window", &self.context_window)
+            .field("retry", &self.retry)
             .finish()
     }
 }
@@ -71,9 +82,7 @@ impl OpenAiConfig {
     }
 
     /// [`from_env`](Self::from_env) over any variable lookup (tests use a map).
-    pub(super) fn from_lookup(
-        lookup: impl Fn(&str) -> Option<String>,
-    ) -> Result<OpenAiConfig, String> {
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<OpenAiConfig, String> {
         let get = |name: &str| {
             lookup(name)
                 .map(|v| v.trim().to_owned())
@@ -107,16 +116,35 @@ impl OpenAiConfig {
             },
         };
         Ok(OpenAiConfig {
+            name: "openai".to_owned(),
             base_url,
             model,
             api_key,
             timeout,
             context_window,
+            retry: RetryPolicy::default(),
         })
     }
 
     /// The request URL: `<base_url without trailing slash>/chat/completions`.
     pub fn chat_completions_url(&self) -> String {
         format!("{}/chat/completions", self.base_url.trim_end_matches('/'))
+    }
+
+    /// The listing of models: `<base_url without trailing slash>/models`.
+    pub fn models_url(&self) -> String {
+        format!("{}/models", self.base_url.trim_end_matches('/'))
+    }
+
+    /// What to change when calls time out, for the time-out's error.
+    pub fn timeout_hint(&self) -> String {
+        if self.name == "openai" {
+            format!("raise {ENV_TIMEOUT_SECS} for slow models")
+        } else {
+            format!(
+                "raise `timeout` in [providers.{}] for slow models",
+                self.name
+            )
+        }
     }
 }

@@ -1,11 +1,15 @@
 //! The provider against a scripted HTTP server on a loopback port (request shape, answers,
 //! errors, time-outs), the wire parsing on its own, and the environment configuration.
 
-use super::wire::{parse_response, parse_usage, request_body, truncate, MAX_ERROR_BODY_CHARS};
+use super::wire::{parse_response, parse_usage, request_body};
 use super::*;
+use crate::providers::http::{HttpSettings, HttpStack};
+use crate::providers::retry::RetryPolicy;
+use crate::providers::status::{truncate, MAX_ERROR_BODY_CHARS};
 use roundtable_actors::agent::usage::Usage;
 use roundtable_actors::agent::{ProviderRequest, ProviderResponse, Role, ToolSpec};
 use serde_json::{json, Value};
+use std::sync::Arc;
 use std::time::Duration;
 
 use std::collections::HashMap;
@@ -128,14 +132,26 @@ fn ok(body: Value) -> Reply {
     }
 }
 
+/// A configuration for the scripted server: one attempt per call (each scripted reply is
+/// one connection; retries are tested in `tests/integration/provider_streams.rs`).
 fn config(base_url: &str, api_key: Option<&str>, timeout: Duration) -> OpenAiConfig {
     OpenAiConfig {
+        name: "openai".to_owned(),
         base_url: base_url.to_owned(),
         model: "qwen2.5-7b-instruct".to_owned(),
         api_key: api_key.map(str::to_owned),
         timeout,
         context_window: None,
+        retry: RetryPolicy {
+            max_attempts: 1,
+            ..RetryPolicy::default()
+        },
     }
+}
+
+/// The HTTP stack of the environment's defaults (the system's roots, no proxy).
+fn stack() -> Arc<HttpStack> {
+    Arc::new(HttpStack::new(&HttpSettings::default()).expect("the default stack"))
 }
 
 fn run<F: Future>(future: F) -> F::Output {
@@ -146,7 +162,7 @@ fn complete(
     config: OpenAiConfig,
     request: ProviderRequest,
 ) -> Result<ProviderResponse, ProviderError> {
-    let provider = OpenAiProvider::new(config);
+    let provider = OpenAiProvider::new(config, stack());
     run(provider.complete(request))
 }
 
@@ -200,12 +216,15 @@ fn plain_text_answer_and_request_shape() {
     let seen = recv(&rx);
     assert_eq!(seen.request_line, "POST /v1/chat/completions HTTP/1.1");
     assert_eq!(seen.header("authorization"), Some("Bearer sk-test"));
+    assert_eq!(seen.header("accept"), Some("text/event-stream"));
     assert!(seen
         .header("content-type")
         .is_some_and(|v| v.starts_with("application/json")));
     let body = seen.json();
     assert_eq!(body["model"], "qwen2.5-7b-instruct");
-    assert_eq!(body["stream"], false);
+    // Streaming is asked for; this server answers whole, which is read as the answer.
+    assert_eq!(body["stream"], true);
+    assert_eq!(body["stream_options"], json!({"include_usage": true}));
     assert_eq!(
         body["messages"],
         json!([
@@ -410,7 +429,7 @@ fn server_error_status_is_reported_with_truncated_body() {
     match err {
         ProviderError::Status { status, body } => {
             assert_eq!(status, 500);
-            assert!(body.starts_with("{\"error\":\"model crashed"), "{body}");
+            assert!(body.starts_with("model crashed xxx"), "{body}");
             assert!(body.chars().count() <= MAX_ERROR_BODY_CHARS + 1, "{body}");
         }
         other => panic!("expected Status, got {other:?}"),
@@ -428,10 +447,10 @@ fn silent_server_times_out_as_unreachable() {
     .expect_err("a silent server must time out");
     let elapsed = started.elapsed();
     match &err {
-        ProviderError::Unreachable(message) => {
+        ProviderError::Timeout(message) => {
             assert!(message.contains("within 300ms"), "{message}")
         }
-        other => panic!("expected Unreachable, got {other:?}"),
+        other => panic!("expected Timeout, got {other:?}"),
     }
     assert!(elapsed >= Duration::from_millis(250), "{elapsed:?}");
     assert!(elapsed < Duration::from_secs(5), "{elapsed:?}");
@@ -582,7 +601,10 @@ fn config_from_lookup() {
         OpenAiConfig::from_lookup(vars(&[(ENV_MODEL, "m"), (ENV_CONTEXT_WINDOW, "32768")]))
             .unwrap();
     assert_eq!(config.context_window, Some(32768));
-    assert_eq!(OpenAiProvider::new(config).context_window(), Some(32768));
+    assert_eq!(
+        OpenAiProvider::new(config, stack()).context_window(),
+        Some(32768)
+    );
     for bad in ["0", "-1", "32k"] {
         let err = OpenAiConfig::from_lookup(vars(&[(ENV_MODEL, "m"), (ENV_CONTEXT_WINDOW, bad)]))
             .unwrap_err();
@@ -642,7 +664,8 @@ fn usage_is_read_from_the_answer() {
 
 #[test]
 fn provider_name_and_truncation() {
-    let provider = OpenAiProvider::new(config("http://x/v1", None, Duration::from_secs(1)));
+    let provider =
+        OpenAiProvider::new(config("http://x/v1", None, Duration::from_secs(1)), stack());
     assert_eq!(provider.name(), "openai");
     assert_eq!(provider.model(), Some("qwen2.5-7b-instruct"));
     assert_eq!(truncate("short"), "short");
@@ -658,7 +681,11 @@ fn images_become_content_parts() {
     message.content.push(ContentBlock::Image {
         url: "data:image/png;base64,iVBORw0KGgo".into(),
     });
-    let body = request_body("m", &ProviderRequest::new("", vec![message], Vec::new()));
+    let body = request_body(
+        "m",
+        &ProviderRequest::new("", vec![message], Vec::new()),
+        false,
+    );
     assert_eq!(
         body["messages"],
         json!([{"role": "user", "content": [
@@ -666,4 +693,84 @@ fn images_become_content_parts() {
             {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo"}},
         ]}])
     );
+}
+
+/// Thinking never goes back on the wire: an assistant message's thinking block is dropped,
+/// and a message that held only thinking is left out (not sent as an empty message).
+#[test]
+fn thinking_is_never_sent_back() {
+    let thinking = |text: &str| ContentBlock::Thinking {
+        text: text.into(),
+        signature: None,
+    };
+    let request = ProviderRequest::new(
+        "",
+        vec![
+            ChatMessage::text(Role::User, "hi"),
+            ChatMessage {
+                role: Role::Assistant,
+                content: vec![
+                    thinking("hmm"),
+                    ContentBlock::Text {
+                        text: "hello".into(),
+                    },
+                ],
+            },
+            ChatMessage::text(Role::User, "and?"),
+            ChatMessage {
+                role: Role::Assistant,
+                content: vec![thinking("only this")],
+            },
+            ChatMessage::text(Role::User, "well?"),
+        ],
+        Vec::new(),
+    );
+    let body = request_body("m", &request, true);
+    assert_eq!(
+        body["messages"],
+        json!([
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": "hello"},
+            {"role": "user", "content": "and?"},
+            {"role": "user", "content": "well?"},
+        ])
+    );
+    assert!(!body.to_string().contains("hmm"));
+}
+
+/// A whole answer's `reasoning_content` (or `reasoning`) becomes a thinking block ahead of
+/// its text.
+#[test]
+fn whole_answer_reasoning_is_thinking() {
+    for key in ["reasoning_content", "reasoning"] {
+        let body = json!({"choices": [{"message": {"content": "4", key: "2+2 is 4"}}]});
+        assert_eq!(
+            parse_response(body.to_string().as_bytes()).unwrap().content,
+            vec![
+                ContentBlock::Thinking {
+                    text: "2+2 is 4".into(),
+                    signature: None
+                },
+                ContentBlock::Text { text: "4".into() },
+            ]
+        );
+    }
+}
+
+/// `GET <base>/models` with the key; the ids come back sorted, each once.
+#[test]
+fn models_are_listed_from_the_endpoint() {
+    let (base, rx) = scripted_server(vec![ok(json!({
+        "object": "list",
+        "data": [{"id": "qwen3-8b"}, {"id": "llama-3.1-8b"}, {"id": "qwen3-8b"}],
+    }))]);
+    let provider = OpenAiProvider::new(
+        config(&base, Some("sk-list"), Duration::from_secs(10)),
+        stack(),
+    );
+    let models = run(provider.list_models()).expect("a listing");
+    assert_eq!(models, vec!["llama-3.1-8b", "qwen3-8b"]);
+    let seen = recv(&rx);
+    assert_eq!(seen.request_line, "GET /v1/models HTTP/1.1");
+    assert_eq!(seen.header("authorization"), Some("Bearer sk-list"));
 }

@@ -8,19 +8,11 @@ use roundtable_actors::agent::{
 };
 use serde_json::{json, Map, Value};
 
-/// How much of an error body (or unparsable body) is kept in a [`ProviderError`].
-pub(super) const MAX_ERROR_BODY_CHARS: usize = 500;
+use crate::providers::status::truncate;
 
-/// The first [`MAX_ERROR_BODY_CHARS`] characters of `text`, with `…` when cut.
-pub(super) fn truncate(text: &str) -> String {
-    match text.char_indices().nth(MAX_ERROR_BODY_CHARS) {
-        None => text.to_owned(),
-        Some((cut, _)) => format!("{}…", &text[..cut]),
-    }
-}
-
-/// The JSON body of a chat-completions request.
-pub(super) fn request_body(model: &str, request: &ProviderRequest) -> Value {
+/// The JSON body of a chat-completions request; `stream` asks for the answer as events, with
+/// the usage chunk at the end.
+pub(super) fn request_body(model: &str, request: &ProviderRequest, stream: bool) -> Value {
     let mut body = Map::new();
     body.insert("model".into(), Value::String(model.to_owned()));
     body.insert(
@@ -37,7 +29,10 @@ pub(super) fn request_body(model: &str, request: &ProviderRequest) -> Value {
             Value::Array(request.tools.iter().map(wire_tool).collect()),
         );
     }
-    body.insert("stream".into(), Value::Bool(false));
+    body.insert("stream".into(), Value::Bool(stream));
+    if stream {
+        body.insert("stream_options".into(), json!({"include_usage": true}));
+    }
     Value::Object(body)
 }
 
@@ -102,6 +97,14 @@ fn wire_messages<'a>(
                     })
                     .collect();
                 let text = message.joined_text();
+                let thought = message
+                    .content
+                    .iter()
+                    .any(|b| matches!(b, ContentBlock::Thinking { .. }));
+                if text.is_empty() && tool_calls.is_empty() && thought {
+                    // Thinking never goes back; a message of nothing else is left out.
+                    continue;
+                }
                 let mut wire = Map::new();
                 wire.insert("role".into(), Value::String("assistant".into()));
                 // `null` content is only valid next to tool calls; otherwise send the
@@ -149,7 +152,8 @@ fn user_content(message: &ChatMessage) -> Option<Value> {
     }
 }
 
-/// Parses a chat-completions response body into the assistant's content blocks.
+/// Parses a chat-completions response body into the assistant's content blocks (its
+/// reasoning, when it has any, as a thinking block ahead of the text).
 pub(super) fn parse_response(bytes: &[u8]) -> Result<ProviderResponse, ProviderError> {
     let value: Value = serde_json::from_slice(bytes).map_err(|e| {
         ProviderError::Invalid(format!(
@@ -184,6 +188,16 @@ pub(super) fn parse_response(bytes: &[u8]) -> Result<ProviderResponse, ProviderE
             )))
         }
     };
+    let reasoning = ["reasoning_content", "reasoning"]
+        .iter()
+        .find_map(|key| message.get(*key).and_then(Value::as_str))
+        .filter(|r| !r.is_empty());
+    if let Some(reasoning) = reasoning {
+        content.push(ContentBlock::Thinking {
+            text: reasoning.to_owned(),
+            signature: None,
+        });
+    }
     if !text.is_empty() {
         content.push(ContentBlock::Text { text });
     }
@@ -233,8 +247,8 @@ pub(super) fn parse_response(bytes: &[u8]) -> Result<ProviderResponse, ProviderE
 /// `model`. `None` when the answer has no `usage` object or no count in it (some servers
 /// leave it out, or send `null`). A server that gives only `total_tokens` has it counted as
 /// input. Counts that are not whole numbers are left out. The same object ends a streamed
-/// answer (its last chunk, with `stream_options.include_usage`), so a streaming mode would
-/// read it here too.
+/// answer (its last chunk, with `stream_options.include_usage`): `stream.rs` reads it here
+/// too.
 pub(super) fn parse_usage(answer: &Value) -> Option<Usage> {
     let usage = answer.get("usage")?.as_object()?;
     let count = |key: &str| usage.get(key).and_then(Value::as_u64);
@@ -256,7 +270,7 @@ pub(super) fn parse_usage(answer: &Value) -> Option<Usage> {
 /// A tool call's `arguments` as a JSON object. Missing or blank arguments are `{}`; an
 /// object sent as-is (Ollama) is kept; a string is parsed, and one that is not a JSON
 /// object is kept verbatim as `{"_raw": <string>}`.
-fn parse_arguments(raw: Option<&Value>) -> Value {
+pub(super) fn parse_arguments(raw: Option<&Value>) -> Value {
     match raw {
         None | Some(Value::Null) => Value::Object(Map::new()),
         Some(Value::String(s)) if s.trim().is_empty() => Value::Object(Map::new()),

@@ -1,8 +1,10 @@
 //! Test harness: [`server`] starts the real `roundtable` binary on a temporary instance
 //! directory, [`client`] speaks the protocol over a blocking WebSocket, [`fakes`] stands in for
 //! the HTTP services the server calls (a model, a tool server), [`fixtures`] writes instance
-//! directories (a long conversation) before a server starts. The process plumbing and the
-//! frame building shared with the load harness live in `tests/support/`.
+//! directories (a long conversation) before a server starts, [`sse`] is a scripted model
+//! endpoint that streams (over TLS with [`tls`]'s test CA, or plain), with a `CONNECT` proxy.
+//! The process plumbing and the frame building shared with the load harness live in
+//! `tests/support/`.
 
 // Every test module takes what it needs from here; no one module uses all of it.
 #![allow(dead_code)]
@@ -11,6 +13,8 @@ mod client;
 mod fakes;
 mod fixtures;
 mod server;
+mod sse;
+mod tls;
 
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -19,6 +23,8 @@ pub use client::*;
 pub use fakes::*;
 pub use fixtures::*;
 pub use server::*;
+pub use sse::*;
+pub use tls::*;
 
 pub use crate::support::protocol::{clientio, dispatcher, AGENT_SERVER};
 pub use crate::support::skip::skip;
