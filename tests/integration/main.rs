@@ -45,5 +45,6 @@ mod security_cli;
 mod security_web;
 mod service;
 mod storage;
+mod streaming;
 mod transport;
 mod typeagent_cli;

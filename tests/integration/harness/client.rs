@@ -460,12 +460,33 @@ impl Client {
     }
 
     /// Texts of the appendDisplay calls among `calls`.
+    ///
+    /// Pieces of an answer being written (`inline` displays in a row, of one kind: text or
+    /// thinking) read as the one text a client shows for them.
     pub fn texts(calls: &[Call]) -> Vec<String> {
-        calls
+        let mut texts: Vec<String> = Vec::new();
+        // The kind of the inline run the last text is, if it is one.
+        let mut run: Option<bool> = None;
+        for (_, a) in calls
             .iter()
             .filter(|(m, a)| m == "appendDisplay" && a[0]["requestId"]["requestId"] != "system")
-            .filter_map(|(_, a)| a[0]["message"]["content"].as_str().map(str::to_string))
-            .collect()
+        {
+            let Some(text) = a[0]["message"]["content"].as_str() else {
+                continue;
+            };
+            let thinking = a[0]["thinking"] == true;
+            if a[1] == "inline" {
+                match (run, texts.last_mut()) {
+                    (Some(kind), Some(last)) if kind == thinking => last.push_str(text),
+                    _ => texts.push(text.to_string()),
+                }
+                run = Some(thinking);
+            } else {
+                texts.push(text.to_string());
+                run = None;
+            }
+        }
+        texts
     }
 }
 
