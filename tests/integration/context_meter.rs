@@ -429,6 +429,65 @@ fn a_nearly_full_context_is_compacted_before_the_next_model_call() {
         .all(|t| !t.contains("compacted")));
 }
 
+/// Issue 50: the model refuses a turn as longer than its window (OpenAI's
+/// `context_length_exceeded`): the conversation compacts and runs the turn again, once; a
+/// second refusal is the exact error, offering `@compact`.
+#[test]
+fn a_models_overflow_compacts_once_then_is_the_error() {
+    const OVERFLOW: &str = r#"{"error":{"code":"context_length_exceeded","message":"This model's maximum context length is 8192 tokens"}}"#;
+    let refusals = std::sync::Mutex::new(0);
+    let model = scripted(move |_, body| {
+        let last = body["messages"].as_array().unwrap().last().unwrap().clone();
+        let text = last["content"].as_str().unwrap_or("");
+        if text.starts_with("Summarize our conversation") {
+            return said("the summary", None);
+        }
+        let history_is_summarized = body["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["content"].as_str().is_some_and(|c| c.starts_with("[summary]")));
+        match text {
+            "long question" if !history_is_summarized => {
+                *refusals.lock().unwrap() += 1;
+                (400, OVERFLOW.to_string())
+            }
+            "always too long" => (400, OVERFLOW.to_string()),
+            _ => said("fits now", None),
+        }
+    });
+    let server = Server::start_env(&["--provider", "openai"], &model_env(&model));
+    let (mut a, id) = server.joined("overflowing");
+    run(&mut a, &id, "some history");
+    let calls = run(&mut a, &id, "long question");
+    let texts = Client::texts(&calls);
+    assert!(
+        texts[0].starts_with(
+            "**Conversation compacted: the model said it was longer than its context window**"
+        ),
+        "{texts:?}"
+    );
+    assert_eq!(texts.last().unwrap(), "fits now");
+    let done = &calls.last().unwrap().1;
+    assert!(done[2]["result"].get("lastError").is_none(), "{done}");
+    // A second refusal after the compaction is the exact error, as the output and lastError.
+    let calls = run(&mut a, &id, "always too long");
+    let expected = "the conversation is longer than the model's context window (This model's \
+                    maximum context length is 8192 tokens): `@compact` summarizes its history so \
+                    that it fits";
+    let done = &calls.last().unwrap().1;
+    assert_eq!(done[2]["result"]["lastError"], json!(expected), "{done}");
+    assert_eq!(Client::texts(&calls).last().unwrap(), expected);
+    assert_eq!(
+        Client::texts(&calls)
+            .iter()
+            .filter(|t| t.contains("Conversation compacted"))
+            .count(),
+        1,
+        "compacted once, not again and again"
+    );
+}
+
 /// `roundtable backup` of a running server holds the meter file, and `roundtable restore`
 /// brings it back: the restored server shows the same meter.
 #[test]

@@ -271,6 +271,11 @@ pub struct TurnInput {
     /// The directory the request works in, as the working-directory policy resolved it
     /// (`options.workingDirectory`); for tools that work on files (an MCP server's roots).
     pub working_directory: Option<PathBuf>,
+    /// A first model call refused as longer than the model's context window ends the turn
+    /// quietly with [`TurnOutcome::overflow`] set, so its conversation can compact and run it
+    /// again; false (the run after that compaction, or a call after tool calls): the exact
+    /// error is shown.
+    pub compact_on_overflow: bool,
 }
 
 /// How a turn ended.
@@ -286,6 +291,9 @@ pub struct TurnOutcome {
     /// turn (the context meter follows it, see [`super::usage`]). `None` when no call
     /// reported usage.
     pub usage: Option<Usage>,
+    /// The turn's first model call was refused as longer than the model's context window,
+    /// and nothing was shown ([`TurnInput::compact_on_overflow`]).
+    pub overflow: bool,
 }
 
 impl TurnOutcome {
@@ -312,6 +320,7 @@ impl TurnOutcome {
             messages,
             error,
             usage,
+            overflow: false,
         }
     }
 }
@@ -388,6 +397,14 @@ pub async fn run_turn(input: TurnInput, sink: &dyn TurnSink) -> TurnOutcome {
         });
         let response = match response {
             Ok(r) => r,
+            Err(ProviderError::ContextOverflow { .. })
+                if input.compact_on_overflow && messages.len() == 1 && !streamed.text =>
+            {
+                // Its conversation compacts and runs the turn again; nothing to show yet.
+                let mut outcome = TurnOutcome::new(messages, None, usage);
+                outcome.overflow = true;
+                return outcome;
+            }
             Err(e) => {
                 let text = e.to_string();
                 sink.display(

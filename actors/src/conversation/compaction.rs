@@ -30,6 +30,9 @@ pub enum AfterCompact {
     Finish,
     /// The context was nearly full: the request's agent turn runs now, on the summary.
     RunTurn(String),
+    /// The model refused the request's turn as longer than its window: it runs again, on the
+    /// summary, once.
+    AfterOverflow(String),
 }
 
 impl Conversation {
@@ -115,6 +118,10 @@ impl Conversation {
                     AfterCompact::RunTurn(_) => {
                         "Conversation compacted to stay within the model's context window"
                     }
+                    AfterCompact::AfterOverflow(_) => {
+                        "Conversation compacted: the model said it was longer than its context \
+                         window"
+                    }
                 };
                 let text = match &error {
                     None => format!(
@@ -134,7 +141,9 @@ impl Conversation {
                     AfterCompact::Finish => act.finish(turn, error, ctx),
                     // The turn runs on the summary (or, if it could not be written, on the
                     // history as it was: the model says if it is too long).
-                    AfterCompact::RunTurn(text) => act.run_agent_turn(turn, text, ctx),
+                    AfterCompact::RunTurn(text) | AfterCompact::AfterOverflow(text) => {
+                        act.run_agent_turn(turn, text, ctx)
+                    }
                 }
             }),
         );

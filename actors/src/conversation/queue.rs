@@ -250,6 +250,11 @@ pub(super) struct Running {
     pub(super) handing_off: Option<String>,
     /// Its model's answer as it is being written (`streaming.rs`).
     pub(super) stream: super::streaming::AnswerStream,
+    /// The text its agent turn runs on (for a run again after a compaction).
+    pub(super) agent_text: Option<String>,
+    /// Its model refused it once as longer than the context window, and the history was
+    /// compacted for it: a second refusal is its error.
+    pub(super) overflowed: bool,
 }
 
 impl Running {
@@ -521,6 +526,8 @@ impl Conversation {
             after_turn: Default::default(),
             handing_off: None,
             stream: Default::default(),
+            agent_text: None,
+            overflowed: false,
         });
         self.broadcast(
             "requestStarted",

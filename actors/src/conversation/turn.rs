@@ -264,6 +264,8 @@ impl Conversation {
     /// What the agent loop needs for `command`, with the running request's attachments and
     /// working directory.
     fn turn_input(&mut self, command: String, max_iterations: usize) -> TurnInput {
+        // Once per request: a retry after an overflow shows the error if it overflows again.
+        let compact_on_overflow = self.running.as_ref().is_some_and(|r| !r.overflowed);
         let (attachments, working_directory) = self
             .running
             .as_ref()
@@ -283,6 +285,7 @@ impl Conversation {
             max_iterations,
             tool_servers: self.tool_servers(),
             working_directory,
+            compact_on_overflow,
         }
     }
 
@@ -318,6 +321,7 @@ impl Conversation {
     pub(super) fn run_agent_turn(&mut self, turn: u64, text: String, ctx: &mut Context<Self>) {
         if let Some(r) = self.running.as_mut() {
             r.timing.agent_turn();
+            r.agent_text = Some(text.clone());
         }
         let input = self.turn_input(text, self.setup.runtime.max_iterations);
         let sink = ConversationSink::new(ctx.address(), turn);
@@ -459,7 +463,14 @@ impl Conversation {
                 }
             }
             TurnEvent::Done { turn, outcome } => {
-                if self.is_current(turn) {
+                if self.is_current(turn) && outcome.overflow {
+                    // The model said the history is too long: compact, then run it again
+                    // (once: a second overflow is shown as the error it is).
+                    let running = self.running.as_mut().expect("current");
+                    running.overflowed = true;
+                    let text = running.agent_text.clone().unwrap_or_default();
+                    self.start_compact(turn, AfterCompact::AfterOverflow(text), ctx);
+                } else if self.is_current(turn) {
                     self.commit_chat(outcome.messages);
                     if let Some(usage) = &outcome.usage {
                         self.record_usage(usage);

@@ -55,6 +55,7 @@ fn input(provider: Arc<dyn Provider>, command: &str) -> TurnInput {
         max_iterations: 10,
         tool_servers: HashMap::new(),
         working_directory: None,
+        compact_on_overflow: true,
     }
 }
 
