@@ -27,7 +27,7 @@
 // nodes; markdown goes through markdown.js (DOM-built, http(s) links only); "html" and
 // "iframe" content go into <iframe sandbox=""> via srcdoc (no scripts, opaque origin).
 import { completionKey, hideCompletions, updateCompletions } from "./completion.js";
-import { cancelMine, autosize, sendMessage } from "./composer.js";
+import { cancelMine, autosize, sendMessage, submitText } from "./composer.js";
 import { start } from "./connection.js";
 import { submitName } from "./dialogs.js";
 import { onCall, onInvoke } from "./live.js";
@@ -63,6 +63,11 @@ document.querySelector(".skip-link").addEventListener("click", (ev) => {
 });
 ui.cancel.addEventListener("click", cancelMine);
 ui.clearView.addEventListener("click", clearView);
+// Picking a model asks the server; the picker follows what the conversation then uses.
+ui.modelPicker.addEventListener("change", () => {
+  const picked = ui.modelPicker.value;
+  if (picked && picked !== ui.modelPicker.dataset.provider) submitText(`@system model ${picked}`);
+});
 ui.newConversation.addEventListener("click", newFromSidebar);
 ui.filter.addEventListener("input", () => {
   renderSidebar();

@@ -12,16 +12,29 @@ import { errText } from "./util.js";
 let requestCounter = 0;
 
 export async function sendMessage() {
-  const view = state.current;
   const text = ui.input.value;
   if (!text.trim()) return;
+  ui.input.value = "";
+  autosize();
+  await submitText(text, true);
+}
+
+/**
+ * Submits `text` as this page's request (the message box's, or a command the page sends for
+ * a control such as the model picker); `typed`: put it back in the box if it could not be
+ * sent.
+ */
+export async function submitText(text, typed = false) {
+  const view = state.current;
   if (!view || !state.connected) {
     addLocal(view, "error", "Not connected: the message was not sent.");
+    if (typed && !ui.input.value) {
+      ui.input.value = text;
+      autosize();
+    }
     return;
   }
   const clientRequestId = `web-${Date.now().toString(36)}-${++requestCounter}`;
-  ui.input.value = "";
-  autosize();
   stickToEnd();
   await showNewest(view); // what one sends shows below the newest entries
   try {
@@ -39,7 +52,7 @@ export async function sendMessage() {
     }
   } catch (e) {
     addLocal(view, "error", `Could not send: ${errText(e)}`);
-    if (!ui.input.value) {
+    if (typed && !ui.input.value) {
       ui.input.value = text;
       autosize();
     }

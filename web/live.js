@@ -11,7 +11,7 @@ import { moveAway } from "./navigation.js";
 import { agentNode, contentNode, localNode, systemNode } from "./render.js";
 import { applyListChange, refreshList } from "./sidebar.js";
 import { isCurrent, navigate, state } from "./state.js";
-import { isMine, refreshStatus, setMeter, setQueue } from "./status.js";
+import { isMine, refreshStatus, setMeter, setModel, setQueue } from "./status.js";
 import { KINDS, requestIdOf } from "./util.js";
 
 /** rpc.js's onCall: routes a clientio call to its view, or buffers it while the view replays. */
@@ -194,6 +194,10 @@ function handleNotify(view, args) {
   }
   if (event === "contextMeter") {
     setMeter(view, data);
+    return;
+  }
+  if (event === "conversationModel") {
+    setModel(view, data);
     return;
   }
   if (event === "conversationDeleted") {

@@ -44,6 +44,7 @@ export class View {
     this.temporary = new Map(); // requestId → temporary status node
     this.streams = new Map(); // requestId|kind → {node, text, frame}: answers being written (streaming.js)
     this.meter = null; // the context meter: {contextTokens, contextWindow, model} or null
+    this.model = null; // getStatus's model: {provider, model, default, providers} (status.js)
     this.meterVersion = 0; // bumped by each contextMeter notification (status.js)
   }
 }

@@ -1,6 +1,6 @@
 // What the chat header and the composer's buttons show: the conversation's name, who is
-// here, the request queue (running, N queued), the MCP servers, the context meter, and
-// whether Cancel applies to a request of this page. Called whenever the queue, the list or
+// here, the request queue (running, N queued), the MCP servers, the model and the context
+// meter, and whether Cancel applies to a request of this page. Called whenever the queue, the list or
 // the connection changes.
 import { getStatus } from "./api.js";
 import { isCurrent, state } from "./state.js";
@@ -69,6 +69,7 @@ export function renderHeader() {
   }
   renderQueue(view);
   renderMeter(view);
+  renderModel(view);
 }
 
 export function updateComposer() {
@@ -95,10 +96,39 @@ export async function refreshStatus(view) {
   }
   view.mcp = Array.isArray(status?.mcpServers) ? status.mcpServers : [];
   if (view.meterVersion === meterVersion) view.meter = meterOf(status?.contextMeter);
+  if (status?.model && typeof status.model === "object") view.model = status.model;
   if (isCurrent(view)) {
     renderMcp(view);
     renderMeter(view);
+    renderModel(view);
   }
+}
+
+/** A `conversationModel` notification: the conversation now uses another provider. */
+export function setModel(view, data) {
+  if (!data || typeof data.provider !== "string") return;
+  view.model = { ...(view.model ?? { providers: [data.provider] }), provider: data.provider, model: data.model ?? null };
+  if (isCurrent(view)) renderModel(view);
+}
+
+// The model picker: the provider this conversation uses (getStatus's `model`, kept current by
+// conversationModel notifications), among those the server offers; picking one sends
+// `@system model NAME`, which every client of the conversation then follows. Hidden while the
+// server offers only one.
+export function renderModel(view) {
+  const model = view.model;
+  const providers = Array.isArray(model?.providers) ? model.providers.filter((p) => typeof p === "string") : [];
+  ui.modelPicker.hidden = !model || providers.length < 2 || !state.connected;
+  if (ui.modelPicker.hidden) return;
+  const options = providers.map((name) => {
+    const option = document.createElement("option");
+    option.value = name;
+    option.textContent = name === model.provider && model.model ? `${name} · ${model.model}` : name;
+    return option;
+  });
+  ui.modelPicker.replaceChildren(...options);
+  ui.modelPicker.value = model.provider;
+  ui.modelPicker.dataset.provider = model.provider;
 }
 
 /** A `contextMeter` notification: the meter after a request changed it (null: cleared). */

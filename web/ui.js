@@ -19,6 +19,7 @@ export const ui = {
   presence: $("presence"),
   queueState: $("queue-state"),
   mcpState: $("mcp-state"),
+  modelPicker: $("model-picker"),
   contextMeter: $("context-meter"),
   contextMeterBar: $("context-meter-bar"),
   contextMeterText: $("context-meter-text"),

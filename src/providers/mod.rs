@@ -16,6 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use roundtable_actors::agent::builtin::BuiltinProvider;
+use roundtable_actors::agent::providers::Providers;
 use roundtable_actors::agent::Provider;
 use roundtable_actors::redact::redact_url_credentials;
 
@@ -151,6 +152,11 @@ impl ProviderSet {
     /// Every provider's name, sorted.
     pub fn names(&self) -> impl Iterator<Item = &str> {
         self.providers.keys().map(String::as_str)
+    }
+
+    /// The set as conversations hold it (each may choose one by name).
+    pub fn shared(&self) -> Providers {
+        Providers::new(&self.default, self.providers.clone())
     }
 }
 

@@ -333,7 +333,7 @@ async fn start_registry(
     // Every provider the settings offer, built once; conversations get the default.
     let provider_set =
         providers::ProviderSet::build(&config.providers).map_err(StartError::Config)?;
-    let provider = provider_set.default_provider();
+    let providers = provider_set.shared();
     let conversation_arbiters: Vec<Arbiter> = (0..cores).map(|_| Arbiter::new()).collect();
     // The disk work of the start (the node log's replay, before anything reads a conversation
     // file; the search index's opening) runs on a thread of its own while this thread reads
@@ -381,7 +381,7 @@ async fn start_registry(
             conversation_arbiters: conversation_arbiters.iter().map(|a| a.handle()).collect(),
             metrics: metrics.clone(),
             runtime: Arc::new(RuntimeConfig {
-                provider,
+                providers,
                 tool_servers,
                 log_writer: log_writer.clone(),
                 no_clients_grace: config.no_clients_grace,

@@ -442,11 +442,11 @@ fn a_models_overflow_compacts_once_then_is_the_error() {
         if text.starts_with("Summarize our conversation") {
             return said("the summary", None);
         }
-        let history_is_summarized = body["messages"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|m| m["content"].as_str().is_some_and(|c| c.starts_with("[summary]")));
+        let history_is_summarized = body["messages"].as_array().unwrap().iter().any(|m| {
+            m["content"]
+                .as_str()
+                .is_some_and(|c| c.starts_with("[summary]"))
+        });
         match text {
             "long question" if !history_is_summarized => {
                 *refusals.lock().unwrap() += 1;

@@ -20,6 +20,7 @@ mod cluster;
 mod completion;
 mod consent;
 mod context_meter;
+mod conversation_model;
 mod conversation_words;
 mod descriptors;
 mod durability;

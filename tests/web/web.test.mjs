@@ -377,6 +377,21 @@ async function fakeModel(t, { reportUsage = false } = {}) {
       }
       res.end(JSON.stringify(body));
     };
+    // A request to stream a story is answered as the real APIs stream: server-sent events,
+    // the thinking first, then the words; the end waits until the test releases it.
+    if (request.stream && text.includes("stream")) {
+      res.writeHead(200, { "content-type": "text/event-stream" });
+      const event = (delta) =>
+        res.write(`data: ${JSON.stringify({ object: "chat.completion.chunk", choices: [{ index: 0, delta, finish_reason: null }] })}\n\n`);
+      event({ reasoning_content: "Pondering the plot." });
+      event({ content: "**Once** upon " });
+      held.push(() => {
+        event({ content: "a time." });
+        res.write(`data: ${JSON.stringify({ object: "chat.completion.chunk", choices: [{ index: 0, delta: {}, finish_reason: "stop" }] })}\n\n`);
+        res.end("data: [DONE]\n\n");
+      });
+      return;
+    }
     if (text.includes("slow")) held.push(answer);
     else answer();
   });
@@ -1605,3 +1620,50 @@ test("keyboard, phone-sized screen, dark theme; README screenshot", async (t) =>
   await phone.page.locator(".markdown", { hasText: "Conversation compacted" }).waitFor();
   await shot(phone.page, "14-phone-chat");
 });
+
+test("an answer grows in every browser while the model writes it; the model is picked in the header", async (t) => {
+  const model = await fakeModel(t);
+  const { server } = await serverFor(t, {
+    env: { ROUNDTABLE_PROVIDER: "openai", ROUNDTABLE_OPENAI_BASE_URL: model.url, ROUNDTABLE_OPENAI_MODEL: "fake" },
+  });
+  const rpc = await rpcPage(t, server);
+  const { page } = await openClient(t, server);
+  const other = await openClient(t, server);
+  await send(page, "stream a story");
+  // While the model holds the rest, both pages show the words so far, the request running.
+  for (const p of [page, other.page]) {
+    const growing = p.locator(".msg.agent.streaming .markdown", { hasText: "Once upon" });
+    await growing.waitFor();
+    assert.equal(await growing.locator("strong").textContent(), "Once");
+    await p.locator('#queue-state[data-state="running"]').waitFor();
+    // The thinking is there, collapsed.
+    const thinking = p.locator(".msg.agent details.thinking");
+    await thinking.waitFor();
+    assert.equal(await thinking.evaluate((d) => d.open), false);
+    assert.match(await thinking.locator(".msg-body").textContent(), /Pondering the plot\./);
+  }
+  assert.equal(model.held(), 1);
+  await shot(page, "17-streaming");
+  model.release();
+  // The logged whole takes the growing node's place: one answer, complete, nothing growing.
+  for (const p of [page, other.page]) {
+    await p.locator(".msg.agent:not(.streaming) .markdown", { hasText: "Once upon a time." }).waitFor();
+    await waitIdle(p);
+    await p.locator(".msg.agent.streaming").waitFor({ state: "detached" });
+    assert.equal(await p.locator(".markdown", { hasText: "Once upon" }).count(), 1);
+    await assertMatchesLog(p, rpc);
+  }
+
+  // The model picker lists the server's providers; a pick is the conversation's, for everyone.
+  const picker = page.locator("#model-picker");
+  await picker.waitFor();
+  assert.equal(await picker.inputValue(), "openai");
+  assert.deepEqual(await picker.locator("option").evaluateAll((o) => o.map((x) => x.value)), ["builtin", "openai"]);
+  await picker.selectOption("builtin");
+  await other.page.locator('#model-picker[data-provider="builtin"]').waitFor();
+  await page.locator('#model-picker[data-provider="builtin"]').waitFor();
+  await waitIdle(page);
+  await send(other.page, "hello there");
+  await page.locator(".msg.agent .msg-body", { hasText: "echo: hello there" }).waitFor();
+});
+

@@ -13,6 +13,7 @@ pub mod client_agent;
 pub mod explain;
 pub mod images;
 pub mod interaction;
+pub mod providers;
 pub mod routing;
 pub mod tools;
 pub mod turn;

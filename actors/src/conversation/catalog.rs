@@ -42,7 +42,7 @@ impl Conversation {
         let mut out = Vec::new();
         if wanted(AGENT_SOURCE) {
             let mut schemas: BTreeMap<String, Vec<Value>> = BTreeMap::new();
-            let demo = self.setup.runtime.provider.offers_demo_tools();
+            let demo = self.provider().offers_demo_tools();
             for tool in offered_tools(&self.setup.runtime.tool_servers, demo) {
                 let (schema, name) = match tool.name.split_once(SERVER_SEPARATOR) {
                     Some((server, name)) => (format!("{AGENT_SOURCE}.{server}"), name.to_string()),

@@ -55,7 +55,7 @@ impl Conversation {
     pub(super) fn start_compact(&mut self, turn: u64, then: AfterCompact, ctx: &mut Context<Self>) {
         let history = self.chat_history();
         let total_before = self.chat_message_count();
-        let provider = self.setup.runtime.provider.clone();
+        let provider = self.provider();
         let addr = ctx.address();
         self.spawn_for_running(
             async move {

@@ -514,12 +514,13 @@ impl Conversation {
     fn status(&self) -> Value {
         let details = format!(
             "provider: {}; queue: {}",
-            self.setup.runtime.provider.name(),
+            self.provider().name(),
             self.queue_status()
         );
         let mcp = self.mcp_statuses();
         json!({"agents": self.agent_statuses(&mcp), "details": details,
-               "mcpServers": mcp, "contextMeter": self.meter_json()})
+               "mcpServers": mcp, "contextMeter": self.meter_json(),
+               "model": self.model_json()})
     }
 
     /// `getStatus`'s `agents`, as TypeAgent lists its agents (`{name, emoji, active,

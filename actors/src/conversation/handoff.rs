@@ -302,7 +302,7 @@ impl Conversation {
             named: source,
             destination: self.setup.id,
         });
-        let provider = self.setup.runtime.provider.clone();
+        let provider = self.provider();
         let addr = ctx.address();
         self.spawn_for_running(
             async move {

@@ -34,7 +34,7 @@ impl Conversation {
     /// A turn reported `usage`: the meter follows it (see [`ContextMeter::after_turn`]),
     /// capped at the provider's context window.
     pub(super) fn record_usage(&mut self, usage: &Usage) {
-        let provider = &self.setup.runtime.provider;
+        let provider = self.provider();
         let meter = ContextMeter::after_turn(
             self.meter.as_ref(),
             usage,
@@ -93,7 +93,7 @@ impl Conversation {
     pub(super) fn meter_text(&self) -> String {
         match &self.meter {
             Some(meter) => meter.describe(),
-            None if self.setup.runtime.provider.name() == "builtin" => {
+            None if self.provider().name() == "builtin" => {
                 "not reported (the builtin provider reports no token usage)".to_string()
             }
             None => "nothing reported since the conversation began or was last reset".to_string(),

@@ -91,6 +91,7 @@ mod feedback;
 mod handoff;
 mod interactions;
 mod meter;
+mod model;
 mod queue;
 mod routing;
 mod sink;
@@ -113,7 +114,6 @@ use tokio::sync::oneshot;
 
 use crate::agent::turn::ToolServer;
 use crate::agent::usage::ContextMeter;
-use crate::agent::Provider;
 use crate::client::{
     Client, ClientLost, ClientOutput, ClientReady, ConversationGone, ConversationLink, StopClient,
     CLIENT_MAILBOX,
@@ -152,6 +152,7 @@ pub use handoff::{
     MAX_PACKET_BYTES,
 };
 pub use meter::METER_EVENT;
+pub use model::{MODEL_EVENT, MODEL_FILE};
 pub use queue::{
     CancelOutcome, CancelReason, MAX_QUEUED_BYTES, MAX_QUEUE_DEPTH, SNAPSHOT_COALESCE,
     STOPPED_BEFORE_FINISHING, STORAGE_ERROR,
@@ -183,8 +184,9 @@ pub enum ShutdownReason {
 
 /// Settings shared by every conversation.
 pub struct RuntimeConfig {
-    /// The model backend of the agent loop.
-    pub provider: Arc<dyn Provider>,
+    /// The model backends a conversation can use, and the default (a conversation's own
+    /// choice is `model.rs`'s).
+    pub providers: crate::agent::providers::Providers,
     /// External tool servers by prefix (`server__tool`).
     pub tool_servers: HashMap<String, Arc<dyn ToolServer>>,
     /// The shared append writer.
@@ -325,6 +327,8 @@ pub struct Conversation {
     meter_path: Arc<Path>,
     /// Where a streamed answer's checkpoints go (`streaming.rs`).
     checkpoint_path: Arc<Path>,
+    /// The provider this conversation chose, if not the server's default (`model.rs`).
+    model: model::ModelChoice,
     /// Bytes of the meter file (its length at load, and the appends since): it is rewritten
     /// with its last line past [`context_meter::REWRITE_AFTER_BYTES`].
     meter_file_bytes: u64,
@@ -370,6 +374,7 @@ impl Conversation {
         let stored = context_meter::load(&meter_path);
         let requests_path: Arc<Path> = setup.dir.join(requests::FILE_NAME).into();
         let setup_checkpoint_path: Arc<Path> = setup.dir.join(streaming::CHECKPOINT_FILE).into();
+        let setup_dir = setup.dir.clone();
         Conversation {
             clientio_prefix: crate::protocol::call_prefix(&crate::protocol::clientio_channel(id))
                 .into(),
@@ -401,6 +406,7 @@ impl Conversation {
             meter: stored.meter,
             meter_path,
             checkpoint_path: setup_checkpoint_path,
+            model: model::ModelChoice::load(&setup_dir),
             meter_file_bytes: stored.len,
             meter_changed: false,
             requests_path,

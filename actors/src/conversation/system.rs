@@ -18,6 +18,7 @@ use actix::prelude::*;
 use serde_json::json;
 
 use super::commands::{help_text, split_word, Command};
+use super::model::provider_line;
 use super::queue::Request;
 use super::routing::Audience;
 use super::turn::TurnEvent;
@@ -25,7 +26,7 @@ use super::ClientAgentInfo;
 use super::GetConversationInfo;
 use super::{Conversation, RuntimeConfig};
 use crate::agent::turn::{ToolServerStatus, ASK_USER};
-use crate::agent::{tools, ChatMessage, ContentBlock, Role};
+use crate::agent::{tools, ChatMessage, ContentBlock, Provider, Role};
 use crate::client::OutboundCall;
 use crate::ids::ConversationId;
 use crate::protocol::ConversationInfo;
@@ -63,11 +64,14 @@ pub enum SystemCommand {
     Exit,
     /// `meter [show]`: the context meter; `meter reset` (`true`) clears it first.
     Meter(bool),
+    /// `model [NAME]`: the provider this conversation uses and those it could; with a name
+    /// (or `default`), make it use that one.
+    Model(Option<String>),
 }
 
 /// `@system` sub-commands, for completion.
-pub const SUBCOMMANDS: [&str; 8] = [
-    "help", "history", "session", "config", "trace", "clear", "exit", "meter",
+pub const SUBCOMMANDS: [&str; 9] = [
+    "help", "history", "session", "config", "trace", "clear", "exit", "meter", "model",
 ];
 /// `@system config` sub-commands, for completion.
 pub const CONFIG_SUBCOMMANDS: [&str; 2] = ["show", "agents"];
@@ -76,7 +80,7 @@ pub const SESSION_SUBCOMMANDS: [&str; 1] = ["info"];
 /// `@system meter` sub-commands, for completion.
 pub const METER_SUBCOMMANDS: [&str; 2] = ["show", "reset"];
 /// `@system` in the help list: (usage, what it does).
-pub const HELP: [(&str, &str); 9] = [
+pub const HELP: [(&str, &str); 10] = [
     ("help", "this list"),
     (
         "history [N]",
@@ -100,6 +104,10 @@ pub const HELP: [(&str, &str); 9] = [
     (
         "meter [show | reset]",
         "how much of the model's context this conversation uses; reset starts it over",
+    ),
+    (
+        "model [NAME | default]",
+        "the model provider this conversation uses, and those it could; a name picks one",
     ),
 ];
 /// Messages `@system history` shows without a count.
@@ -144,6 +152,13 @@ pub fn parse(args: &str) -> Command {
         "meter" if matches!(rest, "" | "show") => Command::System(SystemCommand::Meter(false)),
         "meter" if rest == "reset" => Command::System(SystemCommand::Meter(true)),
         "meter" => Command::Invalid(format!("@system meter: give show or reset, got \"{rest}\"")),
+        "model" if rest.is_empty() => Command::System(SystemCommand::Model(None)),
+        "model" if !rest.contains(char::is_whitespace) => {
+            Command::System(SystemCommand::Model(Some(rest.to_string())))
+        }
+        "model" => Command::Invalid(format!(
+            "@system model: give one provider name (or default), got \"{rest}\""
+        )),
         other => Command::Unsupported(format!("system {other}")),
     }
 }
@@ -315,15 +330,6 @@ pub fn session_text(facts: &SessionFacts) -> String {
     out
 }
 
-/// `openai, model \`m\``, or `builtin (offline rules, no model)`.
-fn provider_line(runtime: &RuntimeConfig) -> String {
-    let provider = &runtime.provider;
-    match provider.model() {
-        Some(model) => format!("{}, model `{model}`", provider.name()),
-        None => format!("{} (offline rules, no model)", provider.name()),
-    }
-}
-
 /// `12 s`, `1.5 s`.
 fn seconds(d: Duration) -> String {
     format!("{} s", d.as_secs_f64())
@@ -367,9 +373,13 @@ fn tool_servers(runtime: &RuntimeConfig) -> Vec<ServerView<'_>> {
 }
 
 /// `@system config` (markdown): the settings a user of this conversation is affected by.
-pub fn config_text(runtime: &RuntimeConfig, idle_timeout: Duration) -> String {
+pub fn config_text(
+    runtime: &RuntimeConfig,
+    provider: &dyn Provider,
+    idle_timeout: Duration,
+) -> String {
     let mut out = String::from("**Server configuration**\n\n");
-    let _ = writeln!(out, "- Provider: {}", provider_line(runtime));
+    let _ = writeln!(out, "- Provider: {}", provider_line(provider));
     let _ = writeln!(
         out,
         "- Max model calls per turn: {}",
@@ -427,12 +437,16 @@ fn summary(description: &str) -> String {
 /// `@system config agents` (markdown): the agent, its tools and where they come from (built
 /// in, tool servers, the agents clients host in this conversation), each with whether it is
 /// available.
-pub fn agents_text(runtime: &RuntimeConfig, hosted: &[ClientAgentInfo]) -> String {
+pub fn agents_text(
+    runtime: &RuntimeConfig,
+    provider: &dyn Provider,
+    hosted: &[ClientAgentInfo],
+) -> String {
     let mut out = String::from("**Agents and tools of this conversation**\n\n");
     let _ = writeln!(
         out,
         "- Agent `chat` (the assistant): available; provider {}",
-        provider_line(runtime)
+        provider_line(provider)
     );
     out.push_str("- Built-in tools:\n");
     for spec in tools::builtin_tool_specs() {
@@ -529,12 +543,16 @@ impl Conversation {
         let content = match command {
             SystemCommand::Help => markdown(help_text()),
             SystemCommand::History(n) => return self.show_history(turn, n, ctx),
-            SystemCommand::Config => {
-                markdown(config_text(&self.setup.runtime, self.setup.idle_timeout))
-            }
-            SystemCommand::Agents => {
-                markdown(agents_text(&self.setup.runtime, &self.client_agents()))
-            }
+            SystemCommand::Config => markdown(config_text(
+                &self.setup.runtime,
+                self.provider().as_ref(),
+                self.setup.idle_timeout,
+            )),
+            SystemCommand::Agents => markdown(agents_text(
+                &self.setup.runtime,
+                self.provider().as_ref(),
+                &self.client_agents(),
+            )),
             SystemCommand::Session => return self.start_session(turn, ctx),
             SystemCommand::Meter(reset) => {
                 if reset {
@@ -548,6 +566,10 @@ impl Conversation {
                 }
             }
             SystemCommand::Trace(spec) => return self.trace(turn, spec, request, ctx),
+            SystemCommand::Model(None) => markdown(self.model_text()),
+            SystemCommand::Model(Some(name)) => {
+                return self.choose_model(turn, request, name, ctx);
+            }
             SystemCommand::Clear | SystemCommand::Exit => {
                 let method = if command == SystemCommand::Clear {
                     "clear"
@@ -571,7 +593,7 @@ impl Conversation {
             requests: self.log.as_ref().map_or(0, |l| l.message_count()),
             chat_messages: self.chat_message_count(),
             clients: self.clients.keys().map(ToString::to_string).collect(),
-            provider: provider_line(&self.setup.runtime),
+            provider: provider_line(self.provider().as_ref()),
             context: self.meter_text(),
         };
         let record = self

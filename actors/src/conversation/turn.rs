@@ -277,7 +277,7 @@ impl Conversation {
             })
             .unwrap_or_default();
         TurnInput {
-            provider: self.setup.runtime.provider.clone(),
+            provider: self.provider(),
             system: self.system_prompt(),
             history: self.chat_history(),
             command,
@@ -374,7 +374,7 @@ impl Conversation {
             let running = self.running.as_ref().expect("running").request.clone();
             let offered: Vec<String> = crate::agent::turn::offered_tools(
                 &self.tool_servers(),
-                self.setup.runtime.provider.offers_demo_tools(),
+                self.provider().offers_demo_tools(),
             )
             .into_iter()
             .map(|t| t.name)

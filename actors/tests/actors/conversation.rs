@@ -142,7 +142,10 @@ fn start_with(idle_timeout: Duration) -> Harness {
     let metrics = Arc::new(Metrics::default());
     let (calls_tx, calls) = mpsc::unbounded_channel();
     let runtime = Arc::new(RuntimeConfig {
-        provider: Arc::new(ScriptedProvider { calls: calls_tx }),
+        providers: roundtable_actors::agent::providers::Providers::only(
+            "scripted",
+            Arc::new(ScriptedProvider { calls: calls_tx }),
+        ),
         tool_servers: HashMap::new(),
         log_writer: LogWriter::start(metrics.clone(), instance.path().to_path_buf()),
         no_clients_grace: NEVER,

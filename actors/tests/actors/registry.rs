@@ -64,7 +64,10 @@ fn start(idle_timeout: Duration) -> Instance {
         conversation_arbiters: Vec::new(),
         metrics: metrics.clone(),
         runtime: Arc::new(RuntimeConfig {
-            provider: Arc::new(BuiltinProvider),
+            providers: roundtable_actors::agent::providers::Providers::only(
+                "builtin",
+                Arc::new(BuiltinProvider),
+            ),
             tool_servers: HashMap::new(),
             log_writer: LogWriter::start(metrics.clone(), layout.root.clone()),
             no_clients_grace: Duration::from_secs(30),
