@@ -209,3 +209,35 @@ fn a_crash_mid_answer_keeps_the_checkpointed_part_marked_interrupted() {
         "{entries:?}"
     );
 }
+
+/// The CLI (in a pseudo-terminal) prints the answer as it is written: the first words appear
+/// while the endpoint still holds the rest, the thinking before them; `roundtable run` the
+/// same.
+#[test]
+fn the_cli_prints_the_answer_as_it_is_written() {
+    let gate = Gate::closed();
+    let held = gate.clone();
+    let endpoint = ScriptedSse::tls(move |_, _| {
+        Reply::events(vec![
+            chunk(json!({"reasoning_content": "Pondering."})),
+            chunk(json!({"content": "Once upon "})),
+            Step::Wait(held.clone()),
+            chunk(json!({"content": "a time."})),
+            finish("stop"),
+            done(),
+        ])
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let server = server_for(dir.path(), &endpoint, &[]);
+    let home = tempfile::tempdir().unwrap();
+    let mut p = crate::cli::pty(server.port, home.path(), &[]);
+    p.exp_string("CLI> ").unwrap();
+    p.send_line("tell me a story").unwrap();
+    p.exp_string("Pondering.").unwrap();
+    // The first words, while the model still holds the rest.
+    p.exp_string("Once upon ").unwrap();
+    assert_eq!(endpoint.requests().len(), 1);
+    gate.open();
+    p.exp_string("a time.").unwrap();
+    p.exp_string("CLI> ").unwrap();
+}
