@@ -67,3 +67,63 @@ fn a_turn_crosses_once_per_node_for_all_its_clients() {
         "{messages} link messages"
     );
 }
+
+/// Issue 50: a client joined through another node watches a streamed answer grow through the
+/// relay: node a runs the turn on a streaming model that holds the rest of its answer, and a
+/// client of node b has the first words before the model goes on.
+#[test]
+fn a_streamed_answer_reaches_a_relayed_client_as_it_is_written() {
+    let Some(nats) = nats_or_skip() else { return };
+    let gate = Gate::closed();
+    let held = gate.clone();
+    let endpoint = ScriptedSse::tls(move |_, _| {
+        Reply::events(vec![
+            chunk(json!({"content": "Relayed "})),
+            Step::Wait(held.clone()),
+            chunk(json!({"content": "words."})),
+            finish("stop"),
+            done(),
+        ])
+    });
+    let ca = test_ca().ca.to_str().unwrap().to_owned();
+    let base = endpoint.url("/v1");
+    let env = [
+        ("ROUNDTABLE_OPENAI_BASE_URL", base.as_str()),
+        ("ROUNDTABLE_OPENAI_MODEL", "streaming-model"),
+        ("SSL_CERT_FILE", ca.as_str()),
+        ("SSL_CERT_DIR", ""),
+    ];
+    let nodes: Vec<Server> = ["a", "b"]
+        .iter()
+        .map(|node| {
+            Server::start_env(
+                &[
+                    "--cluster",
+                    &nats.url(),
+                    "--node-name",
+                    node,
+                    "--provider",
+                    "openai",
+                ],
+                &env,
+            )
+        })
+        .collect();
+    let (mut local, id) = nodes[0].joined("streamed across");
+    wait_same_lists(&nodes);
+    let mut relayed = nodes[1].connect();
+    relayed.join(&id);
+    let rid = Client::request_id(&local.submit(&id, "tell me"));
+    // The relayed client has the first words while the model holds the rest.
+    let piece = loop {
+        let args = relayed.expect_call(&clientio(&id), "appendDisplay");
+        if args[1] == "inline" {
+            break args[0].clone();
+        }
+    };
+    assert_eq!(piece["message"]["content"], "Relayed ");
+    gate.open();
+    let texts = Client::texts(&relayed.until_complete(&id, &rid));
+    assert!(texts.iter().any(|t| t.ends_with("words.")), "{texts:?}");
+    local.until_complete(&id, &rid);
+}
