@@ -102,5 +102,8 @@ fn a_conversation_chooses_its_model_for_everyone_in_it() {
     // `default` goes back to the server's default.
     a.run_turn(&id, "@system model default");
     assert_eq!(status_model(&mut a, &id)["provider"], "builtin");
-    assert_eq!(Client::texts(&a.run_turn(&id, "bye")).last().unwrap(), "echo: bye");
+    assert_eq!(
+        Client::texts(&a.run_turn(&id, "bye")).last().unwrap(),
+        "echo: bye"
+    );
 }
