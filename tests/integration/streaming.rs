@@ -131,6 +131,44 @@ fn every_client_watches_the_answer_being_written() {
     assert_eq!(status["contextMeter"]["contextTokens"], 1234, "{status}");
 }
 
+/// The first piece does not wait for the turn's end: the request's acceptance is a write
+/// barrier that may wait for the next one (the completion's) before its fsync, and the piece
+/// is held behind it. The seam stretches that wait to ten minutes; the piece still arrives
+/// while the endpoint holds the rest of the answer, because a piece someone watches ends it.
+#[test]
+fn the_first_piece_does_not_wait_for_the_turns_end() {
+    let gate = Gate::closed();
+    let held = gate.clone();
+    let endpoint = ScriptedSse::tls(move |_, _| {
+        Reply::events(vec![
+            chunk(json!({"content": "Right away"})),
+            Step::Wait(held.clone()),
+            chunk(json!({"content": ", and the rest."})),
+            finish("stop"),
+            done(),
+        ])
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let ca = test_ca().ca.to_str().unwrap().to_owned();
+    let server = Server::try_start_env(
+        dir.path(),
+        &["--provider", "openai"],
+        &[
+            ("ROUNDTABLE_OPENAI_BASE_URL", &endpoint.url("/v1")),
+            ("ROUNDTABLE_OPENAI_MODEL", "streaming-model"),
+            ("SSL_CERT_FILE", &ca),
+            ("SSL_CERT_DIR", ""),
+            ("ROUNDTABLE_TEST_SYNC_LINGER_MS", "600000"),
+        ],
+    )
+    .unwrap_or_else(|log| panic!("{log}"));
+    let (mut a, id) = server.joined("right away");
+    let rid = Client::request_id(&a.submit(&id, "answer at once"));
+    assert_eq!(next_piece(&mut a, &id)["message"]["content"], "Right away");
+    gate.open();
+    a.until_complete(&id, &rid);
+}
+
 /// Cancelling a request while the model writes closes the upstream connection within 1 s;
 /// the words so far stay in the log, marked cancelled.
 #[test]

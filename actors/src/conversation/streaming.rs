@@ -319,14 +319,21 @@ impl Conversation {
         };
         for effect in effects {
             match effect {
-                StreamEffect::Send { thinking, piece } => self.broadcast(
-                    "appendDisplay",
-                    json!([
-                        piece_message(&request, thinking, &piece),
-                        DisplayMode::Inline.as_str()
-                    ]),
-                    Some(request.origin),
-                ),
+                StreamEffect::Send { thinking, piece } => {
+                    if !self.held.is_empty() {
+                        // The piece waits behind a barrier (the request's acceptance) whose
+                        // fsync may linger for the turn's completion: someone watches.
+                        self.setup.runtime.log_writer.hurry();
+                    }
+                    self.broadcast(
+                        "appendDisplay",
+                        json!([
+                            piece_message(&request, thinking, &piece),
+                            DisplayMode::Inline.as_str()
+                        ]),
+                        Some(request.origin),
+                    )
+                }
                 StreamEffect::ArmFlush(after) => {
                     ctx.run_later(after, move |act, ctx| act.stream_flush(turn, ctx));
                 }

@@ -263,6 +263,14 @@ impl LogWriter {
         self.also_stored(rx, replicated.as_deref().unwrap_or_default())
     }
 
+    /// Ends the wait of a batch lingering for a successor barrier ([`SYNC_LINGER`]): the
+    /// producer has output waiting that a person watches (a streamed answer's first piece),
+    /// so its barrier's fsync should not wait for the next one. Harmless when nothing lingers.
+    pub fn hurry(&self) {
+        // A read-your-writes marker no one waits for: it ends a linger, adds no fsync.
+        self.send(Job::Written(oneshot::channel().0));
+    }
+
     /// Resolves once every append queued so far has been written to its file (the fsync may
     /// still be under way), so a read of the file sees it. A conversation reads the part of
     /// its display log or chat history it no longer holds in memory only after this: what it
