@@ -541,6 +541,6 @@ fn the_session_filters_locally_between_requests() {
     assert_eq!(menu.prefix, "");
     assert_eq!(
         menu.items,
-        ["clear", "config", "exit", "help", "history", "meter", "session", "trace"]
+        ["clear", "config", "exit", "help", "history", "meter", "model", "session", "trace"]
     );
 }

@@ -457,7 +457,7 @@ fn completion_offers_the_cli_commands() {
     let c = complete("@system h");
     assert_eq!(
         names(&c, 0),
-        json!(["help", "history", "session", "config", "trace", "clear", "exit", "meter"])
+        json!(["help", "history", "session", "config", "trace", "clear", "exit", "meter", "model"])
     );
     assert_eq!(c["startIndex"], 8);
     assert_eq!(

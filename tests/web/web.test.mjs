@@ -1435,8 +1435,8 @@ test("Tab completes @ commands from getCommandCompletion, level by level", async
   await input.press("Tab");
   assert.equal(await input.inputValue(), "@system");
   // The next level comes by itself: @system's sub-commands (sorted), the first highlighted.
-  await page.waitForFunction(() => document.querySelectorAll("#completions [role=option]").length === 8);
-  assert.deepEqual(await shownItems(), ["clear", "config", "exit", "help", "history", "meter", "session", "trace"]);
+  await page.waitForFunction(() => document.querySelectorAll("#completions [role=option]").length === 9);
+  assert.deepEqual(await shownItems(), ["clear", "config", "exit", "help", "history", "meter", "model", "session", "trace"]);
   await input.press("ArrowDown");
   await input.press("ArrowDown");
   await input.press("ArrowUp");
