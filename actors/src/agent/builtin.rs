@@ -57,6 +57,10 @@ impl Provider for BuiltinProvider {
         true
     }
 
+    fn answers_in_process(&self) -> bool {
+        true
+    }
+
     fn complete(
         &self,
         request: ProviderRequest,

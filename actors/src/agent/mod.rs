@@ -281,6 +281,13 @@ pub trait Provider: Send + Sync {
     fn acts_on_typed_words_only(&self) -> bool {
         false
     }
+    /// Whether an answer comes without a network round trip (the offline `builtin`). A call
+    /// over the network takes one at least, so the conversation has its request's acceptance
+    /// made durable at once, beside the call, rather than lingering for the turn's end to
+    /// share the fsync: the first words, which wait for that fsync, are then not late.
+    fn answers_in_process(&self) -> bool {
+        false
+    }
     /// Whether the model is offered the built-in demonstration tools: `get_weather` (labelled
     /// sample data) and a `get_current_time` beside a tool server's own. Only the offline
     /// `builtin` provider, which shows the agent loop without a model, is: a real model is

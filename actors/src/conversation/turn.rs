@@ -324,6 +324,10 @@ impl Conversation {
             r.agent_text = Some(text.clone());
         }
         let input = self.turn_input(text, self.setup.runtime.max_iterations);
+        if !input.provider.answers_in_process() {
+            // The acceptance's fsync runs beside the model call, not after its first words.
+            self.setup.runtime.log_writer.hurry();
+        }
         let sink = ConversationSink::new(ctx.address(), turn);
         let addr = ctx.address();
         self.spawn_for_running(
