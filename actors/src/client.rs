@@ -24,7 +24,7 @@ use actix::prelude::*;
 
 use crate::ids::{ConnectionId, ConversationId};
 use crate::metrics::Metrics;
-use crate::outbox::{Outbox, Outgoing, PushError, SharedBytes};
+use crate::outbox::{Outbox, Outgoing, PushError, SharedBytes, Wakes};
 
 /// Close code sent to a client whose queue overflowed (RFC 6455 1008, policy violation).
 pub const SLOW_CONSUMER_CLOSE_CODE: u16 = 1008;
@@ -172,6 +172,17 @@ impl ClientOutput {
 
     /// Frames `call` with this client's next callId and queues it (or holds it until ready).
     pub fn send(&mut self, call: &OutboundCall) -> Sent {
+        self.send_then(call, None)
+    }
+
+    /// Like [`send`](Self::send), the socket's writer woken by `wakes` instead of now: a
+    /// conversation releasing several calls at once (what waited for an fsync) hands each
+    /// client all of them before its writer runs, so they go out in one write.
+    pub fn send_later(&mut self, call: &OutboundCall, wakes: &mut Wakes) -> Sent {
+        self.send_then(call, Some(wakes))
+    }
+
+    fn send_then(&mut self, call: &OutboundCall, wakes: Option<&mut Wakes>) -> Sent {
         let id = self.next_call_id;
         self.next_call_id += 1;
         let frame = call.spliced(&self.call_prefix, id);
@@ -183,7 +194,7 @@ impl ClientOutput {
             self.held.push((frame, shared));
             return Sent::Held;
         }
-        self.push(frame, &shared)
+        self.push(frame, &shared, wakes)
     }
 
     /// Queues a whole frame of another channel (an invoke's answer the conversation gives in
@@ -198,7 +209,7 @@ impl ClientOutput {
             self.held.push((frame, shared));
             return Sent::Held;
         }
-        self.push(frame, &shared)
+        self.push(frame, &shared, None)
     }
 
     /// The join result is queued: the held frames go out in order, then every frame directly.
@@ -206,7 +217,7 @@ impl ClientOutput {
     pub fn go_live(&mut self) -> Sent {
         self.ready = true;
         for (frame, shared) in std::mem::take(&mut self.held) {
-            match self.push(frame, &shared) {
+            match self.push(frame, &shared, None) {
                 Sent::Queued => {}
                 failed => return failed,
             }
@@ -214,8 +225,17 @@ impl ClientOutput {
         Sent::Queued
     }
 
-    fn push(&mut self, frame: Outgoing, shared: &Arc<SharedBytes>) -> Sent {
-        match self.outbox.push_sharing(frame, Some(shared)) {
+    fn push(
+        &mut self,
+        frame: Outgoing,
+        shared: &Arc<SharedBytes>,
+        wakes: Option<&mut Wakes>,
+    ) -> Sent {
+        let pushed = match wakes {
+            Some(wakes) => self.outbox.push_sharing_later(frame, Some(shared), wakes),
+            None => self.outbox.push_sharing(frame, Some(shared)),
+        };
+        match pushed {
             Ok(()) => {
                 Metrics::inc(&self.metrics.frames_out);
                 Sent::Queued
@@ -390,3 +410,4 @@ impl Handler<SocketGone> for Client {
         ctx.stop();
     }
 }
+

@@ -32,14 +32,7 @@ type Continuation =
 /// An entry of the held outbound order.
 pub(super) enum Held {
     /// A call waiting for the barriers before it.
-    Call {
-        /// The call.
-        call: Arc<OutboundCall>,
-        /// Who gets it.
-        audience: Audience,
-        /// Clients that joined after it was emitted (connection number at or above) skip it.
-        joined_below: u64,
-    },
+    Call(Emitted),
     /// A write barrier: `outcome` is set when the writer answers.
     Barrier {
         /// Matches the answer to its barrier.
@@ -49,6 +42,16 @@ pub(super) enum Held {
         /// Runs at this place once the front of `held` reaches it.
         then: Option<Continuation>,
     },
+}
+
+/// A call as it was emitted, with whom it was for at that moment.
+pub(super) struct Emitted {
+    /// The call.
+    pub(super) call: Arc<OutboundCall>,
+    /// Who gets it.
+    pub(super) audience: Audience,
+    /// Clients that joined after it was emitted (connection number at or above) skip it.
+    pub(super) joined_below: u64,
 }
 
 /// Where calls and barriers created by a running continuation go in `held`.
@@ -154,15 +157,16 @@ impl Conversation {
                         self.release_cursor = None;
                     }
                 }
-                Some(Held::Call { .. }) => {
-                    if let Some(Held::Call {
-                        call,
-                        audience,
-                        joined_below,
-                    }) = self.held.pop_front()
-                    {
-                        self.deliver(&call, &audience, joined_below);
+                Some(Held::Call(_)) => {
+                    // Every call up to the next barrier goes at once: each client gets all
+                    // of them before its writer wakes.
+                    let mut run = Vec::new();
+                    while let Some(Held::Call(_)) = self.held.front() {
+                        if let Some(Held::Call(emitted)) = self.held.pop_front() {
+                            run.push(emitted);
+                        }
                     }
+                    self.deliver(&run);
                 }
             }
         }

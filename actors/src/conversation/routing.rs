@@ -6,13 +6,14 @@ use std::sync::{Arc, LazyLock};
 
 use serde_json::{json, Value};
 
-use super::durable::Held;
+use super::durable::{Emitted, Held};
 use super::queue::Request;
 use super::ClientSlot;
 use super::{Conversation, AGENT_SOURCE};
 use crate::client::{GiveUp, OutboundCall, Sent, SocketGone};
 use crate::ids::ConnectionId;
 use crate::ids::ConversationId;
+use crate::outbox::Wakes;
 use crate::protocol::plain_text;
 
 /// Text shown to the others when a client joins.
@@ -151,44 +152,49 @@ impl Conversation {
     /// Hands a call to the clients in `audience`, now or, behind an unconfirmed write barrier,
     /// when the barrier is confirmed (see "Acknowledged means durable").
     pub(super) fn emit(&mut self, call: Arc<OutboundCall>, audience: &Audience) {
-        let joined_below = self.next_connection_id;
-        let held = || Held::Call {
-            call: call.clone(),
+        let emitted = Emitted {
+            call,
             audience: audience.clone(),
-            joined_below,
+            joined_below: self.next_connection_id,
         };
         match &mut self.release_cursor {
             Some(cursor) if cursor.blocked => {
-                self.held.insert(cursor.at, held());
+                self.held.insert(cursor.at, Held::Call(emitted));
                 cursor.at += 1;
             }
-            None if !self.held.is_empty() => self.held.push_back(held()),
-            _ => self.deliver(&call, audience, joined_below),
+            None if !self.held.is_empty() => self.held.push_back(Held::Call(emitted)),
+            _ => self.deliver(std::slice::from_ref(&emitted)),
         }
     }
 
-    /// Delivers a call to the clients in `audience` that joined below `joined_below`. A client
-    /// whose mailbox is full is told to give up (it closes its socket as a slow consumer and
-    /// leaves with `ClientLost`).
-    pub(super) fn deliver(
-        &mut self,
-        call: &Arc<OutboundCall>,
-        audience: &Audience,
-        joined_below: u64,
-    ) {
-        for (id, slot) in self
-            .clients
-            .range_mut(..ConnectionId(joined_below))
-            .filter(|(_, s)| !s.lost)
-        {
-            let wanted = match audience {
-                Audience::Everyone => true,
-                Audience::Broadcast(conn) => !slot.filter || *conn == Some(*id),
-                Audience::Only(conn) => conn == id,
-            };
-            if wanted {
-                let sent = slot.output.send(call);
-                settle(self.setup.id, *id, slot, sent);
+    /// Delivers calls, in order, each to the clients in its audience that joined below its
+    /// `joined_below`: client by client, its writer woken once after its last one, so a
+    /// client's share of a burst (what an fsync released) is one write, and the first client
+    /// is not kept waiting while the burst's first call goes to every other. A client whose
+    /// mailbox is full is told to give up (it closes its socket as a slow consumer and leaves
+    /// with `ClientLost`).
+    pub(super) fn deliver(&mut self, calls: &[Emitted]) {
+        let Some(below) = calls.iter().map(|c| c.joined_below).max() else {
+            return;
+        };
+        for (id, slot) in self.clients.range_mut(..ConnectionId(below)) {
+            let mut wakes = Wakes::default();
+            for emitted in calls {
+                if slot.lost {
+                    break;
+                }
+                if id.0 >= emitted.joined_below {
+                    continue;
+                }
+                let wanted = match &emitted.audience {
+                    Audience::Everyone => true,
+                    Audience::Broadcast(conn) => !slot.filter || *conn == Some(*id),
+                    Audience::Only(conn) => conn == id,
+                };
+                if wanted {
+                    let sent = slot.output.send_later(&emitted.call, &mut wakes);
+                    settle(self.setup.id, *id, slot, sent);
+                }
             }
         }
     }
