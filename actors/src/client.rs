@@ -26,6 +26,14 @@ use crate::ids::{ConnectionId, ConversationId};
 use crate::metrics::Metrics;
 use crate::outbox::{Outbox, Outgoing, PushError, SharedBytes, Wakes};
 
+/// How long a client's socket writer waits after its join result before the conversation's
+/// first frames: TypeAgent's client library creates the `clientio` channel only once its join
+/// call has returned, in a continuation that runs after the read that carried the result has
+/// been handled, and drops a frame that came in that same read (`Invalid channel name
+/// clientio:…`). TypeAgent's own server sends them a turn of its event loop later for the
+/// same reason; a write of their own, 5 ms later, keeps them out of the result's read.
+pub const JOIN_SETTLE: std::time::Duration = std::time::Duration::from_millis(5);
+
 /// Close code sent to a client whose queue overflowed (RFC 6455 1008, policy violation).
 pub const SLOW_CONSUMER_CLOSE_CODE: u16 = 1008;
 /// Close reason sent with it.
@@ -212,10 +220,16 @@ impl ClientOutput {
         self.push(frame, &shared, None)
     }
 
-    /// The join result is queued: the held frames go out in order, then every frame directly.
-    /// Answers the first failure, if any.
+    /// The join result is queued: after a [`JOIN_SETTLE`] pause, the held frames go out in
+    /// order, then every frame directly. Answers the first failure, if any.
     pub fn go_live(&mut self) -> Sent {
         self.ready = true;
+        if let Err(e) = self.outbox.push_frame(Outgoing::Pause(JOIN_SETTLE)) {
+            return match e {
+                PushError::Full => Sent::SlowConsumer,
+                PushError::Closed => Sent::SocketGone,
+            };
+        }
         for (frame, shared) in std::mem::take(&mut self.held) {
             match self.push(frame, &shared, None) {
                 Sent::Queued => {}
@@ -411,3 +425,26 @@ impl Handler<SocketGone> for Client {
     }
 }
 
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::outbox::{outbox, OutboxLimits};
+
+    /// A call routed before the join result goes out only at `go_live`, behind the pause
+    /// that keeps it out of the result's write; later calls go straight to the outbox.
+    #[test]
+    fn held_calls_follow_the_join_results_pause() {
+        let (tx, mut rx) = outbox(OutboxLimits::default());
+        let mut output = ClientOutput::new(Arc::from("{\"c\":"), tx, Arc::default());
+        let call = OutboundCall::new("notify", &serde_json::json!([1]));
+        assert_eq!(output.send(&call), Sent::Held);
+        assert!(rx.try_next_with_budget().is_none(), "held until ready");
+        assert_eq!(output.go_live(), Sent::Queued);
+        let (first, _) = rx.try_next_with_budget().expect("the pause");
+        assert!(matches!(first, Outgoing::Pause(p) if p == JOIN_SETTLE));
+        let (held, _) = rx.try_next_with_budget().expect("the held call");
+        assert!(held.to_text().unwrap().contains("notify"));
+        assert_eq!(output.send(&call), Sent::Queued);
+        assert!(rx.try_next_with_budget().is_some());
+    }
+}

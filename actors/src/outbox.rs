@@ -387,6 +387,9 @@ pub enum Outgoing {
     Pong(Vec<u8>),
     /// Close the socket with this code and reason (`None`: an empty close frame), then stop.
     Close(Option<(u16, String)>),
+    /// No bytes: what came before goes out in a write of its own, and the writer waits this
+    /// long before the next. Follows a join result ([`crate::client::JOIN_SETTLE`]).
+    Pause(std::time::Duration),
 }
 
 impl Outgoing {
@@ -412,6 +415,7 @@ impl Outgoing {
         match self {
             Outgoing::Binary(b) => b.len() + HEADER_MAX,
             Outgoing::Ping(_) | Outgoing::Pong(_) | Outgoing::Close(_) => CONTROL_MAX,
+            Outgoing::Pause(_) => 0,
             text => text.text_len() + HEADER_MAX,
         }
     }
@@ -601,7 +605,7 @@ impl Outbox {
         let len = match &frame {
             Outgoing::Text(_) | Outgoing::Spliced { .. } => frame.text_len(),
             Outgoing::Binary(b) | Outgoing::Ping(b) | Outgoing::Pong(b) => b.len(),
-            Outgoing::Close(_) => 0,
+            Outgoing::Close(_) | Outgoing::Pause(_) => 0,
         };
         // The socket's own bound first: a push it refuses must not close other sockets.
         if len.clamp(1, self.state.max_bytes) > self.state.bytes.available_permits() {

@@ -39,7 +39,8 @@ pub(super) async fn write_loop(
     let mut codec = Codec::new();
     let mut budgets = Vec::new();
     while let Some(first) = rx.next_with_budget().await {
-        let (mut buf, large, closing) = gather(first, &mut rx, &mut codec, &mut budgets);
+        let (mut buf, large, end) = gather(first, &mut rx, &mut codec, &mut budgets);
+        let closing = end == BatchEnd::Close;
         if let Some(text) = large {
             // Boxed: the two-part batch of a large frame is not part of the task's state,
             // which every socket keeps for its whole life (584 bytes with this path, 680 with
@@ -64,8 +65,10 @@ pub(super) async fn write_loop(
             }
         }
         budgets.clear();
-        if closing {
-            break;
+        match end {
+            BatchEnd::Close => break,
+            BatchEnd::Pause(pause) => tokio::time::sleep(pause).await,
+            BatchEnd::More => {}
         }
     }
     rx.close();
@@ -97,9 +100,20 @@ async fn send_large(
     }
 }
 
-/// Encodes `first` and everything queued behind it now, up to [`BATCH_BYTES`], into one
-/// buffer (a fresh one: an idle socket keeps no write buffer), keeping their budgets in
-/// `budgets` until the write is done; true when it ends with a close frame. The buffer is
+/// How a batch [`gather`] made ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum BatchEnd {
+    /// At the byte bound or with the queue empty: go on with the next.
+    More,
+    /// With a close frame: the writer is done.
+    Close,
+    /// At an [`Outgoing::Pause`]: the next batch waits this long after the write.
+    Pause(Duration),
+}
+
+/// Encodes `first` and everything queued behind it now, up to [`BATCH_BYTES`] or an
+/// [`Outgoing::Pause`], into one buffer (a fresh one: an idle socket keeps no write buffer),
+/// keeping their budgets in `budgets` until the write is done; how it ends. The buffer is
 /// sized for the frames in hand: growing it frame by frame was 3% of the server's CPU under
 /// `fanout`, and a fixed 4 KB start made every batch a large request that has glibc
 /// consolidate its fast bins first (1.5% under `churn`, where most batches are one notice of
@@ -115,7 +129,7 @@ fn gather(
     rx: &mut OutboxReceiver,
     codec: &mut Codec,
     budgets: &mut Vec<Budget>,
-) -> (BytesMut, Option<Bytes>, bool) {
+) -> (BytesMut, Option<Bytes>, BatchEnd) {
     if let (Outgoing::Text(text), _) = &first {
         if text.len() >= BATCH_BYTES {
             let (Outgoing::Text(text), budget) = first else {
@@ -124,24 +138,27 @@ fn gather(
             let mut head = BytesMut::with_capacity(10);
             text_header(&mut head, text.len());
             budgets.extend(budget);
-            return (head, Some(Bytes::from(text)), false);
+            return (head, Some(Bytes::from(text)), BatchEnd::More);
         }
     }
     let room = first.0.wire_len_max() + rx.in_hand_wire_len(BATCH_BYTES);
     let mut buf = BytesMut::with_capacity(room);
     let mut next = Some(first);
     while let Some((frame, budget)) = next.take() {
+        if let Outgoing::Pause(pause) = frame {
+            return (buf, None, BatchEnd::Pause(pause));
+        }
         let closing = encode(codec, frame, &mut buf);
         budgets.extend(budget);
         if closing {
-            return (buf, None, true);
+            return (buf, None, BatchEnd::Close);
         }
         if buf.len() >= BATCH_BYTES {
             break;
         }
         next = rx.try_next_with_budget();
     }
-    (buf, None, false)
+    (buf, None, BatchEnd::More)
 }
 
 /// How a batch's write ended.
@@ -200,6 +217,8 @@ fn encode(codec: &mut Codec, frame: Outgoing, buf: &mut BytesMut) -> bool {
         Outgoing::Binary(bytes) => (Message::Binary(bytes.into()), false),
         Outgoing::Ping(bytes) => (Message::Ping(bytes.into()), false),
         Outgoing::Pong(bytes) => (Message::Pong(bytes.into()), false),
+        // A batch ends at a pause before it is encoded (`gather`).
+        Outgoing::Pause(_) => return false,
         Outgoing::Close(reason) => {
             let reason = reason.map(|(code, mut text)| {
                 if text.len() > MAX_CLOSE_REASON_BYTES {
@@ -351,5 +370,64 @@ mod tests {
             }
         }
         assert!(matches!(frames[4], Frame::Close(None)));
+    }
+
+    /// A pause ends its write: the frame after it is not in the write of the frame before
+    /// (a join result's, which TypeAgent's client library must have handled first), and it
+    /// follows once the pause is over.
+    #[tokio::test]
+    async fn a_pause_ends_the_write_and_the_next_frame_follows_it() {
+        use roundtable_actors::outbox::{outbox, OutboxLimits};
+        use tokio::io::AsyncReadExt;
+
+        async fn pair() -> (tokio::net::TcpStream, OwnedWriteHalf) {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let peer = tokio::net::TcpStream::connect(listener.local_addr().unwrap());
+            let (peer, accepted) = tokio::join!(peer, listener.accept());
+            (peer.unwrap(), accepted.unwrap().0.into_split().1)
+        }
+        let limits = || OutboxLimits {
+            max_frames: 16,
+            max_bytes: 1 << 20,
+            server: None,
+        };
+        let result = "{\"result\":\"joined\"}";
+        let wire_len = 2 + result.len();
+
+        // A pause no test outlasts: what follows it cannot have gone yet.
+        let (mut peer, write_half) = pair().await;
+        let (tx, rx) = outbox(limits());
+        tx.push(result.to_string()).unwrap();
+        tx.push_frame(Outgoing::Pause(Duration::from_secs(3600)))
+            .unwrap();
+        tx.push("{\"after\":1}".to_string()).unwrap();
+        let (done, _stopped) = oneshot::channel();
+        let writer = tokio::spawn(write_loop(write_half, rx, done));
+        let mut first = vec![0; wire_len];
+        peer.read_exact(&mut first).await.unwrap();
+        assert_eq!(&first[2..], result.as_bytes());
+        // Had the next frame been in the same write, its bytes would be here with these.
+        assert!(matches!(
+            peer.try_read(&mut [0; 64]),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock
+        ));
+        writer.abort();
+
+        // A short pause: everything follows, in order.
+        let (mut peer, write_half) = pair().await;
+        let (tx, rx) = outbox(limits());
+        tx.push(result.to_string()).unwrap();
+        tx.push_frame(Outgoing::Pause(Duration::from_millis(1)))
+            .unwrap();
+        tx.push("{\"after\":1}".to_string()).unwrap();
+        tx.push_frame(Outgoing::Close(None)).unwrap();
+        let (done, _stopped) = oneshot::channel();
+        let writer = tokio::spawn(write_loop(write_half, rx, done));
+        let mut wire = Vec::new();
+        peer.read_to_end(&mut wire).await.unwrap();
+        writer.await.unwrap();
+        let frames = parse(&mut BytesMut::from(&wire[..]));
+        assert_eq!(frames.len(), 3, "the result, the next frame, the close");
+        assert!(matches!(&frames[1], Frame::Text(b) if &b[..] == b"{\"after\":1}"));
     }
 }

@@ -129,7 +129,8 @@ fn relay_frames(attach: Attach) -> Pin<Box<dyn Stream<Item = Relayed>>> {
                     None => outbox.next().await,
                 };
                 match frame {
-                    Some(Outgoing::Pong(_) | Outgoing::Binary(_)) => continue,
+                    // The relaying node's own socket writer paces its join result.
+                    Some(Outgoing::Pong(_) | Outgoing::Binary(_) | Outgoing::Pause(_)) => continue,
                     Some(Outgoing::Close(_)) | None => {
                         outbox.close();
                         let _ = done.send(());
