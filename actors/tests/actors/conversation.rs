@@ -14,14 +14,14 @@ use actix::prelude::*;
 use roundtable_actors::agent::{
     ContentBlock, LocalBoxFuture, Provider, ProviderError, ProviderRequest, ProviderResponse,
 };
-use roundtable_actors::client::{ConversationGone, Ready};
+use roundtable_actors::client::{ConversationGone, Ready, JOIN_SETTLE};
 use roundtable_actors::conversation::{
     Attach, Conversation, ConversationSetup, Detach, DispatcherInvoke, DispatcherReply,
     RegistryHandle, RuntimeConfig, Shutdown, ShutdownReason, MAX_QUEUE_DEPTH,
 };
 use roundtable_actors::ids::{ConnectionId, ConversationId};
 use roundtable_actors::metrics::Metrics;
-use roundtable_actors::outbox::{outbox, OutboxLimits, OutboxReceiver};
+use roundtable_actors::outbox::{outbox, OutboxLimits, OutboxReceiver, Outgoing};
 use roundtable_actors::protocol::Args;
 use roundtable_actors::registry::ConversationRegistry;
 use roundtable_actors::storage::log_writer::LogWriter;
@@ -289,6 +289,9 @@ impl TestClient {
     async fn wait_for(&mut self, method: &str, wanted: impl Fn(&Value) -> bool) -> Value {
         loop {
             let frame = within(self.frames.next()).await.expect("a frame");
+            if matches!(frame, Outgoing::Pause(_)) {
+                continue; // the writer's pause after the join result
+            }
             let Some(text) = frame.to_text() else {
                 panic!("expected a text frame, got {frame:?}")
             };
@@ -545,6 +548,11 @@ async fn a_direct_attach_can_be_answered_by_the_conversation_itself() {
         .expect("the answer got the attachment");
     let first = within(frames.next()).await.expect("a frame");
     assert_eq!(first.to_text().as_deref(), Some("the join result"));
+    let pause = within(frames.next()).await.expect("a frame");
+    assert!(
+        matches!(pause, Outgoing::Pause(p) if p == JOIN_SETTLE),
+        "the result's write ends before the conversation's first frames: {pause:?}"
+    );
     for _ in 0..2 {
         let frame = within(frames.next())
             .await
