@@ -360,6 +360,7 @@ async fn run_scenario(ctx: &Ctx, name: &str) -> Result<ScenarioReport, String> {
         "crash" => scenarios::crash::run(ctx).await,
         "cluster" => scenarios::cluster::run(ctx).await,
         "nemesis" => scenarios::nemesis::run(ctx).await,
+        "stream" => scenarios::stream::run(ctx).await,
         other => Err(format!("unknown scenario {other}")),
     }?;
     report.param("quick", ctx.quick);

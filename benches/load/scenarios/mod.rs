@@ -1,4 +1,4 @@
-//! The eight scenarios (the load issue's seven, and `crash`) and what they share: the run
+//! The scenarios (the load issue's seven, `crash`, `search`, `cluster`, `nemesis` and `stream`) and what they share: the run
 //! context ([`Ctx`]: sizes, how to start servers, the `--url` target, the open-file limit, the
 //! turn text and time-out), the default and quick [`Sizes`], [`Running`], a server under test
 //! (a child process on a temporary instance directory, or the external `--url` server), and
@@ -16,6 +16,7 @@ pub mod rooms;
 pub mod search;
 pub mod slow;
 pub mod startup;
+pub mod stream;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -24,9 +25,9 @@ use crate::report::ScenarioReport;
 use crate::server::{Kind, Launch, ServerProcess};
 
 /// Every scenario, in the order `all` runs them.
-pub const ALL: [&str; 10] = [
+pub const ALL: [&str; 11] = [
     "fanout", "rooms", "churn", "registry", "history", "slow", "startup", "crash", "search",
-    "cluster",
+    "cluster", "stream",
 ];
 
 /// Scenarios run only when named (minutes long, no baseline): the cluster under faults.
