@@ -8,17 +8,16 @@
 //!
 //! [`Shutdown`]: super::Shutdown
 
-use std::sync::Arc;
-
 use actix::prelude::*;
 use serde_json::{json, Map, Value};
 use tokio::sync::oneshot;
 
+use super::outbound_order::Release;
 use super::queue::{request_id_obj, STOPPED_BEFORE_FINISHING};
-use super::routing::{Audience, DisplayMode};
+use super::routing::DisplayMode;
 use super::ConversationEvent;
 use super::{Conversation, ShutdownReason};
-use crate::client::{OutboundCall, StopClient};
+use crate::client::StopClient;
 use crate::ids::RequestId;
 use crate::metrics::Metrics;
 use crate::storage::display_log;
@@ -26,41 +25,8 @@ use crate::storage::requests::{self, OpenRequest, Record};
 
 /// What runs when a write barrier is confirmed (or failed): it may emit, write and queue work;
 /// its calls go out at the barrier's place in the order.
-type Continuation =
+pub(super) type Continuation =
     Box<dyn FnOnce(&mut Conversation, Result<(), String>, &mut Context<Conversation>)>;
-
-/// An entry of the held outbound order.
-pub(super) enum Held {
-    /// A call waiting for the barriers before it.
-    Call(Emitted),
-    /// A write barrier: `outcome` is set when the writer answers.
-    Barrier {
-        /// Matches the answer to its barrier.
-        ticket: u64,
-        /// The writer's answer, once it came.
-        outcome: Option<Result<(), String>>,
-        /// Runs at this place once the front of `held` reaches it.
-        then: Option<Continuation>,
-    },
-}
-
-/// A call as it was emitted, with whom it was for at that moment.
-pub(super) struct Emitted {
-    /// The call.
-    pub(super) call: Arc<OutboundCall>,
-    /// Who gets it.
-    pub(super) audience: Audience,
-    /// Clients that joined after it was emitted (connection number at or above) skip it.
-    pub(super) joined_below: u64,
-}
-
-/// Where calls and barriers created by a running continuation go in `held`.
-pub(super) struct ReleaseCursor {
-    /// Insertion index (just behind what the continuation added so far).
-    pub(super) at: usize,
-    /// The continuation queued a barrier: its later calls must wait too.
-    pub(super) blocked: bool,
-}
 
 /// A `Shutdown` in progress.
 pub(super) struct PendingStop {
@@ -91,8 +57,6 @@ impl Conversation {
         ctx: &mut Context<Self>,
         then: impl FnOnce(&mut Self, Result<(), String>, &mut Context<Self>) + 'static,
     ) {
-        let ticket = self.next_ticket;
-        self.next_ticket += 1;
         let mut paths = vec![
             self.chat_path.clone(),
             self.requests_path.clone(),
@@ -107,19 +71,7 @@ impl Conversation {
         } else {
             self.setup.runtime.log_writer.sync(paths)
         };
-        let barrier = Held::Barrier {
-            ticket,
-            outcome: None,
-            then: Some(Box::new(then)),
-        };
-        match &mut self.release_cursor {
-            Some(cursor) => {
-                self.held.insert(cursor.at, barrier);
-                cursor.at += 1;
-                cursor.blocked = true;
-            }
-            None => self.held.push_back(barrier),
-        }
+        let ticket = self.outbound.barrier(Box::new(then));
         ctx.spawn(
             async move {
                 written
@@ -134,39 +86,13 @@ impl Conversation {
     /// Records a barrier's outcome, then sends what is no longer held: calls up to the first
     /// unconfirmed barrier, running each confirmed barrier's continuation at its place.
     fn release(&mut self, ticket: u64, result: Result<(), String>, ctx: &mut Context<Self>) {
-        if let Some(Held::Barrier { outcome, .. }) = self
-            .held
-            .iter_mut()
-            .find(|h| matches!(h, Held::Barrier { ticket: t, .. } if *t == ticket))
-        {
-            *outcome = Some(result);
-        }
-        loop {
-            match self.held.front_mut() {
-                Some(Held::Barrier { outcome: None, .. }) | None => break,
-                Some(Held::Barrier { outcome, then, .. }) => {
-                    let outcome = outcome.take().expect("confirmed");
-                    let then = then.take();
-                    self.held.pop_front();
-                    if let Some(then) = then {
-                        self.release_cursor = Some(ReleaseCursor {
-                            at: 0,
-                            blocked: false,
-                        });
-                        then(self, outcome, ctx);
-                        self.release_cursor = None;
-                    }
-                }
-                Some(Held::Call(_)) => {
-                    // Every call up to the next barrier goes at once: each client gets all
-                    // of them before its writer wakes.
-                    let mut run = Vec::new();
-                    while let Some(Held::Call(_)) = self.held.front() {
-                        if let Some(Held::Call(emitted)) = self.held.pop_front() {
-                            run.push(emitted);
-                        }
-                    }
-                    self.deliver(&run);
+        self.outbound.confirm(ticket, result);
+        while let Some(release) = self.outbound.next_release() {
+            match release {
+                Release::Calls(calls) => self.deliver(&calls),
+                Release::Continue(then, outcome) => {
+                    then(self, outcome, ctx);
+                    self.outbound.continuation_done();
                 }
             }
         }
@@ -439,7 +365,7 @@ impl Conversation {
         let done = self
             .pending_stop
             .as_ref()
-            .is_some_and(|s| s.files_closed && self.held.is_empty());
+            .is_some_and(|s| s.files_closed && self.outbound.is_empty());
         if !done {
             return;
         }

@@ -16,8 +16,10 @@
 //!   [`Detach`], `ClientLost`, [`Shutdown`]) and the idle / grace timers.
 //! - `routing.rs`: who gets an outbound call (audiences), emit / deliver / broadcast, the join,
 //!   leave and deleted notices, [`DisplayMode`].
-//! - `durable.rs`: write barriers (calls held until an fsync is confirmed), the request
-//!   journal, writer backpressure, crash recovery of unfinished requests, closing the files.
+//! - `outbound_order.rs`: [`OutboundOrder`], the plain state machine of held calls and write
+//!   barriers (what may go now, in emit order; unit-tested without actix).
+//! - `durable.rs`: write barriers (queued with the log writer, released through the
+//!   outbound order), the request journal, writer backpressure, crash recovery of unfinished requests, closing the files.
 //! - `queue.rs`: submit, start, finish, cancel ([`CancelOutcome`], [`CancelReason`]), promote,
 //!   the queue snapshot (coalesced `queueStateChanged`), `setDisplayInfo`.
 //! - `timing.rs`: a request's phases, for `CommandResult.metrics`.
@@ -66,7 +68,7 @@
 //! An outbound call that reports a change (`commandComplete`, `requestCancelled`) and the
 //! `{ok:true}` of `submitCommand` go out only after the writes behind them are fsynced: the
 //! conversation queues a *write barrier* ([`LogWriter::sync`]) and every call emitted after it
-//! is held in `held`, in order, until the barrier is confirmed; the barrier's continuation then
+//! is held in the [`OutboundOrder`], in order, until the barrier is confirmed; the barrier's continuation then
 //! emits at the barrier's place. Streamed output during a turn is only held while an earlier
 //! barrier is outstanding (one group-committed fsync). Accepted requests are journaled
 //! ([`requests`]); on load, those acknowledged and never closed get a failed `command-result`.
@@ -92,6 +94,7 @@ mod handoff;
 mod interactions;
 mod meter;
 mod model;
+mod outbound_order;
 mod queue;
 mod routing;
 mod sink;
@@ -128,8 +131,9 @@ use crate::storage::requests::{self, OpenRequest};
 
 use choices::Choice;
 use client_agents::ClientAgents;
-use durable::{Held, PendingStop, ReleaseCursor};
+use durable::{Continuation, PendingStop};
 use interactions::Interaction;
+use outbound_order::OutboundOrder;
 use queue::{Request, Running};
 
 pub use agent_context::{
@@ -313,11 +317,7 @@ pub struct Conversation {
     /// found: <id>`, as it will once they have.
     deleted: bool,
     /// Calls and write barriers in emit order, while a barrier is unconfirmed (usually empty).
-    held: VecDeque<Held>,
-    /// Ticket of the next write barrier.
-    next_ticket: u64,
-    /// Set while a barrier's continuation runs.
-    release_cursor: Option<ReleaseCursor>,
+    outbound: OutboundOrder<Continuation>,
     /// The chat history file (`sessions/chat/history.jsonl`).
     chat_path: Arc<Path>,
     /// The context meter: read from its file at load, changed by turns that report usage,
@@ -399,9 +399,7 @@ impl Conversation {
             hides: Default::default(),
             stopping: false,
             deleted: false,
-            held: VecDeque::new(),
-            next_ticket: 0,
-            release_cursor: None,
+            outbound: OutboundOrder::default(),
             chat_path,
             meter: stored.meter,
             meter_path,
@@ -459,7 +457,7 @@ impl Conversation {
 
     /// Work is queued, running, or waiting for a write barrier.
     fn busy(&self) -> bool {
-        self.running.is_some() || !self.queue.is_empty() || !self.held.is_empty()
+        self.running.is_some() || !self.queue.is_empty() || !self.outbound.is_empty()
     }
 
     /// Cancels the idle and grace timers (a client joined, or the conversation stops).

@@ -6,7 +6,7 @@ use std::sync::{Arc, LazyLock};
 
 use serde_json::{json, Value};
 
-use super::durable::{Emitted, Held};
+use super::outbound_order::Emitted;
 use super::queue::Request;
 use super::ClientSlot;
 use super::{Conversation, AGENT_SOURCE};
@@ -157,13 +157,8 @@ impl Conversation {
             audience: audience.clone(),
             joined_below: self.next_connection_id,
         };
-        match &mut self.release_cursor {
-            Some(cursor) if cursor.blocked => {
-                self.held.insert(cursor.at, Held::Call(emitted));
-                cursor.at += 1;
-            }
-            None if !self.held.is_empty() => self.held.push_back(Held::Call(emitted)),
-            _ => self.deliver(std::slice::from_ref(&emitted)),
+        if let Some(now) = self.outbound.emit(emitted) {
+            self.deliver(std::slice::from_ref(&now));
         }
     }
 

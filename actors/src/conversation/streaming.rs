@@ -320,7 +320,7 @@ impl Conversation {
         for effect in effects {
             match effect {
                 StreamEffect::Send { thinking, piece } => {
-                    if !self.held.is_empty() {
+                    if !self.outbound.is_empty() {
                         // The piece waits behind a barrier (the request's acceptance) whose
                         // fsync may linger for the turn's completion: someone watches.
                         self.setup.runtime.log_writer.hurry();
