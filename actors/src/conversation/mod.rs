@@ -16,7 +16,7 @@
 //!   [`Detach`], `ClientLost`, [`Shutdown`]) and the idle / grace timers.
 //! - `routing.rs`: who gets an outbound call (audiences), emit / deliver / broadcast, the join,
 //!   leave and deleted notices, [`DisplayMode`].
-//! - `outbound_order.rs`: [`OutboundOrder`], the plain state machine of held calls and write
+//! - `outbound_order.rs`: `OutboundOrder`, the plain state machine of held calls and write
 //!   barriers (what may go now, in emit order; unit-tested without actix).
 //! - `durable.rs`: write barriers (queued with the log writer, released through the
 //!   outbound order), the request journal, writer backpressure, crash recovery of unfinished requests, closing the files.
@@ -68,7 +68,7 @@
 //! An outbound call that reports a change (`commandComplete`, `requestCancelled`) and the
 //! `{ok:true}` of `submitCommand` go out only after the writes behind them are fsynced: the
 //! conversation queues a *write barrier* ([`LogWriter::sync`]) and every call emitted after it
-//! is held in the [`OutboundOrder`], in order, until the barrier is confirmed; the barrier's continuation then
+//! is held in the `OutboundOrder`, in order, until the barrier is confirmed; the barrier's continuation then
 //! emits at the barrier's place. Streamed output during a turn is only held while an earlier
 //! barrier is outstanding (one group-committed fsync). Accepted requests are journaled
 //! ([`requests`]); on load, those acknowledged and never closed get a failed `command-result`.
