@@ -47,6 +47,7 @@
 //! agent they name when it implements them ([`AgentQuery`]).
 
 use std::collections::{BTreeMap, HashMap};
+use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -674,14 +675,14 @@ impl Conversation {
 
     /// The running request, if it is `turn`'s; or the request of the choice whose
     /// `handleChoice` was given `turn`.
-    fn request_of(&self, turn: u64) -> Option<Request> {
+    fn request_of(&self, turn: u64) -> Option<Rc<Request>> {
         self.running
             .as_ref()
             .filter(|r| r.turn == turn)
             .map(|r| r.request.clone())
             .or_else(|| {
                 let call = self.client_agents.choice_calls.get(&turn)?;
-                Some(call.request.clone())
+                Some(Rc::new(call.request.clone()))
             })
     }
 

@@ -62,7 +62,6 @@ use serde_json::{json, Value};
 
 use super::chat::{MAX_CHAT_BYTES, MAX_CHAT_MESSAGES};
 use super::compaction::local_summary;
-use super::queue::Request;
 use super::routing::{Audience, DisplayMode};
 use super::turn::TurnEvent;
 use super::ReadHandoffSource;
@@ -391,7 +390,7 @@ impl Conversation {
     ) {
         if let Some(running) = self.running.as_mut().filter(|r| r.turn == turn) {
             let actions = std::mem::take(&mut running.after_turn.client_actions);
-            let request: Request = running.request.clone();
+            let request = running.request.clone();
             for (action, data) in actions {
                 let call =
                     OutboundCall::new("takeAction", &json!([request.id_obj(), action, data]));

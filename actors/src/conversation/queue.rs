@@ -230,8 +230,9 @@ impl Request {
 
 /// The request being worked on.
 pub(super) struct Running {
-    /// The request.
-    pub(super) request: Request,
+    /// The request, shared: every display of the turn names it, and a clone of the handle
+    /// is a count, not a copy of its text and attachments.
+    pub(super) request: Rc<Request>,
     /// Turn number; events from other turns are stale.
     pub(super) turn: u64,
     /// The spawned agent loop, if this is an agent turn.
@@ -517,7 +518,7 @@ impl Conversation {
         let turn = self.turns;
         self.version += 1;
         self.running = Some(Running {
-            request: request.clone(),
+            request: Rc::new(request.clone()),
             turn,
             handle: None,
             blocked_on: None,
@@ -817,7 +818,7 @@ impl Conversation {
             request.request_id,
             request.trace_id
         );
-        self.remember_finished(request.request_id);
+        self.remember_finished(request.request_id.clone());
         self.start_next(ctx);
     }
 

@@ -610,9 +610,9 @@ impl Conversation {
             return;
         };
         if private {
-            self.open_choice(request, question, choices, reply, ctx);
+            self.open_choice((*request).clone(), question, choices, reply, ctx);
         } else {
-            self.open_interaction(request, question, choices, reply, ctx);
+            self.open_interaction((*request).clone(), question, choices, reply, ctx);
         }
     }
 
