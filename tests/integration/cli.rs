@@ -248,17 +248,28 @@ pub(crate) fn pty(
     home: &std::path::Path,
     args: &[&str],
 ) -> rexpect::session::PtySession {
+    pty_on(port, home, args, "dumb", true)
+}
+
+/// [`pty`] on terminal `term`, with its escape sequences stripped or as written.
+pub(crate) fn pty_on(
+    port: u16,
+    home: &std::path::Path,
+    args: &[&str],
+    term: &str,
+    strip_ansi_escape_codes: bool,
+) -> rexpect::session::PtySession {
     let mut cmd = Command::new(binary());
     cmd.args(["connect", "--port", &port.to_string()])
         .args(args)
         .env("ROUNDTABLE_HOME", home)
         .env("RUST_LOG", "warn")
-        .env("TERM", "dumb");
+        .env("TERM", term);
     rexpect::session::spawn_with_options(
         cmd,
         rexpect::session::Options {
             timeout_ms: Some(15_000),
-            strip_ansi_escape_codes: true,
+            strip_ansi_escape_codes,
         },
     )
     .expect("spawn in a pty")
@@ -420,9 +431,12 @@ fn slash_commands_are_typeagents_system_commands() {
 fn system_clear_and_exit_at_the_prompt() {
     let server = Server::start(&[]);
     let home = tempfile::tempdir().unwrap();
-    let mut p = pty(server.port, home.path(), &[]);
+    // The output as written: the clear's escape sequence is the observable effect.
+    let mut p = pty_on(server.port, home.path(), &[], "dumb", false);
     p.exp_string("CLI> ").unwrap();
     p.send_line("@system clear").unwrap();
+    // Cursor home, then erase to the end of the screen (rustyline's clear_screen).
+    p.exp_string("\x1b[H\x1b[J").unwrap();
     p.exp_string("CLI> ").unwrap();
     p.send_line("what is 2+3").unwrap();
     p.exp_string("[result] 5").unwrap();

@@ -273,6 +273,7 @@ fn token_required_when_configured() {
 /// /health and /metrics answer; a plain GET elsewhere is 404.
 #[test]
 fn health_and_metrics() {
+    let before_start = std::time::Instant::now();
     let server = Server::start(&[]);
     let mut c = server.connect();
     c.agent("joinConversation", json!([])).unwrap();
@@ -283,7 +284,13 @@ fn health_and_metrics() {
     assert_eq!(h["version"], env!("CARGO_PKG_VERSION"));
     assert_eq!(h["loadedConversations"], 1);
     assert_eq!(h["connectedSockets"], 1);
-    assert!(h["uptimeSeconds"].as_f64().unwrap() >= 0.0);
+    // The server's age: more than nothing, less than this test has waited for it, and growing.
+    let uptime = h["uptimeSeconds"].as_f64().unwrap();
+    assert!(uptime > 0.0, "{uptime}");
+    assert!(uptime <= before_start.elapsed().as_secs_f64(), "{uptime}");
+    let (_, body) = server.http_get("/health");
+    let later: Value = serde_json::from_str(&body).unwrap();
+    assert!(later["uptimeSeconds"].as_f64().unwrap() > uptime, "{later}");
     let (status, body) = server.http_get("/metrics");
     assert_eq!(status, 200);
     for name in [
