@@ -37,7 +37,7 @@ pub fn backup(server: &Endpoint, file: &Path) -> CliResult {
 /// `roundtable restore FILE --instance-dir DIR [--force] [--with-config] [--max-bytes N]`:
 /// one line for what was restored, one for what was left out, one for the config.
 pub fn restore(archive: &Path, dir: &Path, options: &RestoreOptions) -> CliResult {
-    let mut progress = Meter::new(None, None);
+    let mut progress = ProgressLine::new(None, None);
     let result = restore::restore(archive, dir, options, &mut progress);
     progress.clear();
     let restored = result.map_err(|e| CliError::new(e.to_string()))?;
@@ -144,7 +144,7 @@ async fn fetch(server: &Endpoint, file: &Path) -> CliResult {
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.parse().ok())
     };
-    let meter = Meter::new(
+    let meter = ProgressLine::new(
         total("x-roundtable-backup-files"),
         total("x-roundtable-backup-bytes"),
     );
@@ -191,7 +191,11 @@ async fn fetch(server: &Endpoint, file: &Path) -> CliResult {
 
 /// The writer thread: tees the received stream into a temp file (through gzip for `.gz` /
 /// `.tgz`) while checking it, then makes it FILE durably. The temp file is removed on failure.
-fn receive(rx: std_mpsc::Receiver<Bytes>, file: &Path, mut meter: Meter) -> CliResult<Scanned> {
+fn receive(
+    rx: std_mpsc::Receiver<Bytes>,
+    file: &Path,
+    mut meter: ProgressLine,
+) -> CliResult<Scanned> {
     let name = file
         .file_name()
         .and_then(|n| n.to_str())
@@ -323,7 +327,7 @@ impl Read for Tee {
 }
 
 /// The progress line on stderr (a terminal only): files and bytes, of the totals when known.
-struct Meter {
+struct ProgressLine {
     /// Whether stderr is a terminal (otherwise nothing is drawn).
     tty: bool,
     /// Files expected, when the server said.
@@ -336,9 +340,9 @@ struct Meter {
     shown: bool,
 }
 
-impl Meter {
-    fn new(total_files: Option<u64>, total_bytes: Option<u64>) -> Meter {
-        Meter {
+impl ProgressLine {
+    fn new(total_files: Option<u64>, total_bytes: Option<u64>) -> ProgressLine {
+        ProgressLine {
             tty: io::stderr().is_terminal(),
             total_files,
             total_bytes,
@@ -354,7 +358,7 @@ impl Meter {
     }
 }
 
-impl Progress for Meter {
+impl Progress for ProgressLine {
     fn file(&mut self, phase: &'static str, files: u64, bytes: u64) {
         if !self.tty || self.drawn.is_some_and(|t| t.elapsed() < REDRAW) {
             return;

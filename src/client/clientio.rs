@@ -10,7 +10,7 @@
 //! contents (`IAgentMessage`) and a proposal's action templates stay JSON: they are data to
 //! render, with many optional shapes.
 
-use roundtable_actors::agent::interaction::QuestionForm;
+use roundtable_actors::agent::questions::QuestionForm;
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::Value;

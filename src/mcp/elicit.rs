@@ -24,7 +24,7 @@
 //! Who talks to it: the call future in [`super::server`], on the conversation's thread, with
 //! the turn's sink.
 
-use roundtable_actors::agent::interaction::{
+use roundtable_actors::agent::questions::{
     FieldAnswer, FormField, QuestionForm, QuestionFormResponse, MAX_FORM_CHOICES, MAX_FORM_FIELDS,
     MAX_FORM_TEXT_CHARS, MAX_FREE_TEXT_CHARS,
 };

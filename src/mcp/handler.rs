@@ -28,7 +28,7 @@ use rmcp::model::{
 use rmcp::model::{ListRootsResult, Root};
 use rmcp::service::{NotificationContext, RequestContext, RoleClient};
 use rmcp::ClientHandler;
-use roundtable_actors::agent::interaction::MAX_FORM_TEXT_CHARS;
+use roundtable_actors::agent::questions::MAX_FORM_TEXT_CHARS;
 use serde_json::Value;
 use tokio::sync::oneshot;
 

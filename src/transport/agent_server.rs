@@ -2,7 +2,7 @@
 //! once from (method, args) into an [`AgentServerRequest`] — argument errors carry the exact
 //! texts of `roundtable_actors::protocol` — and then run by one function per method. The
 //! registry does the work (the joined conversation, for client agents: see
-//! `client_agents.rs`); this side only forwards, awaits on the socket's own thread and
+//! `hosted_agents.rs`); this side only forwards, awaits on the socket's own thread and
 //! answers through [`Connection::reply`]. The macro methods, which need no conversation,
 //! are answered in [`macros`].
 
@@ -23,7 +23,7 @@ use roundtable_actors::registry::{
 };
 use serde_json::{json, Value};
 
-use super::client_agents::ClientAgentRequest;
+use super::hosted_agents::ClientAgentRequest;
 use super::relay::JoinFor;
 use super::{Connection, JoinedConversation};
 use macros::MacroRequest;

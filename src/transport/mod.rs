@@ -27,7 +27,7 @@
 //! `upgrade.rs` the hand-over from HTTP; `reader.rs` the inbound frame stream;
 //! `frames.rs` the inbound stream handler, reassembly glue and close codes; `writer.rs` the
 //! writer task; `agent_server.rs` the typed `agent-server` requests and `discovery`;
-//! `client_agents.rs` the client agents this socket hosts and the server → client invokes;
+//! `hosted_agents.rs` the client agents this socket hosts and the server → client invokes;
 //! `relay/` (`serve --cluster`) a conversation another node serves: this socket's relay to a
 //! virtual connection there, and the virtual connections this node serves for other nodes.
 //!
@@ -67,8 +67,8 @@ use frames::{CLOSE_GOING_AWAY, CLOSE_SERVICE_RESTART};
 use lazy_map::LazyMap;
 
 mod agent_server;
-mod client_agents;
 mod frames;
+mod hosted_agents;
 mod lazy_map;
 mod reader;
 mod relay;
@@ -167,10 +167,10 @@ pub struct Connection {
     next_agent_server_call: u64,
     /// Client agents this socket hosts, by name (channel `agent:<name>`; one per name, as in
     /// TypeAgent). At most `MAX_AGENTS_PER_CONNECTION`.
-    agents: LazyMap<String, client_agents::HostedAgent>,
+    agents: LazyMap<String, hosted_agents::HostedAgent>,
     /// Server → client invokes waiting for their answer, by (channel, callId). At most
     /// `MAX_PENDING_INVOKES_PER_CONNECTION`; each also ends at `--client-agent-timeout`.
-    pending: LazyMap<(String, u64), client_agents::PendingInvoke>,
+    pending: LazyMap<(String, u64), hosted_agents::PendingInvoke>,
     /// Token of the next client agent registration (tells registrations of a name apart).
     next_agent_token: u64,
 }
@@ -536,7 +536,7 @@ impl Connection {
 
     /// A `call` (never answered) on a joined `dispatcher:<id>`: forwarded to the conversation,
     /// dropped when its mailbox is full; on a hosted agent's channel, the agent's call
-    /// (`client_agents.rs`); ignored on any other channel.
+    /// (`hosted_agents.rs`); ignored on any other channel.
     fn on_call(&mut self, channel: &str, method: String, args: Args) {
         if self.hosts_channel(channel) {
             return self.on_agent_call(channel, &method, &args);
@@ -614,7 +614,7 @@ impl Connection {
     }
 
     /// Runs an admitted invoke: `agent-server` and `discovery` here, `dispatcher:<id>` in the
-    /// joined conversation, a hosted agent's invokes to its host in `client_agents.rs`; on
+    /// joined conversation, a hosted agent's invokes to its host in `hosted_agents.rs`; on
     /// `clientio:<id>` the server handles no invoke, and answers `No invoke handler <m>` as
     /// TypeAgent's server does (its side of that channel has no invoke handlers).
     fn invoke(

@@ -5,7 +5,7 @@
 //! words of the request it comes from, or that the request does not say it (inferred).
 //! No model is asked: the translation is given, and the mapping is read off the text.
 //!
-//! Used by `conversation/turn.rs` (`start_plan`); `@explain <request>` without `=>` keeps
+//! Used by `conversation/turn_events.rs` (`start_plan`); `@explain <request>` without `=>` keeps
 //! Roundtable's own meaning (the plan a model would make).
 
 use serde_json::{Map, Value};

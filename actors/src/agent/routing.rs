@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::interaction::ProposalAnswer;
+use super::questions::ProposalAnswer;
 use super::tools::interactive::{self, ASK_USER, ASK_USER_FORM, PROPOSE_ACTION};
 use super::tools::{self, manage_conversation, MANAGE_CONVERSATION};
 use super::turn::{ToolCallContext, ToolOutput, ToolServer, SERVER_SEPARATOR};

@@ -3,7 +3,7 @@
 //! ([`HostInvoke::parse`]), its `popupQuestion` ([`AgentPopupQuestion`]) and its agent
 //! threads (the `agentThread*` calls, [`AgentThreadCall`]).
 //!
-//! Who talks to it: the hosting connection (`src/transport/client_agents.rs`) parses each
+//! Who talks to it: the hosting connection (`src/transport/hosted_agents.rs`) parses each
 //! invoke here and answers it at once, except `popupQuestion`, which it sends to the
 //! conversation; the agent's thread calls reach the conversation as
 //! [`ClientAgentOutput`](super::ClientAgentOutput), like its other calls.
@@ -47,7 +47,7 @@ use tokio::sync::oneshot;
 
 use super::routing::{Audience, DisplayMode};
 use super::Conversation;
-use crate::agent::interaction::{MAX_FORM_CHOICES, MAX_FORM_TEXT_CHARS};
+use crate::agent::questions::{MAX_FORM_CHOICES, MAX_FORM_TEXT_CHARS};
 use crate::client::OutboundCall;
 use crate::ids::ConnectionId;
 use crate::protocol::{self, invalid, Args, RpcError, RpcResult};

@@ -24,7 +24,7 @@ use super::queue::Request;
 use super::routing::Audience;
 use super::{Conversation, AGENT_SOURCE};
 use crate::agent::client_agent::MAX_PENDING_AGENT_CHOICES;
-use crate::agent::interaction::{Picked, QuestionForm, QuestionFormResponse};
+use crate::agent::questions::{Picked, QuestionForm, QuestionFormResponse};
 use crate::agent::LocalBoxFuture;
 use crate::client::OutboundCall;
 use crate::ids::ConnectionId;

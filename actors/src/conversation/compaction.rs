@@ -7,7 +7,7 @@
 //! display log is never touched. Every client is told, and the meter starts over (the next
 //! turn's report is its new baseline).
 //!
-//! Who talks to it: the commands (`@compact`), the agent turn's start (`turn.rs`: the
+//! Who talks to it: the commands (`@compact`), the agent turn's start (`turn_events.rs`: the
 //! automatic compaction), the turn's events ([`TurnEvent::Compacted`]).
 
 use std::sync::Arc;
@@ -16,7 +16,7 @@ use actix::prelude::*;
 use serde_json::json;
 
 use super::routing::DisplayMode;
-use super::turn::TurnEvent;
+use super::turn_events::TurnEvent;
 use super::Conversation;
 use crate::agent::{ChatMessage, Provider, ProviderRequest, Role};
 

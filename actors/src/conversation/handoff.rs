@@ -63,7 +63,7 @@ use serde_json::{json, Value};
 use super::chat::{MAX_CHAT_BYTES, MAX_CHAT_MESSAGES};
 use super::compaction::local_summary;
 use super::routing::{Audience, DisplayMode};
-use super::turn::TurnEvent;
+use super::turn_events::TurnEvent;
 use super::ReadHandoffSource;
 use super::{Conversation, AGENT_SOURCE};
 use crate::agent::{ChatMessage, Provider, ProviderRequest, Role};

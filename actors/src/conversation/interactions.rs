@@ -33,7 +33,7 @@ use super::agent_context::PopupQuestion;
 use super::choices::ChoiceWaiting;
 use super::queue::Request;
 use super::{Conversation, AGENT_SOURCE};
-use crate::agent::interaction::{
+use crate::agent::questions::{
     ActionProposal, Picked, ProposalAnswer, QuestionForm, QuestionFormResponse,
 };
 use crate::ids::{ConnectionId, RequestId};

@@ -12,7 +12,7 @@
 //! TypeAgent's clients ignore notify events they do not know). `getStatus` carries the
 //! current meter as `contextMeter`, which is how a client that joins learns it.
 //!
-//! Who talks to it: the turn (`turn.rs`: a finished agent turn, `@compact`), `@system` (`system.rs`),
+//! Who talks to it: the turn (`turn_events.rs`: a finished agent turn, `@compact`), `@system` (`system.rs`),
 //! the queue (`queue.rs`: the announcement) and `dispatcher.rs` (`getStatus`).
 //!
 //! [`record_usage`]: Conversation::record_usage

@@ -18,7 +18,7 @@
 //!   leave and deleted notices, [`DisplayMode`].
 //! - `outbound_order.rs`: `OutboundOrder`, the plain state machine of held calls and write
 //!   barriers (what may go now, in emit order; unit-tested without actix).
-//! - `durable.rs`: write barriers (queued with the log writer, released through the
+//! - `persistence.rs`: write barriers (queued with the log writer, released through the
 //!   outbound order), the request journal, writer backpressure, crash recovery of unfinished requests, closing the files.
 //! - `queue.rs`: submit, start, finish, cancel ([`CancelOutcome`], [`CancelReason`]), promote,
 //!   the queue snapshot (coalesced `queueStateChanged`), `setDisplayInfo`.
@@ -26,14 +26,14 @@
 //! - `working_directory.rs`: where a request works ([`WorkingDirectoryPolicy`]).
 //! - `interactions.rs`: questions to everyone, private choices, their time-outs.
 //! - `feedback.rs`: ratings and hidden messages (`recordUserFeedback`, `recordUserHide`, …).
-//! - `catalog.rs`: the conversation's agents as TypeAgent names and describes them
+//! - `app_agents.rs`: the conversation's agents as TypeAgent names and describes them
 //!   (`getAgentSchemas`, the `Unknown app agent` checks).
 //! - `dispatcher.rs`: the `dispatcher:<id>` channel ([`DispatcherInvoke`], [`DispatcherCall`]):
 //!   one typed request parsed once from `(method, args)`, one function per method.
 //! - [`commands`]: the `@` commands (`@conversation`, `@help`, `@dispatcher`, …);
 //!   `system.rs`: the `@system` family ([`SystemCommand`]); [`completion`]:
 //!   `getCommandCompletion`, as TypeAgent's dispatcher computes it.
-//! - `turn.rs`: starting agent turns, `@explain` / `@translate` / `@compact`, [`TurnEvent`],
+//! - `turn_events.rs`: starting agent turns, `@explain` / `@translate` / `@compact`, [`TurnEvent`],
 //!   and what a turn books for its end (the `manage_conversation` tool's client actions).
 //! - `handoff.rs`: handoff between conversations (`@conversation handoff`, the tool's
 //!   `handoff`): a summary of another conversation appended here ([`HandoffError`]).
@@ -80,7 +80,7 @@
 //! gets its `seq` when it enters the actor: that is the one total order every client sees.
 
 mod agent_context;
-mod catalog;
+mod app_agents;
 mod chat;
 mod choices;
 mod client_agents;
@@ -88,20 +88,20 @@ pub mod commands;
 mod compaction;
 pub mod completion;
 mod dispatcher;
-mod durable;
 mod feedback;
 mod handoff;
 mod interactions;
 mod meter;
 mod model;
 mod outbound_order;
+mod persistence;
 mod queue;
 mod routing;
 mod sink;
 mod streaming;
 mod system;
 mod timing;
-mod turn;
+mod turn_events;
 mod upward;
 mod working_directory;
 
@@ -131,9 +131,9 @@ use crate::storage::requests::{self, OpenRequest};
 
 use choices::Choice;
 use client_agents::ClientAgents;
-use durable::{Continuation, PendingStop};
 use interactions::Interaction;
 use outbound_order::OutboundOrder;
+use persistence::{Continuation, PendingStop};
 use queue::{Request, Running};
 
 pub use agent_context::{
@@ -163,7 +163,7 @@ pub use queue::{
 };
 pub use routing::{DisplayMode, DELETED_NOTICE, JOIN_NOTICE, LEAVE_NOTICE, MOVED_NOTICE};
 pub use system::{LogFilterControl, SystemCommand, MAX_TRACE_FILTER_BYTES};
-pub use turn::{TurnBooking, TurnEvent, MAX_CLIENT_ACTIONS_PER_TURN};
+pub use turn_events::{TurnBooking, TurnEvent, MAX_CLIENT_ACTIONS_PER_TURN};
 pub use upward::{ConversationEvent, GetConversationInfo, ReadHandoffSource, RegistryHandle};
 pub use working_directory::{Resolution, WorkingDirectoryPolicy};
 

@@ -9,7 +9,7 @@
 //! A choice the server no longer offers (its profile removed) falls back to the default,
 //! with a warning.
 //!
-//! Who talks to it: every part that calls the model (`turn.rs`, `compaction.rs`,
+//! Who talks to it: every part that calls the model (`turn_events.rs`, `compaction.rs`,
 //! `handoff.rs`, `meter.rs`), `@system model` (`system.rs`), `getStatus` (`dispatcher.rs`).
 
 use std::path::Path;

@@ -14,7 +14,7 @@
 //!   ahead of what was emitted after the barrier — until
 //!   [`continuation_done`](OutboundOrder::continuation_done).
 //!
-//! Who talks to it: `routing.rs` (emit, deliver), `durable.rs` (barriers and their release).
+//! Who talks to it: `routing.rs` (emit, deliver), `persistence.rs` (barriers and their release).
 //! Generic over the continuation `K` so its rules are unit-tested with plain values.
 
 use std::collections::VecDeque;

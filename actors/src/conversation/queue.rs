@@ -245,7 +245,7 @@ pub(super) struct Running {
     /// Its phases so far, for `CommandResult.metrics`.
     pub(super) timing: RequestTiming,
     /// What its agent turn booked for the turn's end (client actions, a handoff).
-    pub(super) after_turn: super::turn::AfterTurn,
+    pub(super) after_turn: super::turn_events::AfterTurn,
     /// The source of the handoff it is running (reading or summarizing), if any: a delete
     /// meanwhile says the handoff did not happen.
     pub(super) handing_off: Option<String>,
@@ -560,7 +560,7 @@ impl Conversation {
             json!([request.id_obj(), request.text]),
             Some(request.origin),
         );
-        if let Some((source, words)) = super::turn::request_display_info(&request.text) {
+        if let Some((source, words)) = super::turn_events::request_display_info(&request.text) {
             self.set_display_info(&request, source, None, json!(words));
         }
         if let Some(r) = self.running.as_mut() {

@@ -10,7 +10,7 @@
 //! call that asked it ended) is withdrawn: the future holds a sender whose drop the
 //! conversation watches (`interactions.rs`).
 //!
-//! Who talks to it: the agent loop (through [`TurnSink`]); `turn.rs` makes one per turn.
+//! Who talks to it: the agent loop (through [`TurnSink`]); `turn_events.rs` makes one per turn.
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
@@ -22,9 +22,9 @@ use tokio::sync::oneshot;
 
 use super::handoff::HandoffError;
 use super::interactions::{Asked, TurnAsk};
-use super::turn::{TurnBooking, TurnEvent, MAX_CLIENT_ACTIONS_PER_TURN};
+use super::turn_events::{TurnBooking, TurnEvent, MAX_CLIENT_ACTIONS_PER_TURN};
 use super::Conversation;
-use crate::agent::interaction::{
+use crate::agent::questions::{
     ActionProposal, Picked, ProposalAnswer, QuestionForm, QuestionFormResponse,
 };
 use crate::agent::turn::{TurnSink, TurnStep};

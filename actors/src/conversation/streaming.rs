@@ -15,14 +15,14 @@
 //!   [`CHECKPOINT_INTERVAL`] (or [`CHECKPOINT_BYTES`] of new text) what was written since goes
 //!   to `answer.partial.jsonl` through the log writer (its next group commit makes it durable);
 //!   after a crash, start-up recovery logs each open request's checkpointed text as an
-//!   `interrupted` entry (`durable.rs`). An answer cut short by a cancel, an error or anything
+//!   `interrupted` entry (`persistence.rs`). An answer cut short by a cancel, an error or anything
 //!   else that ends its segment early is logged as far as it got, marked `cancelled` or
 //!   `incomplete`: never a silently truncated "complete" answer.
 //!
 //! [`AnswerStream`] is the state machine (no actix: plain data, unit-tested here); the
 //! `impl Conversation` below applies what it answers.
 //!
-//! Who talks to it: the turn's events (`turn.rs`: pieces, the streamed displays), the queue
+//! Who talks to it: the turn's events (`turn_events.rs`: pieces, the streamed displays), the queue
 //! (`queue.rs`: cancel and finish close it), the join (`mod.rs`: the words so far).
 
 use std::time::{Duration, Instant};

@@ -21,7 +21,7 @@ use super::commands::{help_text, split_word, Command};
 use super::model::provider_line;
 use super::queue::Request;
 use super::routing::Audience;
-use super::turn::TurnEvent;
+use super::turn_events::TurnEvent;
 use super::ClientAgentInfo;
 use super::GetConversationInfo;
 use super::{Conversation, RuntimeConfig};

@@ -21,7 +21,7 @@
 //!   connection joins and leaves a loaded conversation without this actor's round trip.
 //! - `lifecycle.rs`: opening the registry from disk, lazy load, idle eviction, shutdown.
 //! - `backup.rs`: the consistent snapshot a backup streams ([`SnapshotInstance`]).
-//! - `handoff.rs`: a handoff's source found and its history read ([`ReadHandoffSource`]).
+//! - `handoff_source.rs`: a handoff's source found and its history read ([`ReadHandoffSource`]).
 //! - `watchers.rs`: the live conversation list (`subscribeConversations`, a Roundtable
 //!   extension): changes pushed to subscribed sockets, count updates coalesced.
 //! - [`naming`] (below the registry, shared with the cluster): the name rules (length,
@@ -57,7 +57,7 @@ mod backup;
 mod catalog;
 mod catch_up;
 mod directory;
-mod handoff;
+mod handoff_source;
 mod lifecycle;
 mod lost_records;
 mod membership;

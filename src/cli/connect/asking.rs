@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 use std::sync::mpsc as std_mpsc;
 
-use roundtable_actors::agent::interaction::{
+use roundtable_actors::agent::questions::{
     FieldAnswer, FormField, QuestionForm, QuestionFormResponse,
 };
 use serde_json::{json, Value};

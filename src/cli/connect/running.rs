@@ -11,7 +11,7 @@
 use std::sync::mpsc as std_mpsc;
 use std::sync::Arc;
 
-use roundtable_actors::agent::interaction::QuestionForm;
+use roundtable_actors::agent::questions::QuestionForm;
 use roundtable_actors::conversation::METER_EVENT;
 use serde_json::{json, Value};
 use tokio::sync::mpsc;

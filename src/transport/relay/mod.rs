@@ -133,7 +133,7 @@ pub(super) struct RelayedAgent {
     /// The conversation it is registered in.
     pub(super) conversation: ConversationId,
     /// The registration as the client sent it.
-    pub(super) registration: super::client_agents::ClientAgentRequest,
+    pub(super) registration: super::hosted_agents::ClientAgentRequest,
 }
 
 /// First callId of the registrations a transparent rejoin sends on the client's behalf: their
@@ -158,7 +158,7 @@ pub(super) struct Rejoin {
     /// When to stop retrying.
     deadline: std::time::Instant,
     /// The client agents to register again once joined.
-    agents: Vec<super::client_agents::ClientAgentRequest>,
+    agents: Vec<super::hosted_agents::ClientAgentRequest>,
     /// Why: what the client is told if the rejoin fails.
     after: RejoinAfter,
 }
@@ -348,7 +348,7 @@ impl Connection {
         let previous = cluster.node().to_string();
         let after = RejoinAfter::Moved { next_call_id };
         let agents = self.registrations_in(id);
-        let then: super::client_agents::AfterLifecycle = Box::new(move |act, ctx| {
+        let then: super::hosted_agents::AfterLifecycle = Box::new(move |act, ctx| {
             let rejoin = Rejoin {
                 filter,
                 previous,

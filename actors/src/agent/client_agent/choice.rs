@@ -17,7 +17,7 @@
 use serde_json::{json, Map, Value};
 
 use super::{action_context_params, SessionContext, MAX_CHOICE_ID_CHARS};
-use crate::agent::interaction::{Picked, QuestionForm};
+use crate::agent::questions::{Picked, QuestionForm};
 
 /// What a `respondToChoice` response must be, by the choice's type (TypeAgent's shapes: the
 /// agent gets the response as the client sent it).

@@ -8,7 +8,7 @@
 //! server calls it with an `invoke executeAction` on the registering socket's
 //! `agent:<name>` channel. The registry of a conversation's client agents is the
 //! conversation's (`conversation/client_agents.rs`); the invokes and their answers are the
-//! transport's (`src/transport/client_agents.rs`). Every bound is here.
+//! transport's (`src/transport/hosted_agents.rs`). Every bound is here.
 //!
 //! # Layout
 //! - this file: names, bounds, [`parse_registration`], [`SessionContext`] (the

@@ -17,7 +17,7 @@
 //! levels deep is nine definitions, not 4⁹ copies — and a recursive type is a `$ref` to
 //! itself.
 //!
-//! Bounds: every JSON value is counted as it is made, by a `Meter`, against
+//! Bounds: every JSON value is counted as it is made, by a `JsonTally`, against
 //! [`MAX_TOOL_SCHEMA_NODES`] and [`MAX_TOOL_SCHEMA_BYTES`] for the action and what is left of
 //! [`MAX_AGENT_SCHEMA_NODES`] / [`MAX_AGENT_SCHEMA_BYTES`] for the agent ([`SchemaBudget`]);
 //! the first value past a bound stops the conversion with an error, so a hostile schema costs
@@ -146,8 +146,8 @@ impl Default for SchemaBudget {
 
 impl SchemaBudget {
     /// A meter for one action: its own bounds, or what the agent has left if less.
-    fn meter(&self) -> Meter {
-        Meter {
+    fn meter(&self) -> JsonTally {
+        JsonTally {
             nodes: 0,
             bytes: 0,
             max_nodes: MAX_TOOL_SCHEMA_NODES.min(self.nodes_left),
@@ -164,7 +164,7 @@ impl SchemaBudget {
     }
 
     /// Takes what an action's schema used.
-    fn spend(&mut self, meter: &Meter) {
+    fn spend(&mut self, meter: &JsonTally) {
         self.nodes_left -= meter.nodes;
         self.bytes_left -= meter.bytes;
     }
@@ -521,22 +521,22 @@ impl Schema {
 }
 
 /// `{"type": "object", "properties": {}}`: an action without parameters.
-fn empty_parameters(meter: &mut Meter) -> Result<Map<String, Value>, Over> {
+fn empty_parameters(meter: &mut JsonTally) -> Result<Map<String, Value>, Over> {
     let mut schema = meter.typed("object")?;
     let properties = meter.object()?;
     meter.put(&mut schema, "properties", Value::Object(properties))?;
     Ok(schema)
 }
 
-/// The conversion went past a bound of its [`Meter`].
+/// The conversion went past a bound of its [`JsonTally`].
 #[derive(Debug)]
 struct Over;
 
 /// Counts the JSON an action's parameters schema is made of, as it is made: every value
-/// ([`Meter::nodes`]) and its length as compact JSON ([`Meter::bytes`], exact: what
+/// ([`JsonTally::nodes`]) and its length as compact JSON ([`JsonTally::bytes`], exact: what
 /// `to_string` gives). Every value of the schema is made through it.
 #[derive(Debug)]
-struct Meter {
+struct JsonTally {
     /// JSON values made so far.
     nodes: usize,
     /// Their length as compact JSON so far.
@@ -547,7 +547,7 @@ struct Meter {
     max_bytes: usize,
 }
 
-impl Meter {
+impl JsonTally {
     fn charge(&mut self, nodes: usize, bytes: usize) -> Result<(), Over> {
         self.nodes += nodes;
         self.bytes += bytes;
@@ -558,7 +558,7 @@ impl Meter {
         }
     }
 
-    /// An empty object (add to it with [`Meter::put`]).
+    /// An empty object (add to it with [`JsonTally::put`]).
     fn object(&mut self) -> Result<Map<String, Value>, Over> {
         self.charge(1, 2)?;
         Ok(Map::new())
@@ -667,7 +667,7 @@ pub fn json_nodes(v: &Value) -> usize {
     }
 }
 
-/// Writes one action's parameters as JSON Schema, through a [`Meter`].
+/// Writes one action's parameters as JSON Schema, through a [`JsonTally`].
 struct Writer<'a> {
     /// The declarations.
     schema: &'a Schema,
@@ -684,7 +684,7 @@ struct Writer<'a> {
     /// How many of `defs` are written.
     written: usize,
     /// What the schema is made through.
-    meter: &'a mut Meter,
+    meter: &'a mut JsonTally,
 }
 
 impl<'a> Writer<'a> {
@@ -693,7 +693,7 @@ impl<'a> Writer<'a> {
     fn parameters(
         schema: &'a Schema,
         root: &Type,
-        meter: &'a mut Meter,
+        meter: &'a mut JsonTally,
     ) -> Result<Map<String, Value>, Over> {
         let mut writer = Writer {
             schema,

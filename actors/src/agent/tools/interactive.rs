@@ -18,7 +18,7 @@
 
 use serde_json::{json, Value};
 
-use super::super::interaction::{
+use super::super::questions::{
     ActionProposal, FormField, QuestionForm, MAX_FORM_CHOICES, MAX_FORM_TEXT_CHARS,
 };
 use super::super::turn::TurnSink;

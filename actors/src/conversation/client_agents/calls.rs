@@ -2,7 +2,7 @@
 //! `takeAction`, `appendDiagnosticData`, the `agentThread*` calls): each shown to the clients,
 //! under the request whose action context it names.
 //!
-//! Who talks to it: the hosting connection (`src/transport/client_agents.rs`) reads the calls
+//! Who talks to it: the hosting connection (`src/transport/hosted_agents.rs`) reads the calls
 //! on the agent's channel and sends them here (`ClientAgentOutput`); `commands.rs` and
 //! `results.rs` find a turn's request and an agent's source fields here.
 

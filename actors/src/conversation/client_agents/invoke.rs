@@ -3,7 +3,7 @@
 //! a cancelled turn closes it on the connection (`CloseClientAgentCall`).
 //!
 //! Who talks to it: the rest of this module (tools, commands, choices, queries); the hosting
-//! connection (`src/transport/client_agents.rs`) answers.
+//! connection (`src/transport/hosted_agents.rs`) answers.
 
 use actix::prelude::*;
 use serde_json::Value;

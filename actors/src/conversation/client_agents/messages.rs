@@ -6,7 +6,7 @@
 //! registration's calls go (`ClientAgentHost`), and the list `getStatus` and `@system config
 //! agents` show (`ClientAgentInfo`).
 //!
-//! Who talks to it: the transport's connections (`src/transport/client_agents.rs`) and the
+//! Who talks to it: the transport's connections (`src/transport/hosted_agents.rs`) and the
 //! rest of this module; all of it is re-exported by `conversation`.
 
 use actix::prelude::*;

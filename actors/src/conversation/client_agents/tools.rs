@@ -2,7 +2,7 @@
 //! the turns that start after it registered; a tool call is an `executeAction` invoke in a
 //! fresh action context, its `ActionResult` the tool result.
 //!
-//! Who talks to it: the turn (`turn.rs`) takes the tool servers when it starts and calls the
+//! Who talks to it: the turn (`turn_events.rs`) takes the tool servers when it starts and calls the
 //! tools; a result that asks more than its text goes back to the conversation
 //! (`ClientActionDone`, `results.rs`).
 
