@@ -188,7 +188,7 @@ impl Conversation {
         let window = self.chat_window();
         if n <= window.messages.len() || window.total == window.messages.len() {
             let text = history_text_of(&window.messages, window.total, n);
-            let request = self.running.as_ref().expect("running").request.clone();
+            let request = self.queue.running().expect("running").request.clone();
             let content = json!({"type": "text", "content": text});
             return self.finish_showing(turn, &request, content, None, ctx);
         }

@@ -11,7 +11,7 @@
 use actix::prelude::*;
 use serde_json::{json, Value};
 
-use super::queue::Request;
+use super::request_queue::Request;
 use super::routing::Audience;
 use super::system::{self, SystemCommand};
 use super::Conversation;

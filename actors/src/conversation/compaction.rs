@@ -112,7 +112,7 @@ impl Conversation {
                 if !act.is_current(turn) {
                     return;
                 }
-                let request = act.running.as_ref().expect("current").request.clone();
+                let request = act.queue.running().expect("current").request.clone();
                 let heading = match then {
                     AfterCompact::Finish => "Conversation compacted",
                     AfterCompact::RunTurn(_) => {

@@ -12,7 +12,7 @@ use super::choices::ChoiceReply;
 use super::client_agents::AgentQuery;
 use super::completion;
 use super::feedback::{self, Feedback, HideOp};
-use super::queue::{CancelReason, Request};
+use super::request_queue::{CancelReason, Request};
 use super::{Conversation, AGENT_SOURCE};
 use crate::agent::attachments;
 use crate::ids::{ConnectionId, RequestId};
@@ -362,7 +362,7 @@ impl Conversation {
             DispatcherRequest::GetDisplayHistory { after_seq, page } => {
                 self.display_history(after_seq, page)
             }
-            DispatcherRequest::GetQueueSnapshot => value(self.snapshot()),
+            DispatcherRequest::GetQueueSnapshot => value(self.queue.snapshot()),
             DispatcherRequest::CancelCommand { request_id } => {
                 let kind = self.cancel_by_id(&request_id, CancelReason::Cancelled, ctx);
                 value(json!({"kind": kind.as_str(), "requestId": request_id}))
@@ -515,7 +515,7 @@ impl Conversation {
         let details = format!(
             "provider: {}; queue: {}",
             self.provider().name(),
-            self.queue_status()
+            self.queue.status()
         );
         let mcp = self.mcp_statuses();
         json!({"agents": self.agent_statuses(&mcp), "details": details,
@@ -628,7 +628,7 @@ impl Handler<DispatcherCall> for Conversation {
     fn handle(&mut self, msg: DispatcherCall, ctx: &mut Self::Context) {
         match DispatcherNotice::parse(&msg.method, &msg.args) {
             Some(DispatcherNotice::CancelByClientId { client_request_id }) => {
-                if let Some(id) = self.find_by_client_id(&client_request_id) {
+                if let Some(id) = self.queue.find_by_client_id(&client_request_id) {
                     self.cancel_by_id(&id, CancelReason::Cancelled, ctx);
                 }
             }

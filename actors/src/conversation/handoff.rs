@@ -279,7 +279,7 @@ impl Conversation {
         earlier: Option<String>,
         ctx: &mut Context<Self>,
     ) {
-        let Some(running) = self.running.as_mut().filter(|r| r.turn == turn) else {
+        let Some(running) = self.queue.current_mut(turn) else {
             return;
         };
         let source = source.trim().to_string();
@@ -330,7 +330,7 @@ impl Conversation {
         earlier: Option<String>,
         ctx: &mut Context<Self>,
     ) {
-        let Some(running) = self.running.as_mut().filter(|r| r.turn == turn) else {
+        let Some(running) = self.queue.current_mut(turn) else {
             return;
         };
         running.handing_off = None;
@@ -369,8 +369,8 @@ impl Conversation {
     /// The destination is being deleted: a request that was handing off says so first.
     pub(super) fn handoff_interrupted_by_delete(&mut self) {
         let Some((request, source)) = self
-            .running
-            .as_ref()
+            .queue
+            .running()
             .and_then(|r| Some((r.request.clone(), r.handing_off.clone()?)))
         else {
             return;
@@ -388,7 +388,7 @@ impl Conversation {
         error: Option<String>,
         ctx: &mut Context<Self>,
     ) {
-        if let Some(running) = self.running.as_mut().filter(|r| r.turn == turn) {
+        if let Some(running) = self.queue.current_mut(turn) {
             let actions = std::mem::take(&mut running.after_turn.client_actions);
             let request = running.request.clone();
             for (action, data) in actions {

@@ -31,7 +31,7 @@ use uuid::Uuid;
 
 use super::agent_context::PopupQuestion;
 use super::choices::ChoiceWaiting;
-use super::queue::Request;
+use super::request_queue::Request;
 use super::{Conversation, AGENT_SOURCE};
 use crate::agent::questions::{
     ActionProposal, Picked, ProposalAnswer, QuestionForm, QuestionFormResponse,
@@ -230,11 +230,7 @@ impl Handler<TurnAsk> for Conversation {
     type Result = ();
 
     fn handle(&mut self, msg: TurnAsk, ctx: &mut Self::Context) {
-        let running = self
-            .running
-            .as_ref()
-            .filter(|r| r.turn == msg.turn)
-            .map(|r| r.request.clone());
+        let running = self.queue.current(msg.turn).map(|r| r.request.clone());
         let stale = "the request is no longer running".to_string();
         match (running, msg.asked) {
             (None, Asked::Remember { reply, .. }) => drop(reply.send(Err(stale))),
@@ -422,7 +418,7 @@ impl Conversation {
         ctx: &mut Context<Self>,
     ) -> String {
         let id = Uuid::new_v4().to_string();
-        if let (Some(running), Some(_)) = (self.running.as_mut(), request) {
+        if let (Some(running), Some(_)) = (self.queue.running_mut(), request) {
             running.blocked_on = Some(id.clone());
         }
         let created = crate::clock::now_millis();
@@ -524,8 +520,8 @@ impl Conversation {
     /// The running turn no longer waits on interaction `id`.
     fn unblock(&mut self, id: &str) {
         if let Some(r) = self
-            .running
-            .as_mut()
+            .queue
+            .running_mut()
             .filter(|r| r.blocked_on.as_deref() == Some(id))
         {
             r.blocked_on = None;

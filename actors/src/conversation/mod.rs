@@ -20,8 +20,11 @@
 //!   barriers (what may go now, in emit order; unit-tested without actix).
 //! - `persistence.rs`: write barriers (queued with the log writer, released through the
 //!   outbound order), the request journal, writer backpressure, crash recovery of unfinished requests, closing the files.
-//! - `queue.rs`: submit, start, finish, cancel ([`CancelOutcome`], [`CancelReason`]), promote,
-//!   the queue snapshot (coalesced `queueStateChanged`), `setDisplayInfo`.
+//! - `request_queue.rs`: `RequestQueue`, the plain state machine of the command queue (which
+//!   request waits, runs, finished; versions, turn numbers, the snapshot; unit-tested without
+//!   actix), with [`CancelOutcome`] and [`CancelReason`].
+//! - `queue.rs`: what the queue's events do: submit, start, finish, cancel, promote (calls,
+//!   journal records, barriers), the coalesced `queueStateChanged`, `setDisplayInfo`.
 //! - `timing.rs`: a request's phases, for `CommandResult.metrics`.
 //! - `working_directory.rs`: where a request works ([`WorkingDirectoryPolicy`]).
 //! - `interactions.rs`: questions to everyone, private choices, their time-outs.
@@ -96,6 +99,7 @@ mod model;
 mod outbound_order;
 mod persistence;
 mod queue;
+mod request_queue;
 mod routing;
 mod sink;
 mod streaming;
@@ -105,7 +109,7 @@ mod turn_events;
 mod upward;
 mod working_directory;
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -121,7 +125,7 @@ use crate::client::{
     Client, ClientLost, ClientOutput, ClientReady, ConversationGone, ConversationLink, StopClient,
     CLIENT_MAILBOX,
 };
-use crate::ids::{ConnectionId, ConversationId, RequestId};
+use crate::ids::{ConnectionId, ConversationId};
 use crate::metrics::Metrics;
 use crate::outbox::Outbox;
 use crate::storage::context_meter;
@@ -134,7 +138,7 @@ use client_agents::ClientAgents;
 use interactions::Interaction;
 use outbound_order::OutboundOrder;
 use persistence::{Continuation, PendingStop};
-use queue::{Request, Running};
+use request_queue::RequestQueue;
 
 pub use agent_context::{
     transient_agent_error, AgentPopupQuestion, AgentThreadCall, HostInvoke, PopupQuestion,
@@ -157,9 +161,9 @@ pub use handoff::{
 };
 pub use meter::METER_EVENT;
 pub use model::{MODEL_EVENT, MODEL_FILE};
-pub use queue::{
-    CancelOutcome, CancelReason, MAX_QUEUED_BYTES, MAX_QUEUE_DEPTH, SNAPSHOT_COALESCE,
-    STOPPED_BEFORE_FINISHING, STORAGE_ERROR,
+pub use queue::{SNAPSHOT_COALESCE, STOPPED_BEFORE_FINISHING};
+pub use request_queue::{
+    CancelOutcome, CancelReason, MAX_QUEUED_BYTES, MAX_QUEUE_DEPTH, STORAGE_ERROR,
 };
 pub use routing::{DisplayMode, DELETED_NOTICE, JOIN_NOTICE, LEAVE_NOTICE, MOVED_NOTICE};
 pub use system::{LogFilterControl, SystemCommand, MAX_TRACE_FILTER_BYTES};
@@ -286,23 +290,9 @@ pub struct Conversation {
     /// The newest part of the chat history, for the agent (read at the first turn; bounded,
     /// see [`chat::ChatWindow`]).
     chat: Option<chat::ChatWindow>,
-    /// Waiting requests, FIFO.
-    queue: VecDeque<Request>,
-    /// The request being worked on.
-    running: Option<Running>,
-    /// Bumped on every queue change (`version` of queue events).
-    version: u64,
-    /// The armed `queueStateChanged` timer: a queue change while it is armed is carried by
-    /// the snapshot it sends (see [`SNAPSHOT_COALESCE`]).
-    snapshot_timer: Option<SpawnHandle>,
-    /// The request `start_next` started last, with its `startedAt`: a submit's answer says
-    /// `running` for a request it started, also when that request (an `@` command) already
-    /// finished before the answer was built, as TypeAgent's entry does.
-    last_started: Option<(RequestId, u64)>,
-    /// Ids of recently finished requests.
-    finished: VecDeque<RequestId>,
-    /// Turn counter.
-    turns: u64,
+    /// The command queue: waiting requests, the running one, turn numbers, versions
+    /// (`request_queue.rs`).
+    queue: RequestQueue,
     /// Pending interactions by id.
     interactions: BTreeMap<String, Interaction>,
     /// Pending private choices by id.
@@ -387,13 +377,7 @@ impl Conversation {
             grace_timer: None,
             log,
             chat: None,
-            queue: VecDeque::new(),
-            running: None,
-            version: 0,
-            snapshot_timer: None,
-            last_started: None,
-            finished: VecDeque::new(),
-            turns: 0,
+            queue: RequestQueue::default(),
             interactions: BTreeMap::new(),
             choices: HashMap::new(),
             hides: Default::default(),
@@ -457,7 +441,7 @@ impl Conversation {
 
     /// Work is queued, running, or waiting for a write barrier.
     fn busy(&self) -> bool {
-        self.running.is_some() || !self.queue.is_empty() || !self.outbound.is_empty()
+        self.queue.is_busy() || !self.outbound.is_empty()
     }
 
     /// Cancels the idle and grace timers (a client joined, or the conversation stops).
@@ -520,7 +504,7 @@ impl Conversation {
                     );
                 }
                 // A running turn stalled on an interaction nobody can answer is superseded.
-                if act.running.as_ref().is_some_and(|r| r.blocked_on.is_some()) {
+                if act.queue.running_is_blocked() {
                     act.cancel_running(CancelReason::NoClients, ctx);
                 }
             }),
@@ -682,7 +666,7 @@ impl Handler<Attach> for Conversation {
             client,
             conversation: ctx.address(),
             pending_interactions: self.pending_for(connection_id, msg.filter),
-            queue_snapshot: self.busy().then(|| self.snapshot()),
+            queue_snapshot: self.busy().then(|| self.queue.snapshot()),
         };
         let delivered = match msg.answer {
             Some(answer) => {

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use actix::prelude::*;
 use serde_json::{json, Value};
 
-use super::queue::Request;
+use super::request_queue::Request;
 use super::routing::Audience;
 use super::Conversation;
 use crate::agent::Provider;

@@ -13,7 +13,8 @@ use serde_json::{json, Map, Value};
 use tokio::sync::oneshot;
 
 use super::outbound_order::Release;
-use super::queue::{request_id_obj, STOPPED_BEFORE_FINISHING};
+use super::queue::STOPPED_BEFORE_FINISHING;
+use super::request_queue::request_id_obj;
 use super::routing::DisplayMode;
 use super::ConversationEvent;
 use super::{Conversation, ShutdownReason};
@@ -66,7 +67,7 @@ impl Conversation {
             paths.push(log.path().clone());
         }
         // A turn runs or waits: another barrier follows soon, and the fsync may wait for it.
-        let written = if self.running.is_some() || !self.queue.is_empty() {
+        let written = if self.queue.is_busy() {
             self.setup.runtime.log_writer.sync_followed(paths)
         } else {
             self.setup.runtime.log_writer.sync(paths)

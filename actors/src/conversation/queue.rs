@@ -3,6 +3,9 @@
 //!
 //! Who talks to it: the dispatcher (client requests), the turn (finish), the timers and
 //! `Shutdown` (cancel everything). What a started request does is decided in `commands.rs`.
+//! The queue's state and rules are the plain machine `RequestQueue` (`request_queue.rs`);
+//! this file applies what it decides: the calls, the journal records, the barriers, the
+//! snapshot timer.
 //!
 //! # What clients see of one request
 //! In TypeAgent's order (`dispatcher` `commandHandlerContext.ts`, `requestQueue.ts`):
@@ -21,8 +24,6 @@
 //! into the chat note and the logs.
 
 use std::cell::RefCell;
-use std::fmt;
-use std::path::PathBuf;
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -31,282 +32,41 @@ use serde_json::{json, Value};
 use tokio::sync::oneshot;
 
 use super::dispatcher::InvokeOrigin;
+use super::request_queue::{
+    AfterEnqueue, CancelOutcome, CancelReason, Location, Promotion, Request, Start, STORAGE_ERROR,
+};
 use super::routing::{self, Audience, DisplayMode};
-use super::timing::RequestTiming;
 use super::Conversation;
 use crate::agent::{ChatMessage, Role};
 use crate::ids::{ConnectionId, RequestId};
 use crate::storage::requests::{AcceptedRequest, Record};
 
-/// Queue cap (`MAX_QUEUE_DEPTH` in TypeAgent).
-pub const MAX_QUEUE_DEPTH: usize = 100;
-/// Bytes of command text, attachments and options (as sent) waiting in one conversation's
-/// queue: 100 requests of up to a frame each (16 MiB) would otherwise hold 1.6 GB, twice (the
-/// queue and the open requests of the journal), and every queue snapshot sent to clients
-/// carries the texts and options. A request is always taken into an empty queue.
-pub const MAX_QUEUED_BYTES: usize = 16 << 20;
-/// Request ids remembered after they finish, for `cancelCommand`'s `already_completed`.
-const FINISHED_MEMORY: usize = 1024;
 /// What the history says of a request that was acknowledged but never finished (crash).
 pub const STOPPED_BEFORE_FINISHING: &str =
     "The server stopped before this request finished; it did not complete.";
-/// `submitCommand`'s `error` when the request could not be recorded durably.
-pub const STORAGE_ERROR: &str = "storage_error";
 /// At most one `queueStateChanged` per this long, carrying the newest snapshot (TypeAgent's
 /// snapshot coalescer, `queue/snapshotCoalescer.ts`): a request that starts and finishes
 /// within it costs its clients one snapshot, not three.
 pub const SNAPSHOT_COALESCE: Duration = Duration::from_millis(100);
 
-/// What `cancelCommand` found (its `kind`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CancelOutcome {
-    /// It was waiting in the queue and is gone.
-    CancelledQueued,
-    /// It was running; its turn was stopped.
-    CancelledRunning,
-    /// It finished (or was cancelled) recently.
-    AlreadyCompleted,
-    /// No such request (or it finished long ago).
-    NotFound,
-}
-
-impl CancelOutcome {
-    /// The protocol's spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CancelOutcome::CancelledQueued => "cancelled_queued",
-            CancelOutcome::CancelledRunning => "cancelled_running",
-            CancelOutcome::AlreadyCompleted => "already_completed",
-            CancelOutcome::NotFound => "not_found",
-        }
-    }
-}
-
-/// Why a request was cancelled: the chat note and the logs say it as [`as_str`]
-/// (`interrupted`, `conversation_closed`, …); `requestCancelled` carries [`wire`], TypeAgent's
-/// `QueueCancelReason`.
-///
-/// [`as_str`]: CancelReason::as_str
-/// [`wire`]: CancelReason::wire
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CancelReason {
-    /// A client's `cancelCommand` / `cancelCommandByClientId`.
-    Cancelled,
-    /// An `interrupt` replaced the running request.
-    Interrupted,
-    /// A new submit replaced a turn stalled on an interaction.
-    Superseded,
-    /// Nobody stayed joined past the grace period.
-    NoClients,
-    /// The server is stopping.
-    ServerStopping,
-    /// The conversation was evicted or deleted.
-    ConversationClosed,
-    /// Its acceptance could not be recorded durably ([`STORAGE_ERROR`]).
-    StorageError,
-}
-
-impl CancelReason {
-    /// The `reason` of `requestCancelled`: a member of TypeAgent's `QueueCancelReason`
-    /// (`"user" | "timeout" | "disconnect" | "server_stopping" | "queue_full" | "no_clients"`),
-    /// as TypeAgent's server emits them: `user` for every cancel a client asked for
-    /// (`cancelCommand`, `cancelCommandByClientId`, `interrupt`, a submit superseding a turn
-    /// stalled on a question), `no_clients` after the grace period, `server_stopping` at
-    /// shutdown.
-    ///
-    /// Two reasons TypeAgent has no case for map to `server_stopping`, the reason that says
-    /// "the server side abandoned this request and nobody asked it to" (TypeAgent's client
-    /// library rejects `awaitCommand` with `ServerStoppingError` for it, and resolves
-    /// `{cancelled: true}` for every other reason, which would tell the submitter it was
-    /// cancelled on purpose):
-    /// - a conversation deleted (or moved to another cluster node) under its queue: its
-    ///   request will never run here;
-    /// - an acceptance that could not be made durable: the submitter's own answer is already
-    ///   `{ok: false, error: "storage_error"}`; the others learn the entry is gone because the
-    ///   server could not keep it, not because someone cancelled it.
-    pub fn wire(self) -> &'static str {
-        match self {
-            CancelReason::Cancelled | CancelReason::Interrupted | CancelReason::Superseded => {
-                "user"
-            }
-            CancelReason::NoClients => "no_clients",
-            CancelReason::ServerStopping
-            | CancelReason::ConversationClosed
-            | CancelReason::StorageError => "server_stopping",
-        }
-    }
-
-    /// The conversation's own name for it (the chat note, the logs).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CancelReason::Cancelled => "cancelled",
-            CancelReason::Interrupted => "interrupted",
-            CancelReason::Superseded => "superseded",
-            CancelReason::NoClients => "no_clients",
-            CancelReason::ServerStopping => "server_stopping",
-            CancelReason::ConversationClosed => "conversation_closed",
-            CancelReason::StorageError => STORAGE_ERROR,
-        }
-    }
-}
-
-impl fmt::Display for CancelReason {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// `RequestId` as the protocol spells it.
-pub(super) fn request_id_obj(
-    connection_id: ConnectionId,
-    request_id: &RequestId,
-    client_request_id: &Option<Value>,
-) -> Value {
-    let mut v = json!({"connectionId": connection_id, "requestId": request_id});
-    if let Some(c) = client_request_id {
-        v["clientRequestId"] = c.clone();
-    }
-    v
-}
-
-/// One submitted command.
-#[derive(Debug, Clone)]
-pub(super) struct Request {
-    /// Server-side id (the client's `requestId` argument, or a fresh UUID).
-    pub(super) request_id: RequestId,
-    /// Connection id of the client that submitted it.
-    pub(super) origin: ConnectionId,
-    /// The client's opaque id, echoed back.
-    pub(super) client_request_id: Option<Value>,
-    /// The command text.
-    pub(super) text: String,
-    /// Attachments (kept for the agent; not echoed).
-    pub(super) attachments: Vec<Value>,
-    /// Bytes of `text`, `attachments` and `options` as sent: what [`MAX_QUEUED_BYTES`]
-    /// counts.
-    pub(super) size: usize,
-    /// Submit options, echoed in the queue entry.
-    pub(super) options: Option<Value>,
-    /// ms since epoch.
-    pub(super) submitted_at: u64,
-    /// ms since epoch, once running.
-    pub(super) started_at: Option<u64>,
-    /// The W3C trace id of the request: the client's (`metadata.traceparent` of its
-    /// `dispatcher` invoke) or a fresh one. In its log lines and `CommandResult.traceId`.
-    pub(super) trace_id: String,
-    /// The directory it works in, once the working-directory policy resolved it at submit
-    /// (also in `options.workingDirectory`).
-    pub(super) working_directory: Option<PathBuf>,
-}
-
-impl Request {
-    /// `RequestId` as the protocol spells it.
-    pub(super) fn id_obj(&self) -> Value {
-        request_id_obj(self.origin, &self.request_id, &self.client_request_id)
-    }
-
-    /// `QueuedRequest` without attachments.
-    fn entry(&self, state: &str) -> Value {
-        let mut v = json!({
-            "requestId": self.request_id,
-            "originatorConnectionId": self.origin,
-            "text": self.text,
-            "submittedAt": self.submitted_at,
-            "state": state,
-            "attachmentCount": self.attachments.len(),
-        });
-        if let Some(c) = &self.client_request_id {
-            v["clientRequestId"] = c.clone();
-        }
-        if let Some(o) = &self.options {
-            v["options"] = o.clone();
-        }
-        if let Some(s) = self.started_at {
-            v["startedAt"] = s.into();
-        }
-        v
-    }
-}
-
-/// The request being worked on.
-pub(super) struct Running {
-    /// The request, shared: every display of the turn names it, and a clone of the handle
-    /// is a count, not a copy of its text and attachments.
-    pub(super) request: Rc<Request>,
-    /// Turn number; events from other turns are stale.
-    pub(super) turn: u64,
-    /// The spawned agent loop, if this is an agent turn.
-    pub(super) handle: Option<SpawnHandle>,
-    /// Interaction the turn waits on (a new submit supersedes it).
-    pub(super) blocked_on: Option<String>,
-    /// Whether the last snapshot sent said `blockedOn: "interaction"`: when `blocked_on`
-    /// changes (a question opens or is answered) a new one is due.
-    pub(super) blocked_announced: bool,
-    /// Its phases so far, for `CommandResult.metrics`.
-    pub(super) timing: RequestTiming,
-    /// What its agent turn booked for the turn's end (client actions, a handoff).
-    pub(super) after_turn: super::turn_events::AfterTurn,
-    /// The source of the handoff it is running (reading or summarizing), if any: a delete
-    /// meanwhile says the handoff did not happen.
-    pub(super) handing_off: Option<String>,
-    /// Its model's answer as it is being written (`streaming.rs`).
-    pub(super) stream: super::streaming::AnswerStream,
-    /// The text its agent turn runs on (for a run again after a compaction).
-    pub(super) agent_text: Option<String>,
-    /// Its model refused it once as longer than the context window, and the history was
-    /// compacted for it: a second refusal is its error.
-    pub(super) overflowed: bool,
-}
-
-impl Running {
-    /// Its `QueuedRequest` (`state: "running"`, `blockedOn: "interaction"` while it waits on
-    /// a question).
-    fn entry(&self) -> Value {
-        let mut entry = self.request.entry("running");
-        if self.blocked_on.is_some() {
-            entry["blockedOn"] = "interaction".into();
-        }
-        entry
-    }
-}
-
 impl Conversation {
-    /// The `QueueSnapshot` of `getQueueSnapshot`, `queueStateChanged` and the join answer.
-    /// `paused` is always false: TypeAgent's queue never pauses.
-    pub(super) fn snapshot(&self) -> Value {
-        json!({
-            "running": self.running.as_ref().map(Running::entry),
-            "queued": self.queue.iter().map(|r| r.entry("queued")).collect::<Vec<_>>(),
-            "paused": false,
-            "version": self.version,
-        })
-    }
-
     /// The queue changed: every client gets the snapshot in a `queueStateChanged`, at most
     /// once per [`SNAPSHOT_COALESCE`] (the first change arms the timer; the snapshot is
     /// taken when it fires, so the newest state wins).
     pub(super) fn queue_changed(&mut self, ctx: &mut Context<Self>) {
-        if self.snapshot_timer.is_some() {
+        if !self.queue.snapshot_due() {
             return;
         }
-        self.snapshot_timer = Some(ctx.run_later(SNAPSHOT_COALESCE, |act, _| {
-            act.snapshot_timer = None;
-            if let Some(r) = act.running.as_mut() {
-                r.blocked_announced = r.blocked_on.is_some();
-            }
-            let snapshot = act.snapshot();
+        ctx.run_later(SNAPSHOT_COALESCE, |act, _| {
+            let snapshot = act.queue.snapshot_fired();
             act.broadcast("queueStateChanged", json!([snapshot]), None);
-        }));
+        });
     }
 
     /// A new snapshot is due when the running request started or stopped waiting on a
     /// question since the last one went out (its `blockedOn` changed).
     pub(super) fn announce_blocked_change(&mut self, ctx: &mut Context<Self>) {
-        if self
-            .running
-            .as_ref()
-            .is_some_and(|r| r.blocked_on.is_some() != r.blocked_announced)
-        {
+        if self.queue.blocked_change_unannounced() {
             self.queue_changed(ctx);
         }
     }
@@ -383,28 +143,14 @@ impl Conversation {
         if let Err(e) = &self.log {
             return Err(json!({"ok": false, "error": e}));
         }
-        if self.queue.len() >= MAX_QUEUE_DEPTH {
-            return Err(json!({"ok": false, "error": "queue_full", "maxDepth": MAX_QUEUE_DEPTH}));
-        }
-        let queued_bytes: usize = self.queue.iter().map(|r| r.size).sum();
-        if !self.queue.is_empty() && queued_bytes + request.size > MAX_QUEUED_BYTES {
-            return Err(json!({
-                "ok": false,
-                "error": "queue_full",
-                "maxDepth": MAX_QUEUE_DEPTH,
-                "maxBytes": MAX_QUEUED_BYTES,
-            }));
+        if let Some(refusal) = self.queue.refusal(request.size) {
+            return Err(refusal);
         }
         if let Some(cause) = self.setup.metrics.storage_failure() {
             return Err(json!({"ok": false, "error": STORAGE_ERROR, "message": cause.client}));
         }
         // A new submit supersedes a turn stalled on an interaction.
-        if !front
-            && self
-                .running
-                .as_ref()
-                .is_some_and(|r| r.blocked_on.is_some())
-        {
+        if self.queue.supersedes(front) {
             self.cancel_running(CancelReason::Superseded, ctx);
         }
         self.resolve_working_directory(&mut request);
@@ -422,12 +168,8 @@ impl Conversation {
         let answer_later = answer_slot.clone();
         let origin = request.origin;
         let request_id = request.request_id.clone();
-        let entry = request.entry("queued");
-        if front {
-            self.queue.push_front(request.clone());
-        } else {
-            self.queue.push_back(request.clone());
-        }
+        let trace_id = request.trace_id.clone();
+        let enqueued = self.queue.enqueue(request, front);
         // The acceptance's barrier, registered once the request is queued: a barrier follows
         // soon (its completion's), so with the node log the fsync may wait for it, and an
         // idle conversation's fast turn (a command, an echo) makes one fsync, not two in a
@@ -453,38 +195,26 @@ impl Conversation {
             }
             let _ = accepted_tx.send(answer);
         });
-        self.version += 1;
         log::debug!(
-            "conversation {}: request {} trace={} queued{}",
+            "conversation {}: request {} trace={trace_id} queued{}",
             self.setup.id,
-            request.request_id,
-            request.trace_id,
+            enqueued.entry["requestId"],
             if front { " first (interrupt)" } else { "" }
         );
-        self.broadcast("requestQueued", json!([entry, self.version]), None);
+        self.broadcast(
+            "requestQueued",
+            json!([enqueued.entry, enqueued.version]),
+            None,
+        );
         self.queue_changed(ctx);
-        if front && self.running.is_some() {
+        match enqueued.then {
             // The interrupt is at the head: cancelling the running request starts it.
-            self.cancel_running(CancelReason::Interrupted, ctx);
-        } else {
-            self.start_next(ctx);
+            AfterEnqueue::InterruptRunning => self.cancel_running(CancelReason::Interrupted, ctx),
+            AfterEnqueue::StartNext => self.start_next(ctx),
         }
         // Started by this submit (and perhaps already finished, as an `@` command does):
         // `running` with its `startedAt`, as TypeAgent answers on an idle queue.
-        let started = self
-            .last_started
-            .as_ref()
-            .filter(|(id, _)| *id == request.request_id)
-            .map(|(_, at)| *at);
-        let mut entry = request.entry(if started.is_some() {
-            "running"
-        } else {
-            "queued"
-        });
-        if let Some(at) = started {
-            entry["startedAt"] = at.into();
-        }
-        *answer_slot.borrow_mut() = Some(json!({"ok": true, "entry": entry}));
+        *answer_slot.borrow_mut() = Some(self.queue.submit_answer(enqueued.entry));
         Ok(accepted_rx)
     }
 
@@ -503,36 +233,24 @@ impl Conversation {
     /// Starts the first queued request when nothing runs (`requestStarted`, `user-request`,
     /// `setUserRequest`, `setDisplayInfo`, then the command or agent turn it asks for).
     fn start_next(&mut self, ctx: &mut Context<Self>) {
-        if self.running.is_some() || self.stopping {
+        if self.stopping {
             return;
         }
-        let Some(mut request) = self.queue.pop_front() else {
-            self.queue_changed(ctx);
-            return;
+        let (request, turn, version) = match self.queue.start_next(crate::clock::now_millis()) {
+            Start::Busy => return,
+            Start::Empty => {
+                self.queue_changed(ctx);
+                return;
+            }
+            Start::Started {
+                request,
+                turn,
+                version,
+            } => (request, turn, version),
         };
-        let timing = RequestTiming::start();
-        let started_at = crate::clock::now_millis();
-        request.started_at = Some(started_at);
-        self.last_started = Some((request.request_id.clone(), started_at));
-        self.turns += 1;
-        let turn = self.turns;
-        self.version += 1;
-        self.running = Some(Running {
-            request: Rc::new(request.clone()),
-            turn,
-            handle: None,
-            blocked_on: None,
-            blocked_announced: false,
-            timing,
-            after_turn: Default::default(),
-            handing_off: None,
-            stream: Default::default(),
-            agent_text: None,
-            overflowed: false,
-        });
         self.broadcast(
             "requestStarted",
-            json!([request.entry("running"), self.version]),
+            json!([request.entry("running"), version]),
             None,
         );
         self.queue_changed(ctx);
@@ -563,7 +281,7 @@ impl Conversation {
         if let Some((source, words)) = super::turn_events::request_display_info(&request.text) {
             self.set_display_info(&request, source, None, json!(words));
         }
-        if let Some(r) = self.running.as_mut() {
+        if let Some(r) = self.queue.running_mut() {
             r.timing.parsed();
         }
         self.run_request(turn, &request, ctx);
@@ -601,7 +319,7 @@ impl Conversation {
         if self.is_current(turn) {
             self.stream_cut_short(super::streaming::CutShort::Incomplete, ctx);
         }
-        let Some(running) = self.running.take_if(|r| r.turn == turn) else {
+        let Some(running) = self.queue.finish(turn) else {
             return;
         };
         self.forget_checkpoints(&running);
@@ -625,7 +343,6 @@ impl Conversation {
             "metrics": metrics,
             "traceId": request.trace_id,
         }));
-        self.remember_finished(request.request_id.clone());
         // A meter change the request made (its line is queued before the barrier below) is
         // announced with it, before commandComplete.
         let meter_notice = self.take_meter_notice();
@@ -667,7 +384,6 @@ impl Conversation {
                 Some(request.origin),
             );
         });
-        self.version += 1;
         self.start_next(ctx);
     }
 
@@ -684,14 +400,6 @@ impl Conversation {
         self.finish(turn, error, ctx);
     }
 
-    /// Remembers a finished id for `already_completed` (the last [`FINISHED_MEMORY`]).
-    fn remember_finished(&mut self, id: RequestId) {
-        self.finished.push_back(id);
-        if self.finished.len() > FINISHED_MEMORY {
-            self.finished.pop_front();
-        }
-    }
-
     /// Cancels a queued request; false when it is not queued.
     fn cancel_queued(
         &mut self,
@@ -699,11 +407,9 @@ impl Conversation {
         reason: CancelReason,
         ctx: &mut Context<Self>,
     ) -> bool {
-        let Some(pos) = self.queue.iter().position(|r| &r.request_id == request_id) else {
+        let Some((request, version)) = self.queue.cancel_queued(request_id) else {
             return false;
         };
-        let request = self.queue.remove(pos).expect("position is valid");
-        self.version += 1;
         self.journal(Record::Closed {
             request_id: request.request_id.clone(),
         });
@@ -713,8 +419,7 @@ impl Conversation {
             request.request_id,
             request.trace_id
         );
-        self.announce_cancel(request.request_id.clone(), reason, None, ctx);
-        self.remember_finished(request.request_id);
+        self.announce_cancel(request.request_id, reason, version, None, ctx);
         self.queue_changed(ctx);
         true
     }
@@ -725,7 +430,7 @@ impl Conversation {
         reason: CancelReason,
         ctx: &mut Context<Self>,
     ) -> usize {
-        let queued: Vec<RequestId> = self.queue.iter().map(|r| r.request_id.clone()).collect();
+        let queued = self.queue.waiting_ids();
         for id in &queued {
             self.cancel_queued(id, reason, ctx);
         }
@@ -739,10 +444,10 @@ impl Conversation {
         &mut self,
         request_id: RequestId,
         reason: CancelReason,
+        version: u64,
         completed: Option<(Value, ConnectionId)>,
         ctx: &mut Context<Self>,
     ) {
-        let version = self.version;
         self.after_durable(ctx, move |act, written, _| {
             if let Err(e) = written {
                 log::error!(
@@ -773,7 +478,7 @@ impl Conversation {
     pub(super) fn cancel_running(&mut self, reason: CancelReason, ctx: &mut Context<Self>) {
         // The answer so far stays, marked cancelled.
         self.stream_cut_short(super::streaming::CutShort::Cancelled, ctx);
-        let Some(running) = self.running.take() else {
+        let Some((running, version)) = self.queue.take_running() else {
             return;
         };
         self.forget_checkpoints(&running);
@@ -802,13 +507,13 @@ impl Conversation {
             null,
             null
         ]);
-        self.version += 1;
         self.journal(Record::Closed {
             request_id: request.request_id.clone(),
         });
         self.announce_cancel(
             request.request_id.clone(),
             reason,
+            version,
             Some((complete, request.origin)),
             ctx,
         );
@@ -818,7 +523,6 @@ impl Conversation {
             request.request_id,
             request.trace_id
         );
-        self.remember_finished(request.request_id.clone());
         self.start_next(ctx);
     }
 
@@ -829,61 +533,31 @@ impl Conversation {
         reason: CancelReason,
         ctx: &mut Context<Self>,
     ) -> CancelOutcome {
-        if self.cancel_queued(request_id, reason, ctx) {
-            CancelOutcome::CancelledQueued
-        } else if self
-            .running
-            .as_ref()
-            .is_some_and(|r| &r.request.request_id == request_id)
-        {
-            self.cancel_running(reason, ctx);
-            CancelOutcome::CancelledRunning
-        } else if self.finished.iter().any(|f| f == request_id) {
-            CancelOutcome::AlreadyCompleted
-        } else {
-            CancelOutcome::NotFound
+        match self.queue.locate(request_id) {
+            Location::Queued => {
+                self.cancel_queued(request_id, reason, ctx);
+                CancelOutcome::CancelledQueued
+            }
+            Location::Running => {
+                self.cancel_running(reason, ctx);
+                CancelOutcome::CancelledRunning
+            }
+            Location::Finished => CancelOutcome::AlreadyCompleted,
+            Location::Unknown => CancelOutcome::NotFound,
         }
-    }
-
-    /// The server id of the running or queued request with this `clientRequestId` (running
-    /// first).
-    pub(super) fn find_by_client_id(&self, client_id: &Value) -> Option<RequestId> {
-        let running = self
-            .running
-            .as_ref()
-            .filter(|r| r.request.client_request_id.as_ref() == Some(client_id))
-            .map(|r| r.request.request_id.clone());
-        let queued = self
-            .queue
-            .iter()
-            .find(|r| r.client_request_id.as_ref() == Some(client_id))
-            .map(|r| r.request_id.clone());
-        running.or(queued)
     }
 
     /// Moves a queued request to the front; false when it is not queued (running, finished
     /// or unknown). Already first: true and nothing changes (no new version, no
     /// `queueStateChanged`), as TypeAgent's `requestQueue.promote`.
     pub(super) fn promote(&mut self, request_id: &RequestId, ctx: &mut Context<Self>) -> bool {
-        let Some(pos) = self.queue.iter().position(|r| &r.request_id == request_id) else {
-            return false;
-        };
-        if pos == 0 {
-            return true;
-        }
-        let r = self.queue.remove(pos).expect("valid position");
-        self.queue.push_front(r);
-        self.version += 1;
-        self.queue_changed(ctx);
-        true
-    }
-
-    /// The queue part of `getStatus`'s details: `idle`, `running, 2 queued`, `3 queued`.
-    pub(super) fn queue_status(&self) -> String {
-        match (&self.running, self.queue.len()) {
-            (None, 0) => "idle".to_string(),
-            (Some(_), n) => format!("running, {n} queued"),
-            (None, n) => format!("{n} queued"),
+        match self.queue.promote(request_id) {
+            Promotion::NotQueued => false,
+            Promotion::AlreadyFirst => true,
+            Promotion::Moved => {
+                self.queue_changed(ctx);
+                true
+            }
         }
     }
 }

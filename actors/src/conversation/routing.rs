@@ -7,7 +7,7 @@ use std::sync::{Arc, LazyLock};
 use serde_json::{json, Value};
 
 use super::outbound_order::Emitted;
-use super::queue::Request;
+use super::request_queue::Request;
 use super::ClientSlot;
 use super::{Conversation, AGENT_SOURCE};
 use crate::client::{GiveUp, OutboundCall, Sent, SocketGone};

@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 use actix::prelude::*;
 use serde_json::{json, Value};
 
-use super::queue::{Request, Running};
+use super::request_queue::{Request, Running};
 use super::routing::{Audience, DisplayMode};
 use super::{Conversation, AGENT_SOURCE};
 use crate::agent::AnswerDelta;
@@ -296,7 +296,7 @@ fn piece_message(request: &Request, thinking: bool, piece: &str) -> Value {
 impl Conversation {
     /// A piece of the running turn `turn`'s answer.
     pub(super) fn stream_piece(&mut self, turn: u64, delta: AnswerDelta, ctx: &mut Context<Self>) {
-        let Some(running) = self.running.as_mut().filter(|r| r.turn == turn) else {
+        let Some(running) = self.queue.current_mut(turn) else {
             return;
         };
         let effects = running.stream.piece(delta, Instant::now());
@@ -305,7 +305,7 @@ impl Conversation {
 
     /// The armed flush of turn `turn` fired.
     fn stream_flush(&mut self, turn: u64, ctx: &mut Context<Self>) {
-        let Some(running) = self.running.as_mut().filter(|r| r.turn == turn) else {
+        let Some(running) = self.queue.current_mut(turn) else {
             return;
         };
         let effects = running.stream.flush(Instant::now());
@@ -314,7 +314,7 @@ impl Conversation {
 
     /// Does what the stream answered.
     fn apply_stream(&mut self, turn: u64, effects: Vec<StreamEffect>, ctx: &mut Context<Self>) {
-        let Some(request) = self.running.as_ref().map(|r| r.request.clone()) else {
+        let Some(request) = self.queue.running().map(|r| r.request.clone()) else {
             return;
         };
         for effect in effects {
@@ -376,7 +376,7 @@ impl Conversation {
         ctx: &mut Context<Self>,
     ) -> bool {
         let thinking = extra["thinking"] == true;
-        let Some(running) = self.running.as_mut() else {
+        let Some(running) = self.queue.running_mut() else {
             return false;
         };
         let turn = running.turn;
@@ -392,7 +392,7 @@ impl Conversation {
     /// Ends the running request's open segments before their whole text came (an error, a
     /// cancel, another display): each is logged as far as clients got it, marked `why`.
     pub(super) fn stream_cut_short(&mut self, why: CutShort, ctx: &mut Context<Self>) {
-        let Some(running) = self.running.as_mut() else {
+        let Some(running) = self.queue.running_mut() else {
             return;
         };
         if !running.stream.is_open() {
@@ -417,7 +417,7 @@ impl Conversation {
     /// now (`connection`, not filtered): one piece per open segment, queued before anything
     /// else the answer sends it.
     pub(super) fn stream_so_far_to(&mut self, connection: ConnectionId) {
-        let Some(running) = self.running.as_ref() else {
+        let Some(running) = self.queue.running() else {
             return;
         };
         let calls: Vec<_> = running

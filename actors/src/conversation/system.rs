@@ -19,7 +19,7 @@ use serde_json::json;
 
 use super::commands::{help_text, split_word, Command};
 use super::model::provider_line;
-use super::queue::Request;
+use super::request_queue::Request;
 use super::routing::Audience;
 use super::turn_events::TurnEvent;
 use super::ClientAgentInfo;

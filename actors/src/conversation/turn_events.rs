@@ -265,10 +265,10 @@ impl Conversation {
     /// working directory.
     fn turn_input(&mut self, command: String, max_iterations: usize) -> TurnInput {
         // Once per request: a retry after an overflow shows the error if it overflows again.
-        let compact_on_overflow = self.running.as_ref().is_some_and(|r| !r.overflowed);
+        let compact_on_overflow = self.queue.running().is_some_and(|r| !r.overflowed);
         let (attachments, working_directory) = self
-            .running
-            .as_ref()
+            .queue
+            .running()
             .map(|r| {
                 (
                     r.request.attachments.clone(),
@@ -296,14 +296,14 @@ impl Conversation {
         ctx: &mut Context<Self>,
     ) {
         let handle = ctx.spawn(work.into_actor(self));
-        if let Some(r) = self.running.as_mut() {
+        if let Some(r) = self.queue.running_mut() {
             r.handle = Some(handle);
         }
     }
 
     /// Whether `turn` is the running request's (events of other turns are stale).
     pub(super) fn is_current(&self, turn: u64) -> bool {
-        self.running.as_ref().is_some_and(|r| r.turn == turn)
+        self.queue.current(turn).is_some()
     }
 
     /// Runs the agent loop on `text` (the running request's, or what its `@dispatcher
@@ -319,7 +319,7 @@ impl Conversation {
 
     /// Runs the agent loop on `text` now (see [`Conversation::start_agent_turn`]).
     pub(super) fn run_agent_turn(&mut self, turn: u64, text: String, ctx: &mut Context<Self>) {
-        if let Some(r) = self.running.as_mut() {
+        if let Some(r) = self.queue.running_mut() {
             r.timing.agent_turn();
             r.agent_text = Some(text.clone());
         }
@@ -353,7 +353,7 @@ impl Conversation {
             match crate::agent::explain::take_flags(&text) {
                 Ok(taken) => taken,
                 Err(e) => {
-                    let running = self.running.as_ref().expect("running").request.clone();
+                    let running = self.queue.running().expect("running").request.clone();
                     let error = json!({"type": "text", "content": e, "kind": "error"});
                     self.finish_showing(turn, &running, error, Some(e), ctx);
                     return;
@@ -363,7 +363,7 @@ impl Conversation {
             (text, Default::default())
         };
         if text.trim().is_empty() {
-            let running = self.running.as_ref().expect("running").request.clone();
+            let running = self.queue.running().expect("running").request.clone();
             let msg = format!(
                 "Give a request: @{} <request>",
                 if explain { "explain" } else { "translate" }
@@ -375,7 +375,7 @@ impl Conversation {
         if explain && text.contains(crate::agent::explain::SEPARATOR) {
             // TypeAgent's form, `<request> => <action>`: the translation is given; it is
             // explained without a model.
-            let running = self.running.as_ref().expect("running").request.clone();
+            let running = self.queue.running().expect("running").request.clone();
             let offered: Vec<String> = crate::agent::turn::offered_tools(
                 &self.tool_servers(),
                 self.provider().offers_demo_tools(),
@@ -425,7 +425,7 @@ impl Conversation {
                 extra,
             } => {
                 if self.is_current(turn) {
-                    let request = self.running.as_ref().expect("current").request.clone();
+                    let request = self.queue.running().expect("current").request.clone();
                     let streamed = extra.as_ref().is_some_and(|e| e["streamed"] == true);
                     if streamed
                         && self.stream_finished(
@@ -445,7 +445,7 @@ impl Conversation {
             TurnEvent::Stream { turn, delta } => self.stream_piece(turn, delta, ctx),
             TurnEvent::Status { turn, text } => {
                 if self.is_current(turn) {
-                    let request = self.running.as_ref().expect("current").request.clone();
+                    let request = self.queue.running().expect("current").request.clone();
                     self.display(
                         &request,
                         json!({"type": "text", "content": text, "kind": "status"}),
@@ -470,7 +470,7 @@ impl Conversation {
                 if self.is_current(turn) && outcome.overflow {
                     // The model said the history is too long: compact, then run it again
                     // (once: a second overflow is shown as the error it is).
-                    let running = self.running.as_mut().expect("current");
+                    let running = self.queue.running_mut().expect("current");
                     running.overflowed = true;
                     let text = running.agent_text.clone().unwrap_or_default();
                     self.start_compact(turn, AfterCompact::AfterOverflow(text), ctx);
@@ -483,7 +483,7 @@ impl Conversation {
                 }
             }
             TurnEvent::Booked { turn, booking } => {
-                if let Some(running) = self.running.as_mut().filter(|r| r.turn == turn) {
+                if let Some(running) = self.queue.current_mut(turn) {
                     let after = &mut running.after_turn;
                     match booking {
                         TurnBooking::ClientAction { action, data } => {
@@ -501,7 +501,7 @@ impl Conversation {
             TurnEvent::Planned { turn, result } => self.planned(turn, result, ctx),
             TurnEvent::Answered { turn, result } => {
                 if self.is_current(turn) {
-                    let request = self.running.as_ref().expect("current").request.clone();
+                    let request = self.queue.running().expect("current").request.clone();
                     match result {
                         Ok(content) => self.finish_showing(turn, &request, content, None, ctx),
                         Err(e) => self.finish_error(turn, &request, e, ctx),
@@ -523,9 +523,8 @@ impl Conversation {
     /// booked).
     fn end_turn(&mut self, turn: u64, error: Option<String>, ctx: &mut Context<Self>) {
         let handoff = self
-            .running
-            .as_mut()
-            .filter(|r| r.turn == turn)
+            .queue
+            .current_mut(turn)
             .and_then(|r| r.after_turn.handoff.take());
         match handoff {
             Some(source) => self.start_handoff(turn, source, error, ctx),
@@ -536,7 +535,7 @@ impl Conversation {
     /// A step of the running turn: timed; a tool call is told to every client as it starts
     /// (`setDisplayInfo`, logged) and as it ends (`appendDiagnosticData`, not logged).
     fn turn_step(&mut self, step: TurnStep) {
-        let Some(running) = self.running.as_mut() else {
+        let Some(running) = self.queue.running_mut() else {
             return;
         };
         let request = running.request.clone();
@@ -600,12 +599,7 @@ impl Conversation {
         reply: AnswerSender,
         ctx: &mut Context<Self>,
     ) {
-        let Some(request) = self
-            .running
-            .as_ref()
-            .filter(|r| r.turn == turn)
-            .map(|r| r.request.clone())
-        else {
+        let Some(request) = self.queue.current(turn).map(|r| r.request.clone()) else {
             let _ = reply.send(Err("the request is no longer running".into()));
             return;
         };
@@ -621,7 +615,7 @@ impl Conversation {
         if !self.is_current(turn) {
             return;
         }
-        let request = self.running.as_ref().expect("current").request.clone();
+        let request = self.queue.running().expect("current").request.clone();
         let (content, error) = match result {
             Ok(text) => (json!({"type": "markdown", "content": text}), None),
             Err(e) => (

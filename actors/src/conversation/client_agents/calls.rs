@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 
 use super::messages::{AgentCall, ClientAgentOutput};
 use crate::client::OutboundCall;
-use crate::conversation::queue::Request;
+use crate::conversation::request_queue::Request;
 use crate::conversation::routing::Audience;
 use crate::conversation::Conversation;
 
@@ -31,9 +31,8 @@ impl Conversation {
     /// The running request, if it is `turn`'s; or the request of the choice whose
     /// `handleChoice` was given `turn`.
     pub(super) fn request_of(&self, turn: u64) -> Option<Rc<Request>> {
-        self.running
-            .as_ref()
-            .filter(|r| r.turn == turn)
+        self.queue
+            .current(turn)
             .map(|r| r.request.clone())
             .or_else(|| {
                 let call = self.client_agents.choice_calls.get(&turn)?;

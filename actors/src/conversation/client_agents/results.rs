@@ -21,7 +21,7 @@ use crate::agent::client_agent::choice::{
 };
 use crate::agent::client_agent::{CallError, HANDLE_CHOICE};
 use crate::agent::LocalBoxFuture;
-use crate::conversation::queue::Request;
+use crate::conversation::request_queue::Request;
 use crate::conversation::routing::DisplayMode;
 use crate::conversation::Conversation;
 use crate::protocol::{RpcError, RpcResult};
@@ -199,8 +199,7 @@ impl Conversation {
                 choice.agent
             )));
         }
-        self.turns += 1;
-        let turn = self.turns;
+        let turn = self.queue.next_turn();
         let context = r.next_action_context.fetch_add(1, Ordering::Relaxed);
         let args = handle_choice_args(&choice_id, response, context, &r.session);
         let action = OpenAction {
@@ -343,12 +342,7 @@ impl Handler<ClientActionDone> for Conversation {
 
     /// For the running request only (a cancelled turn's result asks nothing).
     fn handle(&mut self, msg: ClientActionDone, ctx: &mut Self::Context) {
-        let Some(request) = self
-            .running
-            .as_ref()
-            .filter(|r| r.turn == msg.turn)
-            .map(|r| r.request.clone())
-        else {
+        let Some(request) = self.queue.current(msg.turn).map(|r| r.request.clone()) else {
             return;
         };
         let at = (msg.action_index, msg.schema_name.as_str());

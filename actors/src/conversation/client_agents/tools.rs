@@ -27,7 +27,7 @@ impl Conversation {
     /// The tool servers of the running turn: the `--tool-server`s and every client agent.
     pub(in crate::conversation) fn tool_servers(&self) -> HashMap<String, Arc<dyn ToolServer>> {
         let mut servers = self.setup.runtime.tool_servers.clone();
-        let turn = self.running.as_ref().map_or(0, |r| r.turn);
+        let turn = self.queue.running().map_or(0, |r| r.turn);
         for (name, r) in &self.client_agents.agents {
             let tools = ClientAgentTools {
                 spec: r.spec.clone(),
