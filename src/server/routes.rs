@@ -459,7 +459,7 @@ pub async fn upgrade(req: HttpRequest, state: Data<AppState>) -> HttpResponse {
         return refusal;
     }
     let cap = state.descriptors.sockets;
-    if Metrics::gauge(&state.metrics.sockets) >= cap as i64 {
+    let Some(slot) = transport::SocketSlot::take(&state.metrics, cap) else {
         // The first refusal of a run of them is logged, then one in a thousand.
         if Metrics::get(&state.metrics.sockets_refused).is_multiple_of(1000) {
             log::warn!(
@@ -473,7 +473,7 @@ pub async fn upgrade(req: HttpRequest, state: Data<AppState>) -> HttpResponse {
         return HttpResponse::ServiceUnavailable()
             .insert_header((header::RETRY_AFTER, "5"))
             .body(descriptors::at_capacity_text(cap));
-    }
+    };
     let echo = config.echo_path.as_deref() == Some(req.path());
-    transport::start(&req, state.into_inner(), echo)
+    transport::start(&req, state.into_inner(), echo, slot)
 }

@@ -72,16 +72,23 @@ mod hosted_agents;
 mod lazy_map;
 mod reader;
 mod relay;
+mod socket_slot;
 mod upgrade;
 mod writer;
 
 pub use relay::{serve_relays, RelayLinks};
+pub use socket_slot::SocketSlot;
 pub use upgrade::{upgrade_service, RawUpgrade};
 
 /// Accepts the upgrade and leaves in the request's [`RawUpgrade`] slot what starts a
 /// [`Connection`] (or the echo endpoint when `echo`) on the socket once the 101 is written.
-pub fn start(req: &HttpRequest, state: Arc<AppState>, echo: bool) -> HttpResponse {
-    let Some(slot) = req.extensions().get::<RawUpgrade>().cloned() else {
+pub fn start(
+    req: &HttpRequest,
+    state: Arc<AppState>,
+    echo: bool,
+    slot: SocketSlot,
+) -> HttpResponse {
+    let Some(raw) = req.extensions().get::<RawUpgrade>().cloned() else {
         // Only the upgrade service runs requests that can be upgraded.
         return HttpResponse::InternalServerError().body("this connection cannot be upgraded");
     };
@@ -92,9 +99,10 @@ pub fn start(req: &HttpRequest, state: Arc<AppState>, echo: bool) -> HttpRespons
     let max = state.config.max_frame_bytes;
     let (tx, rx) = outbox(state.config.outbox.clone());
     let peer = req.peer_addr().map(|a| a.to_string()).unwrap_or_default();
-    let connection = Connection::new(state, tx, echo, false);
+    let mut connection = Connection::new(state, tx, echo, false);
+    connection.socket_slot = Some(slot);
     let socket_id = connection.socket_id;
-    slot.set(Box::new(move |io, leftover| {
+    raw.set(Box::new(move |io, leftover| {
         log::debug!("socket {socket_id}: connected from {peer}");
         let (read, write) = io.into_split();
         let (writer_done, stop_reading) = oneshot::channel();
@@ -173,6 +181,9 @@ pub struct Connection {
     pending: LazyMap<(String, u64), hosted_agents::PendingInvoke>,
     /// Token of the next client agent registration (tells registrations of a name apart).
     next_agent_token: u64,
+    /// Its place under the socket cap (`None` for a relay's virtual connection, which is not
+    /// a socket of this server): given back when the connection stops.
+    socket_slot: Option<SocketSlot>,
 }
 
 /// Queues `frame` on a socket's `outbox`, counted; a full queue is closed as a slow consumer
@@ -228,6 +239,7 @@ impl Connection {
             agents: LazyMap::default(),
             pending: LazyMap::default(),
             next_agent_token: 0,
+            socket_slot: None,
         }
     }
 
@@ -670,10 +682,6 @@ impl Actor for Connection {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Self::Context) {
-        // A virtual connection (a client of another node) is not a socket of this server.
-        if !self.relay {
-            Metrics::add(&self.state.metrics.sockets, 1);
-        }
         ctx.run_interval(self.state.config.ping_interval, |act, ctx| {
             if act.closing {
                 return;
@@ -722,9 +730,9 @@ impl Actor for Connection {
     }
 
     fn stopped(&mut self, _ctx: &mut Self::Context) {
-        if !self.relay {
-            Metrics::add(&self.state.metrics.sockets, -1);
-        }
+        // Its place under the socket cap goes back now, not when the last future holding
+        // the actor's state lets go of it.
+        self.socket_slot = None;
         if !matches!(self.subscription, Subscription::None) {
             self.state.registry.do_send(UnsubscribeConversations {
                 socket: self.socket_id,
