@@ -2,7 +2,9 @@
 //! (answered with `takeAction manage-conversation` to the originating client, reference section
 //! 6.6; its `handoff` subcommand is Roundtable's and runs here, `handoff.rs`), `@help`, `@compact`, `@explain`, `@translate`, the `@dispatcher` family TypeAgent's
 //! `agent-cli run request | translate | explain` sends, and `@system` (its own module,
-//! `system.rs`). Their completion is `completion.rs`; `@<client agent> …` runs in
+//! `system.rs`). Their names, help lines and parameters are declared once in `grammar.rs`, which
+//! parses them with the argument parsers below; their completion is `completion.rs`;
+//! `@<client agent> …` runs in
 //! `client_agents.rs`.
 //!
 //! The parsing and texts here are pure (the CLI uses them too); the `impl Conversation` block
@@ -13,7 +15,7 @@ use serde_json::{json, Value};
 
 use super::request_queue::Request;
 use super::routing::Audience;
-use super::system::{self, SystemCommand};
+use super::system::SystemCommand;
 use super::Conversation;
 use crate::client::OutboundCall;
 
@@ -48,59 +50,7 @@ pub enum Command {
     Unknown(String),
 }
 
-/// The `@conversation` subcommands, for help and completion.
-pub const CONVERSATION_SUBCOMMANDS: [&str; 12] = [
-    "help", "new", "list", "info", "switch", "prev", "next", "rename", "delete", "find", "search",
-    "handoff",
-];
-
-/// The `@dispatcher` subcommands, for help and completion.
-pub const DISPATCHER_SUBCOMMANDS: [&str; 3] = ["request", "translate", "explain"];
-
-/// Top-level commands, for help and completion.
-pub const COMMANDS: [&str; 7] = [
-    "@conversation",
-    "@help",
-    "@compact",
-    "@explain",
-    "@translate",
-    "@dispatcher",
-    "@system",
-];
-
-/// Parses `text` when it starts with `@` (after leading white space); `None` otherwise.
-pub fn parse(text: &str) -> Option<Command> {
-    let text = text.trim();
-    let rest = text.strip_prefix('@')?;
-    let (head, args) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
-    let args = args.trim();
-    Some(match head {
-        "conversation" | "conv" => match split_word(args) {
-            ("handoff", rest) => Command::Handoff(unquote(rest)),
-            _ => Command::Conversation(conversation_payload(args)),
-        },
-        "help" => Command::Help,
-        "compact" => Command::Compact,
-        "explain" => Command::Explain(args.to_string()),
-        "translate" => Command::Translate(args.to_string()),
-        "dispatcher" => dispatcher_command(args),
-        "system" => system::parse(args),
-        other => Command::Unknown(other.to_string()),
-    })
-}
-
-/// `@dispatcher <sub> <request>`: `request` runs it, `translate` / `explain` are the dry runs
-/// of `@translate` / `@explain`; no subcommand (or `help`) is `@help`.
-fn dispatcher_command(args: &str) -> Command {
-    let (sub, rest) = split_word(args);
-    match sub {
-        "" | "help" => Command::Help,
-        "request" => Command::Request(rest.to_string()),
-        "translate" => Command::Translate(rest.to_string()),
-        "explain" => Command::Explain(rest.to_string()),
-        other => Command::Unsupported(format!("dispatcher {other}")),
-    }
-}
+pub use super::grammar::{help_text, parse};
 
 /// The first word of `args` and the rest, trimmed.
 pub(super) fn split_word(args: &str) -> (&str, &str) {
@@ -109,33 +59,19 @@ pub(super) fn split_word(args: &str) -> (&str, &str) {
     (word, rest.trim())
 }
 
-fn conversation_payload(args: &str) -> Value {
-    let (sub, rest) = args.split_once(char::is_whitespace).unwrap_or((args, ""));
-    let rest = rest.trim();
-    match sub {
-        "" | "help" => json!({"subcommand": "help"}),
-        "new" if rest.is_empty() => json!({"subcommand": "new"}),
-        "new" => json!({"subcommand": "new", "name": rest}),
-        "list" => json!({"subcommand": "list"}),
-        "info" => json!({"subcommand": "info"}),
-        "switch" if rest.is_empty() => json!({"subcommand": "next"}),
-        "switch" => json!({"subcommand": "switch", "name": rest}),
-        "prev" => json!({"subcommand": "prev"}),
-        "next" => json!({"subcommand": "next"}),
-        "rename" => match split_two(rest) {
-            Some((name, new_name)) => {
-                json!({"subcommand": "rename", "name": name, "newName": new_name})
-            }
-            None => json!({"subcommand": "rename", "newName": unquote(rest)}),
-        },
-        "delete" => json!({"subcommand": "delete", "name": unquote(rest)}),
-        "find" => json!({"subcommand": "find", "query": rest}),
-        "search" => json!({"subcommand": "search", "query": rest}),
-        _ => json!({"subcommand": "help"}),
+/// `@conversation rename`'s payload: `rename <name> <new>` (two words, or quoted phrases), or
+/// `rename <new>` for the current conversation.
+pub(super) fn rename_payload(rest: &str) -> Value {
+    match split_two(rest) {
+        Some((name, new_name)) => {
+            json!({"subcommand": "rename", "name": name, "newName": new_name})
+        }
+        None => json!({"subcommand": "rename", "newName": unquote(rest)}),
     }
 }
 
-fn unquote(s: &str) -> String {
+/// `s` without one pair of surrounding quotes (`"` or `'`).
+pub(super) fn unquote(s: &str) -> String {
     let s = s.trim();
     for q in ['"', '\''] {
         if s.len() >= 2 && s.starts_with(q) && s.ends_with(q) {
@@ -162,49 +98,6 @@ fn split_two(s: &str) -> Option<(String, String)> {
         return None;
     }
     Some((first, unquote(rest)))
-}
-
-/// The `@help` text (markdown).
-pub fn help_text() -> String {
-    let mut out = String::from("**Commands**\n\n");
-    out.push_str("- `@help`: this list\n");
-    out.push_str("- `@compact`: summarize the chat history to keep the model's context short\n");
-    out.push_str("- `@explain <request>`: how the request would be handled, without running it\n");
-    out.push_str(
-        "- `@translate <request>`: the actions a request translates to, without running them\n",
-    );
-    out.push_str("- `@dispatcher <sub> <request>`: what `agent-cli run` sends; subcommands:\n");
-    for (sub, what) in [
-        ("request <request>", "run it, as if typed bare"),
-        ("translate <request>", "same as `@translate`"),
-        ("explain <request>", "same as `@explain`"),
-    ] {
-        out.push_str(&format!("  - `{sub}`: {what}\n"));
-    }
-    out.push_str("- `@system <sub>`: about this conversation and server; subcommands:\n");
-    for (sub, what) in system::HELP {
-        out.push_str(&format!("  - `{sub}`: {what}\n"));
-    }
-    out.push_str("- `@conversation <sub>`: manage conversations; subcommands:\n");
-    for (sub, what) in [
-        ("new [name]", "create a conversation and switch to it"),
-        ("list", "list conversations"),
-        ("info", "show the current conversation"),
-        ("switch <name>", "switch by name (fuzzy)"),
-        ("prev / next", "cycle through conversations"),
-        ("rename [name] <new>", "rename one (default: the current)"),
-        ("delete <name>", "delete one (not the current)"),
-        ("find <query>", "find conversations by name"),
-        ("search <query>", "search conversation content"),
-        (
-            "handoff <name or id>",
-            "summarize another conversation into this one (by the server)",
-        ),
-    ] {
-        out.push_str(&format!("  - `{sub}`: {what}\n"));
-    }
-    out.push_str("\nAnything else goes to the assistant, which can calculate, tell the time, show sample weather and manage conversations in words (\"switch to my work conversation\", \"hand off my research conversation here\").");
-    out
 }
 
 impl Conversation {
@@ -432,14 +325,36 @@ mod tests {
             Some(Command::Unsupported("dispatcher replay".into()))
         );
         let help = help_text();
-        for command in COMMANDS {
+        for command in [
+            "@conversation",
+            "@help",
+            "@compact",
+            "@explain",
+            "@translate",
+            "@dispatcher",
+            "@system",
+        ] {
             assert!(
                 help.contains(&format!("`{command}")),
                 "{command} not in help"
             );
         }
-        for (sub, _) in system::HELP {
-            assert!(help.contains(sub), "@system {sub} not in help");
+        for sub in [
+            "help",
+            "history [N]",
+            "session [info]",
+            "config [show]",
+            "config agents",
+            "trace [filter]",
+            "clear",
+            "exit",
+            "meter [show | reset]",
+            "model [NAME | default]",
+        ] {
+            assert!(
+                help.contains(&format!("`{sub}`")),
+                "@system {sub} not in help"
+            );
         }
     }
 }

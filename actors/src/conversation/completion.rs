@@ -32,14 +32,10 @@ use std::sync::LazyLock;
 use serde_json::{json, Map, Value};
 
 use super::client_agents::ClientCommandHost;
-use super::commands::{CONVERSATION_SUBCOMMANDS, DISPATCHER_SUBCOMMANDS};
-use super::system::{
-    CONFIG_SUBCOMMANDS, METER_SUBCOMMANDS, SESSION_SUBCOMMANDS, SUBCOMMANDS as SYSTEM_SUBCOMMANDS,
-};
+use super::grammar;
 use crate::agent::client_agent::command::{
     is_js_space, next_word, parse_params, resolve, resolve_flag, trim_start_js, utf16_len,
-    ArgDefinition, CommandDescriptor, DefaultSubCommand, DescriptorTable, Descriptors,
-    FlagDefinition, ParameterDefinitions, ParsedParams, ValueType,
+    CommandDescriptor, DescriptorTable, Descriptors, FlagDefinition, ParsedParams, ValueType,
 };
 use crate::agent::LocalBoxFuture;
 
@@ -98,132 +94,23 @@ enum Agent<'v> {
     Client(&'v ClientCommandHost),
 }
 
-/// A rest-of-line string argument.
-fn rest(name: &'static str) -> (&'static str, ArgDefinition) {
-    (name, ArgDefinition::rest_of_line())
-}
+/// The top-level commands (what `@<word>` means when `<word>` is not an agent), from the
+/// grammar.
+static ROOT: LazyLock<DescriptorTable> = LazyLock::new(grammar::root_table);
 
-/// A sub-command family from its names, each with the parameters `parameters` gives.
-fn table(
-    description: &str,
-    names: &[&str],
-    default: Option<&str>,
-    parameters: impl Fn(&str) -> Option<ParameterDefinitions>,
-) -> DescriptorTable {
-    DescriptorTable {
-        description: description.to_string(),
-        commands: names
-            .iter()
-            .map(|name| {
-                let command = CommandDescriptor {
-                    description: String::new(),
-                    parameters: parameters(name),
-                };
-                (name.to_string(), Descriptors::Command(command))
-            })
-            .collect(),
-        default_sub_command: default.map(|d| DefaultSubCommand::Name(d.to_string())),
-    }
+/// A built-in agent's commands, from the grammar.
+fn agent_table(name: &str) -> Descriptors {
+    grammar::agent_descriptors()
+        .into_iter()
+        .find_map(|(n, d)| (n == name).then_some(d))
+        .expect("a built-in agent")
 }
-
-/// The top-level commands (what `@<word>` means when `<word>` is not an agent).
-static ROOT: LazyLock<DescriptorTable> = LazyLock::new(|| {
-    let conversation = table(
-        "manage conversations",
-        &CONVERSATION_SUBCOMMANDS,
-        Some("help"),
-        |name| match name {
-            "new" | "switch" | "rename" => Some(ParameterDefinitions::args(vec![(
-                "name",
-                ArgDefinition::rest_of_line().optional(),
-            )])),
-            "delete" | "handoff" => Some(ParameterDefinitions::args(vec![rest("name")])),
-            "find" | "search" => Some(ParameterDefinitions::args(vec![rest("query")])),
-            _ => None,
-        },
-    );
-    let request = || Some(ParameterDefinitions::args(vec![rest("request")]));
-    let mut root = table(
-        "Roundtable commands",
-        &["help", "compact", "explain", "translate"],
-        None,
-        |name| match name {
-            "explain" | "translate" => request(),
-            _ => None,
-        },
-    );
-    root.commands.insert(
-        0,
-        ("conversation".to_string(), Descriptors::Table(conversation)),
-    );
-    root
-});
 
 /// `@system`'s commands.
-static SYSTEM: LazyLock<Descriptors> = LazyLock::new(|| {
-    let mut system = table(
-        "about this conversation and server",
-        &SYSTEM_SUBCOMMANDS,
-        Some("help"),
-        |name| match name {
-            "history" => Some(ParameterDefinitions::args(vec![(
-                "count",
-                ArgDefinition {
-                    value_type: ValueType::Number,
-                    ..ArgDefinition::string()
-                }
-                .optional(),
-            )])),
-            "trace" => Some(ParameterDefinitions::args(vec![(
-                "filter",
-                ArgDefinition::rest_of_line().optional(),
-            )])),
-            _ => None,
-        },
-    );
-    let families = [
-        (
-            "session",
-            table(
-                "this conversation",
-                &SESSION_SUBCOMMANDS,
-                Some("info"),
-                |_| None,
-            ),
-        ),
-        (
-            "config",
-            table("server settings", &CONFIG_SUBCOMMANDS, Some("show"), |_| {
-                None
-            }),
-        ),
-        (
-            "meter",
-            table(
-                "the context meter",
-                &METER_SUBCOMMANDS,
-                Some("show"),
-                |_| None,
-            ),
-        ),
-    ];
-    for (name, family) in families {
-        if let Some(entry) = system.commands.iter_mut().find(|(n, _)| n == name) {
-            entry.1 = Descriptors::Table(family);
-        }
-    }
-    Descriptors::Table(system)
-});
+static SYSTEM: LazyLock<Descriptors> = LazyLock::new(|| agent_table("system"));
 
 /// `@dispatcher`'s commands: what `agent-cli run` sends.
-static DISPATCHER: LazyLock<Descriptors> = LazyLock::new(|| {
-    Descriptors::Table(table(
-        "what agent-cli run sends",
-        &DISPATCHER_SUBCOMMANDS,
-        None,
-        |_| Some(ParameterDefinitions::args(vec![rest("request")])),
-    ))
-});
+static DISPATCHER: LazyLock<Descriptors> = LazyLock::new(|| agent_table("dispatcher"));
 
 /// A result before its `startIndex` is put in UTF-16 units.
 struct Completion {
@@ -807,6 +694,18 @@ fn complete<'v>(
 mod tests {
     use super::*;
     use crate::conversation::commands::{parse, Command};
+
+    const CONVERSATION_SUBCOMMANDS: [&str; 12] = [
+        "help", "new", "list", "info", "switch", "prev", "next", "rename", "delete", "find",
+        "search", "handoff",
+    ];
+    const SYSTEM_SUBCOMMANDS: [&str; 9] = [
+        "help", "history", "session", "config", "trace", "clear", "exit", "meter", "model",
+    ];
+    const CONFIG_SUBCOMMANDS: [&str; 2] = ["show", "agents"];
+    const SESSION_SUBCOMMANDS: [&str; 1] = ["info"];
+    const METER_SUBCOMMANDS: [&str; 2] = ["show", "reset"];
+    const DISPATCHER_SUBCOMMANDS: [&str; 3] = ["request", "translate", "explain"];
 
     /// Completion with only the built-in agents.
     fn complete_now(input: &str, direction: Direction) -> Value {

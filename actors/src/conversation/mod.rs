@@ -33,6 +33,8 @@
 //!   (`getAgentSchemas`, the `Unknown app agent` checks).
 //! - `dispatcher.rs`: the `dispatcher:<id>` channel ([`DispatcherInvoke`], [`DispatcherCall`]):
 //!   one typed request parsed once from `(method, args)`, one function per method.
+//! - `grammar.rs`: the built-in `@` commands declared once (names, help lines, parameters,
+//!   argument parsers), read by parsing, help, completion and `setDisplayInfo`.
 //! - [`commands`]: the `@` commands (`@conversation`, `@help`, `@dispatcher`, …);
 //!   `system.rs`: the `@system` family ([`SystemCommand`]); [`completion`]:
 //!   `getCommandCompletion`, as TypeAgent's dispatcher computes it.
@@ -92,6 +94,7 @@ mod compaction;
 pub mod completion;
 mod dispatcher;
 mod feedback;
+mod grammar;
 mod handoff;
 mod interactions;
 mod meter;

@@ -278,7 +278,7 @@ impl Conversation {
             json!([request.id_obj(), request.text]),
             Some(request.origin),
         );
-        if let Some((source, words)) = super::turn_events::request_display_info(&request.text) {
+        if let Some((source, words)) = super::grammar::display_info(&request.text) {
             self.set_display_info(&request, source, None, json!(words));
         }
         if let Some(r) = self.queue.running_mut() {

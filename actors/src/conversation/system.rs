@@ -69,47 +69,6 @@ pub enum SystemCommand {
     Model(Option<String>),
 }
 
-/// `@system` sub-commands, for completion.
-pub const SUBCOMMANDS: [&str; 9] = [
-    "help", "history", "session", "config", "trace", "clear", "exit", "meter", "model",
-];
-/// `@system config` sub-commands, for completion.
-pub const CONFIG_SUBCOMMANDS: [&str; 2] = ["show", "agents"];
-/// `@system session` sub-commands, for completion.
-pub const SESSION_SUBCOMMANDS: [&str; 1] = ["info"];
-/// `@system meter` sub-commands, for completion.
-pub const METER_SUBCOMMANDS: [&str; 2] = ["show", "reset"];
-/// `@system` in the help list: (usage, what it does).
-pub const HELP: [(&str, &str); 10] = [
-    ("help", "this list"),
-    (
-        "history [N]",
-        "the last N (default 20, at most 1000) messages of the assistant's chat history",
-    ),
-    (
-        "session [info]",
-        "this conversation: id, name, directory, clients, provider, context used",
-    ),
-    ("config [show]", "the server settings that matter here"),
-    (
-        "config agents",
-        "the agents and tools this conversation can use",
-    ),
-    (
-        "trace [filter]",
-        "show or set the server's log filter (RUST_LOG syntax)",
-    ),
-    ("clear", "clear your screen (the history stays)"),
-    ("exit", "exit your client"),
-    (
-        "meter [show | reset]",
-        "how much of the model's context this conversation uses; reset starts it over",
-    ),
-    (
-        "model [NAME | default]",
-        "the model provider this conversation uses, and those it could; a name picks one",
-    ),
-];
 /// Messages `@system history` shows without a count.
 pub const DEFAULT_HISTORY: usize = 20;
 /// Most messages `@system history N` shows (a larger N shows this many): the answer is one
@@ -118,48 +77,77 @@ pub const MAX_HISTORY: usize = 1000;
 /// Longest text of one message in `@system history`, in characters.
 const HISTORY_TEXT_CHARS: usize = 400;
 
-/// Parses what follows `@system`.
-pub fn parse(args: &str) -> Command {
-    let (sub, rest) = split_word(args);
-    let (word, _) = split_word(rest);
-    match sub {
-        "" | "help" => Command::System(SystemCommand::Help),
-        "history" if rest.is_empty() => Command::System(SystemCommand::History(DEFAULT_HISTORY)),
-        "history" => match rest.parse::<usize>() {
-            Ok(n) if n > 0 => Command::System(SystemCommand::History(n)),
-            _ => Command::Invalid(format!(
-                "@system history: N must be a whole number above 0, got \"{rest}\""
-            )),
-        },
-        "session" if matches!(word, "" | "info") => Command::System(SystemCommand::Session),
-        "config" if matches!(word, "" | "show") => Command::System(SystemCommand::Config),
-        "config" if word == "agents" => Command::System(SystemCommand::Agents),
-        "session" | "config" => Command::Unsupported(format!("system {sub} {word}")),
-        "trace" if rest.is_empty() => Command::System(SystemCommand::Trace(None)),
-        "trace" if rest.len() > MAX_TRACE_FILTER_BYTES => Command::Invalid(format!(
+// What the leaves of `@system` in `grammar.rs` make of their arguments (`rest`: the text after
+// the command's word, trimmed).
+
+/// `@system history [N]`.
+pub(super) fn history(rest: &str) -> Command {
+    if rest.is_empty() {
+        return Command::System(SystemCommand::History(DEFAULT_HISTORY));
+    }
+    match rest.parse::<usize>() {
+        Ok(n) if n > 0 => Command::System(SystemCommand::History(n)),
+        _ => Command::Invalid(format!(
+            "@system history: N must be a whole number above 0, got \"{rest}\""
+        )),
+    }
+}
+
+/// `@system trace [filter]`: the words of the filter joined by commas.
+pub(super) fn trace(rest: &str) -> Command {
+    if rest.is_empty() {
+        Command::System(SystemCommand::Trace(None))
+    } else if rest.len() > MAX_TRACE_FILTER_BYTES {
+        Command::Invalid(format!(
             "@system trace: the filter is {} bytes; at most {MAX_TRACE_FILTER_BYTES}",
             rest.len()
-        )),
-        "trace" => Command::System(SystemCommand::Trace(Some(
+        ))
+    } else {
+        Command::System(SystemCommand::Trace(Some(
             rest.split_whitespace().collect::<Vec<_>>().join(","),
-        ))),
-        "clear" if rest.is_empty() => Command::System(SystemCommand::Clear),
-        "exit" if rest.is_empty() => Command::System(SystemCommand::Exit),
-        // TypeAgent's `clear deep` wipes the display log for everyone: a shared conversation
-        // keeps its history (deleting the conversation removes it).
-        "clear" if word == "deep" => Command::Unsupported("system clear deep".into()),
-        "clear" | "exit" => Command::Invalid(format!("@system {sub} takes no arguments")),
-        "meter" if matches!(rest, "" | "show") => Command::System(SystemCommand::Meter(false)),
-        "meter" if rest == "reset" => Command::System(SystemCommand::Meter(true)),
-        "meter" => Command::Invalid(format!("@system meter: give show or reset, got \"{rest}\"")),
-        "model" if rest.is_empty() => Command::System(SystemCommand::Model(None)),
-        "model" if !rest.contains(char::is_whitespace) => {
-            Command::System(SystemCommand::Model(Some(rest.to_string())))
-        }
-        "model" => Command::Invalid(format!(
-            "@system model: give one provider name (or default), got \"{rest}\""
+        )))
+    }
+}
+
+/// `@system clear`. TypeAgent's `clear deep` wipes the display log for everyone: a shared
+/// conversation keeps its history (deleting the conversation removes it).
+pub(super) fn clear(rest: &str) -> Command {
+    if split_word(rest).0 == "deep" {
+        return Command::Unsupported("system clear deep".into());
+    }
+    no_arguments("clear", rest, SystemCommand::Clear)
+}
+
+/// `@system <name>` that takes no arguments.
+pub(super) fn no_arguments(name: &str, rest: &str, command: SystemCommand) -> Command {
+    if rest.is_empty() {
+        Command::System(command)
+    } else {
+        Command::Invalid(format!("@system {name} takes no arguments"))
+    }
+}
+
+/// `@system meter [show | reset]`: `reset` is `Some(true)`, `show` `Some(false)`, anything
+/// else (`whole`, all that follows `meter`) `None`.
+pub(super) fn meter(reset: Option<bool>, whole: &str) -> Command {
+    match reset {
+        Some(reset) => Command::System(SystemCommand::Meter(reset)),
+        None => Command::Invalid(format!(
+            "@system meter: give show or reset, got \"{whole}\""
         )),
-        other => Command::Unsupported(format!("system {other}")),
+    }
+}
+
+/// `@system model [NAME | default]`.
+pub(super) fn model(rest: &str) -> Command {
+    if rest.is_empty() {
+        Command::System(SystemCommand::Model(None))
+    } else if !rest.contains(char::is_whitespace) {
+        Command::System(SystemCommand::Model(Some(rest.to_string())))
+    } else {
+        Command::Invalid(format!(
+            "@system model: give one provider name (or default), got \"{rest}\""
+        ))
     }
 }
 

@@ -10,7 +10,7 @@
 //!
 //! Who talks to it: the queue starts turns; the spawned futures send [`TurnEvent`]s.
 //!
-//! What clients are told runs ([`request_display_info`], [`tool_display_info`]): a request
+//! What clients are told runs (`grammar::display_info`, [`tool_display_info`]): a request
 //! is `setDisplayInfo(requestId, "dispatcher", null, ["request"])` when it is an agent turn (it
 //! runs as TypeAgent's `dispatcher request <text>`), `(requestId, <agent>, null, [<command
 //! words>])` for an `@` command; then each tool call the model makes is `(requestId, <schema>,
@@ -26,15 +26,11 @@ use actix::prelude::*;
 use serde_json::{json, Value};
 use tokio::sync::oneshot;
 
-use super::commands::{COMMANDS, CONVERSATION_SUBCOMMANDS, DISPATCHER_SUBCOMMANDS};
 use super::compaction::AfterCompact;
 use super::handoff::{HandoffError, Packet};
 use super::interactions::AnswerSender;
 use super::routing::DisplayMode;
 use super::sink::ConversationSink;
-use super::system::{
-    CONFIG_SUBCOMMANDS, METER_SUBCOMMANDS, SESSION_SUBCOMMANDS, SUBCOMMANDS as SYSTEM_SUBCOMMANDS,
-};
 use super::{Conversation, AGENT_SOURCE};
 use crate::agent::turn::{run_turn, TurnInput, TurnOutcome, TurnStep, SERVER_SEPARATOR};
 use crate::agent::AnswerDelta;
@@ -68,57 +64,6 @@ pub enum TurnBooking {
     },
     /// A handoff of this conversation (name or id) into this one.
     Handoff(String),
-}
-
-/// What a request runs, for its `setDisplayInfo`: the agent and the command words TypeAgent
-/// resolves it to. Text without `@` is an agent turn: `("dispatcher", ["request"])`, and so is
-/// `@dispatcher request …`; `@system config agents` is `("system", ["config", "agents"])`;
-/// `@conversation list`, `@help`, `@compact`, `@explain`, `@translate` belong to the `system`
-/// agent. `None` for a command Roundtable does not know (it fails before anything runs, as
-/// TypeAgent's does).
-pub(super) fn request_display_info(text: &str) -> Option<(&'static str, Vec<String>)> {
-    let Some(command) = text.trim_start().strip_prefix('@') else {
-        return Some(("dispatcher", vec!["request".into()]));
-    };
-    let mut words = command.split_whitespace();
-    let first = words.next().unwrap_or("");
-    let second = words.next();
-    let third = words.next();
-    fn known<'a>(list: &[&str], word: Option<&'a str>) -> Option<&'a str> {
-        word.filter(|w| list.contains(w))
-    }
-    let mut path = Vec::new();
-    let agent = match first {
-        "dispatcher" => {
-            path.extend(known(&DISPATCHER_SUBCOMMANDS, second));
-            "dispatcher"
-        }
-        "system" => {
-            let sub = known(&SYSTEM_SUBCOMMANDS, second);
-            path.extend(sub);
-            match sub {
-                Some("config") => path.extend(known(&CONFIG_SUBCOMMANDS, third)),
-                Some("session") => path.extend(known(&SESSION_SUBCOMMANDS, third)),
-                Some("meter") => path.extend(known(&METER_SUBCOMMANDS, third)),
-                _ => {}
-            }
-            "system"
-        }
-        "conversation" | "conv" => {
-            path.push("conversation");
-            path.extend(known(&CONVERSATION_SUBCOMMANDS, second));
-            "system"
-        }
-        other if COMMANDS.contains(&format!("@{other}").as_str()) => {
-            path.push(other);
-            "system"
-        }
-        _ => return None,
-    };
-    if path.is_empty() {
-        return None;
-    }
-    Some((agent, path.into_iter().map(str::to_string).collect()))
 }
 
 /// The agent (schema) and action of a tool call as the model names it: `server__tool` is
@@ -630,38 +575,6 @@ impl Conversation {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn display_info_names_the_agent_and_command_words() {
-        let info = |t: &str| request_display_info(t);
-        let words =
-            |a: &'static str, w: &[&str]| Some((a, w.iter().map(|s| s.to_string()).collect()));
-        assert_eq!(info("what is 2+3"), words("dispatcher", &["request"]));
-        assert_eq!(
-            info("@dispatcher request hi"),
-            words("dispatcher", &["request"])
-        );
-        assert_eq!(info("  @help"), words("system", &["help"]));
-        assert_eq!(info("@system help"), words("system", &["help"]));
-        assert_eq!(
-            info("@system config agents"),
-            words("system", &["config", "agents"])
-        );
-        assert_eq!(info("@system trace a=debug"), words("system", &["trace"]));
-        assert_eq!(
-            info("@system meter reset"),
-            words("system", &["meter", "reset"])
-        );
-        assert_eq!(
-            info("@conversation list"),
-            words("system", &["conversation", "list"])
-        );
-        assert_eq!(info("@conversation"), words("system", &["conversation"]));
-        assert_eq!(info("@explain x"), words("system", &["explain"]));
-        assert_eq!(info("@nope"), None);
-        assert_eq!(info("@system nope"), None);
-        assert_eq!(info("@dispatcher"), None);
-    }
 
     #[test]
     fn tools_belong_to_their_agent() {
