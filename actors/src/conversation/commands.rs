@@ -11,94 +11,14 @@
 //! at the end decides what a started request does: a command, or an agent turn.
 
 use actix::prelude::*;
-use serde_json::{json, Value};
+use serde_json::json;
 
 use super::request_queue::Request;
 use super::routing::Audience;
-use super::system::SystemCommand;
 use super::Conversation;
 use crate::client::OutboundCall;
 
-/// A parsed `@` command.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Command {
-    /// `@conversation …`: the `manage-conversation` payload for the client.
-    Conversation(Value),
-    /// `@conversation handoff <name or id>`: summarize that conversation into this one (run by
-    /// the server; empty when no conversation was given).
-    Handoff(String),
-    /// `@help`.
-    Help,
-    /// `@compact`.
-    Compact,
-    /// `@explain <request>`: how the request would be handled, without running it.
-    Explain(String),
-    /// `@translate <request>`: the actions (tool calls) it translates to, without running them.
-    Translate(String),
-    /// `@dispatcher request <request>`: the request, run exactly as if it had been submitted
-    /// bare (a command again, or an agent turn).
-    Request(String),
-    /// `@system <sub>`: what TypeAgent's CLI sends for `/help`, `/history`, `/session`,
-    /// `/config`, `/agents` and `/trace`.
-    System(SystemCommand),
-    /// A sub-command of a family we know that Roundtable does not have, named without the
-    /// `@` (`system shell`): answered `@<it>: not supported by Roundtable`.
-    Unsupported(String),
-    /// A known command used wrongly: the error text to show.
-    Invalid(String),
-    /// `@something` we do not know.
-    Unknown(String),
-}
-
-pub use super::grammar::{help_text, parse};
-
-/// The first word of `args` and the rest, trimmed.
-pub(super) fn split_word(args: &str) -> (&str, &str) {
-    let args = args.trim();
-    let (word, rest) = args.split_once(char::is_whitespace).unwrap_or((args, ""));
-    (word, rest.trim())
-}
-
-/// `@conversation rename`'s payload: `rename <name> <new>` (two words, or quoted phrases), or
-/// `rename <new>` for the current conversation.
-pub(super) fn rename_payload(rest: &str) -> Value {
-    match split_two(rest) {
-        Some((name, new_name)) => {
-            json!({"subcommand": "rename", "name": name, "newName": new_name})
-        }
-        None => json!({"subcommand": "rename", "newName": unquote(rest)}),
-    }
-}
-
-/// `s` without one pair of surrounding quotes (`"` or `'`).
-pub(super) fn unquote(s: &str) -> String {
-    let s = s.trim();
-    for q in ['"', '\''] {
-        if s.len() >= 2 && s.starts_with(q) && s.ends_with(q) {
-            return s[1..s.len() - 1].to_string();
-        }
-    }
-    s.to_string()
-}
-
-/// `rename <name> <new>`: two words, or quoted phrases. One argument means "rename current".
-fn split_two(s: &str) -> Option<(String, String)> {
-    let s = s.trim();
-    if s.is_empty() {
-        return None;
-    }
-    let (first, rest) = if let Some(q) = s.chars().next().filter(|c| *c == '"' || *c == '\'') {
-        let end = s[1..].find(q)? + 1;
-        (s[1..end].to_string(), s[end + 1..].trim())
-    } else {
-        let (a, b) = s.split_once(char::is_whitespace)?;
-        (a.to_string(), b.trim())
-    };
-    if rest.is_empty() {
-        return None;
-    }
-    Some((first, unquote(rest)))
-}
+pub use super::grammar::{help_text, parse, Command};
 
 impl Conversation {
     /// What the request that just started (turn `turn`) does: an `@` command is answered here,

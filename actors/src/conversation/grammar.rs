@@ -14,12 +14,77 @@
 
 use serde_json::json;
 
-use super::commands::{self, Command};
-use super::system::{self, SystemCommand};
 use crate::agent::client_agent::command::{
     ArgDefinition, CommandDescriptor, DefaultSubCommand, DescriptorTable, Descriptors,
     ParameterDefinitions, ValueType,
 };
+use serde_json::Value;
+
+/// A parsed `@` command.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Command {
+    /// `@conversation …`: the `manage-conversation` payload for the client.
+    Conversation(Value),
+    /// `@conversation handoff <name or id>`: summarize that conversation into this one (run by
+    /// the server; empty when no conversation was given).
+    Handoff(String),
+    /// `@help`.
+    Help,
+    /// `@compact`.
+    Compact,
+    /// `@explain <request>`: how the request would be handled, without running it.
+    Explain(String),
+    /// `@translate <request>`: the actions (tool calls) it translates to, without running them.
+    Translate(String),
+    /// `@dispatcher request <request>`: the request, run exactly as if it had been submitted
+    /// bare (a command again, or an agent turn).
+    Request(String),
+    /// `@system <sub>`: what TypeAgent's CLI sends for `/help`, `/history`, `/session`,
+    /// `/config`, `/agents` and `/trace`.
+    System(SystemCommand),
+    /// A sub-command of a family we know that Roundtable does not have, named without the
+    /// `@` (`system shell`): answered `@<it>: not supported by Roundtable`.
+    Unsupported(String),
+    /// A known command used wrongly: the error text to show.
+    Invalid(String),
+    /// `@something` we do not know.
+    Unknown(String),
+}
+
+/// A `@system` sub-command Roundtable answers.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SystemCommand {
+    /// `help` (and no sub-command): the command list.
+    Help,
+    /// `history [N]`: the last N chat-history messages.
+    History(usize),
+    /// `session [info]`: this conversation's facts.
+    Session,
+    /// `config [show]`: the server settings that matter to a user.
+    Config,
+    /// `config agents`: the agents and tools this conversation can use.
+    Agents,
+    /// `trace [filter]`: show the log filter, or set it (space-separated directives are
+    /// joined with commas, so `trace a=debug b=warn` is `a=debug,b=warn`).
+    Trace(Option<String>),
+    /// `clear`: the requesting client clears its screen (clientio `clear(requestId)` to it
+    /// alone, as TypeAgent); nothing is deleted.
+    Clear,
+    /// `exit`: the requesting client exits (clientio `exit(requestId)` to it alone).
+    Exit,
+    /// `meter [show]`: the context meter; `meter reset` (`true`) clears it first.
+    Meter(bool),
+    /// `model [NAME]`: the provider this conversation uses and those it could; with a name
+    /// (or `default`), make it use that one.
+    Model(Option<String>),
+}
+
+/// Messages `@system history` shows without a count.
+pub const DEFAULT_HISTORY: usize = 20;
+/// The longest filter `@system trace` takes (a few dozen directives); a longer one is refused
+/// before anything parses it, so a client cannot make the log filter's parsers (not linear in
+/// the directive count) busy for seconds.
+pub const MAX_TRACE_FILTER_BYTES: usize = 1024;
 
 /// What a command takes after its words, for completion.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -192,11 +257,11 @@ static CONVERSATION: [Spec; 12] = [
         conversation(json!({"subcommand": "next"}))
     }),
     Spec::leaf("rename", Params::OptionalRest("name"), |rest, _| {
-        conversation(commands::rename_payload(rest))
+        conversation(rename_payload(rest))
     })
     .help("rename [name] <new>", "rename one (default: the current)"),
     Spec::leaf("delete", Params::Rest("name"), |rest, _| {
-        conversation(json!({"subcommand": "delete", "name": commands::unquote(rest)}))
+        conversation(json!({"subcommand": "delete", "name": unquote(rest)}))
     })
     .help("delete <name>", "delete one (not the current)"),
     Spec::leaf("find", Params::Rest("query"), |rest, _| {
@@ -208,7 +273,7 @@ static CONVERSATION: [Spec; 12] = [
     })
     .help("search <query>", "search conversation content"),
     Spec::leaf("handoff", Params::Rest("name"), |rest, _| {
-        Command::Handoff(commands::unquote(rest))
+        Command::Handoff(unquote(rest))
     })
     .help(
         "handoff <name or id>",
@@ -265,14 +330,14 @@ static CONFIG: [Spec; 2] = [
 /// `@system meter`'s sub-commands.
 static METER: [Spec; 2] = [
     Spec::leaf("show", Params::None, |rest, whole| {
-        system::meter(rest.is_empty().then_some(false), whole)
+        meter(rest.is_empty().then_some(false), whole)
     })
     .help(
         "meter [show | reset]",
         "how much of the model's context this conversation uses; reset starts it over",
     ),
     Spec::leaf("reset", Params::None, |rest, whole| {
-        system::meter(rest.is_empty().then_some(true), whole)
+        meter(rest.is_empty().then_some(true), whole)
     }),
 ];
 
@@ -283,7 +348,7 @@ static SYSTEM: [Spec; 9] = [
     })
     .help("help", "this list"),
     Spec::leaf("history", Params::OptionalNumber("count"), |rest, _| {
-        system::history(rest)
+        history(rest)
     })
     .help(
         "history [N]",
@@ -296,22 +361,20 @@ static SYSTEM: [Spec; 9] = [
         Command::Unsupported(format!("system config {word}"))
     }),
     Spec::leaf("trace", Params::OptionalRest("filter"), |rest, _| {
-        system::trace(rest)
+        trace(rest)
     })
     .help(
         "trace [filter]",
         "show or set the server's log filter (RUST_LOG syntax)",
     ),
-    Spec::leaf("clear", Params::None, |rest, _| system::clear(rest))
+    Spec::leaf("clear", Params::None, |rest, _| clear(rest))
         .help("clear", "clear your screen (the history stays)"),
     Spec::leaf("exit", Params::None, |rest, _| {
-        system::no_arguments("exit", rest, SystemCommand::Exit)
+        no_arguments("exit", rest, SystemCommand::Exit)
     })
     .help("exit", "exit your client"),
-    Spec::family("meter", &METER, Some("show"), |_, whole| {
-        system::meter(None, whole)
-    }),
-    Spec::leaf("model", Params::None, |rest, _| system::model(rest)).help(
+    Spec::family("meter", &METER, Some("show"), |_, whole| meter(None, whole)),
+    Spec::leaf("model", Params::None, |rest, _| model(rest)).help(
         "model [NAME | default]",
         "the model provider this conversation uses, and those it could; a name picks one",
     ),
@@ -354,6 +417,121 @@ static ROOT: [Spec; 7] = [
     .agent()
     .help("system <sub>", "about this conversation and server"),
 ];
+
+/// `@conversation rename`'s payload: `rename <name> <new>` (two words, or quoted phrases), or
+/// `rename <new>` for the current conversation.
+fn rename_payload(rest: &str) -> Value {
+    match split_two(rest) {
+        Some((name, new_name)) => {
+            json!({"subcommand": "rename", "name": name, "newName": new_name})
+        }
+        None => json!({"subcommand": "rename", "newName": unquote(rest)}),
+    }
+}
+
+/// `s` without one pair of surrounding quotes (`"` or `'`).
+fn unquote(s: &str) -> String {
+    let s = s.trim();
+    for q in ['"', '\''] {
+        if s.len() >= 2 && s.starts_with(q) && s.ends_with(q) {
+            return s[1..s.len() - 1].to_string();
+        }
+    }
+    s.to_string()
+}
+
+/// `rename <name> <new>`: two words, or quoted phrases. One argument means "rename current".
+fn split_two(s: &str) -> Option<(String, String)> {
+    let s = s.trim();
+    if s.is_empty() {
+        return None;
+    }
+    let (first, rest) = if let Some(q) = s.chars().next().filter(|c| *c == '"' || *c == '\'') {
+        let end = s[1..].find(q)? + 1;
+        (s[1..end].to_string(), s[end + 1..].trim())
+    } else {
+        let (a, b) = s.split_once(char::is_whitespace)?;
+        (a.to_string(), b.trim())
+    };
+    if rest.is_empty() {
+        return None;
+    }
+    Some((first, unquote(rest)))
+}
+
+// What the leaves of `@system` make of their arguments (`rest`: the text after the command's
+// word, trimmed).
+
+/// `@system history [N]`.
+fn history(rest: &str) -> Command {
+    if rest.is_empty() {
+        return Command::System(SystemCommand::History(DEFAULT_HISTORY));
+    }
+    match rest.parse::<usize>() {
+        Ok(n) if n > 0 => Command::System(SystemCommand::History(n)),
+        _ => Command::Invalid(format!(
+            "@system history: N must be a whole number above 0, got \"{rest}\""
+        )),
+    }
+}
+
+/// `@system trace [filter]`: the words of the filter joined by commas.
+fn trace(rest: &str) -> Command {
+    if rest.is_empty() {
+        Command::System(SystemCommand::Trace(None))
+    } else if rest.len() > MAX_TRACE_FILTER_BYTES {
+        Command::Invalid(format!(
+            "@system trace: the filter is {} bytes; at most {MAX_TRACE_FILTER_BYTES}",
+            rest.len()
+        ))
+    } else {
+        Command::System(SystemCommand::Trace(Some(
+            rest.split_whitespace().collect::<Vec<_>>().join(","),
+        )))
+    }
+}
+
+/// `@system clear`. TypeAgent's `clear deep` wipes the display log for everyone: a shared
+/// conversation keeps its history (deleting the conversation removes it).
+fn clear(rest: &str) -> Command {
+    if split_word(rest).0 == "deep" {
+        return Command::Unsupported("system clear deep".into());
+    }
+    no_arguments("clear", rest, SystemCommand::Clear)
+}
+
+/// `@system <name>` that takes no arguments.
+fn no_arguments(name: &str, rest: &str, command: SystemCommand) -> Command {
+    if rest.is_empty() {
+        Command::System(command)
+    } else {
+        Command::Invalid(format!("@system {name} takes no arguments"))
+    }
+}
+
+/// `@system meter [show | reset]`: `reset` is `Some(true)`, `show` `Some(false)`, anything
+/// else (`whole`, all that follows `meter`) `None`.
+fn meter(reset: Option<bool>, whole: &str) -> Command {
+    match reset {
+        Some(reset) => Command::System(SystemCommand::Meter(reset)),
+        None => Command::Invalid(format!(
+            "@system meter: give show or reset, got \"{whole}\""
+        )),
+    }
+}
+
+/// `@system model [NAME | default]`.
+fn model(rest: &str) -> Command {
+    if rest.is_empty() {
+        Command::System(SystemCommand::Model(None))
+    } else if !rest.contains(char::is_whitespace) {
+        Command::System(SystemCommand::Model(Some(rest.to_string())))
+    } else {
+        Command::Invalid(format!(
+            "@system model: give one provider name (or default), got \"{rest}\""
+        ))
+    }
+}
 
 /// The first word of `text` and the rest, both trimmed.
 fn split_word(text: &str) -> (&str, &str) {
@@ -592,6 +770,52 @@ mod tests {
         assert_eq!(info("@nope"), None);
         assert_eq!(info("@system nope"), None);
         assert_eq!(info("@dispatcher"), None);
+    }
+
+    fn system(text: &str) -> Command {
+        parse(text).expect("an @ command")
+    }
+
+    #[test]
+    fn parses_what_the_typeagent_cli_sends() {
+        use SystemCommand::*;
+        let ok = |c: SystemCommand| Command::System(c);
+        assert_eq!(system("@system help"), ok(Help));
+        assert_eq!(system("@system"), ok(Help));
+        assert_eq!(system("@system history"), ok(History(DEFAULT_HISTORY)));
+        assert_eq!(system("@system history 5"), ok(History(5)));
+        assert_eq!(
+            system("@system history five"),
+            Command::Invalid(
+                "@system history: N must be a whole number above 0, got \"five\"".into()
+            )
+        );
+        assert!(matches!(system("@system history 0"), Command::Invalid(_)));
+        assert_eq!(system("@system session"), ok(Session));
+        assert_eq!(system("@system session info"), ok(Session));
+        assert_eq!(
+            system("@system session list"),
+            Command::Unsupported("system session list".into())
+        );
+        assert_eq!(system("@system config"), ok(Config));
+        assert_eq!(system("@system config show"), ok(Config));
+        assert_eq!(system("@system config agents"), ok(Agents));
+        assert_eq!(system("@system trace"), ok(Trace(None)));
+        assert_eq!(
+            system("@system trace roundtable=debug  actix=warn"),
+            ok(Trace(Some("roundtable=debug,actix=warn".into())))
+        );
+        assert_eq!(
+            system("@system shell x"),
+            Command::Unsupported("system shell".into())
+        );
+        assert_eq!(system("@system meter"), ok(Meter(false)));
+        assert_eq!(system("@system meter show"), ok(Meter(false)));
+        assert_eq!(system("@system meter  reset "), ok(Meter(true)));
+        assert_eq!(
+            system("@system meter zero"),
+            Command::Invalid("@system meter: give show or reset, got \"zero\"".into())
+        );
     }
 
     #[test]

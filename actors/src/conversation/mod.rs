@@ -158,6 +158,7 @@ pub use compaction::AfterCompact;
 pub use dispatcher::{
     deleted_status, DispatcherCall, DispatcherInvoke, DispatcherReply, InvokeOrigin,
 };
+pub use grammar::{SystemCommand, MAX_TRACE_FILTER_BYTES};
 pub use handoff::{
     read_chat_tail, HandoffError, SourceHistory, HANDOFF_INSTRUCTION, HANDOFF_SYSTEM,
     MAX_PACKET_BYTES,
@@ -169,7 +170,7 @@ pub use request_queue::{
     CancelOutcome, CancelReason, MAX_QUEUED_BYTES, MAX_QUEUE_DEPTH, STORAGE_ERROR,
 };
 pub use routing::{DisplayMode, DELETED_NOTICE, JOIN_NOTICE, LEAVE_NOTICE, MOVED_NOTICE};
-pub use system::{LogFilterControl, SystemCommand, MAX_TRACE_FILTER_BYTES};
+pub use system::LogFilterControl;
 pub use turn_events::{TurnBooking, TurnEvent, MAX_CLIENT_ACTIONS_PER_TURN};
 pub use upward::{ConversationEvent, GetConversationInfo, ReadHandoffSource, RegistryHandle};
 pub use working_directory::{Resolution, WorkingDirectoryPolicy};

@@ -17,7 +17,7 @@ use std::time::Duration;
 use actix::prelude::*;
 use serde_json::json;
 
-use super::commands::{help_text, split_word, Command};
+use super::grammar::{help_text, SystemCommand};
 use super::model::provider_line;
 use super::request_queue::Request;
 use super::routing::Audience;
@@ -41,120 +41,11 @@ pub trait LogFilterControl: Send + Sync {
     fn set(&self, spec: &str) -> Result<String, String>;
 }
 
-/// A `@system` sub-command Roundtable answers.
-#[derive(Debug, Clone, PartialEq)]
-pub enum SystemCommand {
-    /// `help` (and no sub-command): the command list.
-    Help,
-    /// `history [N]`: the last N chat-history messages.
-    History(usize),
-    /// `session [info]`: this conversation's facts.
-    Session,
-    /// `config [show]`: the server settings that matter to a user.
-    Config,
-    /// `config agents`: the agents and tools this conversation can use.
-    Agents,
-    /// `trace [filter]`: show the log filter, or set it (space-separated directives are
-    /// joined with commas, so `trace a=debug b=warn` is `a=debug,b=warn`).
-    Trace(Option<String>),
-    /// `clear`: the requesting client clears its screen (clientio `clear(requestId)` to it
-    /// alone, as TypeAgent); nothing is deleted.
-    Clear,
-    /// `exit`: the requesting client exits (clientio `exit(requestId)` to it alone).
-    Exit,
-    /// `meter [show]`: the context meter; `meter reset` (`true`) clears it first.
-    Meter(bool),
-    /// `model [NAME]`: the provider this conversation uses and those it could; with a name
-    /// (or `default`), make it use that one.
-    Model(Option<String>),
-}
-
-/// Messages `@system history` shows without a count.
-pub const DEFAULT_HISTORY: usize = 20;
 /// Most messages `@system history N` shows (a larger N shows this many): the answer is one
 /// display entry, and each message takes up to a few hundred bytes of it.
 pub const MAX_HISTORY: usize = 1000;
 /// Longest text of one message in `@system history`, in characters.
 const HISTORY_TEXT_CHARS: usize = 400;
-
-// What the leaves of `@system` in `grammar.rs` make of their arguments (`rest`: the text after
-// the command's word, trimmed).
-
-/// `@system history [N]`.
-pub(super) fn history(rest: &str) -> Command {
-    if rest.is_empty() {
-        return Command::System(SystemCommand::History(DEFAULT_HISTORY));
-    }
-    match rest.parse::<usize>() {
-        Ok(n) if n > 0 => Command::System(SystemCommand::History(n)),
-        _ => Command::Invalid(format!(
-            "@system history: N must be a whole number above 0, got \"{rest}\""
-        )),
-    }
-}
-
-/// `@system trace [filter]`: the words of the filter joined by commas.
-pub(super) fn trace(rest: &str) -> Command {
-    if rest.is_empty() {
-        Command::System(SystemCommand::Trace(None))
-    } else if rest.len() > MAX_TRACE_FILTER_BYTES {
-        Command::Invalid(format!(
-            "@system trace: the filter is {} bytes; at most {MAX_TRACE_FILTER_BYTES}",
-            rest.len()
-        ))
-    } else {
-        Command::System(SystemCommand::Trace(Some(
-            rest.split_whitespace().collect::<Vec<_>>().join(","),
-        )))
-    }
-}
-
-/// `@system clear`. TypeAgent's `clear deep` wipes the display log for everyone: a shared
-/// conversation keeps its history (deleting the conversation removes it).
-pub(super) fn clear(rest: &str) -> Command {
-    if split_word(rest).0 == "deep" {
-        return Command::Unsupported("system clear deep".into());
-    }
-    no_arguments("clear", rest, SystemCommand::Clear)
-}
-
-/// `@system <name>` that takes no arguments.
-pub(super) fn no_arguments(name: &str, rest: &str, command: SystemCommand) -> Command {
-    if rest.is_empty() {
-        Command::System(command)
-    } else {
-        Command::Invalid(format!("@system {name} takes no arguments"))
-    }
-}
-
-/// `@system meter [show | reset]`: `reset` is `Some(true)`, `show` `Some(false)`, anything
-/// else (`whole`, all that follows `meter`) `None`.
-pub(super) fn meter(reset: Option<bool>, whole: &str) -> Command {
-    match reset {
-        Some(reset) => Command::System(SystemCommand::Meter(reset)),
-        None => Command::Invalid(format!(
-            "@system meter: give show or reset, got \"{whole}\""
-        )),
-    }
-}
-
-/// `@system model [NAME | default]`.
-pub(super) fn model(rest: &str) -> Command {
-    if rest.is_empty() {
-        Command::System(SystemCommand::Model(None))
-    } else if !rest.contains(char::is_whitespace) {
-        Command::System(SystemCommand::Model(Some(rest.to_string())))
-    } else {
-        Command::Invalid(format!(
-            "@system model: give one provider name (or default), got \"{rest}\""
-        ))
-    }
-}
-
-/// The longest filter `@system trace` takes (a few dozen directives); a longer one is refused
-/// before anything parses it, so a client cannot make the log filter's parsers (not linear in
-/// the directive count) busy for seconds.
-pub const MAX_TRACE_FILTER_BYTES: usize = 1024;
 
 /// The first `max` characters of `text`, with `…` when cut.
 fn clip(text: &str, max: usize) -> String {
@@ -656,53 +547,6 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::conversation::commands::parse as parse_command;
-
-    fn system(text: &str) -> Command {
-        parse_command(text).expect("an @ command")
-    }
-
-    #[test]
-    fn parses_what_the_typeagent_cli_sends() {
-        use SystemCommand::*;
-        let ok = |c: SystemCommand| Command::System(c);
-        assert_eq!(system("@system help"), ok(Help));
-        assert_eq!(system("@system"), ok(Help));
-        assert_eq!(system("@system history"), ok(History(DEFAULT_HISTORY)));
-        assert_eq!(system("@system history 5"), ok(History(5)));
-        assert_eq!(
-            system("@system history five"),
-            Command::Invalid(
-                "@system history: N must be a whole number above 0, got \"five\"".into()
-            )
-        );
-        assert!(matches!(system("@system history 0"), Command::Invalid(_)));
-        assert_eq!(system("@system session"), ok(Session));
-        assert_eq!(system("@system session info"), ok(Session));
-        assert_eq!(
-            system("@system session list"),
-            Command::Unsupported("system session list".into())
-        );
-        assert_eq!(system("@system config"), ok(Config));
-        assert_eq!(system("@system config show"), ok(Config));
-        assert_eq!(system("@system config agents"), ok(Agents));
-        assert_eq!(system("@system trace"), ok(Trace(None)));
-        assert_eq!(
-            system("@system trace roundtable=debug  actix=warn"),
-            ok(Trace(Some("roundtable=debug,actix=warn".into())))
-        );
-        assert_eq!(
-            system("@system shell x"),
-            Command::Unsupported("system shell".into())
-        );
-        assert_eq!(system("@system meter"), ok(Meter(false)));
-        assert_eq!(system("@system meter show"), ok(Meter(false)));
-        assert_eq!(system("@system meter  reset "), ok(Meter(true)));
-        assert_eq!(
-            system("@system meter zero"),
-            Command::Invalid("@system meter: give show or reset, got \"zero\"".into())
-        );
-    }
 
     #[test]
     fn history_is_numbered_and_names_tools() {
