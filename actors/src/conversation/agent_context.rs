@@ -45,7 +45,8 @@ use actix::prelude::*;
 use serde_json::{json, Map, Value};
 use tokio::sync::oneshot;
 
-use super::routing::{Audience, DisplayMode};
+use super::audience::Audience;
+use super::routing::DisplayMode;
 use super::Conversation;
 use crate::agent::questions::{MAX_FORM_CHOICES, MAX_FORM_TEXT_CHARS};
 use crate::client::OutboundCall;

@@ -18,10 +18,10 @@ use actix::prelude::*;
 use serde_json::{json, Value};
 use uuid::Uuid;
 
+use super::audience::Audience;
 use super::client_agents::AgentChoice;
 use super::interactions::{in_range, AnswerSender, FormSender, PickedSender};
 use super::request_queue::Request;
-use super::routing::Audience;
 use super::{Conversation, AGENT_SOURCE};
 use crate::agent::client_agent::MAX_PENDING_AGENT_CHOICES;
 use crate::agent::questions::{Picked, QuestionForm, QuestionFormResponse};

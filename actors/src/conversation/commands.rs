@@ -13,8 +13,8 @@
 use actix::prelude::*;
 use serde_json::json;
 
+use super::audience::Audience;
 use super::request_queue::Request;
-use super::routing::Audience;
 use super::Conversation;
 use crate::client::OutboundCall;
 

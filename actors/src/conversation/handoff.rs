@@ -9,7 +9,7 @@
 //!   CLI keeps `@conversation` to itself, so there it is `@dispatcher request @conversation
 //!   handoff <name>`, or words): a request of its own in this conversation's queue.
 //! - The `manage_conversation` tool's `handoff` (words: "hand off my research conversation
-//!   here"): booked by the turn ([`AfterTurn`]) and run once its agent loop has ended, as the
+//!   here"): booked by the turn (`AfterTurn`) and run once its agent loop has ended, as the
 //!   last step of the same request, which then completes with the handoff's outcome.
 //!
 //! # Implementation notes
@@ -60,9 +60,10 @@ use std::sync::Arc;
 use actix::prelude::*;
 use serde_json::{json, Value};
 
+use super::audience::Audience;
 use super::chat::{MAX_CHAT_BYTES, MAX_CHAT_MESSAGES};
 use super::compaction::local_summary;
-use super::routing::{Audience, DisplayMode};
+use super::routing::DisplayMode;
 use super::turn_events::TurnEvent;
 use super::ReadHandoffSource;
 use super::{Conversation, AGENT_SOURCE};

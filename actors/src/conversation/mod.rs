@@ -85,7 +85,9 @@
 //! gets its `seq` when it enters the actor: that is the one total order every client sees.
 
 mod agent_context;
+mod answer_stream;
 mod app_agents;
+mod audience;
 mod chat;
 mod choices;
 mod client_agents;
@@ -367,7 +369,8 @@ impl Conversation {
         // A few bytes from the file's end, like the display log's last line above.
         let stored = context_meter::load(&meter_path);
         let requests_path: Arc<Path> = setup.dir.join(requests::FILE_NAME).into();
-        let setup_checkpoint_path: Arc<Path> = setup.dir.join(streaming::CHECKPOINT_FILE).into();
+        let setup_checkpoint_path: Arc<Path> =
+            setup.dir.join(answer_stream::CHECKPOINT_FILE).into();
         let setup_dir = setup.dir.clone();
         Conversation {
             clientio_prefix: crate::protocol::call_prefix(&crate::protocol::clientio_channel(id))
@@ -434,7 +437,7 @@ impl Conversation {
     /// After a client left: the others get the leave notice; the last one arms the timers.
     fn after_leave(&mut self, ctx: &mut Context<Self>) {
         if !self.clients.is_empty() {
-            self.emit(Self::leave_notice(), &routing::Audience::Everyone);
+            self.emit(Self::leave_notice(), &audience::Audience::Everyone);
         }
         self.report_count();
         if self.clients.is_empty() && !self.stopping {
@@ -644,7 +647,7 @@ impl Handler<Attach> for Conversation {
             output.send(&notice);
         }
         // Others only: the joiner is not in `clients` yet.
-        self.emit(Self::join_notice(), &routing::Audience::Everyone);
+        self.emit(Self::join_notice(), &audience::Audience::Everyone);
         self.clients.insert(
             connection_id,
             ClientSlot {

@@ -18,8 +18,8 @@ use std::sync::Arc;
 use actix::prelude::*;
 use serde_json::{json, Value};
 
+use super::audience::Audience;
 use super::request_queue::Request;
-use super::routing::Audience;
 use super::Conversation;
 use crate::agent::Provider;
 use crate::client::OutboundCall;

@@ -20,7 +20,7 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use super::routing::Audience;
+use super::audience::Audience;
 use crate::client::OutboundCall;
 
 /// A call as it was emitted, with whom it was for at that moment.

@@ -31,11 +31,12 @@ use actix::prelude::*;
 use serde_json::{json, Value};
 use tokio::sync::oneshot;
 
+use super::audience::Audience;
 use super::dispatcher::InvokeOrigin;
 use super::request_queue::{
     AfterEnqueue, CancelOutcome, CancelReason, Location, Promotion, Request, Start, STORAGE_ERROR,
 };
-use super::routing::{self, Audience, DisplayMode};
+use super::routing::{self, DisplayMode};
 use super::Conversation;
 use crate::agent::{ChatMessage, Role};
 use crate::ids::{ConnectionId, RequestId};
@@ -317,7 +318,7 @@ impl Conversation {
     /// `CommandResult` (`metrics`, `traceId`, `lastError` when it failed).
     pub(super) fn finish(&mut self, turn: u64, error: Option<String>, ctx: &mut Context<Self>) {
         if self.is_current(turn) {
-            self.stream_cut_short(super::streaming::CutShort::Incomplete, ctx);
+            self.stream_cut_short(super::answer_stream::CutShort::Incomplete, ctx);
         }
         let Some(running) = self.queue.finish(turn) else {
             return;
@@ -477,7 +478,7 @@ impl Conversation {
     /// with `cancelled: true`) and starts the next one. Nothing happens when nothing runs.
     pub(super) fn cancel_running(&mut self, reason: CancelReason, ctx: &mut Context<Self>) {
         // The answer so far stays, marked cancelled.
-        self.stream_cut_short(super::streaming::CutShort::Cancelled, ctx);
+        self.stream_cut_short(super::answer_stream::CutShort::Cancelled, ctx);
         let Some((running, version)) = self.queue.take_running() else {
             return;
         };

@@ -200,6 +200,17 @@ impl Request {
     }
 }
 
+/// What the running request still does once its agent loop has ended (booked through
+/// `ConversationSink`), even when the turn then failed (the model asked, and was told it
+/// would happen); nothing of it when the request is cancelled.
+#[derive(Debug, Default)]
+pub(super) struct AfterTurn {
+    /// `takeAction` calls (action, data) for the requester, in the order the model asked.
+    pub(super) client_actions: Vec<(String, Value)>,
+    /// The handoff the model asked for: its source, as named.
+    pub(super) handoff: Option<String>,
+}
+
 /// The request being worked on.
 pub(super) struct Running {
     /// The request, shared: every display of the turn names it, and a clone of the handle
@@ -217,12 +228,12 @@ pub(super) struct Running {
     /// Its phases so far, for `CommandResult.metrics`.
     pub(super) timing: RequestTiming,
     /// What its agent turn booked for the turn's end (client actions, a handoff).
-    pub(super) after_turn: super::turn_events::AfterTurn,
+    pub(super) after_turn: AfterTurn,
     /// The source of the handoff it is running (reading or summarizing), if any: a delete
     /// meanwhile says the handoff did not happen.
     pub(super) handing_off: Option<String>,
     /// Its model's answer as it is being written (`streaming.rs`).
-    pub(super) stream: super::streaming::AnswerStream,
+    pub(super) stream: super::answer_stream::AnswerStream,
     /// The text its agent turn runs on (for a run again after a compaction).
     pub(super) agent_text: Option<String>,
     /// Its model refused it once as longer than the context window, and the history was

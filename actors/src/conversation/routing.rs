@@ -1,4 +1,4 @@
-//! Who gets an outbound call: the [`Audience`] of each call, `emit` (now, or held behind an
+//! Who gets an outbound call: the `Audience` of each call, `emit` (now, or held behind an
 //! unconfirmed write barrier), `deliver` to the client actors, and the system notices (join,
 //! leave, deleted). Every other part of the conversation sends through here.
 
@@ -6,6 +6,7 @@ use std::sync::{Arc, LazyLock};
 
 use serde_json::{json, Value};
 
+use super::audience::Audience;
 use super::outbound_order::Emitted;
 use super::request_queue::Request;
 use super::ClientSlot;
@@ -63,17 +64,6 @@ impl DisplayMode {
             _ => None,
         }
     }
-}
-
-/// Who gets an outbound call.
-#[derive(Clone)]
-pub(super) enum Audience {
-    /// Every client, except filtered clients whose connection id differs from `request_conn`.
-    Broadcast(Option<ConnectionId>),
-    /// Every client, ignoring `filter` (system notices).
-    Everyone,
-    /// Only this connection (the callback group).
-    Only(ConnectionId),
 }
 
 impl Conversation {

@@ -17,10 +17,10 @@ use std::time::Duration;
 use actix::prelude::*;
 use serde_json::json;
 
+use super::audience::Audience;
 use super::grammar::{help_text, SystemCommand};
 use super::model::provider_line;
 use super::request_queue::Request;
-use super::routing::Audience;
 use super::turn_events::TurnEvent;
 use super::ClientAgentInfo;
 use super::GetConversationInfo;

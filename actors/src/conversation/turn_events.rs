@@ -3,7 +3,7 @@
 //! [`TurnEvent`]s, each tagged with its turn number so a cancelled turn's late output is
 //! dropped. The agent loop's view of the conversation is [`ConversationSink`] (`sink.rs`).
 //!
-//! A turn may book work for its end ([`AfterTurn`]): the `takeAction` calls of the
+//! A turn may book work for its end (`AfterTurn`): the `takeAction` calls of the
 //! `manage_conversation` tool, sent to the requester just before the request completes (where
 //! `@conversation` sends its own), and a handoff (`handoff.rs`), run once the agent loop has
 //! ended; the request completes after both.
@@ -40,17 +40,6 @@ use crate::agent::AnswerDelta;
 /// the tool in a loop does not make the client switch back and forth for the rest of its
 /// iterations.
 pub const MAX_CLIENT_ACTIONS_PER_TURN: usize = 4;
-
-/// What the running request still does once its agent loop has ended (booked through
-/// [`ConversationSink`]), even when the turn then failed (the model asked, and was told it
-/// would happen); nothing of it when the request is cancelled.
-#[derive(Debug, Default)]
-pub(super) struct AfterTurn {
-    /// `takeAction` calls (action, data) for the requester, in the order the model asked.
-    pub(super) client_actions: Vec<(String, Value)>,
-    /// The handoff the model asked for: its source, as named.
-    pub(super) handoff: Option<String>,
-}
 
 /// Work a turn books for its end.
 #[derive(Debug)]
@@ -383,7 +372,7 @@ impl Conversation {
                         return;
                     }
                     // Anything else ends an answer still being written (an error after it).
-                    self.stream_cut_short(super::streaming::CutShort::Incomplete, ctx);
+                    self.stream_cut_short(super::answer_stream::CutShort::Incomplete, ctx);
                     self.display(&request, content, extra, DisplayMode::Block);
                 }
             }

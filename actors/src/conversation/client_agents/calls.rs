@@ -13,8 +13,8 @@ use serde_json::{json, Value};
 
 use super::messages::{AgentCall, ClientAgentOutput};
 use crate::client::OutboundCall;
+use crate::conversation::audience::Audience;
 use crate::conversation::request_queue::Request;
-use crate::conversation::routing::Audience;
 use crate::conversation::Conversation;
 
 impl Conversation {
