@@ -16,7 +16,7 @@ use serde_json::json;
 use tokio::sync::oneshot;
 
 use super::system::{history_text_of, HistoryPage, MAX_HISTORY};
-use super::turn_events::TurnEvent;
+use super::turn_messages::TurnEvent;
 use super::{Conversation, AGENT_SOURCE};
 use crate::agent::{ChatMessage, ContentBlock, Role};
 use crate::storage::chat_history::{self, encode, window_start};

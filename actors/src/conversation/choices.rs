@@ -20,7 +20,7 @@ use uuid::Uuid;
 
 use super::audience::Audience;
 use super::client_agents::AgentChoice;
-use super::interactions::{in_range, AnswerSender, FormSender, PickedSender};
+use super::replies::{in_range, AnswerSender, FormSender, PickedSender};
 use super::request_queue::Request;
 use super::{Conversation, AGENT_SOURCE};
 use crate::agent::client_agent::MAX_PENDING_AGENT_CHOICES;

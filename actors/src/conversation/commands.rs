@@ -83,7 +83,7 @@ impl Conversation {
                 self.finish_error(turn, request, text, ctx);
             }
             Command::Compact => {
-                self.start_compact(turn, super::compaction::AfterCompact::Finish, ctx)
+                self.start_compact(turn, super::turn_messages::AfterCompact::Finish, ctx)
             }
             Command::Explain(text) => self.start_plan(turn, text, true, ctx),
             Command::Translate(text) => self.start_plan(turn, text, false, ctx),

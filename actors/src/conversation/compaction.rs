@@ -16,24 +16,12 @@ use actix::prelude::*;
 use serde_json::json;
 
 use super::routing::DisplayMode;
-use super::turn_events::TurnEvent;
+use super::turn_messages::{AfterCompact, TurnEvent};
 use super::Conversation;
 use crate::agent::{ChatMessage, Provider, ProviderRequest, Role};
 
 /// Longest local (provider-less) compact summary, in characters.
 const LOCAL_SUMMARY_CHARS: usize = 4000;
-
-/// What a request does once its compaction is written.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum AfterCompact {
-    /// `@compact`: it finishes, showing the summary.
-    Finish,
-    /// The context was nearly full: the request's agent turn runs now, on the summary.
-    RunTurn(String),
-    /// The model refused the request's turn as longer than its window: it runs again, on the
-    /// summary, once.
-    AfterOverflow(String),
-}
 
 impl Conversation {
     /// Whether the context meter says the model's window is at least `--compact-at` percent

@@ -31,20 +31,13 @@ use uuid::Uuid;
 
 use super::agent_context::PopupQuestion;
 use super::choices::ChoiceWaiting;
+use super::replies::{in_range, AnswerSender, FormSender, PickedSender};
 use super::request_queue::Request;
 use super::{Conversation, AGENT_SOURCE};
-use crate::agent::questions::{
-    ActionProposal, Picked, ProposalAnswer, QuestionForm, QuestionFormResponse,
-};
+use crate::agent::questions::{ActionProposal, ProposalAnswer, QuestionForm, QuestionFormResponse};
 use crate::ids::{ConnectionId, RequestId};
 use crate::protocol::{RpcError, RpcResult};
 
-/// Where a turn's question gets its answer (a choice index, or why there is none).
-pub(super) type AnswerSender = oneshot::Sender<Result<usize, String>>;
-/// Where a pick-and-remember gets its answer.
-pub(super) type PickedSender = oneshot::Sender<Result<Picked, String>>;
-/// Where a form gets its answers.
-pub(super) type FormSender = oneshot::Sender<Result<QuestionFormResponse, String>>;
 /// Where a proposed action gets its decision.
 type ProposalSender = oneshot::Sender<Result<ProposalAnswer, String>>;
 
@@ -142,18 +135,6 @@ pub(super) struct Interaction {
     waiting: Waiting,
     /// The time-out timer.
     timer: SpawnHandle,
-}
-
-/// An index among `choices` options, or why not.
-pub(super) fn in_range(index: usize, choices: usize) -> Result<usize, String> {
-    if index < choices {
-        Ok(index)
-    } else {
-        Err(format!(
-            "expected a choice from 0 to {}, got {index}",
-            choices.saturating_sub(1)
-        ))
-    }
 }
 
 impl Waiting {

@@ -11,10 +11,17 @@
 //! clients (`ClientLost`) and its own running turn (`TurnEvent`).
 //!
 //! # Layout
-//! One actor, several `impl Conversation` blocks, one file per concern:
+//! One actor, several `impl Conversation` blocks, one file per concern, over plain data and
+//! state machines that know nothing of actix and import no module of the actor's (checked by
+//! `.ci/module_cycles.py`: no cycle among the modules here):
+//! - machines: `request_queue.rs` (the command queue), `outbound_order.rs` (held calls and
+//!   write barriers), `answer_stream.rs` (a streamed answer's frames and checkpoints),
+//!   `grammar.rs` (the built-in `@` commands); data: `audience.rs` (who gets a call),
+//!   `turn_messages.rs` (what a running turn sends: [`TurnEvent`]), `handoff_packet.rs`,
+//!   `replies.rs` (where a question's answer goes).
 //! - this file: the actor's state, its start and stop, the membership messages ([`Attach`],
 //!   [`Detach`], `ClientLost`, [`Shutdown`]) and the idle / grace timers.
-//! - `routing.rs`: who gets an outbound call (audiences), emit / deliver / broadcast, the join,
+//! - `routing.rs`: who gets an outbound call (resolving audiences), emit / deliver / broadcast, the join,
 //!   leave and deleted notices, [`DisplayMode`].
 //! - `outbound_order.rs`: `OutboundOrder`, the plain state machine of held calls and write
 //!   barriers (what may go now, in emit order; unit-tested without actix).
@@ -27,7 +34,7 @@
 //!   journal records, barriers), the coalesced `queueStateChanged`, `setDisplayInfo`.
 //! - `timing.rs`: a request's phases, for `CommandResult.metrics`.
 //! - `working_directory.rs`: where a request works ([`WorkingDirectoryPolicy`]).
-//! - `interactions.rs`: questions to everyone, private choices, their time-outs.
+//! - `interactions.rs`: questions to everyone, their time-outs; `choices.rs`: private choices.
 //! - `feedback.rs`: ratings and hidden messages (`recordUserFeedback`, `recordUserHide`, …).
 //! - `app_agents.rs`: the conversation's agents as TypeAgent names and describes them
 //!   (`getAgentSchemas`, the `Unknown app agent` checks).
@@ -38,15 +45,17 @@
 //! - [`commands`]: the `@` commands (`@conversation`, `@help`, `@dispatcher`, …);
 //!   `system.rs`: the `@system` family ([`SystemCommand`]); [`completion`]:
 //!   `getCommandCompletion`, as TypeAgent's dispatcher computes it.
-//! - `turn_events.rs`: starting agent turns, `@explain` / `@translate` / `@compact`, [`TurnEvent`],
-//!   and what a turn books for its end (the `manage_conversation` tool's client actions).
+//! - `turn_events.rs`: starting agent turns, `@explain` / `@translate`, handling each
+//!   [`TurnEvent`], and what a turn books for its end (the `manage_conversation` tool's client
+//!   actions); `sink.rs`: the turn's side of those events; `compaction.rs`: `@compact`;
+//!   `streaming.rs`: a streamed answer's frames to clients and checkpoints to disk.
 //! - `handoff.rs`: handoff between conversations (`@conversation handoff`, the tool's
 //!   `handoff`): a summary of another conversation appended here ([`HandoffError`]).
 //! - `chat.rs`: the chat history the agent reads (its newest part in memory, all of it in
 //!   `history.jsonl`).
 //! - `meter.rs`: the context meter (how much of the model's context the history occupies),
 //!   its file beside the history and its `contextMeter` announcements.
-//! - `client_agents.rs`: the client-hosted agents registered here, their checks, the tools
+//! - `client_agents/`: the client-hosted agents registered here, their checks, the tools
 //!   they add to turns, their `@<agent>` commands and the calls they make while they run
 //!   ([`ClientAgentOutput`]), and the list [`Conversation::client_agents`] (`@system config
 //!   agents`).
@@ -98,12 +107,14 @@ mod dispatcher;
 mod feedback;
 mod grammar;
 mod handoff;
+mod handoff_packet;
 mod interactions;
 mod meter;
 mod model;
 mod outbound_order;
 mod persistence;
 mod queue;
+mod replies;
 mod request_queue;
 mod routing;
 mod sink;
@@ -111,6 +122,7 @@ mod streaming;
 mod system;
 mod timing;
 mod turn_events;
+mod turn_messages;
 mod upward;
 mod working_directory;
 
@@ -156,14 +168,13 @@ pub use client_agents::{
     ClientAgentRemoved, CloseClientAgentCall, InvokeClientAgent, OpenAction, RegisterClientAgent,
     UnregisterClientAgent,
 };
-pub use compaction::AfterCompact;
 pub use dispatcher::{
     deleted_status, DispatcherCall, DispatcherInvoke, DispatcherReply, InvokeOrigin,
 };
 pub use grammar::{SystemCommand, MAX_TRACE_FILTER_BYTES};
-pub use handoff::{
-    read_chat_tail, HandoffError, SourceHistory, HANDOFF_INSTRUCTION, HANDOFF_SYSTEM,
-    MAX_PACKET_BYTES,
+pub use handoff::read_chat_tail;
+pub use handoff_packet::{
+    HandoffError, SourceHistory, HANDOFF_INSTRUCTION, HANDOFF_SYSTEM, MAX_PACKET_BYTES,
 };
 pub use meter::METER_EVENT;
 pub use model::{MODEL_EVENT, MODEL_FILE};
@@ -173,7 +184,8 @@ pub use request_queue::{
 };
 pub use routing::{DisplayMode, DELETED_NOTICE, JOIN_NOTICE, LEAVE_NOTICE, MOVED_NOTICE};
 pub use system::LogFilterControl;
-pub use turn_events::{TurnBooking, TurnEvent, MAX_CLIENT_ACTIONS_PER_TURN};
+pub use turn_messages::AfterCompact;
+pub use turn_messages::{TurnBooking, TurnEvent, MAX_CLIENT_ACTIONS_PER_TURN};
 pub use upward::{ConversationEvent, GetConversationInfo, ReadHandoffSource, RegistryHandle};
 pub use working_directory::{Resolution, WorkingDirectoryPolicy};
 

@@ -20,9 +20,9 @@ use actix::prelude::*;
 use serde_json::Value;
 use tokio::sync::oneshot;
 
-use super::handoff::HandoffError;
+use super::handoff_packet::HandoffError;
 use super::interactions::{Asked, TurnAsk};
-use super::turn_events::{TurnBooking, TurnEvent, MAX_CLIENT_ACTIONS_PER_TURN};
+use super::turn_messages::{TurnBooking, TurnEvent, MAX_CLIENT_ACTIONS_PER_TURN};
 use super::Conversation;
 use crate::agent::questions::{
     ActionProposal, Picked, ProposalAnswer, QuestionForm, QuestionFormResponse,

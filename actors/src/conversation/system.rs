@@ -21,7 +21,7 @@ use super::audience::Audience;
 use super::grammar::{help_text, SystemCommand};
 use super::model::provider_line;
 use super::request_queue::Request;
-use super::turn_events::TurnEvent;
+use super::turn_messages::TurnEvent;
 use super::ClientAgentInfo;
 use super::GetConversationInfo;
 use super::{Conversation, RuntimeConfig};

@@ -23,37 +23,14 @@ use std::future::Future;
 use std::time::Duration;
 
 use actix::prelude::*;
-use serde_json::{json, Value};
-use tokio::sync::oneshot;
+use serde_json::json;
 
-use super::compaction::AfterCompact;
-use super::handoff::{HandoffError, Packet};
-use super::interactions::AnswerSender;
+use super::replies::AnswerSender;
 use super::routing::DisplayMode;
 use super::sink::ConversationSink;
+use super::turn_messages::{AfterCompact, TurnBooking, TurnEvent};
 use super::{Conversation, AGENT_SOURCE};
-use crate::agent::turn::{run_turn, TurnInput, TurnOutcome, TurnStep, SERVER_SEPARATOR};
-use crate::agent::AnswerDelta;
-
-/// `takeAction` calls one turn may book for its requester (`manage_conversation`): a request
-/// of a few steps ("create a research conversation, then list them") fits; a model calling
-/// the tool in a loop does not make the client switch back and forth for the rest of its
-/// iterations.
-pub const MAX_CLIENT_ACTIONS_PER_TURN: usize = 4;
-
-/// Work a turn books for its end.
-#[derive(Debug)]
-pub enum TurnBooking {
-    /// A `takeAction` for the requester.
-    ClientAction {
-        /// The action (`manage-conversation`).
-        action: String,
-        /// Its data (the payload).
-        data: Value,
-    },
-    /// A handoff of this conversation (name or id) into this one.
-    Handoff(String),
-}
+use crate::agent::turn::{run_turn, TurnInput, TurnStep, SERVER_SEPARATOR};
 
 /// The agent (schema) and action of a tool call as the model names it: `server__tool` is
 /// `(server, tool)`, a client agent's `agent__action` is `(agent, action)`, a built-in tool
@@ -61,108 +38,6 @@ pub enum TurnBooking {
 pub(super) fn tool_display_info(tool: &str) -> (&str, &str) {
     tool.split_once(SERVER_SEPARATOR)
         .unwrap_or((AGENT_SOURCE, tool))
-}
-
-/// Output of the running turn, tagged with its turn number.
-#[derive(Message)]
-#[rtype(result = "()")]
-pub enum TurnEvent {
-    /// Show something.
-    Display {
-        /// Turn.
-        turn: u64,
-        /// `DisplayContent`.
-        content: Value,
-        /// Extra `IAgentMessage` fields.
-        extra: Option<Value>,
-    },
-    /// Ask the user.
-    Ask {
-        /// Turn.
-        turn: u64,
-        /// The question.
-        question: String,
-        /// Choices.
-        choices: Vec<String>,
-        /// Only the originator (`requestChoice`) or everyone (`requestInteraction`).
-        private: bool,
-        /// The answer (choice index).
-        reply: oneshot::Sender<Result<usize, String>>,
-    },
-    /// A piece of the model's answer as it is written (`streaming.rs`).
-    Stream {
-        /// Turn.
-        turn: u64,
-        /// The piece.
-        delta: AnswerDelta,
-    },
-    /// A passing status while a tool call runs (an MCP server's progress): shown as a
-    /// `temporary` display, never logged.
-    Status {
-        /// Turn.
-        turn: u64,
-        /// The status text.
-        text: String,
-    },
-    /// A step of the agent loop: a model call's time, a tool call starting or ending.
-    Step {
-        /// Turn.
-        turn: u64,
-        /// What happened.
-        step: TurnStep,
-    },
-    /// The agent loop finished.
-    Done {
-        /// Turn.
-        turn: u64,
-        /// Messages and error.
-        outcome: TurnOutcome,
-    },
-    /// `@explain` / `@translate` produced their text.
-    Planned {
-        /// Turn.
-        turn: u64,
-        /// The rendered plan, or the provider error.
-        result: Result<String, String>,
-    },
-    /// A command that needed an answer from elsewhere (`@system session` asks the registry)
-    /// has its content to show.
-    Answered {
-        /// Turn.
-        turn: u64,
-        /// The `DisplayContent` to show before the request finishes, or the error it ends
-        /// with.
-        result: Result<Value, String>,
-    },
-    /// The running turn booked work for its end.
-    Booked {
-        /// Turn.
-        turn: u64,
-        /// What.
-        booking: TurnBooking,
-    },
-    /// A handoff has its packet (or failed).
-    HandedOff {
-        /// Turn.
-        turn: u64,
-        /// The packet, or why there is none.
-        result: Result<Packet, HandoffError>,
-        /// The error of the turn that booked the handoff, if it failed.
-        earlier: Option<String>,
-    },
-    /// `@compact` produced its summary.
-    Compacted {
-        /// Turn.
-        turn: u64,
-        /// The summary text.
-        summary: String,
-        /// History messages it summarizes (those the assistant held).
-        replaced: usize,
-        /// Messages in the history file when the summary's history was taken.
-        total_before: usize,
-        /// What the request does next.
-        then: AfterCompact,
-    },
 }
 
 impl Handler<TurnEvent> for Conversation {
