@@ -199,7 +199,7 @@ impl Conversation {
         log::debug!(
             "conversation {}: request {} trace={trace_id} queued{}",
             self.setup.id,
-            enqueued.entry["requestId"],
+            enqueued.entry["requestId"].as_str().unwrap_or_default(),
             if front { " first (interrupt)" } else { "" }
         );
         self.broadcast(
