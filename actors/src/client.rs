@@ -34,10 +34,8 @@ use crate::outbox::{Outbox, Outgoing, PushError, SharedBytes, Wakes};
 /// same reason; a write of their own, 5 ms later, keeps them out of the result's read.
 pub const JOIN_SETTLE: std::time::Duration = std::time::Duration::from_millis(5);
 
-/// Close code sent to a client whose queue overflowed (RFC 6455 1008, policy violation).
-pub const SLOW_CONSUMER_CLOSE_CODE: u16 = 1008;
-/// Close reason sent with it.
-pub const SLOW_CONSUMER_REASON: &str = "slow consumer: outbound queue full";
+/// The close a client whose queue overflowed gets (declared with the outbox that sends it).
+pub use crate::outbox::{SLOW_CONSUMER_CLOSE_CODE, SLOW_CONSUMER_REASON};
 /// Frames a not-yet-ready client may hold; more means it is not reading.
 pub const MAX_HELD_FRAMES: usize = 1024;
 /// Mailbox bound of a client actor. Only lifecycle messages reach it (ready, stop, give up),

@@ -36,6 +36,11 @@ use std::collections::VecDeque;
 
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 
+/// Close code sent to a client whose queue overflowed (RFC 6455 1008, policy violation).
+pub const SLOW_CONSUMER_CLOSE_CODE: u16 = 1008;
+/// Close reason sent with it.
+pub const SLOW_CONSUMER_REASON: &str = "slow consumer: outbound queue full";
+
 /// Limits of one socket's queue.
 #[derive(Debug, Clone)]
 pub struct OutboxLimits {
@@ -164,8 +169,8 @@ impl ServerBudget {
                 if std::ptr::eq(Arc::as_ptr(&queue), pusher) { " (the one pushing)" } else { "" }
             );
             queue.close.request(Outgoing::Close(Some((
-                crate::client::SLOW_CONSUMER_CLOSE_CODE,
-                crate::client::SLOW_CONSUMER_REASON.into(),
+                SLOW_CONSUMER_CLOSE_CODE,
+                SLOW_CONSUMER_REASON.into(),
             ))));
         }
     }

@@ -17,7 +17,7 @@
 
 use actix::prelude::*;
 
-use super::shared::{RegistryRecord, Written};
+use super::shared_store::{RegistryRecord, Written};
 use super::ConversationRegistry;
 use crate::ids::ConversationId;
 use crate::naming;

@@ -64,6 +64,7 @@ mod membership;
 mod ownership;
 mod reconcile;
 mod shared;
+mod shared_store;
 mod startup;
 mod watchers;
 
@@ -97,9 +98,10 @@ pub use lifecycle::ShutdownRegistry;
 pub use membership::{join_loaded, JoinConversation, JoinLease, Joined, Pending};
 pub use ownership::{Lease, OwnershipService};
 pub use reconcile::{SharedSnapshot, DEFAULT_RECONCILE_TIME};
-pub use shared::{
-    start_shared_sync, ChangeStream, RegistryChange, RegistryRecord, RegistrySnapshot,
-    SharedChange, SharedCounts, SharedError, SharedFuture, SharedStore, Written,
+pub use shared::{start_shared_sync, SharedChange};
+pub use shared_store::{
+    ChangeStream, RegistryChange, RegistryRecord, RegistrySnapshot, SharedCounts, SharedError,
+    SharedFuture, SharedStore, Written,
 };
 pub use startup::{read_registry_early, EarlyRegistry, StartupTables};
 pub use watchers::{

@@ -23,7 +23,7 @@ use futures_util::future::BoxFuture;
 use futures_util::stream::BoxStream;
 use tokio::sync::oneshot;
 
-use super::shared::SharedError;
+use super::shared_store::SharedError;
 use super::{ConversationRegistry, JoinConversation, Joined, LoadState, Pending};
 use crate::conversation::ShutdownReason;
 use crate::ids::ConversationId;

@@ -44,7 +44,7 @@ use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 
-use super::shared::{bounded_snapshot, RegistryRecord, RegistrySnapshot};
+use super::shared_store::{bounded_snapshot, RegistryRecord, RegistrySnapshot};
 use super::{ClusterServices, ConversationRegistry};
 use crate::ids::ConversationId;
 
