@@ -26,6 +26,8 @@ def rust_modules(root):
             parts = rel[:-3].split(os.sep)
             if parts[-1] in ("mod", "lib", "main"):
                 parts = parts[:-1]
+            if "tests" in parts:
+                continue  # a test module (`#[cfg(test)] mod tests;`) may use anything
             mods[tuple(parts)] = os.path.join(dirpath, f)
     return mods
 

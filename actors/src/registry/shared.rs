@@ -5,8 +5,6 @@
 //! the cluster module implements it over a NATS KV bucket
 //! (`cluster/backend.rs`, `cluster/registry_kv.rs`), so nothing in the registry names NATS.
 //!
-//! The store's contract (the trait and its types) is `shared_store.rs`.
-//!
 //! - Writes (create, rename, delete) go to the store first (`catalog.rs` calls the functions
 //!   here); only once it has stored them does the local copy change and the client get its
 //!   answer, so an acknowledged change is durable cluster-wide and a node cut off from the

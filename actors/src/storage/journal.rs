@@ -25,9 +25,9 @@ use tokio::sync::oneshot;
 
 use super::durable::private_file_options;
 use super::group_commit::{Committer, GroupCommit};
+use super::hold::Hold;
 use super::layout::{remove_conversation_dir, Layout};
 use super::registry_file::{fold, StoredConversation};
-use super::snapshot::Hold;
 use super::{faults, io_err, StoreError};
 use crate::metrics::Metrics;
 

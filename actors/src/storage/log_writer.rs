@@ -58,9 +58,9 @@ use tokio::sync::oneshot;
 use super::durable::{create_dir_deferred, create_dir_durable, private_file_options, write_atomic};
 use super::faults;
 use super::group_commit::GroupCommit;
+use super::hold::Hold;
 use super::node_log::{NodeLog, NodeLogConfig, Replayed, IDLE_CHECKPOINT};
 use super::replication::{FileOp, Replicator};
-use super::snapshot::Hold;
 use crate::metrics::Metrics;
 
 /// Queued bytes past which producers pause.

@@ -70,6 +70,7 @@ pub mod durable;
 pub mod faults;
 pub mod format;
 pub mod group_commit;
+pub mod hold;
 pub mod journal;
 pub mod layout;
 pub mod lock;

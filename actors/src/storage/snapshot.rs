@@ -41,6 +41,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 
 use super::durable::private_dir_builder;
+use super::hold::Hold;
 use super::journal::RegistryWriter;
 use super::layout::Layout;
 use super::log_writer::LogWriter;
@@ -68,40 +69,6 @@ fn excluded_at_top(name: &str) -> bool {
 /// clean shutdown it never had) and the temp files of whole-file writes in progress.
 fn excluded_anywhere(name: &str) -> bool {
     name == ".clean-shutdown" || (name.starts_with('.') && name.contains(".tmp-"))
-}
-
-/// One writer thread's stop at the snapshot point, queued as a job on it.
-pub struct Hold {
-    /// Told once the thread reached the hold: everything queued before it is written.
-    arrived: std_mpsc::Sender<()>,
-    /// The thread waits here until the snapshot drops the other end (release).
-    release: std_mpsc::Receiver<()>,
-}
-
-impl Hold {
-    /// A hold for a test: the receiver hears once the writer thread stopped at it, and the
-    /// thread goes on once both returned ends are dropped.
-    #[cfg(test)]
-    pub(crate) fn for_test() -> (Hold, std_mpsc::Receiver<()>, std_mpsc::Sender<()>) {
-        let (arrived, reached) = std_mpsc::channel();
-        let (release, wait) = std_mpsc::channel();
-        let hold = Hold {
-            arrived,
-            release: wait,
-        };
-        (hold, reached, release)
-    }
-
-    /// Run by the writer thread when it reaches the hold: reports, then waits for the release.
-    /// Returns at once if the snapshot has given up.
-    pub fn wait(self) {
-        let Hold { arrived, release } = self;
-        if arrived.send(()).is_ok() {
-            // Dropped before waiting, so a snapshot whose other hold was lost sees it.
-            drop(arrived);
-            let _ = release.recv();
-        }
-    }
 }
 
 /// One file of a snapshot.
@@ -197,10 +164,7 @@ pub fn take(
     let mut hold = || {
         let (release, wait) = std_mpsc::channel();
         releases.push(release);
-        Hold {
-            arrived: arrived_tx.clone(),
-            release: wait,
-        }
+        Hold::new(arrived_tx.clone(), wait)
     };
     logs.hold(hold());
     registry.hold(hold());

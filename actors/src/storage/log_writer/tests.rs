@@ -15,7 +15,7 @@ fn the_queue_is_bounded_by_backpressure() {
     let path: Arc<Path> = dir.path().join("big.log").into();
     let chunk = 1 << 20;
     // The writer stops at a hold (as under a backup) while the producer queues past the mark.
-    let (hold, reached, release) = crate::storage::snapshot::Hold::for_test();
+    let (hold, reached, release) = crate::storage::hold::Hold::for_test();
     writer.hold(hold);
     reached.recv().unwrap();
     let mut saw_backlog = false;
@@ -215,7 +215,7 @@ fn a_retired_or_closed_conversation_is_not_prepared() {
     let closed: Arc<Path> = dir.path().join("closed/displayLog.jsonl").into();
     // Held, so the prepares and what cancels them are taken in one batch, before any idle
     // moment.
-    let (hold, reached, release) = crate::storage::snapshot::Hold::for_test();
+    let (hold, reached, release) = crate::storage::hold::Hold::for_test();
     writer.hold(hold);
     reached.recv().unwrap();
     writer.prepare(vec![
