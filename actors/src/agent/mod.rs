@@ -17,6 +17,7 @@ pub mod questions;
 pub mod routing;
 pub mod tools;
 pub mod turn;
+pub mod turn_sink;
 pub mod usage;
 
 use std::future::Future;
@@ -24,6 +25,9 @@ use std::pin::Pin;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+
+/// Separator between an external tool server's name and its tool's name.
+pub const SERVER_SEPARATOR: &str = "__";
 
 /// A future that may stay on the current thread (HTTP clients on actix are `!Send`).
 pub type LocalBoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + 'a>>;

@@ -451,7 +451,7 @@ impl ActionProposal {
     /// schema; the chat agent's own tools are in schema `chat`.
     fn names(&self) -> (&str, &str) {
         self.tool
-            .split_once(super::turn::SERVER_SEPARATOR)
+            .split_once(super::SERVER_SEPARATOR)
             .unwrap_or(("chat", &self.tool))
     }
 

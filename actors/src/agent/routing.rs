@@ -21,7 +21,8 @@ use serde_json::Value;
 use super::questions::ProposalAnswer;
 use super::tools::interactive::{self, ASK_USER, ASK_USER_FORM, PROPOSE_ACTION};
 use super::tools::{self, manage_conversation, MANAGE_CONVERSATION};
-use super::turn::{ToolCallContext, ToolOutput, ToolServer, SERVER_SEPARATOR};
+use super::turn_sink::{ToolCallContext, ToolOutput, ToolServer};
+use super::SERVER_SEPARATOR;
 use super::{valid_tool_name, ToolSpec};
 
 /// The tools of one model call: what the model is offered, and where each server tool's call

@@ -21,7 +21,7 @@ use serde_json::{json, Value};
 use super::super::questions::{
     ActionProposal, FormField, QuestionForm, MAX_FORM_CHOICES, MAX_FORM_TEXT_CHARS,
 };
-use super::super::turn::TurnSink;
+use super::super::turn_sink::TurnSink;
 use super::super::ToolSpec;
 
 /// One question, with choices.

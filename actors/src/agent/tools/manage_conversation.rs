@@ -23,7 +23,7 @@
 
 use serde_json::{json, Value};
 
-use super::super::turn::TurnSink;
+use super::super::turn_sink::TurnSink;
 use super::{input_object, optional_str, ToolSpec};
 
 /// Name of the conversation-management tool.

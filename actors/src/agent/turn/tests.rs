@@ -3,7 +3,7 @@ use std::cell::RefCell;
 use super::*;
 use crate::agent::builtin::BuiltinProvider;
 use crate::agent::routing::call_tool;
-use crate::agent::{ProviderError, ProviderResponse};
+use crate::agent::{LocalBoxFuture, ProviderError, ProviderResponse, ToolSpec};
 
 #[derive(Default)]
 struct Recorder {
