@@ -10,7 +10,7 @@ use std::path::{Component, Path, PathBuf};
 
 use roundtable_actors::storage::format::{self, LAYOUT_VERSION};
 use roundtable_actors::storage::snapshot::{Snapshot, SnapshotFile};
-use roundtable_actors::storage::{display_log, registry_file, requests};
+use roundtable_actors::storage::{display_log, registry_file, registry_load, requests};
 
 use super::{
     EndRecord, Manifest, ManifestConversation, ARCHIVE_FORMAT, END_NAME, INSTANCE_PREFIX,
@@ -33,7 +33,7 @@ pub struct Plan {
 /// the registry at the cut does not list (created after it, deleted before it, or an
 /// orphan) is left out.
 pub fn plan(snapshot: &Snapshot) -> Result<Plan, String> {
-    let registry = registry_file::read_registry_at(
+    let registry = registry_load::read_registry_at(
         snapshot
             .file(Path::new(REGISTRY_FILE))
             .map(|f| snapshot.path(f))

@@ -5,7 +5,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use roundtable_actors::storage::layout::Layout;
-use roundtable_actors::storage::registry_file::load_registry;
+use roundtable_actors::storage::registry_load::load_registry;
 
 fuzz_target!(|data: &[u8]| {
     // The first byte splits the input between the registry file and the journal.

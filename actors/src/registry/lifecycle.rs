@@ -98,7 +98,8 @@ impl ConversationRegistry {
                     Some(Prefetched::Entries(entries)) => Some(entries),
                     _ => None,
                 };
-                let loaded = registry_file::load_registry(&layout, config.repair, entries)?;
+                let loaded =
+                    crate::storage::registry_load::load_registry(&layout, config.repair, entries)?;
                 let mut tables = StartupTables::new(clustered);
                 tables.needs_fold = loaded.needs_fold;
                 for stored in loaded.entries {

@@ -154,7 +154,8 @@ impl EntrySink for StartupTables {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::storage::registry_file::{load_registry, parse_registry};
+    use crate::storage::registry_file::parse_registry;
+    use crate::storage::registry_load::load_registry;
 
     /// What a table holds, comparable: per entry in registry order, the id, name, creation
     /// time, count and kept keys; then the foreign entries, the swept ids, and whether the

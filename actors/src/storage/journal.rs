@@ -8,7 +8,7 @@
 //! (group commit), and only then answers. So a create costs one small append whatever the
 //! registry size. When the journal grows past the number of live conversations (and on clean
 //! shutdown) the writer folds it into `conversations.json` with a durable rewrite and removes
-//! it. At startup [`load_registry`](super::registry_file::load_registry) replays it over
+//! it. At startup [`load_registry`](super::registry_load::load_registry) replays it over
 //! `conversations.json`; a torn last line (an append that never completed, so its RPC was never
 //! answered) is dropped. A backup [`snapshot`](super::snapshot) queues a `hold` on the
 //! writer to take the registry at one point of its queue.

@@ -2,7 +2,7 @@
 //! `conversations/`, `sessions.json` becomes `conversations.json`. Run once by the
 //! [`ConversationRegistry`](crate::registry::ConversationRegistry) before it loads the
 //! registry (legacy keys inside the file, `sessionId`, are handled by
-//! [`load_registry`](super::registry_file::load_registry)). Never deletes user data.
+//! [`load_registry`](super::registry_load::load_registry)). Never deletes user data.
 
 use std::fs;
 

@@ -78,6 +78,7 @@ pub mod log_writer;
 pub mod migrate;
 pub mod node_log;
 pub mod registry_file;
+pub mod registry_load;
 pub mod replication;
 pub mod requests;
 pub mod snapshot;

@@ -14,17 +14,15 @@
 use std::borrow::Cow;
 use std::collections::HashSet;
 use std::fs;
-use std::io;
 use std::path::{Path, PathBuf};
 
 use serde::de::{IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::durable::{fsync_dir, remove_durable, write_atomic};
-use super::journal::replay_journal;
+use super::durable::{remove_durable, write_atomic};
 use super::layout::Layout;
-use super::{io_err, StoreError};
+use super::StoreError;
 
 /// One registry entry as stored. Unknown keys (`source`, `readOnly`, `copilot`, …) are kept
 /// verbatim so a round trip through Roundtable never loses what TypeAgent wrote.
@@ -415,58 +413,8 @@ pub fn read_early<S: EntrySink>(layout: &Layout, sink: Option<S>) -> Option<Pref
     }
 }
 
-/// Loads `conversations.json` and replays the journal. A file that does not parse is an error
-/// (never overwritten); with `repair` it is moved aside to `conversations.json.corrupt-<ts>` first.
-/// `prefetched`: the same file already parsed ([`read_early`]), used when it parsed.
-pub fn load_registry(
-    layout: &Layout,
-    repair: bool,
-    prefetched: Option<FileEntries>,
-) -> Result<LoadedRegistry, StoreError> {
-    let path = layout.registry_file();
-    let mut loaded = LoadedRegistry::default();
-    let parsed = match prefetched {
-        Some(entries) => Some(Ok(entries)),
-        None => match fs::read(&path) {
-            Ok(bytes) => Some(FileEntries::parse(&bytes, &path)),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
-            Err(e) => return Err(StoreError::Io { path, source: e }),
-        },
-    };
-    match parsed {
-        Some(Ok(FileEntries {
-            entries,
-            needs_fold,
-            ..
-        })) => {
-            loaded.entries = entries;
-            loaded.needs_fold = needs_fold;
-        }
-        Some(Err(e)) if repair => {
-            let aside = path.with_file_name(format!(
-                "conversations.json.corrupt-{}",
-                crate::clock::now_millis()
-            ));
-            fs::rename(&path, &aside).map_err(io_err(&path))?;
-            fsync_dir(&layout.conversations_dir())?;
-            log::warn!(
-                "--repair: {} did not parse ({e}); moved it to {} and starting with an empty registry",
-                path.display(),
-                aside.display()
-            );
-            loaded.needs_fold = true;
-        }
-        Some(Err(e)) => return Err(corrupt(path, &e)),
-        None => {}
-    }
-    let replayed = replay_journal(&layout.journal_file(), u64::MAX, &mut loaded.entries)?;
-    loaded.needs_fold |= replayed.applied > 0;
-    loaded.deleted = replayed.deleted;
-    Ok(loaded)
-}
-
 /// The error of a registry file that does not parse.
-fn corrupt(path: PathBuf, e: &serde_json::Error) -> StoreError {
+pub(super) fn corrupt(path: PathBuf, e: &serde_json::Error) -> StoreError {
     StoreError::Corrupt {
         path,
         line: e.line(),
@@ -479,16 +427,16 @@ fn corrupt(path: PathBuf, e: &serde_json::Error) -> StoreError {
 /// skipped (with a warning), duplicates dropped (by its own parse).
 pub struct FileEntries {
     /// In registry order.
-    entries: Vec<StoredConversation>,
+    pub(super) entries: Vec<StoredConversation>,
     /// An entry was skipped or is in a legacy form: the file must be rewritten.
-    needs_fold: bool,
+    pub(super) needs_fold: bool,
     /// Elements skipped for having no id (warned about once the parse is done).
     skipped: usize,
 }
 
 impl FileEntries {
     /// Parses the registry file's `bytes` (read from `path`, named in the warnings).
-    fn parse(bytes: &[u8], path: &Path) -> Result<FileEntries, serde_json::Error> {
+    pub(super) fn parse(bytes: &[u8], path: &Path) -> Result<FileEntries, serde_json::Error> {
         let mut file = FileEntries {
             entries: Vec::new(),
             needs_fold: false,
@@ -539,26 +487,6 @@ fn drop_duplicate_ids(entries: &mut Vec<StoredConversation>) {
             !duplicates.contains(&(i - 1))
         });
     }
-}
-
-/// The registry a backup snapshot holds: `registry` (the linked `conversations.json`, when
-/// there is one) with the first `len` bytes of `journal` replayed on top, read as startup
-/// would read it, without writing anything.
-pub fn read_registry_at(
-    registry: Option<&Path>,
-    journal: Option<(&Path, u64)>,
-) -> Result<Vec<StoredConversation>, StoreError> {
-    let mut entries = Vec::new();
-    if let Some(path) = registry {
-        let bytes = fs::read(path).map_err(io_err(path))?;
-        entries = FileEntries::parse(&bytes, path)
-            .map_err(|e| corrupt(path.to_path_buf(), &e))?
-            .entries;
-    }
-    if let Some((path, len)) = journal {
-        replay_journal(path, len, &mut entries)?;
-    }
-    Ok(entries)
 }
 
 /// Accepts `conversationId`, or the legacy `sessionId` (second value: true = needs rewrite);

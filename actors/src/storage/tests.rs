@@ -7,7 +7,8 @@ use serde_json::Map;
 use super::journal::JournalRecord;
 use super::layout::Layout;
 use super::migrate::migrate;
-use super::registry_file::{entry_from_value, fold, load_registry, StoredConversation};
+use super::registry_file::{entry_from_value, fold, StoredConversation};
+use super::registry_load::load_registry;
 use super::{role, StoreError};
 use std::path::Path;
 

@@ -566,7 +566,8 @@ fn shutdown_stops_conversations_and_saves_the_registry() {
         until_loaded(&inst, 0).await;
 
         let saved =
-            registry_file::load_registry(&inst.layout, false, None).expect("a readable registry");
+            roundtable_actors::storage::registry_load::load_registry(&inst.layout, false, None)
+                .expect("a readable registry");
         let names: Vec<_> = saved.entries.iter().map(|e| e.name.as_str()).collect();
         assert_eq!(names, ["default", "kept"]);
         assert!(!saved.needs_fold, "the journal was folded");
