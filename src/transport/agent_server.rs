@@ -548,7 +548,7 @@ pub(super) type InlineSlot = Arc<std::sync::Mutex<Option<InlineJoin>>>;
 fn deliver_inline_join(
     slot: &InlineSlot,
     outbox: &roundtable_actors::outbox::Outbox,
-    state: &crate::server::AppState,
+    state: &crate::transport::AppState,
     call_id: u64,
     filter: bool,
 ) -> Box<dyn FnOnce(Joined) -> bool + Send> {

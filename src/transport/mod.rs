@@ -62,7 +62,6 @@ use roundtable_actors::registry::{
 use serde_json::Value;
 use tokio::sync::oneshot;
 
-use crate::server::AppState;
 use frames::{CLOSE_GOING_AWAY, CLOSE_SERVICE_RESTART};
 use lazy_map::LazyMap;
 
@@ -72,12 +71,16 @@ mod hosted_agents;
 mod lazy_map;
 mod reader;
 mod relay;
+mod socket_budget;
 mod socket_slot;
+mod state;
 mod upgrade;
 mod writer;
 
 pub use relay::{serve_relays, RelayLinks};
+pub use socket_budget::{DescriptorBudget, DESCRIPTOR_RESERVE, HTTP_HEADROOM};
 pub use socket_slot::SocketSlot;
+pub use state::AppState;
 pub use upgrade::{upgrade_service, RawUpgrade};
 
 /// Accepts the upgrade and leaves in the request's [`RawUpgrade`] slot what starts a

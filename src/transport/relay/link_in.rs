@@ -25,7 +25,7 @@ use tokio::sync::oneshot;
 use super::link_wire::{Decoder, Entry};
 use super::wire::{Chunks, Publisher, LINK, PONG};
 use super::{Unanswered, REJOIN_CALL_ID, REREGISTER_CALL_IDS};
-use crate::server::AppState;
+use crate::transport::AppState;
 
 /// B's links by (serving node, conversation): at most one per conversation relayed from
 /// this node, each with at least one relay (a link is dropped with its last relay).

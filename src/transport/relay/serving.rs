@@ -21,7 +21,7 @@ use tokio::sync::oneshot;
 
 use super::link_out::Attach;
 use super::wire::{Chunks, OpenRelay, END, PONG, TEXT};
-use crate::server::AppState;
+use crate::transport::AppState;
 use crate::transport::Connection;
 
 /// A's side: answers `rt.node.<A>.relay.open` for the server's life, starting one virtual
