@@ -61,7 +61,7 @@ pub struct ToolCallContext<'a> {
     /// The turn's output: progress goes to [`TurnSink::status`], questions a tool needs
     /// answered (MCP elicitation) to [`TurnSink::ask_form`].
     pub sink: &'a dyn TurnSink,
-    /// The directory the request works in ([`TurnInput::working_directory`], already
+    /// The directory the request works in ([`TurnInput::working_directory`](super::turn::TurnInput::working_directory), already
     /// checked against the server's working-directory policy): offered to tools that take a
     /// path (an MCP server's roots).
     pub working_directory: Option<&'a Path>,
@@ -70,7 +70,7 @@ pub struct ToolCallContext<'a> {
     pub action_index: usize,
     /// Conversation moves and handoffs the model asks for (`manage_conversation`) are first
     /// put to the requester as a yes/no question: false only for a provider whose calls come
-    /// from the requester's typed words alone ([`Provider::acts_on_typed_words_only`]).
+    /// from the requester's typed words alone ([`Provider::acts_on_typed_words_only`](super::Provider::acts_on_typed_words_only)).
     pub ask_before_conversation_actions: bool,
 }
 

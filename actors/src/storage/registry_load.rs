@@ -14,7 +14,7 @@ use super::{io_err, StoreError};
 
 /// Loads `conversations.json` and replays the journal. A file that does not parse is an error
 /// (never overwritten); with `repair` it is moved aside to `conversations.json.corrupt-<ts>` first.
-/// `prefetched`: the same file already parsed ([`read_early`]), used when it parsed.
+/// `prefetched`: the same file already parsed ([`read_early`](super::registry_file::read_early)), used when it parsed.
 pub fn load_registry(
     layout: &Layout,
     repair: bool,
