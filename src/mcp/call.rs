@@ -13,10 +13,10 @@
 
 use std::collections::VecDeque;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use rmcp::model::{CallToolRequest, CallToolRequestParams, ClientRequest, ProgressToken};
+use rmcp::model::{CallToolRequest, CallToolRequestParams, ClientRequest};
 use rmcp::service::PeerRequestOptions;
 use rmcp::ServiceError;
 use roundtable_actors::agent::turn::{ToolCallContext, ToolOutput, SERVER_SEPARATOR};
@@ -25,13 +25,10 @@ use roundtable_actors::redact::redact_url_credentials;
 use serde_json::{Map, Value};
 use tokio::sync::{mpsc, oneshot};
 
-use super::server::{lock, Shared};
+pub use super::in_flight::{CallEvent, InFlight, MAX_ELICITATIONS_PER_CALL};
+use super::shared::{lock, Shared};
 use super::{content, elicit, wire};
 
-/// Elicitations one call may have waiting for an answer (the one asked and those queued
-/// behind it): a server asks one thing at a time in practice; past it an elicitation is
-/// answered `cancel` at once, so a server that floods them holds nothing.
-pub const MAX_ELICITATIONS_PER_CALL: usize = 4;
 /// Calls one server may have in flight; past it a call is refused at once (`is_error`).
 pub const MAX_CALLS_IN_FLIGHT: usize = 64;
 /// Events (progress lines, questions) queued per call before further progress is dropped;
@@ -39,39 +36,6 @@ pub const MAX_CALLS_IN_FLIGHT: usize = 64;
 const CALL_EVENTS: usize = 16;
 /// Longest a call that changes the roots waits for a server that reads them to ask again.
 const ROOTS_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
-
-/// A question or progress line for the turn whose call caused it.
-pub enum CallEvent {
-    /// A progress notification, as text.
-    Progress(String),
-    /// An elicitation: ask, then answer on `reply`.
-    Elicit {
-        /// The server's message (already cut to what a form shows).
-        message: String,
-        /// The requested schema.
-        schema: Value,
-        /// The answer to send back.
-        reply: oneshot::Sender<elicit::Answer>,
-    },
-}
-
-/// A call in flight.
-pub struct InFlight {
-    /// Its number (for removal).
-    pub id: u64,
-    /// `NAME__tool`, for progress lines.
-    pub tool: String,
-    /// The progress token of its request, once sent.
-    pub progress_token: Option<ProgressToken>,
-    /// To its turn.
-    pub events: mpsc::Sender<CallEvent>,
-    /// The directory its request works in (offered as a root while it runs).
-    pub root: Option<PathBuf>,
-    /// Its elicitations waiting for an answer (at most [`MAX_ELICITATIONS_PER_CALL`]).
-    pub elicitations: Arc<AtomicUsize>,
-    /// Its elicitations cancelled for being past that bound (the first one is logged).
-    pub refused: Arc<AtomicUsize>,
-}
 
 /// Removes a call from the in-flight list when it ends, however it ends.
 struct InFlightGuard<'a> {

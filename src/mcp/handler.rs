@@ -32,9 +32,9 @@ use roundtable_actors::agent::questions::MAX_FORM_TEXT_CHARS;
 use serde_json::Value;
 use tokio::sync::oneshot;
 
-use super::call::{CallEvent, MAX_ELICITATIONS_PER_CALL};
 use super::elicit;
-use super::server::{lock, Shared};
+use super::in_flight::{CallEvent, MAX_ELICITATIONS_PER_CALL};
+use super::shared::{lock, Shared};
 
 /// Largest requested schema of an elicitation, as JSON text: 32 flat properties with their
 /// choices and texts take a few KiB; past it the elicitation is declined.

@@ -2,7 +2,7 @@
 //! client, with what it cannot take turned into an error answer to the request it answered,
 //! so the call fails at once with the reason and the transport goes on serving the others.
 //!
-//! rmcp bounds a JSON answer and an SSE event at [`super::server::MAX_HTTP_MESSAGE_BYTES`];
+//! rmcp bounds a JSON answer and an SSE event at [`MAX_HTTP_MESSAGE_BYTES`];
 //! past it (or for a JSON answer it cannot parse, e.g. one nested past serde_json's limit) its
 //! client fails the POST, and the call got "Transport send error: … HTTP response body
 //! exceeded the maximum size", or for an SSE answer "Transport closed", read as the server
@@ -28,6 +28,9 @@ use sse_stream::Sse;
 
 use super::wire;
 
+/// Largest Streamable HTTP answer read (one JSON body or SSE event); a stdio line has the
+/// same bound ([`super::stdio::MAX_LINE_BYTES`]).
+pub const MAX_HTTP_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
 /// Redirects one request follows (rmcp's default client's number).
 pub const MAX_REDIRECTS: usize = 10;
 
@@ -100,7 +103,7 @@ fn checked_event(id: &RequestId, event: Result<Sse, SseError>) -> Result<Sse, Ss
             refused(&format!(
                 "answered more than {} MiB (an SSE event past the bound); the answer was \
                  dropped",
-                super::server::MAX_HTTP_MESSAGE_BYTES >> 20
+                MAX_HTTP_MESSAGE_BYTES >> 20
             ))
         }
         Ok(event) => {

@@ -25,7 +25,7 @@ use roundtable_actors::agent::turn::SERVER_SEPARATOR;
 use roundtable_actors::agent::{valid_tool_name, ToolSpec};
 use serde_json::Value;
 
-use super::server::Shared;
+use super::shared::Shared;
 use super::wire::SKIPPED_KEY;
 
 /// Tools one server may offer: the first ones listed are kept, the listing stops there (with

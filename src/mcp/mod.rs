@@ -23,8 +23,10 @@ pub mod content;
 pub mod elicit;
 pub mod handler;
 pub mod http;
+pub mod in_flight;
 pub mod listing;
 pub mod server;
+pub mod shared;
 pub mod stdio;
 pub mod wire;
 
