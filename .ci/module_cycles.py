@@ -7,8 +7,8 @@ edges; a strongly connected component of more than one sibling is a cycle. Metho
 type whose `impl` blocks are spread over sibling files are not seen (they name no path).
 JavaScript: `import … from "./x.js"` between the files of one directory.
 
-Usage: module_cycles.py [--check DIR ...] ROOT ...
-Prints each cycle; with --check, exits 1 when a listed directory has one.
+Usage: module_cycles.py [--strict] ROOT ...
+Prints each cycle; with --strict, exits 1 when there is one.
 """
 import os
 import re
@@ -139,14 +139,8 @@ def js_graph(directory):
 
 
 def main(argv):
-    check = []
-    roots = []
-    it = iter(argv)
-    for a in it:
-        if a == "--check":
-            check.append(next(it))
-        else:
-            roots.append(a)
+    strict = "--strict" in argv
+    roots = [a for a in argv if a != "--strict"]
     failed = False
     for root in roots:
         if any(f.endswith(".js") for f in os.listdir(root)):
@@ -159,8 +153,7 @@ def main(argv):
             name = os.path.join(root, *parent)
             for comp in comps:
                 print(f"{name}: cycle of {len(comp)}: {' '.join(comp)}")
-                if any(os.path.normpath(name) == os.path.normpath(c) for c in check):
-                    failed = True
+                failed = strict
     return 1 if failed else 0
 
 
