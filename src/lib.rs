@@ -13,8 +13,11 @@
 //! - [`transport`]: the `Connection` actor, one per WebSocket, and the only module that
 //!   speaks WebSocket: `upgrade.rs` (actix-http's upgrade service: the request runs through
 //!   the app, then the TCP stream is handed over), `reader.rs` (frames parsed from the read
-//!   half), `frames.rs` (reassembly glue, UTF-8, close codes), `writer.rs` (the socket writer
-//!   task), `agent_server.rs` (the typed `agent-server` / `discovery` requests).
+//!   half), `inbound.rs` (each message routed by channel), `frames.rs` (reassembly glue,
+//!   UTF-8, close codes), `writer.rs` (the socket writer task), `agent_server.rs` (the typed
+//!   `agent-server` / `discovery` requests), `hosted_agents/` (client agents a socket hosts),
+//!   `state.rs` ([`AppState`](transport::AppState), shared with the server's routes, so the
+//!   transport never imports the server), `socket_slot.rs` (the socket cap).
 //! - [`providers`]: the OpenAI-compatible model provider (`providers/openai/`).
 //! - [`mcp`]: MCP servers (`[mcp.servers.NAME]`, `--mcp-config`) through `rmcp`, on their own
 //!   `mcp` thread: supervisors, restarts, tools offered as `NAME__tool`.

@@ -9,9 +9,11 @@
 //! - [`naming`]: name length, uniqueness key, `appendNumber`, `findConversations` scoring
 //!   (the registry's rules, and the cluster's name keys).
 //! - [`conversation`]: the [`Conversation`](conversation::Conversation) actor, one per loaded
-//!   conversation, one file per concern: membership and timers (`mod.rs`), routing, write
-//!   barriers, the queue, interactions, the `dispatcher:<id>` channel, `@` commands
-//!   ([`conversation::commands`]), agent turns, chat history.
+//!   conversation, one file per concern (start, stop and timers in `mod.rs`, membership,
+//!   routing, write barriers, the queue, interactions, the `dispatcher:<id>` channel, `@`
+//!   commands ([`conversation::commands`]), agent turns, chat history) over plain state
+//!   machines with no actix (`request_queue.rs`, `outbound_order.rs`, `answer_stream.rs`,
+//!   `grammar.rs`) that import none of them.
 //! - [`client`]: the [`Client`](client::Client) actor, one per joined client: its `clientio`
 //!   channel, ready gate and bounded outbound queue ([`outbox`]).
 //! - [`agent`]: chat messages, the `Provider` trait, the agent turn, built-in tools (one file

@@ -2,7 +2,8 @@
 //! ([`config`]: `[mcp.servers.NAME]`, `--mcp-config` desktop JSON), one supervisor per server
 //! that starts it (a child process over stdio, [`stdio`], or a Streamable HTTP session),
 //! lists its tools and follows `tools/list_changed` ([`listing`]), and restarts it with
-//! backoff ([`server`]); each server is a [`ToolServer`] whose tools the agent loop offers as
+//! backoff ([`server`]), its parts sharing one state ([`shared`]; a call in flight:
+//! [`in_flight`]); each server is a [`ToolServer`] whose tools the agent loop offers as
 //! `NAME__tool`. Calls ([`call`]) give content blocks ([`content`]); the server's requests and
 //! notifications go to the [`handler`]; elicitation requests become the conversation's
 //! questions ([`elicit`]). What a server sends is checked for shape before rmcp parses it

@@ -1,7 +1,8 @@
 //! The agent side of a conversation: chat messages with content blocks, the [`Provider`]
 //! trait every model backend implements, tool specs and the routing of tool calls.
 //!
-//! A conversation's turn runs the agent loop ([`turn::run_turn`]): send history +
+//! A conversation's turn runs the agent loop ([`turn::run_turn`]; what it needs of its world,
+//! the sink and the tool servers, is [`turn_sink`]): send history +
 //! tools to the provider, run the tool calls it returns, append the results, repeat until the
 //! provider answers without tool calls or the iteration limit is hit. Providers and tool
 //! servers are plain trait objects so the loop runs the same with the offline `builtin`

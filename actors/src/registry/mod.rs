@@ -28,6 +28,8 @@
 //!   uniqueness key, `appendNumber`, find scoring).
 //! - `catch_up.rs` (`serve --cluster`): read-your-writes: [`CaughtUp`] requests wait until
 //!   this node's copy has applied the store's revision they arrived at.
+//! - `shared_store.rs`: what the registry needs of a cluster's shared store (`SharedStore` and
+//!   its types), used by `shared.rs` and `reconcile.rs` alike.
 //! - `shared.rs` (`serve --cluster`): this node's copy of the registry shared by the cluster,
 //!   and creates / renames / deletes written there first ([`SharedStore`]).
 //! - `ownership.rs` (`serve --cluster`): the leases that decide which node runs a conversation

@@ -32,7 +32,7 @@
 //!   conversation's directory; at start-up, before that thread runs, the registry folds and
 //!   sweeps directly ([`registry_file::fold`], [`layout::remove_conversation_dir`]).
 //! - `.clean-shutdown`: the registry at clean shutdown, after its last fold; taken back at the
-//!   next start-up ([`registry_file`]).
+//!   next start-up ([`registry_load`], which reads [`registry_file`] with the journal replayed).
 //! - Everything inside a conversation's directory (display log, request journal, chat
 //!   history, context meter): its conversation actor, through the shared
 //!   [`log_writer::LogWriter`] thread (`log-writer`).
