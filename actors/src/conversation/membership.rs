@@ -15,7 +15,7 @@ use crate::ids::ConnectionId;
 use crate::metrics::Metrics;
 use crate::outbox::Outbox;
 
-use super::*;
+use super::{audience, routing, ClientSlot, Conversation};
 
 /// What a successful [`Attach`] returns to the joining connection (through the registry).
 pub struct Attached {
